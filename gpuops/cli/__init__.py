@@ -1,0 +1,59 @@
+"""The task namespace behind both `inv` (via the root tasks.py) and the `gpuops` program.
+
+Each verb lives in its own module here and is added to `ns` below. Tasks take flags only (no
+positional arguments) and no automatic short flags, so `--host` never steals `-h`.
+"""
+
+import sys
+
+from invoke import Collection, Program
+from invoke.exceptions import ParseError
+
+from .. import __version__, errors
+from . import preflight
+
+ns = Collection()
+for _module in (preflight,):
+    for _task in _module.TASKS:
+        ns.add_task(_task)
+
+
+class GpuopsProgram(Program):
+    """Invoke's Program, except that a command-line mistake exits 2 (usage), not 1 (check failed)."""
+
+    def run(self, argv=None, exit=True):
+        try:
+            self.create_config()
+            self.parse_core(argv)
+            self.parse_collection()
+            self.parse_tasks()
+            self.parse_cleanup()
+            self.update_config()
+        except ParseError as e:
+            print(f"gpuops: {e}", file=sys.stderr)
+            sys.exit(errors.USAGE)
+        self._execute(exit)
+
+    def _execute(self, exit):
+        from invoke.exceptions import Exit
+
+        try:
+            self.execute()
+        except Exit as e:
+            if e.message:
+                print(e.message, file=sys.stderr)
+            if exit:
+                sys.exit(e.code)
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+
+program = GpuopsProgram(namespace=ns, version=__version__, name="gpuops", binary="gpuops")
+
+
+def main():
+    try:
+        program.run()
+    except BrokenPipeError:
+        sys.stderr.close()  # reader went away (e.g. `| head`): not an error worth a traceback
+        sys.exit(0)

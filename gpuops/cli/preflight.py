@@ -1,0 +1,28 @@
+"""`preflight`: is this box going to hurt the run? One round trip, verdicts with fixes."""
+
+from .common import on_hosts, run
+from .flags import verb
+
+
+@verb(iterable=["path"], help={
+    "host": "'local' (default), an ssh_config alias or user@host:port; comma-separate several",
+    "identity": "SSH private key file to use",
+    "json": "print one JSON envelope instead of tables",
+    "profile": "platform profile whose paths and thresholds apply (see `gpuops profiles`)",
+    "path": "extra directory whose free bytes and inodes to check (repeatable)",
+    "timeout": "seconds the on-box probe may run before it is killed on the box",
+})
+def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout=60):
+    """Check a GPU box before burning GPU-hours on it."""
+    from ..ops import preflight as op
+
+    run(
+        "preflight",
+        json,
+        lambda: on_hosts("preflight", host, lambda t: op.preflight(t, profile=profile, paths=path or [],
+                                                                     timeout_s=float(timeout)), identity),
+        op.render,
+    )
+
+
+TASKS = (preflight,)

@@ -1,0 +1,70 @@
+"""The closed set of exit codes and the errors that map onto them.
+
+Every verb, the CLI and any agent adapter share these codes, so a caller can branch on the
+number alone: 0 nothing failed, 1 a check failed, 2 usage/config, 3 the host could not be
+used, 4 something named was not found, 5 refused or needs --yes, 70 a bug in gpuops.
+"""
+
+OK = 0
+CHECK_FAILED = 1
+USAGE = 2
+HOST = 3
+NOT_FOUND = 4
+REFUSED = 5
+INTERNAL = 70
+
+
+class GpuopsError(Exception):
+    """An expected failure: reported as one line, never as a traceback."""
+
+    exit_code = INTERNAL
+    kind = "internal"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "message": self.message}
+
+
+class UsageError(GpuopsError):
+    exit_code = USAGE
+    kind = "usage"
+
+
+class NotFound(GpuopsError):
+    exit_code = NOT_FOUND
+    kind = "not-found"
+
+
+class Refused(GpuopsError):
+    exit_code = REFUSED
+    kind = "refused"
+
+
+class HostError(GpuopsError):
+    """The host could not be asked. Never to be read as 'the job is dead'."""
+
+    exit_code = HOST
+    kind = "unreachable"
+
+
+class Unreachable(HostError):
+    kind = "unreachable"
+
+
+class AuthFailed(HostError):
+    kind = "auth-failed"
+
+
+class HostKeyChanged(HostError):
+    kind = "host-key-changed"
+
+
+class TimedOut(HostError):
+    kind = "timed-out"
+
+
+class PythonMissing(HostError):
+    kind = "python3-missing"

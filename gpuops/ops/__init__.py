@@ -1,0 +1,1 @@
+"""Operations: one module per verb. Each returns an envelope dict; none prints or exits."""

@@ -1,0 +1,35 @@
+"""What one remote (or local) command returned."""
+
+import json
+from dataclasses import dataclass
+
+from ..errors import GpuopsError, PythonMissing, TimedOut
+from .wrap import NO_PYTHON_MARK
+
+
+@dataclass
+class Result:
+    stdout: bytes
+    stderr: bytes
+    exit: int
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def err_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+def check_onbox(result: Result, host: str, timeout_s) -> dict:
+    """Turn the result of a shipped onbox script into its JSON document, or a typed error."""
+    if result.exit == 127 and NO_PYTHON_MARK in result.err_text:
+        raise PythonMissing(f"{host}: python3 is not on the remote PATH (the on-box code needs python3 >= 3.6)")
+    if result.exit in (124, 137) and timeout_s:
+        raise TimedOut(f"{host}: the remote command ran past {timeout_s:g}s and was killed on the box")
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        tail = result.err_text.strip().splitlines()[-1:] or [f"exit {result.exit}, no output"]
+        raise GpuopsError(f"{host}: on-box code failed: {tail[0][:300]}") from None

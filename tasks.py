@@ -1,0 +1,3 @@
+"""`inv <verb>` entry point: the same namespace as the `gpuops` program."""
+
+from gpuops.cli import ns  # noqa: F401  (Invoke looks for `ns`)

@@ -1,0 +1,49 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.rig.sshd import SshRig
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _need(tool):
+    if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+        pytest.fail(f"{tool} is not installed: run the README's test command (scripts/test), which installs it")
+
+
+@pytest.fixture(scope="session")
+def rig(tmp_path_factory):
+    """The session's SSH rig; add boxes with rig.box(name, env={...})."""
+    _need("sshd")
+    r = SshRig(tmp_path_factory.mktemp("sshrig"))
+    old = os.environ.get("GPUOPS_SSH_CONFIG")
+    os.environ["GPUOPS_SSH_CONFIG"] = str(r.ssh_config)
+    yield r
+    r.stop()
+    if old is None:
+        os.environ.pop("GPUOPS_SSH_CONFIG", None)
+    else:
+        os.environ["GPUOPS_SSH_CONFIG"] = old
+
+
+@pytest.fixture(scope="session")
+def plain_box(rig):
+    """A box with no overlay: the real machine seen over SSH."""
+    return rig.box("plain")
+
+
+def gpuops(*args, env=None, input=None, timeout=120):
+    """Run the real CLI as a subprocess; returns CompletedProcess with text output."""
+    return subprocess.run([sys.executable, "-m", "gpuops", *args], capture_output=True, text=True,
+                          env=env or os.environ.copy(), input=input, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def cli():
+    return gpuops
