@@ -1,0 +1,53 @@
+"""Local record of verified pulls, so a teardown decision can rest on evidence, not memory.
+
+Each verified `gpuops pull` writes a manifest next to the data and appends one line to
+`<state dir>/pulls.jsonl`: {host, remote, local, manifest, files, bytes, verified_at}. The state
+dir is $GPUOPS_STATE_DIR, else $XDG_STATE_HOME/gpuops, else ~/.local/state/gpuops.
+
+Manifest file format: {"schema": 1, "host", "remote", "local", "verified_at",
+"files": [{"path", "size", "sha256"}]}.
+"""
+
+import json
+import os
+import posixpath
+
+MANIFEST_NAME = ".gpuops-manifest.json"
+
+
+def state_dir() -> str:
+    if os.environ.get("GPUOPS_STATE_DIR"):
+        return os.environ["GPUOPS_STATE_DIR"]
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "gpuops")
+
+
+def index_path() -> str:
+    return os.path.join(state_dir(), "pulls.jsonl")
+
+
+def record(entry: dict) -> None:
+    os.makedirs(state_dir(), exist_ok=True)
+    line = json.dumps(entry, sort_keys=True) + "\n"
+    # One write() of one line on an O_APPEND file: concurrent pulls never interleave records.
+    fd = os.open(index_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def _under(path: str, root: str) -> bool:
+    path, root = posixpath.normpath(path), posixpath.normpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def find(host: str, remote: str) -> list:
+    """Recorded pulls of `host` whose remote path is `remote` or contains it, newest first."""
+    try:
+        with open(index_path(), encoding="utf-8") as f:
+            entries = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return []
+    hits = [e for e in entries if e.get("host") == host and _under(remote, e.get("remote", ""))]
+    return sorted(hits, key=lambda e: e.get("verified_at", ""), reverse=True)
