@@ -10,10 +10,10 @@ from invoke import Collection, Program
 from invoke.exceptions import ParseError
 
 from .. import __version__, errors
-from . import preflight
+from . import preflight, reap
 
 ns = Collection()
-for _module in (preflight,):
+for _module in (preflight, reap):
     for _task in _module.TASKS:
         ns.add_task(_task)
 
