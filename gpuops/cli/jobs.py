@@ -1,0 +1,249 @@
+"""Detached jobs: `launch`, `status`, `logs`, `stop`, `retry`, `queue`."""
+
+import os
+import sys
+
+from ..errors import UsageError
+from .common import on_hosts, run
+from .flags import verb
+
+_COMMON = {
+    "host": "'local' (default), an ssh_config alias or user@host:port; comma-separate several",
+    "identity": "SSH private key file to use",
+    "json": "print one JSON envelope instead of tables",
+    "jobs_dir": "job records directory on the box (default: $GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)",
+}
+_ENV = "KEY=VALUE set in the job's environment (repeatable)"
+_SECRET = ("NAME of a variable in YOUR local environment whose value is passed to the job through stdin "
+           "only: never in argv, files or output (repeatable)")
+
+
+def _help(**extra):
+    return dict(_COMMON, **extra)
+
+
+def _one_host(host, verb_name):
+    from ..remote import split_hosts
+
+    hosts = split_hosts(host)
+    if len(hosts) != 1:
+        raise UsageError(f"{verb_name} works on one host at a time, got {len(hosts)}")
+    return hosts[0]
+
+
+def _env_and_secrets(env, secret_env):
+    from ..jobs import spec
+
+    envs = spec.pairs(env, "--env", env_names=True)
+    return envs, spec.secrets(secret_env, os.environ, taken=envs)
+
+
+def _check_regex(pattern):
+    if pattern:
+        import re
+
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"--progress-regex is not a valid regular expression: {e}") from None
+
+
+@verb(iterable=["label", "env", "secret_env"], help=_help(
+    cmd="the command line to run (bash syntax; stored verbatim and run exactly as given)",
+    script="a local script file to copy to the box and run (its #! line is honoured, else bash)",
+    name="a name for the job (any text)",
+    label="k=v label, for filtering with status --label (repeatable)",
+    workdir="directory on the box to run in (default: the remote home)",
+    env=_ENV,
+    secret_env=_SECRET,
+    gpus="GPU indices or UUIDs for CUDA_VISIBLE_DEVICES, e.g. 0,1",
+    key="idempotency key: if a job with this key exists, return it instead of starting another",
+    progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
+    timeout="seconds the launch may take on the box",
+))
+def launch(c, host="local", identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
+           secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, json=False, timeout=60):
+    """Start a command detached on the box (own session, unbuffered log); prints its job id and pid."""
+    from ..jobs import spec
+    from ..ops import jobs as op
+
+    def produce():
+        if bool(cmd) == bool(script):
+            raise UsageError("give exactly one of --cmd or --script")
+        if script and not os.path.isfile(script):
+            raise UsageError(f"--script {script}: no such file")
+        _check_regex(progress_regex)
+        labels = spec.pairs(label, "--label")
+        envs, secrets = _env_and_secrets(env, secret_env)
+        pinned = spec.gpus(gpus)
+        return on_hosts("launch", host, lambda t: op.launch(
+            t, command=cmd, script=script, name=name, labels=labels, env=envs, secrets=secrets, workdir=workdir,
+            gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, timeout_s=float(timeout)),
+            identity)
+
+    run("launch", json, produce, op.render_started)
+
+
+@verb(iterable=["label"], help=_help(
+    job="one job: its id, --key or --name (default: list recent jobs)",
+    label="only jobs with this k=v label (repeatable)",
+    progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
+    stall_factor="STALLED when no progress line for this many times the recent step time",
+    stall_min="...and for at least this many seconds",
+    limit="list at most this many jobs, newest first",
+))
+def status(c, host="local", identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
+           stall_min="60", limit=50, jobs_dir=None, json=False):
+    """Derived job states: RUNNING, STALLED, COMPLETED, FAILED, KILLED, VANISHED, UNREACHABLE."""
+    from ..jobs import spec
+    from ..ops import jobs as op
+
+    def produce():
+        _check_regex(progress_regex)
+        labels = spec.pairs(label, "--label")
+        try:
+            factor, floor = float(stall_factor), float(stall_min)
+        except ValueError:
+            raise UsageError("--stall-factor and --stall-min want numbers") from None
+        return on_hosts("status", host, lambda t: op.status(
+            t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
+            limit=int(limit), jobs_dir=jobs_dir), identity)
+
+    run("status", json, produce, op.render_status)
+
+
+@verb(help=_help(
+    job="the job: its id, --key or --name",
+    tail="show the last N lines (default 100)",
+    follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
+    from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
+    save="copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
+    reconnect="seconds --follow keeps trying to reconnect after the link drops",
+))
+def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_offset=None, save=None,
+         reconnect=120, jobs_dir=None, json=False):
+    """A job's log: bounded tail, a page from an offset, or --follow to the end."""
+    from ..ops import jobs as op
+    from ..remote import target_for
+
+    def produce():
+        if not job:
+            raise UsageError("name the job with --job")
+        offset = None
+        if from_offset is not None:
+            try:
+                offset = int(from_offset)
+            except ValueError:
+                raise UsageError("--from-offset wants a byte offset (an integer)") from None
+            if offset < 0:
+                raise UsageError("--from-offset must be >= 0")
+        spec = _one_host(host, "logs")
+        sink = None if json else _stdout_sink
+        target = target_for(spec, identity)
+        try:
+            doc = op.logs(target, job=job, tail=int(tail), follow=follow, from_offset=offset, save=save,
+                          jobs_dir=jobs_dir, sink=sink, reconnect_s=float(reconnect),
+                          notice=lambda m: print(m, file=sys.stderr, flush=True))
+        finally:
+            target.close()
+        doc["host"] = spec
+        return doc
+
+    run("logs", json, produce, lambda doc, con: op.render_logs_trailer(doc))
+
+
+def _stdout_sink(data):
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+@verb(help=_help(
+    job="the job: its id, --key or --name",
+    grace="seconds between SIGTERM and SIGKILL",
+    yes="really send the signals (without it: show what would be signalled)",
+))
+def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_dir=None, json=False):
+    """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone."""
+    from ..ops import jobs as op
+
+    def produce():
+        if not job:
+            raise UsageError("name the job with --job")
+        try:
+            seconds = float(grace)
+        except ValueError:
+            raise UsageError("--grace wants seconds") from None
+        spec = _one_host(host, "stop")
+        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=seconds, yes=yes, jobs_dir=jobs_dir),
+                        identity)
+
+    run("stop", json, produce, op.render_stop)
+
+
+@verb(iterable=["env", "secret_env"], help=_help(
+    job="the job to retry: its id, --key or --name",
+    env=_ENV + "; overrides the parent's",
+    secret_env=_SECRET,
+    resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
+    key="idempotency key for the retry itself",
+))
+def retry(c, host="local", identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
+          jobs_dir=None, json=False):
+    """Start a child job from the same immutable command, with parent_job_id set."""
+    from ..ops import jobs as op
+
+    def produce():
+        if not job:
+            raise UsageError("name the job with --job")
+        envs, secrets = _env_and_secrets(env, secret_env)
+        spec = _one_host(host, "retry")
+        return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
+                                                          resume_arg=resume_arg, key=key, jobs_dir=jobs_dir),
+                        identity)
+
+    run("retry", json, produce, op.render_started)
+
+
+@verb(iterable=["env", "secret_env"], help=_help(
+    file="local file: one command per line (# comments and blank lines skipped); re-run with more lines "
+         "appended to extend a running queue, or unchanged to resume it",
+    name="queue name on the box (default: from the file name)",
+    env=_ENV + ", for every entry",
+    secret_env=_SECRET,
+    workdir="directory on the box every entry runs in",
+    gpus="CUDA_VISIBLE_DEVICES for every entry",
+    wait="wait up to this many seconds for the queue to finish",
+    cancel="start no further entries (the running one keeps running: stop it with `gpuops stop`)",
+))
+def queue(c, host="local", identity=None, file=None, name=None, env=None, secret_env=None, workdir=None, gpus=None,
+          wait="0", cancel=False, jobs_dir=None, json=False):
+    """A sequential run queue on the box: each line a normal job, resumable, append-safe."""
+    from ..jobs import spec
+    from ..ops import jobs as op
+
+    def produce():
+        if not file and not name:
+            raise UsageError("give --file (start, extend or resume a queue) or --name (show one)")
+        content = None
+        if file:
+            try:
+                with open(file, encoding="utf-8") as f:
+                    content = f.read().replace("\r\n", "\n")
+            except OSError as e:
+                raise UsageError(f"--file {file}: {e.strerror}") from None
+            except UnicodeDecodeError:
+                raise UsageError(f"--file {file}: not UTF-8 text") from None
+        qname = name or spec.slug(os.path.splitext(os.path.basename(file))[0])
+        envs, secrets = _env_and_secrets(env, secret_env)
+        try:
+            seconds = float(wait)
+        except ValueError:
+            raise UsageError("--wait wants seconds") from None
+        return on_hosts("queue", host, lambda t: op.queue(
+            t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
+            wait=seconds, cancel=cancel, jobs_dir=jobs_dir), identity)
+
+    run("queue", json, produce, op.render_queue)
+
+
+TASKS = (launch, status, logs, stop, retry, queue)

@@ -1,0 +1,54 @@
+"""The last state this workstation saw for each job, per host: what UNREACHABLE can still say.
+
+Stored as <state dir>/jobs-last-seen.json (state dir as for the pull index), mode 0600.
+"""
+
+import json
+import os
+import time
+
+from ..pullindex import state_dir
+
+_KEEP = 500
+
+
+def _path():
+    return os.path.join(state_dir(), "jobs-last-seen.json")
+
+
+def load():
+    try:
+        with open(_path(), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def remember(host, rows):
+    """Record {job_id: {state, exit_code, signal, seen_at}} for `host`; best effort."""
+    data = load()
+    seen = data.setdefault(host, {})
+    now = time.time()
+    for r in rows:
+        if r.get("job_id") and r.get("state") and r["state"] != "UNREACHABLE":
+            seen[r["job_id"]] = {"state": r["state"], "exit_code": r.get("exit_code"), "signal": r.get("signal"),
+                                 "seen_at": now}
+    if len(seen) > _KEEP:
+        for job_id in sorted(seen, key=lambda j: seen[j]["seen_at"])[: len(seen) - _KEEP]:
+            del seen[job_id]
+    try:
+        os.makedirs(state_dir(), exist_ok=True)
+        tmp = _path() + f".tmp.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, _path())
+    except OSError:
+        pass
+
+
+def recall(host, job_id=None):
+    seen = load().get(host) or {}
+    if job_id is None:
+        return seen
+    return seen.get(job_id)

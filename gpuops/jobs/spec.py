@@ -1,0 +1,51 @@
+"""Launch options from flag values: validated here, once, before anything reaches a box."""
+
+import re
+
+from ..errors import UsageError
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GPU_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._-]*$")  # index, GPU-UUID or MIG-… id
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def pairs(values, flag, env_names=False):
+    """{'k': 'v'} from repeated 'k=v' values; the value may itself contain '='."""
+    out = {}
+    for raw in values or []:
+        key, sep, value = str(raw).partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} wants KEY=VALUE, got {raw!r}")
+        if env_names and not _ENV_NAME.match(key):
+            raise UsageError(f"{flag}: {key!r} is not a valid environment variable name")
+        out[key] = value
+    return out
+
+
+def gpus(value):
+    """'0,1' -> '0,1' (CUDA_VISIBLE_DEVICES); None stays None."""
+    if value is None or value == "":
+        return None
+    items = [v.strip() for v in str(value).split(",")]
+    if not all(_GPU_ID.match(v) for v in items):
+        raise UsageError(f"--gpus wants comma-separated GPU indices or UUIDs, got {value!r}")
+    return ",".join(items)
+
+
+def secrets(names, environ, taken=()):
+    """{NAME: value} for --secret-env NAME, values from the LOCAL environment, never echoed."""
+    out = {}
+    for name in names or []:
+        if not _ENV_NAME.match(name):
+            raise UsageError(f"--secret-env wants a variable name, got {name!r}")
+        if name in taken:
+            raise UsageError(f"{name} is given both as --env and as --secret-env")
+        if name not in environ:
+            raise UsageError(f"--secret-env {name}: {name} is not set in the local environment")
+        out[name] = environ[name]
+    return out
+
+
+def slug(text, default="queue"):
+    s = _SLUG.sub("-", str(text).lower()).strip("-")[:40]
+    return s or default

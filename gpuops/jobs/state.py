@@ -1,0 +1,165 @@
+"""A job's state, derived from its records and what the box saw just now; never guessed.
+
+    STARTING     the job directory exists but the supervisor has not written meta.json yet
+    RUNNING      the recorded pid is alive AND its start time AND the boot_id match the record
+    STALLED      running, but no progress line for longer than max(factor x step time, floor)
+    COMPLETED    exit record, exit code 0
+    FAILED       exit record, exit code != 0 (the code is kept)
+    KILLED       exit record, ended by a signal (its name is kept)
+    VANISHED     no exit record and the process is gone (reboot, pid reused, supervisor killed)
+    UNREACHABLE  the host could not be asked; says nothing about the job (never "dead")
+
+Times are the box's clock (`now` comes from the box), so a skewed laptop clock cannot make a
+job look stalled.
+"""
+
+import signal
+
+STARTING, RUNNING, STALLED = "STARTING", "RUNNING", "STALLED"
+COMPLETED, FAILED, KILLED = "COMPLETED", "FAILED", "KILLED"
+VANISHED, UNREACHABLE = "VANISHED", "UNREACHABLE"
+TERMINAL = (COMPLETED, FAILED, KILLED, VANISHED)
+HEALTHY = (STARTING, RUNNING, COMPLETED)
+
+STALL_FACTOR = 10.0
+STALL_MIN_S = 60.0
+LAUNCH_GRACE_S = 60.0
+
+
+def derive(facts, stall_factor=STALL_FACTOR, stall_min_s=STALL_MIN_S):
+    """One status row (dict) from the on-box facts of one job."""
+    meta = facts.get("meta")
+    now = facts.get("now")
+    row = {"job_id": facts.get("job_id"), "state": None, "reason": None, "exit_code": None, "signal": None,
+           "hint": None}
+    if meta is None:
+        young = facts.get("dir_age_s") is None or facts["dir_age_s"] < LAUNCH_GRACE_S
+        row["state"] = STARTING if young else VANISHED
+        if not young:
+            row["reason"] = "the launch never wrote its start record (meta.json)"
+        return row
+    row.update(
+        name=meta.get("name"),
+        labels=meta.get("labels") or {},
+        pid=meta.get("pid"),
+        key=meta.get("key"),
+        parent_job_id=meta.get("parent_job_id"),
+        command=meta.get("command"),
+        launched_at=meta.get("launched_at"),
+        age_s=_since(now, meta.get("launched_at")),
+        log_size=facts.get("log_size"),
+    )
+    row["progress"] = _progress(facts, now)
+    exit_rec = facts.get("exit")
+    if exit_rec is not None:
+        _from_exit(row, exit_rec, meta, facts.get("survivors_alive") or [])
+    elif facts.get("liveness") == "rebooted":
+        row.update(state=VANISHED, reason="the box rebooted since launch (boot_id changed)")
+    elif facts.get("liveness") == "alive":
+        row["state"] = RUNNING
+        _stall(row, stall_factor, stall_min_s)
+        if facts.get("wrapper_alive") is False:
+            row["hint"] = "the gpuops supervisor of this job is gone: its exit will not be recorded"
+    else:
+        row.update(state=VANISHED, reason=_vanish_reason(facts))
+    return row
+
+
+def _from_exit(row, rec, meta, survivors):
+    row["ended_at"] = rec.get("ended_at")
+    row["duration_s"] = _since(rec.get("ended_at"), meta.get("launched_at"))
+    if rec.get("signal"):
+        row.update(state=KILLED, signal=rec["signal"])
+    elif rec.get("exit_code") == 0:
+        row["state"] = COMPLETED
+    elif rec.get("exit_code") is not None:
+        row.update(state=FAILED, exit_code=rec["exit_code"], hint=code_hint(rec["exit_code"]))
+    else:
+        row.update(state=VANISHED, reason=rec.get("error") or "the exit record holds neither a code nor a signal")
+    if rec.get("error") and row["state"] == FAILED:
+        row["reason"] = rec["error"]
+    if survivors:
+        row["survivors"] = survivors
+        note = "%d process(es) of the job's group outlived it (pids %s): gpuops stop --job %s" % (
+            len(survivors), ", ".join(map(str, survivors)), row["job_id"])
+        row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
+
+
+def code_hint(code):
+    """'exit 137 = 128+SIGKILL …' for codes a shell uses to report a child killed by a signal."""
+    if code is None or not 128 < code < 128 + 65:
+        return None
+    try:
+        name = signal.Signals(code - 128).name
+    except ValueError:
+        return None
+    extra = " (often the OOM killer)" if name == "SIGKILL" else ""
+    return "exit %d = 128+%s: a process inside the job was killed by %s%s" % (code, name, name, extra)
+
+
+def _vanish_reason(facts):
+    if facts.get("pid_reused"):
+        return "the recorded pid now belongs to another process (pid reused); the job ended unrecorded"
+    if facts.get("stop"):
+        return "stopped by `gpuops stop`, but its supervisor did not record the exit"
+    if facts.get("wrapper_alive") is False:
+        return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
+    return "the process is gone and no exit record was written"
+
+
+def _since(now, then):
+    if now is None or then is None:
+        return None
+    return max(0.0, float(now) - float(then))
+
+
+def _progress(facts, now):
+    events = ((facts.get("progress") or {}).get("events")) or []
+    out = {"last": None, "step_time_s": None, "silent_s": None}
+    if (facts.get("progress") or {}).get("regex_error"):
+        out["regex_error"] = facts["progress"]["regex_error"]
+    if not events:
+        return out
+    last = events[-1]
+    at = last.get("at")
+    if at is None and facts.get("log_size") is not None and last.get("end", 0) >= facts["log_size"] - 1:
+        at = facts.get("log_mtime")  # the progress line is the log's last line: mtime is its time
+    out["last"] = {"step": last.get("step"), "text": last.get("text"), "at": at}
+    out["step_time_s"] = step_time(events)
+    out["silent_s"] = _since(now, at)
+    return out
+
+
+def step_time(events):
+    """Recent seconds per step: the lines' own `seconds:` values, else times between lines."""
+    secs = [e["seconds"] for e in events if e.get("seconds") is not None][-5:]
+    if secs:
+        return sum(secs) / len(secs)
+    timed = [e for e in events if e.get("at") is not None and e.get("step") is not None]
+    if len(timed) < 2:
+        return None
+    first, last = timed[0], timed[-1]
+    steps = last["step"] - first["step"]
+    if steps <= 0:
+        return None
+    return max(0.0, (last["at"] - first["at"]) / steps)
+
+
+def _stall(row, factor, floor):
+    p = row["progress"]
+    if p["step_time_s"] is None or p["silent_s"] is None:
+        return
+    threshold = max(factor * p["step_time_s"], floor)
+    p["stall_after_s"] = threshold
+    if p["silent_s"] > threshold:
+        row["state"] = STALLED
+        row["reason"] = "no progress line for %.0fs (step time %.2fs, threshold %.0fs)" % (
+            p["silent_s"], p["step_time_s"], threshold)
+
+
+def unreachable(job_id, error_message, last_seen=None):
+    row = {"job_id": job_id, "state": UNREACHABLE, "reason": error_message, "exit_code": None, "signal": None,
+           "hint": "the host did not answer; this says nothing about the job. Retry later."}
+    if last_seen:
+        row["last_seen"] = last_seen
+    return row

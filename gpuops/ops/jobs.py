@@ -1,0 +1,439 @@
+"""Detached jobs: launch, status, logs, stop, retry, queue. Each returns one envelope.
+
+Every operation is one exec channel to the box running gpuops/onbox/jobs.py (options and
+secrets travel in its stdin), except `logs --follow`, which holds a framed stream open and
+reconnects from the last byte it delivered when the link drops.
+"""
+
+import json
+import os
+import sys
+import time
+
+from .. import errors
+from ..envelope import envelope
+from ..jobs import frames, lastseen, state
+
+DEPS = ("sysroot", "procs", "cgroup", "jobrecord", "logscan", "wrapper")
+_KINDS = {"not-found": errors.NotFound, "usage": errors.UsageError, "refused": errors.Refused}
+STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
+PAGE_BYTES = 1 << 20
+
+
+def call(target, action, opts, timeout_s=60):
+    """Run one on-box job action; its document, or the typed error it reported."""
+    payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
+    doc = target.run_onbox("jobs", [action], stdin=payload, timeout_s=timeout_s, deps=DEPS)
+    err = doc.get("error")
+    if err:
+        raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
+    return doc
+
+
+def _cmd(host, verb, job, *extra):
+    return " ".join(["gpuops", verb, "--host", host, "--job", job] + list(extra))
+
+
+# ------------------------------------------------------------------ launch / retry
+
+
+def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
+           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, timeout_s=60.0):
+    opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
+            "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir}
+    if script is not None:
+        import base64
+
+        with open(script, "rb") as f:
+            opts.update(kind="script", command=os.path.basename(script),
+                        script_b64=base64.b64encode(f.read()).decode("ascii"))
+    else:
+        opts.update(kind="cmd", command=command)
+    doc = call(target, "launch", opts, timeout_s)
+    return _started("launch", target, doc)
+
+
+def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):
+    opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
+            "jobs_dir": jobs_dir}
+    doc = call(target, "retry", opts, timeout_s)
+    return _started("retry", target, doc, parent=doc.get("parent_job_id"))
+
+
+def _started(verb, target, doc, parent=None):
+    facts = doc["job"]
+    row = state.derive(facts)
+    meta = facts.get("meta") or {}
+    jid = row["job_id"]
+    if doc.get("existing"):
+        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
+    elif meta.get("spawn_error"):
+        summary = f"{jid} could not start: {meta['spawn_error']}"
+    else:
+        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+    ok = not meta.get("spawn_error")
+    nxt = [_cmd(target.name, "status", jid), _cmd(target.name, "logs", jid, "--follow")]
+    data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
+    return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
+
+
+# ------------------------------------------------------------------ status
+
+
+def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=state.STALL_FACTOR,
+           stall_min_s=state.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0):
+    opts = {"job": job, "labels": labels or {}, "progress_regex": progress_regex, "limit": limit,
+            "jobs_dir": jobs_dir}
+    try:
+        doc = call(target, "status", opts, timeout_s)
+    except errors.HostError as e:
+        seen = lastseen.recall(target.name, job) if job else None
+        rows = [state.unreachable(job, e.message, seen)] if job else []
+        out = envelope("status", ok=False, summary=f"UNREACHABLE: {e.message}", data={"jobs": rows},
+                       error=e.as_dict())
+        return out
+    rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
+    lastseen.remember(target.name, rows)
+    data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
+    if job:
+        row = rows[0]
+        ok = row["state"] in state.HEALTHY
+        summary = _one_line(row)
+        nxt = [_cmd(target.name, "logs", row["job_id"], "--tail", "50")] if not ok else []
+    else:
+        counts = {}
+        for r in rows:
+            counts[r["state"]] = counts.get(r["state"], 0) + 1
+        ok = True
+        summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown)"
+        nxt = []
+    return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
+
+
+def _one_line(row):
+    text = f"{row['job_id']}: {row['state']}"
+    if row.get("exit_code") is not None:
+        text += f" (exit {row['exit_code']})"
+    if row.get("signal"):
+        text += f" ({row['signal']})"
+    if row.get("reason"):
+        text += f": {row['reason']}"
+    return text
+
+
+# ------------------------------------------------------------------ logs
+
+
+class _Stream:
+    """One framed stream call: delivers D payloads to `sink`, remembers header and end."""
+
+    def __init__(self, sink):
+        self.reader = frames.FrameReader()
+        self.sink = sink
+        self.header = None
+        self.end = None
+        self.received = 0
+
+    def on_chunk(self, chunk):
+        for kind, payload in self.reader.feed(chunk):
+            if kind == frames.HEADER:
+                self.header = json.loads(payload)
+            elif kind == frames.DATA:
+                self.sink(payload)
+                self.received += len(payload)
+            elif kind == frames.END:
+                self.end = json.loads(payload)
+
+
+def stream_once(target, opts, sink):
+    """One channel of the on-box `stream` action; the _Stream (end is None if the link dropped)."""
+    from .. import onbox
+    from ..remote import wrap
+
+    src = onbox.script("jobs", DEPS)
+    line = wrap.python_line(len(src), ["stream"], None)
+    payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
+    s = _Stream(sink)
+    result = target.run(line, stdin=src + payload, timeout_s=None if target.is_local else STREAM_IDLE_S,
+                        on_stdout=s.on_chunk)
+    if s.header is None and s.end is None:
+        if result.exit == 127 and wrap.NO_PYTHON_MARK in result.err_text:
+            raise errors.PythonMissing(f"{target.name}: python3 is not on the remote PATH")
+        if result.exit >= 0:
+            tail = (result.err_text.strip().splitlines() or [f"exit {result.exit}, no output"])[-1]
+            raise errors.GpuopsError(f"{target.name}: log stream failed: {tail[:300]}")
+    if s.end and s.end.get("error"):
+        err = s.end["error"]
+        raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
+    return s
+
+
+def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jobs_dir=None, sink=None,
+         reconnect_s=120.0, notice=None):
+    """Print (via `sink`) a bounded tail, a page from an offset, or follow until the job ends.
+
+    Follow survives a dropped link: it reconnects (with backoff, up to `reconnect_s`) and resumes
+    at the next undelivered byte. `--save DIR` mirrors the whole log to DIR/<job>/log, resuming
+    a previous partial copy.
+    """
+    notice = notice or (lambda msg: None)
+    save_file = None
+    if save:
+        save_file, from_offset = _open_save(target, job, save, jobs_dir)
+    kept = bytearray()
+
+    def deliver(data):
+        if save_file is not None:
+            save_file.write(data)
+        if sink is not None:
+            sink(data)
+        else:
+            kept.extend(data)
+
+    opts = {"job": job, "jobs_dir": jobs_dir, "follow": bool(follow)}
+    if from_offset is not None:
+        opts["from_offset"] = int(from_offset)
+    else:
+        opts["tail"] = int(tail)
+    if not follow and not save:
+        opts["max_bytes"] = PAGE_BYTES
+    start, offset, end, reconnects, job_id = None, None, None, 0, job
+    give_up = None
+    try:
+        while True:
+            try:
+                s = stream_once(target, opts, deliver)
+            except errors.HostError as e:
+                s, err = None, e
+            else:
+                err = None
+            if s is not None and s.header is not None:
+                job_id = s.header.get("job_id", job_id)
+                if start is None:
+                    start = s.header["start"]
+                offset = s.header["start"] + s.received
+                give_up = None
+            if s is not None and s.end is not None:
+                end = s.end
+                if end.get("reason") == "rotate":
+                    opts.pop("tail", None)
+                    opts["from_offset"] = end["next"]
+                    continue
+                break
+            # the link dropped mid-stream (or could not be opened): reconnect and resume
+            if offset is None and err is not None and reconnects == 0:
+                raise err
+            give_up = give_up or time.monotonic() + reconnect_s
+            if time.monotonic() > give_up:
+                raise errors.Unreachable(
+                    f"{target.name}: lost the log stream and could not reconnect within {reconnect_s:g}s; "
+                    f"resume with --from-offset {offset}")
+            reconnects += 1
+            notice(f"gpuops: connection lost; resuming at byte {offset} (attempt {reconnects})")
+            target.close()
+            time.sleep(min(8.0, 0.5 * 2 ** min(reconnects - 1, 4)))
+            opts.pop("tail", None)
+            if offset is not None:
+                opts["from_offset"] = offset
+    finally:
+        if save_file is not None:
+            save_file.close()
+    return _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save, bytes(kept), sink)
+
+
+def _open_save(target, job, save, jobs_dir):
+    """The local mirror file (append mode) and the offset to resume from; saves meta/exit too."""
+    doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir})
+    facts = doc["jobs"][0]
+    folder = os.path.join(save, facts["job_id"])
+    os.makedirs(folder, exist_ok=True)
+    for name, rec in (("meta.json", facts.get("meta")), ("exit.json", facts.get("exit"))):
+        if rec is not None:
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                json.dump(rec, f, indent=2, sort_keys=True)
+    path = os.path.join(folder, "log")
+    have = os.path.getsize(path) if os.path.exists(path) else 0
+    return open(path, "ab"), have
+
+
+def _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save, kept, sink):
+    end = end or {}
+    data = {"job_id": job_id, "start_offset": start, "next_offset": offset if offset is not None else start,
+            "bytes": (offset or 0) - (start or 0), "reconnects": reconnects, "end": end.get("reason")}
+    if sink is None:
+        data["text"] = kept.decode("utf-8", "replace")
+    ok, summary = True, f"{job_id}: bytes {start}..{data['next_offset']}"
+    if end.get("reason") in ("exited", "vanished"):
+        rec = end.get("exit")
+        row = state.derive({"job_id": job_id, "meta": {}, "exit": rec, "liveness": "gone"})
+        data["state"] = row["state"]
+        data["exit"] = rec
+        ok = row["state"] == state.COMPLETED
+        summary += f"; job ended: {_one_line(row).split(': ', 1)[1]}"
+    elif end.get("reason") == "eof":
+        data["ended"] = bool(end.get("ended"))
+    if save:
+        data["saved_to"] = os.path.join(save, job_id)
+        summary += f"; saved to {data['saved_to']}"
+    nxt = [] if not ok or end.get("reason") in ("exited", "vanished") else [
+        _cmd(target.name, "logs", job_id, "--from-offset", str(data["next_offset"]))
+    ]
+    return envelope("logs", ok=ok, summary=summary, data=data, next=nxt)
+
+
+# ------------------------------------------------------------------ stop
+
+
+def stop(target, *, job, grace=10.0, yes=False, jobs_dir=None):
+    doc = call(target, "stop", {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir},
+               timeout_s=float(grace) + 60)
+    jid = doc["job_id"]
+    after = state.derive(doc["after"])
+    targets = doc.get("targets") or []
+    data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
+            "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
+            "gpu_holders_left": doc.get("gpu_holders_left") or []}
+    if not targets:
+        return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and none of its "
+                                                  f"processes is alive", data=data)
+    gpu = sum(1 for t in targets if t.get("gpu"))
+    if doc.get("dry_run"):
+        out = envelope("stop", ok=False, summary=f"dry run: would send SIGTERM to {len(targets)} process(es) of "
+                                                 f"{jid} ({gpu} holding a GPU), SIGKILL after {float(grace):g}s; "
+                                                 "add --yes", data=dict(data, dry_run=True),
+                       next=[_cmd(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes")])
+        out["exit_code_hint"] = errors.REFUSED
+        return out
+    used = "+".join(s["signal"] for s in doc.get("signals") or [])
+    if doc.get("all_gone"):
+        summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
+        return envelope("stop", ok=True, summary=summary, data=data,
+                        next=[_cmd(target.name, "retry", jid)])
+    left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
+    return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data)
+
+
+# ------------------------------------------------------------------ queue
+
+
+def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, gpus=None, wait=0.0, cancel=False,
+          jobs_dir=None):
+    opts = {"name": name, "content": content, "env": env or {}, "secrets": secrets or {}, "workdir": workdir,
+            "gpus": gpus, "wait": float(wait), "cancel": bool(cancel), "jobs_dir": jobs_dir}
+    doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
+    entries = []
+    for e in doc["entries"]:
+        row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": "PENDING"}
+        entries.append({"line": e["line"], "command": e["command"], "job_id": row.get("job_id"),
+                        "state": row["state"], "exit_code": row.get("exit_code"), "signal": row.get("signal")})
+    done = doc.get("done")
+    finished = sum(1 for e in entries if e["state"] in state.TERMINAL)
+    failed = [e["line"] for e in entries if e["state"] in state.TERMINAL and e["state"] != state.COMPLETED]
+    data = {"queue": name, "entries": entries, "done": done, "runner_alive": doc.get("runner_alive"),
+            "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}
+    if done:
+        verb = "cancelled" if done.get("cancelled") else "done"
+        summary = f"queue {name} {verb}: {finished}/{len(entries)} entries ran, {len(failed)} not completed"
+        if failed:
+            summary += f" (lines {', '.join(map(str, failed))})"
+        ok = not failed and not done.get("error")
+    else:
+        running = next((e for e in entries if e["state"] in (state.RUNNING, state.STALLED, state.STARTING)), None)
+        summary = f"queue {name}: {finished}/{len(entries)} finished"
+        if running:
+            summary += f", running line {running['line']} ({running['job_id']})"
+        if not doc.get("runner_alive") and not doc.get("runner_started"):
+            summary += "; no runner (re-run with --file to resume)"
+        ok = not failed
+    return envelope("queue", ok=ok, summary=summary, data=data)
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _age(seconds):
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s >= 86400:
+        return f"{s // 86400}d{(s % 86400) // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60}s"
+    return f"{s}s"
+
+
+_STATE_STYLE = {"RUNNING": "green", "COMPLETED": "green", "STARTING": "cyan", "STALLED": "yellow",
+                "FAILED": "bold red", "KILLED": "bold red", "VANISHED": "bold red", "UNREACHABLE": "yellow",
+                "PENDING": "dim"}
+
+
+def _state_text(row):
+    s = row.get("state") or "?"
+    extra = f" {row['exit_code']}" if row.get("exit_code") is not None else ""
+    extra += f" {row['signal']}" if row.get("signal") else ""
+    return f"[{_STATE_STYLE.get(s, '')}]{s}{extra}[/]"
+
+
+def render_status(doc, con):
+    from rich.table import Table
+
+    from ..render import summary_line
+
+    rows = doc["data"].get("jobs") or []
+    table = Table(title=f"jobs on {doc.get('host') or ''}".strip(), expand=False)
+    for col in ("job", "name", "state", "age", "last progress", "pid"):
+        table.add_column(col, no_wrap=col != "last progress")
+    for r in rows:
+        p = (r.get("progress") or {}).get("last") or {}
+        prog = "-"
+        if p:
+            prog = (f"step {p['step']}" if p.get("step") is not None else p.get("text", "")[:40])
+            silent = (r.get("progress") or {}).get("silent_s")
+            prog += f", {_age(silent)} ago" if silent is not None else ""
+        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), _state_text(r), _age(r.get("age_s")),
+                      prog, str(r.get("pid") or "-"))
+    if rows:
+        con.print(table)
+    for r in rows:
+        for label, key in (("reason", "reason"), ("hint", "hint")):
+            if r.get(key):
+                con.print(f"  {r['job_id']}: {label}: {r[key]}", markup=False, soft_wrap=True)
+    summary_line(doc, con)
+
+
+def render_started(doc, con):
+    from ..render import summary_line
+
+    summary_line(doc, con)
+
+
+def render_stop(doc, con):
+    from ..render import summary_line
+
+    for t in doc["data"].get("targets") or []:
+        con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
+                  soft_wrap=True)
+    summary_line(doc, con)
+
+
+def render_queue(doc, con):
+    from rich.table import Table
+
+    from ..render import summary_line
+
+    table = Table(title=f"queue {doc['data'].get('queue')}", expand=False)
+    for col in ("line", "state", "job", "command"):
+        table.add_column(col, no_wrap=col != "command")
+    for e in doc["data"].get("entries") or []:
+        table.add_row(str(e["line"]), _state_text(e), e.get("job_id") or "-", e["command"])
+    con.print(table)
+    summary_line(doc, con)
+
+
+def render_logs_trailer(doc, stream=None):
+    """After raw log bytes on stdout: one line on stderr with the outcome and the next offset."""
+    stream = stream or sys.stderr
+    d = doc["data"]
+    stream.write(f"gpuops: {doc['summary']}; next offset {d.get('next_offset')}\n")

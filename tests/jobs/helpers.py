@@ -1,0 +1,64 @@
+"""Helpers shared by the jobs tests."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from gpuops.onbox import procs
+
+
+def _tagged(job_ids):
+    out = []
+    for pid in procs.pids():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        for item in env.split(b"\0"):
+            if item.startswith(b"GPUOPS_JOB_ID=") and item[14:].decode() in job_ids:
+                out.append(pid)
+    return out
+
+
+def kill_everything(jobs_dir: Path):
+    """Kill the jobs, their supervisors and queue runners recorded under `jobs_dir`."""
+    if not jobs_dir.exists():
+        return
+    job_ids, recorded = set(), []
+    for meta_path in jobs_dir.glob("*/meta.json"):
+        meta = json.loads(meta_path.read_text())
+        job_ids.add(meta["job_id"])
+        recorded.append((meta.get("wrapper_pid"), meta.get("wrapper_start_ticks")))
+        recorded.append((meta.get("pid"), meta.get("start_ticks")))
+    for runner in jobs_dir.glob(".queues/*/runner.json"):
+        r = json.loads(runner.read_text())
+        recorded.insert(0, (r.get("pid"), r.get("start_ticks")))
+    for pid, ticks in recorded:
+        if pid and procs.alive(pid, ticks):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for _ in range(3):
+        for pid in _tagged(job_ids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def wait_for(predicate, timeout=10.0, every=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    return predicate()
+
+
+def meta_of(jobs_dir, job_id):
+    return json.loads((Path(jobs_dir) / job_id / "meta.json").read_text())

@@ -1,0 +1,79 @@
+"""The small pure parts: flag parsing, stream frames, log scanning, growth lookup, queue lines."""
+
+import pytest
+
+from gpuops import errors
+from gpuops.jobs import frames, spec
+from gpuops.onbox import jobs as onbox_jobs
+from gpuops.onbox import logscan
+
+
+def test_pairs_keep_equals_in_values_and_reject_bad_names():
+    assert spec.pairs(["a=b=c", "x="], "--label") == {"a": "b=c", "x": ""}
+    with pytest.raises(errors.UsageError):
+        spec.pairs(["novalue"], "--label")
+    with pytest.raises(errors.UsageError):
+        spec.pairs(["1BAD=x"], "--env", env_names=True)
+
+
+def test_gpus_accepts_indices_and_uuids_only():
+    assert spec.gpus(" 0, 1") == "0,1"
+    assert spec.gpus("GPU-8f3a1c2e-aaaa") == "GPU-8f3a1c2e-aaaa"
+    assert spec.gpus(None) is None
+    with pytest.raises(errors.UsageError):
+        spec.gpus("0;rm -rf /")
+
+
+def test_secret_values_come_from_the_local_environment():
+    assert spec.secrets(["TOKEN"], {"TOKEN": "s3"}) == {"TOKEN": "s3"}
+    with pytest.raises(errors.UsageError) as e:
+        spec.secrets(["MISSING"], {})
+    assert "MISSING" in e.value.message
+    with pytest.raises(errors.UsageError):
+        spec.secrets(["TOKEN"], {"TOKEN": "s3"}, taken={"TOKEN": "x"})
+
+
+def test_frames_survive_arbitrary_chunking():
+    wire = (logscan.frame(b"H", {"start": 5}) + logscan.frame(b"D", b"abc\n") + logscan.frame(b"K")
+            + logscan.frame(b"D", b"\xff\x00") + logscan.frame(b"E", {"next": 11}))
+    for cut in range(1, 9):
+        r, got = frames.FrameReader(), []
+        for i in range(0, len(wire), cut):
+            got += r.feed(wire[i:i + cut])
+        assert [k for k, _ in got] == [b"H", b"D", b"K", b"D", b"E"]
+        assert b"".join(p for k, p in got if k == b"D") == b"abc\n\xff\x00"
+    partial = frames.FrameReader()
+    assert partial.feed(wire[:-3]) and partial.pending > 0  # an incomplete frame is held back
+
+
+def test_tail_offset_counts_lines_from_the_end(tmp_path):
+    f = tmp_path / "log"
+    f.write_bytes(b"one\ntwo\nthree\n")
+    assert logscan.tail_offset(str(f), 2) == 4
+    assert logscan.tail_offset(str(f), 10) == 0
+    assert logscan.tail_offset(str(f), 0) == 14
+    f.write_bytes(b"one\ntwo\npartial")
+    assert logscan.tail_offset(str(f), 1) == 8
+
+
+def test_progress_lines_including_carriage_return_updates(tmp_path):
+    f = tmp_path / "log"
+    f.write_bytes(b"boot\ncompleted step: 4, seconds: 1.5\nwarning: noise\n"
+                  b" 10%|# | 20/200 [00:02<00:18]\r 11%|# | 22/200 [00:02<00:18]\rnoise\n")
+    events = logscan.progress(str(f), logscan.compile_patterns(), 1 << 20)
+    assert [e["step"] for e in events] == [4, 20, 22]
+    assert events[0]["seconds"] == 1.5
+    custom = logscan.progress(str(f), logscan.compile_patterns(r"noise"), 1 << 20)
+    assert [e["text"] for e in custom][-1] == "noise" and custom[-1]["step"] is None
+
+
+def test_written_at_maps_offsets_to_first_covering_sample(tmp_path):
+    g = tmp_path / "growth"
+    g.write_text("100.0 10\n101.0 50\n102.0 80\n")
+    assert logscan.written_at(str(g), [5, 10, 11, 80, 81]) == {5: 100.0, 10: 100.0, 11: 101.0, 80: 102.0,
+                                                               81: None}
+
+
+def test_queue_lines_keep_physical_numbers():
+    text = "# header\necho a\n\n  echo b\n#skip\necho c"
+    assert onbox_jobs.queue_entries(text) == [(2, "echo a"), (4, "  echo b"), (6, "echo c")]
