@@ -10,10 +10,10 @@ from invoke import Collection, Program
 from invoke.exceptions import ParseError
 
 from .. import __version__, errors
-from . import jobs, preflight, reap
+from . import jobs, preflight, profiles, reap
 
 ns = Collection()
-for _module in (preflight, reap, jobs):
+for _module in (preflight, reap, jobs, profiles):
     for _task in _module.TASKS:
         ns.add_task(_task)
 
