@@ -3,6 +3,7 @@ import json
 import pytest
 
 from gpuops import errors
+from gpuops.onbox import probe
 from gpuops.remote import target_for
 from gpuops.remote.hostspec import parse, resolve, split_hosts
 
@@ -79,7 +80,7 @@ def test_remote_timeout_kills_the_command_on_the_box(plain_box, tmp_path):
 def test_onbox_script_reads_rest_of_stdin(plain_box):
     t = target_for(plain_box.spec)
     try:
-        doc = t.run_onbox("probe")
+        doc = t.run_onbox("probe", deps=probe.DEPS)
     finally:
         t.close()
     assert doc["boot"]["boot_id"]

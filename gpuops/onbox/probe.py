@@ -1,22 +1,147 @@
-"""The facts probe: one JSON document describing the box. Observational only; writes nothing."""
+"""The facts probe: one JSON document describing the box, gathered in one exec on the box.
+
+    python3 probe.py [--path DIR]...
+
+Observational only: it writes nothing (no bytecode either), starts only read-only commands
+(nvidia-smi queries, dmesg/journalctl, a torch import in a child), and leaves its own process
+chain (probe -> sh -> sshd, plus its own children) out of every process listing.
+
+Slow work runs side by side: the torch import and the nvidia-smi queries start first and are
+collected last, after the /proc, /sys and statvfs reads. Each fact area is gathered on its own;
+one that breaks is reported under "errors" and the rest still arrive (degrade, don't abort).
+All kernel-state reads go through sysroot, so GPUOPS_ROOT=R swaps in a fixture tree (see there).
+"""
 
 import json
+import os
 import sys
 import time
 
-from . import sysroot
+from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo
+
+PROBE_VERSION = 2
+# Every on-box module this entry needs, in an order where each one's imports come first.
+DEPS = ("sysroot", "procs", "cgroup", "runcmd", "netports", "disk", "kernlog", "gpu", "torchinfo")
+DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
 def boot():
-    uptime = sysroot.read("/proc/uptime")
     return {
-        "boot_id": sysroot.read("/proc/sys/kernel/random/boot_id"),
-        "uptime_s": float(uptime.split()[0]) if uptime else None,
+        "boot_id": procs.boot_id(),
+        "uptime_s": procs.uptime_s(),
+        "btime": procs.boot_time(),
         "now": time.time(),
     }
 
 
+def memory():
+    info = sysroot.keyvals("/proc/meminfo")  # values are kB
+
+    def size(key):
+        return info[key + ":"] * 1024 if key + ":" in info else None
+
+    return {"host_total_bytes": size("MemTotal"), "host_available_bytes": size("MemAvailable")}
+
+
+def cpus(cg):
+    try:
+        visible = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        visible = os.cpu_count()
+    return {"visible": visible, "host": os.cpu_count(), "quota_cores": (cg.get("cpu") or {}).get("quota_cores")}
+
+
+def host():
+    u = os.uname()
+    return {"hostname": u[1], "kernel": u[2], "python": "%d.%d.%d" % sys.version_info[:3],
+            "python_executable": sys.executable, "uid": os.getuid(), "user": os.environ.get("USER")}
+
+
+def device_nodes():
+    # "/dev/" with the slash: the overlay covers paths under /dev/, so the listing merges both.
+    return ["/dev/" + n for n in sysroot.listdir("/dev/") if n.startswith("nvidia")]
+
+
+def _proc_summary(pid):
+    st = procs.stat(pid)
+    age = procs.age_s(st)
+    st = st or {}
+    return {"pid": pid, "comm": st.get("comm"), "state": st.get("state"), "ppid": st.get("ppid"),
+            "uid": procs.uid(pid), "age_s": round(age, 1) if age is not None else None}
+
+
+def holders(listeners):
+    """Who holds /dev/nvidia* and who owns each listening socket, in one pass over /proc/*/fd."""
+    by_inode = dict(("socket:[%d]" % l["inode"], l) for l in listeners)
+    # Our own chain up to init is never a holder worth reporting, but PID 1 itself stays in view:
+    # in a container it is often the workload (`docker run ... python train.py`).
+    exclude = (procs.ancestry() - {1}) | runcmd.started_pids()
+    found, unreadable = procs.device_holders(prefixes=("/dev/nvidia",) + tuple(by_inode), exclude=exclude)
+    gpu_holders = []
+    for h in found:
+        devices = [d for d in h["devices"] if d.startswith("/dev/nvidia")]
+        for sock in h["devices"]:
+            if sock in by_inode:
+                by_inode[sock].setdefault("pids", []).append(h["pid"])
+        if devices:
+            entry = _proc_summary(h["pid"])
+            entry["devices"] = devices
+            gpu_holders.append(entry)
+    for l in listeners:
+        l["owners"] = [_proc_summary(pid) for pid in l.pop("pids", [])]
+    return gpu_holders, unreadable
+
+
+def _paths(argv):
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--path" and i + 1 < len(argv):
+            out.append(argv[i + 1])
+            i += 2
+        elif argv[i].startswith("--path="):
+            out.append(argv[i][len("--path="):])
+            i += 1
+        else:
+            i += 1
+    return out
+
+
 def main(argv):
-    facts = {"probe_version": 1, "boot": boot()}
+    started = time.time()
+    sys.dont_write_bytecode = True  # importing pynvml must not leave a __pycache__ behind
+    facts = {"probe_version": PROBE_VERSION, "errors": {}}
+
+    def gather(name, fn, *args):
+        try:
+            facts[name] = fn(*args)
+        except Exception as e:  # one broken fact area must not cost the others
+            facts[name] = None
+            facts["errors"][name] = "%s: %s" % (type(e).__name__, e)
+        return facts[name]
+
+    torch_pending = torchinfo.begin()
+    gpu_state = gather("gpu", gpu.begin)
+    gather("host", host)
+    gather("boot", boot)
+    gather("memory", memory)
+    cg = gather("cgroup", cgroup.facts) or {}
+    gather("cpu", cpus, cg)
+    facts["env"] = dict((k, os.environ[k]) for k in THREAD_ENV if k in os.environ)
+    gather("disks", disk.facts, _paths(argv))
+    gather("tools", runcmd.available, DETACH_TOOLS + ("nvidia-smi",))
+    listeners = gather("listeners", netports.listeners) or []
+    gather("kernlog", kernlog.read)
+    found = gather("holders", holders, listeners) or ([], None)
+    if gpu_state is not None:
+        gpu_doc = gather("gpu", gpu.end, gpu_state)
+        if gpu_doc is not None:
+            gpu_doc["device_nodes"] = device_nodes()
+            gpu_doc["kernel_module"] = (sysroot.read("/proc/driver/nvidia/version") or "").split("\n")[0] or None
+            gpu_doc["holders"], gpu_doc["holders_unreadable"] = found
+    facts.pop("holders", None)
+    gather("torch", torchinfo.end, torch_pending)
+    facts["probe"] = {"pid": os.getpid(), "seconds": round(time.time() - started, 3)}
     sys.stdout.write(json.dumps(facts))
+    sys.stdout.flush()
     return 0

@@ -1,0 +1,99 @@
+"""Disk verdicts: free bytes AND free inodes where a run writes (U6, U7), and /dev/shm's size.
+
+Several directories often share one filesystem; each filesystem is judged once, under the
+strictest role among the directories on it (a run's own directories fail, /tmp only warns).
+"""
+
+import shlex
+
+from ..findings import Finding
+from .units import GIB, gib
+
+RUN_ROLES = ("home", "cwd", "path")
+
+
+def _filesystems(facts):
+    """[(entries on one filesystem)] in first-seen order, /dev/shm left out."""
+    groups = {}
+    for d in facts.get("disks") or []:
+        if d.get("role") == "shm" or "error" in d:
+            continue
+        groups.setdefault(d.get("device"), []).append(d)
+    return list(groups.values())
+
+
+def _names(entries):
+    return ", ".join(dict.fromkeys(e["path"] if e["role"] == "path" else e["role"] for e in entries))
+
+
+def space(facts, t):
+    out = []
+    for entries in _filesystems(facts):
+        first = entries[0]
+        for_run = any(e["role"] in RUN_ROLES for e in entries)
+        floor = t["disk_min_free_gib"] if for_run else t["tmp_min_free_gib"]
+        free = first["free_bytes"]
+        evidence = {"mount": first.get("mount"), "for": _names(entries), "free_gib": gib(free),
+                    "total_gib": gib(first["total_bytes"]), "floor_gib": floor}
+        if free < floor * GIB:
+            out.append(Finding(
+                "disk.space", "fail" if for_run else "warn",
+                f"{gib(free)} GiB free on {first.get('mount')} ({_names(entries)}): below {floor:g} GiB",
+                evidence,
+                f"du -xh --max-depth=2 {shlex.quote(first.get('mount') or '/')} | sort -rh | head -20   # then delete finished "
+                "checkpoints/caches, or point the run at a bigger disk", "U6"))
+        else:
+            out.append(Finding("disk.space", "ok", f"{gib(free)} GiB free on {first.get('mount')} ({_names(entries)})",
+                               evidence))
+    out += [Finding("disk.unreadable", "warn", f"cannot measure {d['path']}: {d['error']}",
+                    {"path": d["path"], "role": d["role"]}, f"ls -ld {shlex.quote(d['path'])}", "U6")
+            for d in facts.get("disks") or [] if "error" in d]
+    return out
+
+
+def inodes(facts, t):
+    """Free inodes per filesystem; a profile's inode cap (facts["inode_caps"]) tightens the count."""
+    caps = facts.get("inode_caps") or {}
+    out = []
+    for entries in _filesystems(facts):
+        first = entries[0]
+        total, free = first.get("total_inodes") or 0, first.get("free_inodes")
+        if not total or free is None:
+            continue  # filesystems without an inode table (btrfs, some overlays) report 0
+        cap = min((caps[e["path"]] for e in entries if e["path"] in caps), default=0)
+        if cap and cap < total:
+            # A platform quota below what the filesystem reports: judge against the quota.
+            free, total = max(0, min(free, cap - (total - free))), cap
+        pct = 100.0 * free / total
+        for_run = any(e["role"] in RUN_ROLES for e in entries)
+        evidence = {"mount": first.get("mount"), "for": _names(entries), "free_inodes": free,
+                    "total_inodes": total, "free_pct": round(pct, 2), "floor": t["disk_min_free_inodes"]}
+        if cap:
+            evidence["inode_cap"] = cap
+        if free < t["disk_min_free_inodes"] or pct < t["disk_min_free_inodes_pct"]:
+            out.append(Finding(
+                "disk.inodes", "fail" if for_run else "warn",
+                f"only {free} inodes free on {first.get('mount')} ({round(pct, 2)}%): file creation will fail "
+                "with bytes to spare", evidence,
+                f"du --inodes -x --max-depth=2 {shlex.quote(first.get('mount') or '/')} | sort -rn | head -20   # then remove or "
+                "tar-shard the many small files", "U7"))
+        else:
+            out.append(Finding("disk.inodes", "ok", f"{free} inodes free on {first.get('mount')}", evidence))
+    return out
+
+
+def shm(facts, t):
+    d = next((d for d in facts.get("disks") or [] if d.get("role") == "shm" and "error" not in d), None)
+    if d is None:
+        return []
+    size = d["total_bytes"]
+    evidence = {"size_gib": gib(size), "free_gib": gib(d["free_bytes"]), "floor_gib": t["shm_min_gib"]}
+    if size < t["shm_min_gib"] * GIB:
+        return [Finding("disk.shm", "warn",
+                        f"/dev/shm is {gib(size)} GiB: DataLoader workers die with 'bus error' on big batches",
+                        evidence, "restart the container with `--shm-size=16g` (or `--ipc=host`); meanwhile "
+                        "DataLoader(num_workers=0)")]
+    return [Finding("disk.shm", "ok", f"/dev/shm is {gib(size)} GiB", evidence)]
+
+
+CHECKS = (space, inodes, shm)

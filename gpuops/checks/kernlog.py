@@ -1,0 +1,62 @@
+"""Kernel-log verdicts: NVIDIA Xid errors since boot, and whether the log could be read at all."""
+
+from ..findings import Finding
+from .gpu import RERENT, device_for_bus, label
+
+# Hardware or driver faults: the GPU needs a reset, the node a reboot, or the card is dying.
+# On a rental none of that is the tenant's to do, so each of these fails preflight (U22).
+FATAL = {46, 48, 54, 61, 62, 64, 74, 79, 95, 110, 119, 120, 136, 140, 143, 155, 157, 158, 167, 168, 169, 171, 172}
+# Raised by an application's own fault (illegal address, killed context): the GPU stays healthy.
+APPLICATION = {13, 31, 32, 43, 45, 68, 69, 109}
+
+APP_FIX = ("an application fault (bad kernel, illegal memory access, killed process): fix or re-run the job; "
+           "if the same Xid recurs across different jobs on this GPU, re-rent")
+OTHER_FIX = "look the code up in NVIDIA's Xid catalog; re-rent if it repeats"
+
+
+def _where(devices, pci):
+    d = device_for_bus(devices, pci)
+    return (label(d), d.get("index")) if d else (f"GPU at {pci} (not visible now)", None)
+
+
+def xid(facts, t):
+    log = facts.get("kernlog") or {}
+    if not log.get("readable"):
+        return []
+    devices = ((facts.get("gpu") or {}).get("devices")) or []
+    events = list(log.get("xid") or [])
+    coded = {(e["code"], e["pci"]) for e in events}
+    # "fallen off the bus" without its Xid line is still Xid 79.
+    events += [dict(e, code=79) for e in log.get("fallen_off_bus") or [] if (79, e["pci"]) not in coded]
+    out = []
+    for e in sorted(events, key=lambda e: (e["code"] not in FATAL, e["code"], e["pci"])):
+        where, index = _where(devices, e["pci"])
+        evidence = {"xid": e["code"], "pci": e["pci"], "gpu": index, "count": e.get("count"),
+                    "line": (e.get("last_line") or "")[:200]}
+        if e["code"] in FATAL:
+            out.append(Finding("gpu.xid", "fail", f"Xid {e['code']} on {where} since boot: hardware/driver fault",
+                               evidence, RERENT, "U22"))
+        elif e["code"] in APPLICATION:
+            out.append(Finding("gpu.xid", "warn", f"Xid {e['code']} on {where} since boot: application-level fault",
+                               evidence, APP_FIX, "U22"))
+        else:
+            out.append(Finding("gpu.xid", "warn", f"Xid {e['code']} on {where} since boot", evidence, OTHER_FIX, "U22"))
+    if not out:
+        out.append(Finding("gpu.xid", "ok", "no NVIDIA Xid errors in the kernel log since boot",
+                           {"source": log.get("source"), "lines": log.get("lines_scanned")}))
+    return out
+
+
+def readable(facts, t):
+    log = facts.get("kernlog")
+    if log is None or log.get("readable"):
+        return []
+    tried = "; ".join(f"{x['source']}: {x['why']}" for x in log.get("tried") or [])
+    return [Finding("kernlog.unreadable", "info",
+                    "kernel log unreadable here: Xid and OOM-killer history NOT checked (not the same as clean)",
+                    {"tried": tried[:300]},
+                    "run `sudo dmesg | grep -iE 'xid|killed process'` if you have root; inside a container the "
+                    "cgroup OOM counter (mem.oom-kills) is the evidence that remains", "U22")]
+
+
+CHECKS = (xid, readable)

@@ -1,0 +1,184 @@
+"""`gpuops preflight` end to end: the real CLI, a real sshd per fake box (GPUOPS_ROOT + PATH via
+SetEnv), and every way a host can fail to answer."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gpuops.ops import preflight as op
+from gpuops.remote import target_for
+from tests.fixtures.fakegpu.boxes import compose
+from tests.rig.sshd import keygen
+
+FINDING_KEYS = {"id", "severity", "title", "evidence", "fix", "gotcha"}
+
+
+@pytest.fixture(scope="module")
+def boxes(rig, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("preflight-boxes")
+    _, healthy_env = compose(tmp, "v2-healthy", "healthy")
+    _, sick_env = compose(tmp, "v1-oom", "hw-slowdown")
+    return {"healthy": rig.box("pf-healthy", env=healthy_env), "sick": rig.box("pf-sick", env=sick_env)}
+
+
+def preflight_json(cli, *args):
+    r = cli("preflight", "--json", *args)
+    assert r.stderr == "" or r.returncode != 0, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def by_id(doc, fid):
+    return [f for f in doc["findings"] if f["id"] == fid]
+
+
+def test_healthy_box_over_ssh(cli, boxes):
+    box = boxes["healthy"]
+    code, doc = preflight_json(cli, "--host", box.spec)
+    assert doc["command"] == "preflight" and doc["host"] == box.spec and doc["schema_version"] == 1
+    assert doc["data"]["gpu"]["source"] == "nvidia-smi" and len(doc["data"]["gpu"]["devices"]) == 2
+    assert doc["data"]["boot"]["boot_id"] == "7c1f0a52-93c4-4c8e-9a53-2f6d0c1e5b10"
+    for fid in ("gpu.none", "gpu.xid", "gpu.throttle", "gpu.temperature", "gpu.ecc", "gpu.orphan-memory",
+                "mem.oom-kills", "net.rendezvous-port", "detach.missing"):
+        assert [f["severity"] for f in by_id(doc, fid)] == ["ok"], fid
+    fails = [f for f in doc["findings"] if f["severity"] == "fail"]
+    # Only the real machine's disks and memory can fail here (a CI runner with a nearly full disk).
+    assert all(f["id"].startswith(("disk.", "mem.")) for f in fails)
+    assert code == (1 if fails else 0) and doc["ok"] is (not fails)
+
+
+def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
+    code, doc = preflight_json(cli, "--host", boxes["sick"].spec)
+    assert code == 1 and doc["ok"] is False and doc["summary"].startswith("NOT READY")
+    [throttle] = by_id(doc, "gpu.throttle")
+    assert (throttle["severity"], throttle["evidence"]["gpu"], throttle["gotcha"]) == ("fail", 0, "U23")
+    assert throttle["evidence"]["reasons"] == "hw_slowdown,hw_thermal_slowdown"
+    [oom] = by_id(doc, "mem.oom-kills")
+    assert (oom["severity"], oom["evidence"]["cgroup_oom_kills"]) == ("warn", 3)
+    assert oom["evidence"]["last_victim"] == "python3 (pid 7311, cgroup)"
+    [headroom] = by_id(doc, "mem.headroom")
+    assert headroom["severity"] == "warn" and headroom["evidence"]["scope"] == "cgroup"
+    [boot] = by_id(doc, "boot.recent")
+    assert boot["severity"] == "info" and boot["evidence"]["uptime_s"] == 240
+    if os.cpu_count() > 1:  # the quota is 1 core: any box with more CPUs oversubscribes
+        [threads] = by_id(doc, "cpu.threads")
+        assert threads["severity"] == "warn" and threads["fix"] == "export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
+    assert throttle["fix"] in doc["next"]
+    assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
+
+
+def test_one_preflight_is_exactly_one_exec_channel(cli, boxes):
+    box = boxes["healthy"]
+    before = box.exec_requests()
+    cli("preflight", "--json", "--host", box.spec)
+    assert box.exec_requests() - before == 1
+    t = target_for(box.spec)
+    try:
+        op.preflight(t)
+        op.preflight(t)
+    finally:
+        t.close()
+    assert box.exec_requests() - before == 3 and t.channels_opened == 2
+
+
+def test_human_output_is_a_table_worst_first_with_a_summary(cli, boxes):
+    r = cli("preflight", "--host", boxes["sick"].spec, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert "2x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA <= 12.4)" in lines[0]
+    rows = [line for line in lines if line.startswith("│")]
+    severities = [row.split("│")[1].strip() for row in rows if row.split("│")[1].strip()]
+    order = {"FAIL": 0, "WARN": 1, "INFO": 2, "OK": 3}
+    assert severities[0] == "FAIL" and severities == sorted(severities, key=order.get)
+    assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines)
+    assert any(line.strip().startswith("next: ") for line in lines)
+
+
+def test_unreachable_host_exits_3(cli, rig):
+    rig.alias("pf-down")
+    code, doc = preflight_json(cli, "--host", "pf-down")
+    assert code == 3 and doc["error"]["kind"] == "unreachable" and doc["host"] == "pf-down"
+
+
+def test_wrong_key_is_auth_failed(cli, boxes, tmp_path):
+    stranger = keygen(tmp_path / "stranger")  # not in the box's authorized_keys
+    code, doc = preflight_json(cli, "--host", boxes["healthy"].spec, "--identity", str(stranger))
+    assert code == 3 and doc["error"]["kind"] == "auth-failed"
+
+
+def test_changed_host_key_is_refused(cli, rig, tmp_path):
+    box = rig.box("pf-rekeyed")
+    assert cli("preflight", "--json", "--host", box.spec).returncode in (0, 1)  # first use records the key
+    box.stop()
+    box.host_key = keygen(tmp_path / "new_host_key")
+    box.start()
+    code, doc = preflight_json(cli, "--host", box.spec)
+    assert code == 3 and doc["error"]["kind"] == "host-key-changed" and "ssh-keygen -R" in doc["error"]["message"]
+
+
+def test_box_without_python3(cli, rig, tmp_path):
+    # HOME without a shell rc, so the login shell keeps the PATH that SetEnv gives it, and a PATH
+    # holding only what the transport needs: sh and timeout, no python3.
+    home, tools = tmp_path / "home", tmp_path / "bin"
+    home.mkdir()
+    tools.mkdir()
+    for name in ("sh", "timeout"):
+        (tools / name).symlink_to(shutil.which(name))
+    box = rig.box("pf-nopython", env={"HOME": str(home), "PATH": str(tools)})
+    code, doc = preflight_json(cli, "--host", box.spec)
+    assert code == 3 and doc["error"]["kind"] == "python3-missing"
+
+
+def test_two_hosts_one_down_still_reports_the_good_one(cli, rig, boxes):
+    rig.alias("pf-down2")
+    code, doc = preflight_json(cli, "--host", f"{boxes['sick'].spec},pf-down2")
+    assert code == 3 and doc["ok"] is False and "schema_version" in doc
+    good, bad = doc["hosts"]
+    assert good["host"] == boxes["sick"].spec and by_id(good, "gpu.throttle")[0]["severity"] == "fail"
+    assert bad["host"] == "pf-down2" and bad["error"]["kind"] == "unreachable"
+    assert doc["summary"] == "0/2 hosts ok; not ok: pf-sick, pf-down2"
+
+
+def test_local_preflight_json_is_a_valid_envelope(cli, tmp_path):
+    code, doc = preflight_json(cli, "--path", str(tmp_path))
+    assert set(doc) == {"schema_version", "command", "ok", "summary", "host", "data", "findings", "next"}
+    assert doc["host"] == "local" and isinstance(doc["summary"], str) and "\n" not in doc["summary"]
+    assert all(FINDING_KEYS <= set(f) for f in doc["findings"]) and doc["findings"]
+    fails = [f for f in doc["findings"] if f["severity"] == "fail"]
+    assert code == (1 if fails else 0) and doc["ok"] is (not fails)
+    assert [d["path"] for d in doc["data"]["disks"] if d["role"] == "path"] == [str(tmp_path)]
+    assert doc["data"]["thresholds"]["disk_min_free_gib"] == 20.0
+    if not shutil.which("nvidia-smi"):
+        assert by_id(doc, "gpu.none")[0]["severity"] == "fail"
+
+
+def test_profile_without_the_profiles_module_is_a_usage_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gpuops.profiles" else real(name, *a))
+    from gpuops.errors import UsageError
+
+    with pytest.raises(UsageError, match="profiles are not available"):
+        op.preflight(target_for("local"), profile="runpod")
+
+
+def test_bad_flag_is_usage_exit_2(cli):
+    r = cli("preflight", "--hots", "x")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_probe_timeout_is_enforced_on_the_box(cli, rig, tmp_path):
+    # A fake nvidia-smi that hangs: the probe's own per-command deadline (15 s) is longer than the
+    # --timeout, so the remote `timeout -k` must end it and the host is reported as timed out.
+    fake = tmp_path / "hang"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\nexec sleep 60\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    box = rig.box("pf-hang", env={"PATH": f"{fake}:/usr/local/bin:/usr/bin:/bin"})
+    r = subprocess.run(["python3", "-m", "gpuops", "preflight", "--json", "--host", box.spec, "--timeout", "2"],
+                       capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3 and doc["error"]["kind"] == "timed-out"
