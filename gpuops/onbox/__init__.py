@@ -12,6 +12,7 @@ stdin (see gpuops.remote.wrap), never through argv and never through Invoke's in
 
 import functools
 import os
+import re
 
 _PKG = "gpuops_onbox"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,14 +34,41 @@ def _source(name: str) -> str:
         return f.read()
 
 
+_RELATIVE = re.compile(r"^\s*from \.(\w*) import ([\w, ]+)", re.M)
+
+
+def imports(name: str) -> list:
+    """Sibling onbox modules that module `name` imports relatively."""
+    found = []
+    for sub, names in _RELATIVE.findall(_source(name)):
+        found += [sub] if sub else [n.strip() for n in names.split(",") if n.strip()]
+    return found
+
+
+def closure(entry: str) -> list:
+    """`entry` and everything it imports, dependencies before dependents."""
+    order, seen = [], set()
+
+    def visit(name):
+        if name in seen:
+            return
+        seen.add(name)
+        for dep in imports(name):
+            visit(dep)
+        order.append(name)
+
+    visit(entry)
+    return order
+
+
 @functools.lru_cache(maxsize=None)
-def script(entry: str, deps: tuple = ("sysroot",)) -> bytes:
-    """One self-contained script that runs onbox module `entry` with `deps` available."""
-    names = list(dict.fromkeys(deps + (entry,)))
+def script(entry: str, deps: tuple = ()) -> bytes:
+    """One self-contained script that runs onbox module `entry` and what it imports."""
+    names = list(dict.fromkeys([n for d in deps for n in closure(d)] + closure(entry)))
     parts = [_LOADER.format(pkg=_PKG)]
     for name in names:
         parts.append("_pending.append(_define({!r}, {!r}))\n".format(name, _source(name)))
-    # Define every module object first, then execute in order, so relative imports resolve.
+    # Define every module object first, then execute dependencies first, so imports resolve.
     parts.append(
         "for _m, _s in _pending:\n"
         "    exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"

@@ -44,7 +44,7 @@ class LocalTarget:
             raise TimedOut(f"local: command ran past {timeout_s:g}s") from None
         return Result(out, reader.join(), proc.returncode)
 
-    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=("sysroot",)):
+    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=()):
         return _run_onbox(self, entry, args, stdin, timeout_s, deps)
 
     def close(self):
@@ -89,7 +89,7 @@ class SSHTarget:
         finally:
             chan.close()
 
-    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=("sysroot",)):
+    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=()):
         return _run_onbox(self, entry, args, stdin, timeout_s, deps)
 
     def close(self):
