@@ -29,7 +29,7 @@ CMD_TIMEOUT_S = 5
 BOOT_SLACK_S = 300  # clock steps right after boot: a line stamped a little before btime still counts
 
 
-def _stamp(line, now):
+def stamp(line, now):
     """Epoch seconds of a syslog line's leading timestamp, or None when it has none we know."""
     m = ISO_STAMP.match(line)
     if m:
@@ -64,7 +64,7 @@ def since_boot(lines, btime, now=None):
     now = time.time() if now is None else now
     kept = []
     for line in lines:
-        t = _stamp(line, now)
+        t = stamp(line, now)
         if t is None or t >= btime - BOOT_SLACK_S:
             kept.append(line)
     return kept
@@ -103,31 +103,38 @@ def scan(lines):
     }
 
 
-def _from_file(path, label, tried):
+def _file_lines(path, label, tried):
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8", "replace")
     except (OSError, IOError) as e:
         tried.append({"source": label, "why": getattr(e, "strerror", None) or str(e)})
         return None
-    doc = scan(since_boot(text.splitlines(), procs.boot_time()))
-    doc.update({"readable": True, "source": label, "tried": tried})
-    return doc
+    return {"readable": True, "source": label, "tried": tried,
+            "lines": since_boot(text.splitlines(), procs.boot_time())}
 
 
-def read():
-    """The kernel-log document: {readable, source, tried, xid, fallen_off_bus, oom_kills, ...}."""
+def source_lines():
+    """This boot's kernel-log lines from the first readable source: {readable, source, tried, lines}."""
     tried = []
     if sysroot.overlay_active():
-        doc = _from_file(sysroot.root().rstrip("/") + "/var/log/kern.log", "kern.log (GPUOPS_ROOT)", tried)
+        doc = _file_lines(sysroot.root().rstrip("/") + "/var/log/kern.log", "kern.log (GPUOPS_ROOT)", tried)
         return doc or {"readable": False, "source": None, "tried": tried}
     for argv in (["dmesg"], ["journalctl", "-k", "-b", "--no-pager", "-q"]):
         r = runcmd.run(argv, CMD_TIMEOUT_S)
         if r["error"] is None and r["rc"] == 0 and r["out"].strip():
-            doc = scan(r["out"].splitlines())
-            doc.update({"readable": True, "source": argv[0], "tried": tried})
-            return doc
+            return {"readable": True, "source": argv[0], "tried": tried, "lines": r["out"].splitlines()}
         why = r["error"] or (r["err"].strip().splitlines() or ["exit %s, no kernel messages visible" % r["rc"]])[-1]
         tried.append({"source": argv[0], "why": why[:200]})
-    doc = _from_file(sysroot.path("/var/log/kern.log"), "/var/log/kern.log", tried)
+    doc = _file_lines(sysroot.path("/var/log/kern.log"), "/var/log/kern.log", tried)
     return doc or {"readable": False, "source": None, "tried": tried}
+
+
+def read():
+    """The kernel-log document: {readable, source, tried, xid, fallen_off_bus, oom_kills, ...}."""
+    src = source_lines()
+    if not src["readable"]:
+        return src
+    doc = scan(src.pop("lines"))
+    doc.update(src)
+    return doc
