@@ -10,10 +10,10 @@ from invoke import Collection, Program
 from invoke.exceptions import ParseError
 
 from .. import __version__, errors
-from . import jobs, preflight, profiles, reap
+from . import diagnose, jobs, preflight, profiles, reap
 
 ns = Collection()
-for _module in (preflight, reap, jobs, profiles):
+for _module in (preflight, reap, jobs, profiles, diagnose):
     for _task in _module.TASKS:
         ns.add_task(_task)
 

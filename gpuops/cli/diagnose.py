@@ -1,0 +1,59 @@
+"""`diagnose`: explain a run that stopped or vanished (reboot, OOM-kill, hangup, Xid, disk full…)."""
+
+from .common import on_hosts, run
+from .flags import verb
+
+
+@verb(help={
+    "host": "'local' (default), an ssh_config alias or user@host:port",
+    "identity": "SSH private key file to use",
+    "job": "a gpuops job id, --key or --name",
+    "pid": "a process gpuops did not launch (lower confidence: no launch records)",
+    "since": "with --pid: when it started (epoch seconds or ISO time); evidence before this is ignored",
+    "jobs_dir": "job records directory on the box (default: $GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)",
+    "json": "print one JSON envelope instead of tables",
+    "timeout": "seconds the on-box evidence gathering may run",
+})
+def diagnose(c, host="local", identity=None, job=None, pid=None, since=None, jobs_dir=None, json=False,
+             timeout=60):
+    """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
+    from ..ops import diagnose as op
+
+    def produce():
+        when = _epoch(since)
+        return on_hosts("diagnose", host, lambda t: op.diagnose(t, job=job, pid=_pid(pid), since=when,
+                                                                jobs_dir=jobs_dir, timeout_s=float(timeout)),
+                         identity)
+
+    run("diagnose", json, produce, op.render)
+
+
+def _pid(value):
+    from ..errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"--pid must be a process id, got {value!r}") from None
+
+
+def _epoch(value):
+    from datetime import datetime
+
+    from ..errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise UsageError(f"--since must be epoch seconds or an ISO time, got {value!r}") from None
+
+
+TASKS = (diagnose,)

@@ -1,0 +1,145 @@
+"""Pure reasoning from gathered evidence to one verdict (no I/O).
+
+The reflex answer to "my run is gone" is OOM; it is often wrong. The ladder here follows the
+evidence in the order that is hardest to fake: a changed boot_id (reboot) beats everything; an
+exit record written by the job's own supervisor beats guesses; a kernel OOM-killer line naming
+the pid, or a cgroup OOM counter that rose since launch, is OOM evidence; exit 137 alone is not
+(it only says SIGKILL). A clean kernel log proves nothing inside a container, where the host's
+log is usually unreadable, so the cgroup counter decides there.
+"""
+
+FATAL_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 140, 143, 150, 154}
+EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
+ENOSPC_MARKS = ("No space left on device", "ENOSPC", "Disk quota exceeded")
+NEARLY_FULL_BYTES = 64 << 20
+
+
+def _oom_evidence(ev, sig):
+    """(level, lines): 'kernel' when a kernel OOM line names the process; 'counter' when the
+    cgroup counter rose since launch, or when the process died of SIGKILL while the kernel
+    OOM-killed another process (a child whose pid we never recorded); None otherwise."""
+    named = ev.get("kernel_oom_named") or []
+    if named:
+        return "kernel", [o["line"] for o in named]
+    lines = []
+    before, now = ev.get("oom_kills_at_launch"), ev.get("oom_kills_now")
+    if before is not None and now is not None and now > before:
+        lines.append(f"cgroup OOM-kill counter rose from {before} to {now} since launch")
+    if sig == "SIGKILL" or not ev.get("exit"):
+        lines += [f"after launch the kernel OOM-killed pid {o['pid']} ({o['comm']})"
+                  for o in ev.get("kernel_oom_other") or []]
+    return ("counter" if lines else None), lines
+
+
+def _disk_full(ev):
+    tail = ev.get("log_tail") or ""
+    said = next((m for m in ENOSPC_MARKS if m in tail), None)
+    full = [d for d in ev.get("disks") or []
+            if "error" not in d and (d.get("free_bytes", 1 << 62) < NEARLY_FULL_BYTES or d.get("free_inodes") == 0)]
+    return said, full
+
+
+def _disk_lines(full):
+    return [f"{d['path']}: {d.get('free_bytes')} bytes and {d.get('free_inodes')} inodes free" for d in full]
+
+
+def _xid_after_launch(ev):
+    return [x for x in ev.get("xid_after_launch") or [] if x.get("code") in FATAL_XIDS]
+
+
+def decide(ev: dict) -> dict:
+    """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal."""
+    record = ev.get("exit") or None
+    ruled_out, evidence = [], []
+    code = record.get("exit_code") if record else None
+    sig = record.get("signal") if record else None
+    if sig is None and code is not None and 128 < code < 160:
+        sig = _signal_name(code - 128)  # bash reports a killed child as 128+N
+    oom_level, oom_lines = _oom_evidence(ev, sig)
+    xids = _xid_after_launch(ev)
+    enospc, full = _disk_full(ev)
+    kernel_readable = ev.get("kernel_readable", False)
+
+    def out(verdict, confidence, lines):
+        return {"verdict": verdict, "confidence": confidence, "evidence": evidence + lines,
+                "ruled_out": ruled_out, "exit_code": code, "signal": sig}
+
+    if ev.get("boot_changed"):
+        return out("reboot", "high", [f"boot_id was {ev.get('boot_id_then')} at launch, is {ev.get('boot_id_now')} now"
+                                      f" (up {ev.get('uptime_s', 0):.0f}s)"])
+    ruled_out.append({"cause": "reboot", "why": "boot_id is unchanged since launch"} if ev.get("boot_id_then")
+                     else {"cause": "reboot", "why": f"process started after the current boot"})
+    if ev.get("alive"):
+        return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
+    if record and code == 0:
+        return out("completed", "high", ["exit record: exit code 0"])
+    if record:
+        evidence.append(f"exit record: " + (f"signal {sig}" if record.get("signal") else f"exit code {code}"))
+    else:
+        evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
+
+    # The OOM killer sends SIGKILL only: a recorded HUP/TERM/INT came from someone else.
+    if sig == "SIGHUP":
+        return out("sighup", "high", ["the job got SIGHUP: a hangup (a closed terminal/SSH session) or kill -HUP"])
+    if sig in EXTERNAL - {"SIGKILL"}:
+        return out("killed-by-signal", "high", [f"terminated by {sig} from outside"])
+    if oom_level:
+        return out("oom-kill", "high" if oom_level == "kernel" else "medium", oom_lines)
+    ruled_out.append({"cause": "oom-kill", "why": _oom_ruled_out_reason(ev, kernel_readable)})
+    if xids:
+        return out("gpu-fault", "high", [x["line"] for x in xids])
+    ruled_out.append({"cause": "gpu-fault", "why": "no fatal Xid after launch" if kernel_readable
+                      else "kernel log unreadable: Xid could not be checked"})
+    if enospc and (full or not ev.get("disks")):
+        return out("disk-full", "high" if full else "medium", [f"log says: {enospc}"] + _disk_lines(full))
+    if full and not record:
+        return out("disk-full", "low", _disk_lines(full))
+    ruled_out.append({"cause": "disk-full", "why": "no ENOSPC in the log and the job's filesystems have room"})
+    if sig == "SIGKILL":
+        conf = "medium" if kernel_readable or ev.get("oom_kills_now") is not None else "low"
+        return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"])
+    if record:
+        return out("failed-exit", "high", [f"the program exited with code {code}" if sig is None
+                                           else f"the program died of {sig}"])
+    return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
+
+
+def _signal_name(num):
+    import signal
+
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return None
+
+
+def _oom_ruled_out_reason(ev, kernel_readable):
+    parts = []
+    before, now = ev.get("oom_kills_at_launch"), ev.get("oom_kills_now")
+    if now is not None:
+        parts.append(f"cgroup OOM-kill counter unchanged ({before} -> {now})" if before is not None
+                     else f"cgroup OOM-kill counter is {now} (no launch value to compare)")
+    else:
+        parts.append("no cgroup OOM counter exposed")
+    parts.append("no kernel OOM-killer line names the process" if kernel_readable
+                 else "kernel log unreadable (common in containers)")
+    return "; ".join(parts)
+
+
+NEXT = {
+    "running": ["gpuops status --host {host} --job {job}", "gpuops logs --host {host} --job {job} --follow"],
+    "completed": ["gpuops pull --host {host} --src <outputs> --dst <local>"],
+    "reboot": ["gpuops preflight --host {host}", "gpuops retry --host {host} --job {job} --resume-arg <flag>"],
+    "oom-kill": ["lower host-RAM use: fewer DataLoader workers, smaller prefetch, no full-dataset preload",
+                 "gpuops preflight --host {host}  (memory headroom, cgroup limit)"],
+    "gpu-fault": ["gpuops preflight --host {host}  (Xid, ECC, remap)", "move to another GPU/box; a fatal Xid needs a reset"],
+    "disk-full": ["free bytes/inodes on the job's filesystem, then gpuops retry --host {host} --job {job}"],
+    "sighup": ["relaunch detached: gpuops launch --host {host} ... (own session, survives hangups)"],
+    "killed-by-signal": ["find who sent it (another user, a scheduler, a platform stop); gpuops retry if unintended"],
+    "failed-exit": ["gpuops triage --host {host} --job {job}", "gpuops logs --host {host} --job {job} --tail 200"],
+    "unknown": ["gpuops logs --host {host} --job {job} --tail 200", "gpuops preflight --host {host}"],
+}
+
+
+def next_steps(verdict, host, job):
+    return [s.format(host=host or "local", job=job or "<job>") for s in NEXT.get(verdict, [])]

@@ -1,0 +1,194 @@
+"""diagnose against the real sshd rig with real jobs: each cause of death leaves its own evidence.
+
+The box runs with a GPUOPS_ROOT overlay holding boot_id, a cgroup v2 view with a fake OOM
+counter and a kern.log, so a test can stage an OOM kill, an Xid or a reboot around a real process.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuops.diagnose import verdict
+from gpuops.ops import diagnose as op
+from gpuops.ops import jobs
+from gpuops.remote import target_for
+from tests.jobs.helpers import kill_everything, wait_for
+
+REAL_BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text()
+
+
+@pytest.fixture(scope="module")
+def droot(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diag-root")
+    (root / "proc/sys/kernel/random").mkdir(parents=True)
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/cgroup").write_text("0::/gpuops-test\n")
+    (root / "proc/self/mountinfo").write_text("30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    (root / "sys/fs/cgroup/gpuops-test").mkdir(parents=True)
+    (root / "var/log").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def dbox(rig, droot, tmp_path_factory):
+    jobs_dir = tmp_path_factory.mktemp("diag-jobs")
+    box = rig.box("diagbox", env={"GPUOPS_ROOT": str(droot), "GPUOPS_JOBS_DIR": str(jobs_dir)})
+    t = target_for(box.spec)
+    yield t
+    t.close()
+    kill_everything(jobs_dir)
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(droot):
+    (droot / "proc/sys/kernel/random/boot_id").write_text(REAL_BOOT_ID)
+    (droot / "sys/fs/cgroup/gpuops-test/memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    (droot / "var/log/kern.log").write_text("")
+
+
+def kern(droot, text):
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+    with open(droot / "var/log/kern.log", "a") as f:
+        f.write(f"{stamp} gpubox kernel: {text}\n")
+
+
+def launch(t, command, **kw):
+    doc = jobs.launch(t, command=command, **kw)
+    assert doc["ok"], doc["summary"]
+    return doc["data"]["job"]["job_id"], doc["data"]["meta"]["pid"]
+
+
+def ended(t, job_id):
+    def done():
+        d = op.diagnose(t, job=job_id)
+        return d if d["data"]["verdict"] != "running" else None
+    return wait_for(done, timeout=15, every=0.2)
+
+
+def test_oom_kill_named_by_the_kernel_and_the_cgroup_counter(dbox, droot):
+    job_id, pid = launch(dbox, "sleep 60")
+    (droot / "sys/fs/cgroup/gpuops-test/memory.events").write_text("oom 1\noom_kill 1\n")
+    kern(droot, f"Memory cgroup out of memory: Killed process {pid} (sleep) total-vm:1000kB")
+    os.kill(pid, signal.SIGKILL)
+    d = ended(dbox, job_id)["data"]
+    assert (d["verdict"], d["confidence"], d["signal"]) == ("oom-kill", "high", "SIGKILL")
+    assert any(str(pid) in line for line in d["evidence"])
+    assert d["oom_kills"] == {"at_launch": 0, "now": 1}
+
+
+def test_sigkill_without_oom_evidence_is_not_called_oom(dbox, droot):
+    kern(droot, "Memory cgroup out of memory: Killed process 999999 (other) long before launch")
+    time.sleep(2.1)  # kernel stamps have whole seconds; this line must predate the launch
+    job_id, pid = launch(dbox, "sleep 60")
+    os.kill(pid, signal.SIGKILL)
+    d = ended(dbox, job_id)["data"]
+    assert d["verdict"] == "killed-by-signal"
+    oom = next(r for r in d["ruled_out"] if r["cause"] == "oom-kill")
+    assert "unchanged (0 -> 0)" in oom["why"]
+
+
+def test_hangup(dbox):
+    job_id, pid = launch(dbox, "sleep 60")
+    os.kill(pid, signal.SIGHUP)
+    assert ended(dbox, job_id)["data"]["verdict"] == "sighup"
+
+
+def test_reboot_beats_everything(dbox, droot):
+    job_id, pid = launch(dbox, "sleep 60")
+    (droot / "proc/sys/kernel/random/boot_id").write_text("00000000-0000-4000-8000-000000000000\n")
+    d = op.diagnose(dbox, job=job_id)["data"]
+    assert (d["verdict"], d["confidence"]) == ("reboot", "high")
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_xid_after_launch_is_a_gpu_fault(dbox, droot):
+    kern(droot, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.")  # before: ignored
+    job_id, pid = launch(dbox, "sleep 60")
+    time.sleep(1.1)
+    kern(droot, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.")
+    os.kill(pid, signal.SIGKILL)
+    d = ended(dbox, job_id)["data"]
+    assert d["verdict"] == "gpu-fault"
+    assert any("Xid" in line and "79" in line for line in d["evidence"])
+
+
+def test_xid_from_before_launch_is_ruled_out(dbox, droot):
+    kern(droot, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.")
+    time.sleep(1.1)
+    job_id, _ = launch(dbox, "exit 3")
+    d = ended(dbox, job_id)["data"]
+    assert (d["verdict"], d["exit_code"]) == ("failed-exit", 3)
+
+
+def test_completed(dbox):
+    job_id, _ = launch(dbox, "echo fine")
+    assert ended(dbox, job_id)["data"]["verdict"] == "completed"
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a test tmpfs here: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_disk_full(dbox, tiny_fs):
+    job_id, _ = launch(dbox, "cat /dev/zero > fill", workdir=str(tiny_fs))
+    d = ended(dbox, job_id)["data"]
+    assert d["verdict"] == "disk-full", d
+    assert any("No space left on device" in line for line in d["evidence"])
+
+
+def test_unknown_job_is_not_found(dbox):
+    from gpuops import errors
+
+    with pytest.raises(errors.NotFound):
+        op.diagnose(dbox, job="no-such-job")
+
+
+def test_cli_json_envelope_and_exit_code(rig, dbox, cli):
+    job_id, pid = launch(dbox, "sleep 60")
+    os.kill(pid, signal.SIGTERM)
+    ended(dbox, job_id)
+    r = cli("diagnose", "--host", "diagbox", "--job", job_id, "--json", env=rig.env())
+    import json
+
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert doc["data"]["verdict"] == "killed-by-signal" and doc["data"]["signal"] == "SIGTERM"
+
+
+def test_cli_usage_error(cli):
+    r = cli("diagnose", "--pid", "abc")
+    assert r.returncode == 2 and "--pid" in r.stderr and "Traceback" not in r.stderr
+
+
+# Pure ladder cases that the rig cannot stage cheaply.
+
+def test_exit_137_alone_is_never_oom():
+    v = verdict.decide({"exit": {"exit_code": 137, "signal": None}, "kernel_readable": False,
+                        "oom_kills_now": None})
+    assert v["verdict"] == "killed-by-signal" and v["confidence"] == "low"
+
+
+def test_clean_dmesg_does_not_rule_out_oom_in_a_container():
+    v = verdict.decide({"exit": {"exit_code": None, "signal": "SIGKILL"}, "kernel_readable": True,
+                        "oom_kills_at_launch": 2, "oom_kills_now": 3})
+    assert (v["verdict"], v["confidence"]) == ("oom-kill", "medium")
+
+
+def test_vanished_without_any_evidence_is_unknown():
+    v = verdict.decide({"exit": None, "alive": False, "kernel_readable": True, "oom_kills_at_launch": 0,
+                        "oom_kills_now": 0, "disks": []})
+    assert v["verdict"] == "unknown"
+    assert {r["cause"] for r in v["ruled_out"]} >= {"reboot", "oom-kill", "gpu-fault", "disk-full"}
