@@ -85,7 +85,7 @@ class GpuReader(object):
         except Exception:  # absent or broken here: nvidia-smi may still answer
             self.nvml = None
 
-    def read(self):
+    def read(self, apps=True):
         """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib}], processes}."""
         if self.nvml is not None:
             doc, err = gpu.from_nvml(self.nvml)
@@ -93,10 +93,11 @@ class GpuReader(object):
                 return {"source": "nvml", "error": err, "devices": [], "processes": []}
             doc["devices"] = [dict((k, d.get(k)) for k in _DEVICE_KEYS) for d in doc["devices"]]
             return doc
-        return read_smi()
+        return read_smi(apps)
 
 
-def read_smi():
+def read_smi(apps=True):
+    """The light CSV queries only; `apps` adds the compute-process list (one more nvidia-smi run)."""
     query = ",".join(f for f, _, _ in _LIGHT_FIELDS)
     r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
     doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
@@ -105,6 +106,8 @@ def read_smi():
         doc["error"] = "nvidia-smi --query-gpu: %s" % why[:300]
         return doc
     doc["devices"] = gpu.parse_csv(r["out"], _LIGHT_FIELDS)
+    if not apps:
+        return doc
     a = runcmd.run(["nvidia-smi", "--query-compute-apps=" + ",".join(f for f, _, _ in _APP_FIELDS),
                     "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
     if a["error"] is None and a["rc"] == 0:
@@ -130,13 +133,13 @@ def sample(reader, window_s, interval_s=1.0):
 
     A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
     """
-    first = reader.read()
+    first = reader.read(apps=False)
     peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
     samples = 1
     deadline = time.time() + max(0.0, window_s)
     while time.time() < deadline:
         time.sleep(max(0.0, min(interval_s, deadline - time.time())))
-        again = reader.read()
+        again = reader.read(apps=False)
         samples += 1
         seen = dict((d["index"], d.get("util_pct")) for d in again["devices"])
         for index in list(peak):
@@ -303,9 +306,12 @@ def load_jobs(boot_id, btime):
         ended_ticks = None
         if ended and ended.get("ended_at") and btime:
             ended_ticks = int((float(ended["ended_at"]) - btime + 2) * procs.CLK_TCK)
+        survivors = set((s.get("pid"), s.get("start_ticks")) for s in (ended or {}).get("survivors") or [])
         jobs.append({
             "id": job_id, "pid": meta.get("pid"), "pgid": meta.get("pgid"), "sid": meta.get("sid"),
             "start_ticks": meta.get("start_ticks"), "running": running, "exit": ended, "ended_ticks": ended_ticks,
+            "wrapper_pid": meta.get("wrapper_pid"), "wrapper_start_ticks": meta.get("wrapper_start_ticks"),
+            "survivors": survivors,
         })
     return jobs
 
@@ -322,13 +328,18 @@ def _descends_from(pid, ancestor, start_ticks, table):
 
 
 def job_of(f, jobs, table):
-    """The job a process belongs to: its recorded pid, its group or session, or (running) its ancestry.
+    """The job a process belongs to: its recorded pid, the survivors its exit record lists, its group
+    or session, or (running) its descent from the job or from the supervisor that adopts its orphans.
 
     Groups outlive their leader and their ids come back, so a match by group also needs the process
     to have started after the job did and, for an ended job, before it ended.
     """
     for job in jobs:
-        if f["pid"] == job["pid"] and f["start_ticks"] == job["start_ticks"]:
+        me = (f["pid"], f["start_ticks"])
+        if me == (job["pid"], job["start_ticks"]) or me in job.get("survivors", ()):
+            return job
+        if job["running"] and job.get("wrapper_pid") and _descends_from(
+                f["ppid"], job["wrapper_pid"], job.get("wrapper_start_ticks"), table):
             return job
         if job["start_ticks"] is not None and f["start_ticks"] < job["start_ticks"]:
             continue
@@ -606,7 +617,7 @@ def settle_memory(reader, timeout_s, poll_s=0.5):
     deadline = time.time() + timeout_s
     last = None
     while True:
-        now = dict((d["index"], d.get("memory_used_mib")) for d in reader.read()["devices"])
+        now = dict((d["index"], d.get("memory_used_mib")) for d in reader.read(apps=False)["devices"])
         if now == last or time.time() >= deadline:
             return now
         last = now

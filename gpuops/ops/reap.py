@@ -138,6 +138,7 @@ def _mem(h):
 
 
 def plan_table(facts, title):
+    from rich.markup import escape
     from rich.table import Table
 
     applied = facts["applied"]
@@ -150,7 +151,8 @@ def plan_table(facts, title):
         doing = (h["outcome"] if applied else h["action"]) or "-"
         style = _CLASS_STYLE.get(h["class"], "")
         table.add_row(str(h["pid"]), h["user"] or "?", _age(h["age_s"]), ",".join(str(g) for g in h["gpus"]) or "-",
-                      _mem(h), "[%s]%s[/]" % (style, h["class"]), h["reason"], doing, h["command"][:80])
+                      _mem(h), "[%s]%s[/]" % (style, h["class"]), escape(h["reason"]), escape(doing),
+                      escape(h["command"][:80]))
     return table
 
 
@@ -182,7 +184,7 @@ def render(doc, con):
             acts.add_column(name)
         for a in facts["actions"]:
             acts.add_row(str(a["pid"]), a["scope"], "; ".join(a["signals"]), a["outcome"] + (
-                ": " + a["why"] if a.get("why") else ""))
+                ": " + a["why"] if a.get("why") else ""), style=None if a["outcome"] in ("reaped", "gone") else "red")
         con.print(acts)
     if facts["gpus"]:
         con.print(gpu_table(facts))
