@@ -25,7 +25,7 @@ from . import tomlschema
 from .errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
-INDEX = REPO / "references" / "gotchas.toml"
+INDEX = Path(__file__).resolve().parent / "data" / "references" / "gotchas.toml"  # links to references/
 PACKAGE = Path(__file__).resolve().parent
 ID = re.compile(r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)?")
 THEMES = {

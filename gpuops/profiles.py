@@ -24,7 +24,7 @@ from . import tomlschema
 from .errors import NotFound, UsageError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
-SHIPPED_DIR = Path(__file__).resolve().parent.parent / "profiles"
+SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "profiles"  # a link to the repo's profiles/, copied into wheels
 GOTCHA_ID = r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)?"
 
 KINDS = ("ssh-rental", "cloud-api", "ssh", "slurm", "kubernetes", "workstation")
