@@ -301,6 +301,22 @@ def test_a_group_holding_a_protected_process_is_not_signalled_as_a_group(box):
     assert box.alive(daemon) and box.alive(shell.pid)
 
 
+def test_a_defunct_holders_working_parent_is_left_alone(box):
+    box.util[1] = 80
+    box.write_smi()
+    roles = box.spawn("defunct", *box.dev("nvidia0"), env={"HOLDER_PARENT_NODE": box.dev("nvidia1")[0]})[0]
+    parent, zombie = roles["parent"], roles["defunct"]
+    box.holds(parent)
+    done = reap_here("--min-age", "0", "--idle-window", "0", "--yes")
+    assert classes(done, [parent, zombie]) == {parent: "live", zombie: "defunct"}
+    (entry,) = [h for h in done["holders"] if h["pid"] == zombie]
+    assert f"parent {parent} left alone (live: GPU 1 busy" in entry["action"]
+    assert f"pid {zombie} alone (group {parent} has holder {parent} (live))" in entry["action"]
+    assert [(a["pid"], a["outcome"]) for a in done["actions"]] == [(zombie, "reaped")]
+    assert not box.alive(zombie)  # its threads are gone; the zombie entry waits for its parent
+    assert box.alive(parent)
+
+
 def test_a_pid_reused_between_plan_and_kill_is_not_signalled(box):
     victim = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
     opts = onbox._args(["--min-age", "0", "--idle-window", "0", "--term-wait", "1", "--kill-wait", "1"])

@@ -1,8 +1,11 @@
 """The reaper's pure rules: who is protected, which job a process belongs to, the class order, the envelope."""
 
+import os
+
 import pytest
 
 from gpuops import errors
+from gpuops.onbox import procs
 from gpuops.onbox import reap as rules
 from gpuops.ops import reap as op
 
@@ -44,7 +47,7 @@ def test_daemon_names(comm, argv0, expected):
 
 @pytest.mark.parametrize("overrides,reason", [
     ({"pid": 1}, "PID 1"),
-    ({"ppid": 2}, "kernel thread"),
+    ({"kthread": True}, "kernel thread"),
     ({"pid": 4001}, "own process chain"),
     ({"sid": 4000}, "own session"),
     ({"comm": "nv-hostengine", "argv0": "nv-hostengine"}, "nv-hostengine"),
@@ -55,6 +58,13 @@ def test_daemon_names(comm, argv0, expected):
 def test_protected(overrides, reason):
     cls, why, _ = rules.classify(proc(**overrides), ctx())
     assert cls == "protected" and reason in why
+
+
+def test_kernel_threads_are_told_by_their_task_flag():
+    kthreadd = [pid for pid in (2,) if (procs.stat(pid) or {}).get("comm") == "kthreadd"]  # none in a container
+    assert [rules.kernel_thread(pid) for pid in kthreadd] == [True] * len(kthreadd)
+    assert rules.kernel_thread(os.getpid()) is False
+    assert rules.classify(proc(ppid=2), ctx())[0] != "protected"  # in a container pid 2 is just a process
 
 
 def test_service_unit_ignores_login_sessions(tmp_path, monkeypatch):

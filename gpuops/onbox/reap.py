@@ -9,16 +9,17 @@ container, so a PID it names is trusted only when that PID, in our own /proc, ho
 node of the GPU it is named on and is still the process we scanned (same start time). Nothing is
 ever signalled because NVML named it.
 
-Each holder gets one class and the reason for it, decided in this order:
+Each holder gets one class and the reason for it; the first rule that fits wins:
   protected     never touched: PID 1, kernel threads, our own chain and session, GPU and system
                 daemons, systemd services, processes of other users
-  live          part of a running gpuops job, on a busy GPU, too young, holding no GPU node,
-                or not provably idle
+  live          part of a running gpuops job
   defunct       exited, but its threads still hold the device; its parent is signalled too
                 when the parent could be reaped in its own right
+  live          its GPU is busy (any utilisation in the sampled window)
   finished-job  left behind by a gpuops job whose exit record exists
-  orphan        reparented to init or a subreaper, its GPU idle, older than --min-age
-  idle          its GPU idle over the sampled window, older than --min-age
+  live          holds no GPU node, its GPU is not provably idle, or it is younger than --min-age
+  orphan        reparented to init or a subreaper (its launcher is gone), its GPU idle
+  idle          its GPU idle, its parent still there
 Dry run unless --yes. Acting: SIGTERM to the process group when every member of the group may be
 signalled (else to the pid alone), wait, SIGKILL the survivors. The start time is re-read before
 every signal, so a pid reused in the meantime is never hit. A holder still in state D at the end
@@ -51,6 +52,7 @@ INIT_LIKE = ("systemd", "init", "tini", "dumb-init", "docker-init", "catatonit",
 # Units that only host login sessions (sshd without pam_systemd keeps its sessions in its unit).
 _SESSION_UNITS = re.compile(r"^(ssh|sshd|user@\d+)\.service$")
 _GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
+_PF_KTHREAD = 0x00200000  # task flag (field 9 of /proc/PID/stat): a kernel thread
 
 SMI_TIMEOUT_S = 10
 _LIGHT_FIELDS = [
@@ -210,6 +212,15 @@ def _task_devices(pid):
     return sorted(found)
 
 
+def kernel_thread(pid):
+    """By the task flag, not by parent pid: inside a container pid 2 is an ordinary process."""
+    fields = (sysroot.read("/proc/%d/stat" % pid) or "").rpartition(")")[2].split()
+    try:
+        return bool(int(fields[6]) & _PF_KTHREAD)
+    except (IndexError, ValueError):
+        return False
+
+
 def describe(pid, st):
     """The facts the rules look at, for any process (holder or not)."""
     cmd = procs.cmdline(pid) or ""
@@ -221,6 +232,7 @@ def describe(pid, st):
         "argv0": os.path.basename(cmd.split(" ", 1)[0]) if cmd else "",
         "command": cmd or "[%s]" % st["comm"], "uid": uid, "user": _user(uid),
         "age_s": round(age, 1) if age is not None else None, "unit": service_unit(pid),
+        "kthread": kernel_thread(pid),
         "devices": [], "minors": [], "gpus": [], "gpu_mem_mib": {}, "threads": None,
     }
 
@@ -370,7 +382,7 @@ def daemon_name(f):
 def protected_reason(f, ctx):
     if f["pid"] == 1:
         return "PID 1, the init of this PID namespace"
-    if f["pid"] == 2 or f["ppid"] == 2:
+    if f.get("kthread"):
         return "kernel thread"
     if f["pid"] in ctx["ancestry"]:
         return "the reaper's own process chain"
@@ -491,6 +503,7 @@ def _unit_text(unit):
 def plan(holders, ctx, selected, term_wait):
     """Signal units for the selected reapable holders; each holder gets its `action` text."""
     holder_class = dict((h["pid"], h["class"]) for h in holders)
+    by_pid = dict((h["pid"], h) for h in holders)
     units = {}
     for h in holders:
         h["action"] = None
@@ -502,8 +515,13 @@ def plan(holders, ctx, selected, term_wait):
             parent_st = ctx["table"].get(h["ppid"])
             if parent_st:
                 p = describe(h["ppid"], parent_st)
-                p["gpus"] = h["gpus"]
-                pcls, pwhy, _ = classify(p, ctx)
+                if p["pid"] in by_pid:  # a holder itself: its own verdict stands
+                    pcls, pwhy = by_pid[p["pid"]]["class"], by_pid[p["pid"]]["reason"]
+                    if p["pid"] not in selected:
+                        pcls, pwhy = "not selected", "it holds none of the selected GPU's devices"
+                else:  # judged on the GPUs its unreaped child still holds
+                    p["gpus"] = h["gpus"]
+                    pcls, pwhy, _ = classify(p, ctx)
                 if pcls in REAPABLE and pcls != "defunct":
                     targets.append(p)
                     note = "; parent %d is %s, so it goes too" % (p["pid"], pcls)
