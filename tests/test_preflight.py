@@ -4,7 +4,7 @@ SetEnv), and every way a host can fail to answer."""
 import json
 import os
 import shutil
-import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +13,7 @@ from gpuops.remote import target_for
 from tests.fixtures.fakegpu.boxes import compose
 from tests.rig.sshd import keygen
 
+ROOT = Path(__file__).resolve().parent.parent
 FINDING_KEYS = {"id", "severity", "title", "evidence", "fix", "gotcha"}
 
 
@@ -178,7 +179,27 @@ def test_probe_timeout_is_enforced_on_the_box(cli, rig, tmp_path):
     (fake / "nvidia-smi").write_text("#!/bin/sh\nexec sleep 60\n")
     (fake / "nvidia-smi").chmod(0o755)
     box = rig.box("pf-hang", env={"PATH": f"{fake}:/usr/local/bin:/usr/bin:/bin"})
-    r = subprocess.run(["python3", "-m", "gpuops", "preflight", "--json", "--host", box.spec, "--timeout", "2"],
-                       capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    code, doc = preflight_json(cli, "--host", box.spec, "--timeout", "2")
+    assert code == 3 and doc["error"]["kind"] == "timed-out"
+
+
+def test_profile_dirs_thresholds_and_inode_cap_reach_the_verdicts(cli, tmp_path):
+    pytest.importorskip("gpuops.profiles")
+    shipped = (ROOT / "profiles" / "local.toml").read_text()
+    data, durable = tmp_path / "data", tmp_path / "durable"
+    text = (shipped.replace('data_dir = "~"', f'data_dir = "{data}"')
+            .replace('durable_dir = "~"', f'durable_dir = "{durable}"')
+            + f'\n[[storage]]\nname = "capped"\npath = "{durable}"\nsurvives_pause = true\n'
+              f'survives_destroy = true\ninode_cap = 100\n\n[preflight]\ndisk_min_free_gib = 1000000.0\n')
+    profiles_dir = tmp_path / "profiles"
+    profiles_dir.mkdir()
+    (profiles_dir / "pf-test.toml").write_text(text)
+    r = cli("preflight", "--json", "--profile", "pf-test", env={**os.environ, "GPUOPS_PROFILES_DIR": str(profiles_dir)})
     doc = json.loads(r.stdout)
-    assert r.returncode == 3 and doc["error"]["kind"] == "timed-out"
+    assert r.returncode == 1, r.stderr
+    assert [d["path"] for d in doc["data"]["disks"] if d["role"] == "path"] == [str(data), str(durable)]
+    assert doc["data"]["thresholds"]["disk_min_free_gib"] == 1000000.0 and doc["data"]["profile"] == "pf-test"
+    space = [f for f in by_id(doc, "disk.space") if str(data) in f["evidence"]["for"]]
+    assert space[0]["severity"] == "fail" and space[0]["evidence"]["floor_gib"] == 1000000.0
+    inodes = [f for f in by_id(doc, "disk.inodes") if str(durable) in f["evidence"]["for"]]
+    assert inodes[0]["severity"] == "fail" and inodes[0]["evidence"]["inode_cap"] == 100

@@ -22,5 +22,5 @@ def evaluate(facts, thresholds=None):
         except Exception as e:  # facts from an odd box must not cost the other verdicts
             findings.append(Finding("check.crashed", "warn", f"check {check.__module__}.{check.__name__} could not "
                                     "judge these facts", {"error": f"{type(e).__name__}: {e}"[:200]},
-                                    "report this with the facts from `gpuops preflight --json`"))
+                                    "gpuops preflight --json   # report this with the facts it prints"))
     return worst_first(findings)

@@ -13,8 +13,8 @@ def recent_boot(facts, t):
     evidence = {"uptime_s": round(up), "boot_id": (facts.get("boot") or {}).get("boot_id")}
     if up < t["recent_boot_s"]:
         return [Finding("boot.recent", "info", f"the box booted {up / 60:.0f} min ago: a run started before then is gone",
-                        evidence, "if you expected a run here, it died with the reboot: check its log's last "
-                        "lines and restart from the last checkpoint", "U3")]
+                        evidence, "uptime -s   # a run started before this time died with the reboot: restart it "
+                        "from its last checkpoint", "U3")]
     return [Finding("boot.recent", "ok", f"up {up / 3600:.1f} h", evidence)]
 
 
@@ -53,7 +53,7 @@ def probe_errors(facts, t):
     if not errors:
         return []
     return [Finding("probe.partial", "warn", f"the probe could not gather: {', '.join(sorted(errors))}",
-                    {k: v[:150] for k, v in errors.items()}, "re-run; if it repeats, report these errors")]
+                    {k: v[:150] for k, v in errors.items()}, "gpuops preflight --json   # re-run; report the errors if they repeat")]
 
 
 CHECKS = (recent_boot, detach, rendezvous_ports, probe_errors)

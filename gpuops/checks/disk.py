@@ -91,8 +91,7 @@ def shm(facts, t):
     if size < t["shm_min_gib"] * GIB:
         return [Finding("disk.shm", "warn",
                         f"/dev/shm is {gib(size)} GiB: DataLoader workers die with 'bus error' on big batches",
-                        evidence, "restart the container with `--shm-size=16g` (or `--ipc=host`); meanwhile "
-                        "DataLoader(num_workers=0)")]
+                        evidence, "docker run --shm-size=16g ...   # or --ipc=host; until then DataLoader(num_workers=0)")]
     return [Finding("disk.shm", "ok", f"/dev/shm is {gib(size)} GiB", evidence)]
 
 

@@ -13,8 +13,8 @@ HW_THERMAL = 0x40
 HW_POWER_BRAKE = 0x80
 HW_REASONS = {HW_SLOWDOWN: "hw_slowdown", HW_THERMAL: "hw_thermal_slowdown", HW_POWER_BRAKE: "hw_power_brake"}
 
-RERENT = ("a tenant cannot repair cooling, power delivery or GPU memory: stop this instance and rent "
-          "another box (confirm with: nvidia-smi -q -d PERFORMANCE,ECC)")
+RERENT = ("nvidia-smi -q -d PERFORMANCE,ECC   # to confirm; a tenant cannot repair cooling, power delivery or "
+          "GPU memory: stop this instance and rent another box")
 
 
 def bus_key(bus_id):
@@ -51,13 +51,13 @@ def visible(facts, t):
         if cvd is not None:
             evidence["CUDA_VISIBLE_DEVICES"] = cvd
         if cvd is not None and cvd.strip() in ("", "-1", "none", "void"):
-            fix = "unset CUDA_VISIBLE_DEVICES (it hides every GPU from CUDA and NVML)"
+            fix = "unset CUDA_VISIBLE_DEVICES   # an empty or -1 value hides every GPU from CUDA"
         elif g.get("kernel_module") and not g.get("device_nodes"):
-            fix = ("the host has the NVIDIA driver but this container got no GPU: recreate it with "
-                   "`docker run --gpus all ...` (NVIDIA Container Toolkit >= 1.14)")
+            fix = ("docker run --gpus all ...   # the host has the NVIDIA driver but this container got no GPU: "
+                   "recreate it with GPUs (NVIDIA Container Toolkit >= 1.14)")
         else:
-            fix = ("no NVIDIA GPU or driver here: check `nvidia-smi` on the box, and that the instance type "
-                   "has GPUs; in a container, start it with `--gpus all`")
+            fix = ("nvidia-smi   # no NVIDIA GPU or driver is visible: check the instance type has GPUs; "
+                   "a container needs `docker run --gpus all`")
         return [Finding("gpu.none", "fail", "No GPU visible: training would silently run on the CPU",
                         evidence, fix, "U31")]
     out = []
@@ -104,11 +104,19 @@ def throttle(facts, t):
         if mask & SW_THERMAL:
             evidence["reasons"] = "sw_thermal_slowdown"
             return [Finding("gpu.throttle", "warn", f"{label(d)} is thermally throttled by the driver",
-                            evidence, "watch `nvidia-smi -q -d PERFORMANCE,TEMPERATURE`; if it persists "
-                            "under load, re-rent: cooling is outside a tenant's control", "U23")]
+                            evidence, "nvidia-smi -q -d PERFORMANCE,TEMPERATURE   # if it persists under load, "
+                            "re-rent: cooling is outside a tenant's control", "U23")]
         return []
 
     return _per_gpu(facts, "gpu.throttle", judge, "no hardware or thermal slowdown on {n} GPU(s)")
+
+
+def _distance(temp, slow):
+    if slow is None:
+        return "hot enough to throttle"
+    if temp >= slow:
+        return f"{temp - slow:g} C past its slowdown point"
+    return f"{slow - temp:g} C from its slowdown point"
 
 
 def temperature(facts, t):
@@ -122,11 +130,10 @@ def temperature(facts, t):
             return []
         return [Finding(
             "gpu.temperature", "warn",
-            f"{label(d)} at {temp:g} C, " + (f"{slow - temp:g} C from its slowdown point" if slow is not None
-                                              else "hot enough to throttle"),
+            f"{label(d)} at {temp:g} C, " + _distance(temp, slow),
             {"gpu": d.get("index"), "temp_c": temp, "slowdown_temp_c": slow, "warn_at_c": limit},
-            "an idle GPU this hot will throttle under load: re-rent, or watch "
-            "`nvidia-smi --query-gpu=temperature.gpu,clocks.sm --format=csv -l 5`", "U23")]
+            "nvidia-smi --query-gpu=temperature.gpu,clocks.sm --format=csv -l 5   # if it stays this hot "
+            "under load, the clocks drop: re-rent", "U23")]
 
     return _per_gpu(facts, "gpu.temperature", judge, "{n} GPU(s) clear of their slowdown temperature")
 
@@ -149,7 +156,7 @@ def memory_errors(facts, t):
                             evidence, RERENT, "U22")]
         if values["retired_pages_pending"] or values["remap_pending"]:
             return [Finding("gpu.ecc", "warn", f"{label(d)} has a memory repair pending until a GPU reset",
-                            evidence, "ask the provider for a GPU reset (`nvidia-smi -r` needs root on the host), "
+                            evidence, "nvidia-smi -r   # needs root on the host: ask the provider for a GPU reset, "
                             "or re-rent", "U22")]
         return []
 
@@ -179,11 +186,11 @@ def orphan_memory(facts, t):
         evidence = {"gpu": d.get("index"), "used_mib": round(used), "listed_processes": 0,
                     "holders": ", ".join(f"{h['pid']}({h.get('comm')})" for h in mine) or "none visible"}
         if mine:
-            fix = (f"these processes hold the GPU but NVML lists none: `fuser -v /dev/nvidia*`, then stop them "
-                   f"(kill {' '.join(str(h['pid']) for h in mine)}) if they are not yours to keep")
+            fix = (f"fuser -v /dev/nvidia*; kill {' '.join(str(h['pid']) for h in mine)}   # they hold the GPU "
+                   "but NVML lists none; stop them unless they are yours to keep")
         else:
-            fix = ("held from outside this container (or by a dead container): restart the container or ask the "
-                   "provider; `fuser -v /dev/nvidia*` on the host shows the holder")
+            fix = ("fuser -v /dev/nvidia*   # on the host: the holder is outside this container (or a dead one); "
+                   "restart the container or ask the provider")
         return [Finding("gpu.orphan-memory", "warn", f"{label(d)} has {used:.0f} MiB in use but no process is listed on it",
                         evidence, fix, "U11")]
 

@@ -7,8 +7,8 @@ counter describe this container, so they win when present (U41).
 from ..findings import Finding
 from .units import GIB, gib
 
-OOM_FIX = ("size DataLoader num_workers against the memory limit, not the CPU count: each forked worker copies "
-           "the dataset's in-RAM objects (share one memmap instead); confirm with `grep oom_kill {file}`")
+OOM_FIX = ("grep oom_kill {file}   # then size DataLoader num_workers against the memory limit, not the CPU "
+           "count: each forked worker copies the dataset's in-RAM objects (share one memmap instead)")
 
 
 def oom_kills(facts, t):
@@ -25,12 +25,15 @@ def oom_kills(facts, t):
         return [Finding("mem.oom-kills", "warn",
                         f"this cgroup has OOM-killed {counter} process(es): a run here died with a bare 'Killed'",
                         evidence, fix, "U41")]
-    if victims:
-        return [Finding("mem.oom-kills", "warn",
-                        f"the kernel OOM-killed {len(victims)} process(es) since boot", evidence, fix, "U9")]
-    if counter is None and not log.get("readable"):
-        return []
-    return [Finding("mem.oom-kills", "ok", "no OOM kills recorded", evidence)]
+    if counter is None:
+        if victims:  # no cgroup counter to go by: the kernel log is the only evidence
+            return [Finding("mem.oom-kills", "warn",
+                            f"the kernel OOM-killed {len(victims)} process(es) since boot", evidence, fix, "U9")]
+        if not log.get("readable"):
+            return []
+        return [Finding("mem.oom-kills", "ok", "no OOM kills in the kernel log since boot", evidence)]
+    # The counter is this cgroup's own; kernel-log victims then belong to other cgroups (neighbours).
+    return [Finding("mem.oom-kills", "ok", "no OOM kills in this cgroup", evidence)]
 
 
 def headroom(facts, t):
@@ -49,7 +52,7 @@ def headroom(facts, t):
     if free < t["mem_min_headroom_gib"] * GIB or 100.0 * free / limit < t["mem_min_headroom_pct"]:
         return [Finding("mem.headroom", "warn",
                         f"only {gib(max(free, 0))} GiB of {gib(limit)} GiB memory free ({scope})", evidence,
-                        "find what holds it (`ps aux --sort=-rss | head`) before launching; lower num_workers "
+                        "ps aux --sort=-rss | head   # find what holds it before launching; lower num_workers "
                         "or batch size if the run itself needs more", "U9")]
     return [Finding("mem.headroom", "ok", f"{gib(free)} GiB of {gib(limit)} GiB memory free ({scope})", evidence)]
 

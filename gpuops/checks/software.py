@@ -40,7 +40,7 @@ def torch_build(facts, t):
     if not torch.get("installed"):
         return [Finding("cuda.torch", "info", "torch is not installed for the box's python3: build checks skipped",
                         {"python": (facts.get("host") or {}).get("python_executable")},
-                        "activate the run's environment in your shell rc, or pip install torch")]
+                        "pip install torch   # or activate the run's environment in the login shell's rc file")]
     if torch.get("error"):
         return [Finding("cuda.torch", "warn", "torch is installed but does not import", {"error": torch["error"][:200]},
                         "python3 -c 'import torch'   # read the traceback; a mismatched CUDA library is typical", "U28")]

@@ -1,0 +1,41 @@
+"""Each fake-GPU scenario through the whole preflight (real probe on this machine under the
+fixture sysroot, then the checks): the verdict each one exists to produce."""
+
+import subprocess
+
+import pytest
+
+from gpuops.ops import preflight as op
+from gpuops.remote.target import LocalTarget
+from tests.fixtures.fakegpu.boxes import compose
+
+
+def gpu_findings(doc):
+    return {(f["id"], f["severity"], f["evidence"].get("gpu")) for f in doc["findings"] if f["id"].startswith("gpu.")}
+
+
+@pytest.mark.parametrize("scenario,expected", [
+    ("healthy", set()),
+    ("hw-slowdown", {("gpu.throttle", "fail", 0), ("gpu.temperature", "warn", 0)}),
+    ("xid79", {("gpu.xid", "fail", 1), ("gpu.xid", "warn", 0)}),
+    ("ecc-dbe", {("gpu.ecc", "fail", 1)}),
+    ("orphan-memory", {("gpu.orphan-memory", "warn", 1)}),
+])
+def test_scenario_verdicts(scenario, expected, tmp_path, monkeypatch):
+    root, env = compose(tmp_path, "v2-healthy", scenario)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    holder = subprocess.Popen(["sleep", "30"], stdin=open(root / "dev" / "nvidia1", "rb"))
+    try:
+        doc = op.preflight(LocalTarget())
+    finally:
+        holder.kill()
+        holder.wait()
+    problems = {f for f in gpu_findings(doc) if f[1] != "ok"}
+    assert problems == expected
+    if scenario == "orphan-memory":
+        [orphan] = [f for f in doc["findings"] if f["id"] == "gpu.orphan-memory"]
+        assert orphan["evidence"]["holders"] == f"{holder.pid}(sleep)" and f"kill {holder.pid}" in orphan["fix"]
+    if scenario == "xid79":
+        [fatal] = [f for f in doc["findings"] if f["id"] == "gpu.xid" and f["severity"] == "fail"]
+        assert "GPU 1 (00000000:3B:00.0)" in fatal["title"] and fatal["evidence"]["pci"] == "0000:3b:00"
