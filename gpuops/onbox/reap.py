@@ -682,6 +682,7 @@ def survey(opts, reader):
     units = plan(holders, ctx, selected, opts.term_wait)
     doc = {
         "reap_version": 1,
+        "uid": os.geteuid(),
         "applied": False,
         "gpu": opts.gpu,
         "min_age_s": opts.min_age,

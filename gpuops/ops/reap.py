@@ -74,9 +74,12 @@ def findings_for(facts):
                            "provably idle; only finished-job and defunct holders can be reaped",
                            {"error": facts["gpu_error"]}, fix="check that nvidia-smi works on the box"))
     if facts.get("unreadable"):
-        out.append(Finding("reap.unreadable-fds", "info", "%d processes' open files could not be read" %
-                           facts["unreadable"], {"unreadable": facts["unreadable"]},
-                           fix="run as root to see every holder (they belong to other users and would not be reaped)"))
+        title, fix = "%d process(es)' open files could not be read" % facts["unreadable"], None
+        if facts.get("uid") == 0:
+            title += " (they exited during the scan, or a user namespace hides them even from root)"
+        else:
+            fix = "run as root to see every holder (other users' holders are never reaped)"
+        out.append(Finding("reap.unreadable-fds", "info", title, {"unreadable": facts["unreadable"]}, fix=fix))
     if facts.get("nvml_unverified"):
         pids = [u["pid"] for u in facts["nvml_unverified"]]
         out.append(Finding("reap.nvml-unverified", "info", "NVML names %d process(es) that could not be matched to a "
