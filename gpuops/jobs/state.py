@@ -135,11 +135,14 @@ def step_time(events):
     secs = [e["seconds"] for e in events if e.get("seconds") is not None][-5:]
     if secs:
         return sum(secs) / len(secs)
-    timed = [e for e in events if e.get("at") is not None and e.get("step") is not None]
+    timed = [e for e in events if e.get("at") is not None]
     if len(timed) < 2:
         return None
     first, last = timed[0], timed[-1]
-    steps = last["step"] - first["step"]
+    if first.get("step") is not None and last.get("step") is not None:
+        steps = last["step"] - first["step"]
+    else:
+        steps = len(timed) - 1  # a pattern without a step number: each matching line is one step
     if steps <= 0:
         return None
     return max(0.0, (last["at"] - first["at"]) / steps)

@@ -4,9 +4,16 @@
         cmd         immutable copy of the command or script (0500; never rewritten while it runs)
         meta.json   job_id, name, labels, command, workdir, env_names, host, launched_at, pid,
                     pgid, start_ticks, boot_id, oom_kills_at_launch, parent_job_id, key, log
+                    (also: kind cmd|script, args, env (non-secret values), secret_env_names,
+                    gpus, thread_caps, queue, wrapper_pid, wrapper_start_ticks, spawn_error)
         log         stdout+stderr, unbuffered
         exit.json   written by the wrapper when the process ends:
                     {exit_code: int|null, signal: "SIGKILL"|null, ended_at: epoch seconds}
+                    (also: core_dumped, error, survivors [{pid, start_ticks}] still in its group)
+        growth      "epoch size" lines the wrapper appends while the log grows (dates log lines)
+        stop.json   written by `gpuops stop`: the signals it sent, to which pids, and when
+The job's processes carry GPUOPS_JOB_ID=<job_id> in their environment. Run queues live in
+<jobs_dir>/.queues/<name>/ (lines, runner.json, done.json); their entries are ordinary jobs.
 
 <jobs_dir> is $GPUOPS_JOBS_DIR when set, else ~/.gpuops/jobs (a profile may move it). Records
 are written to a temp file in the same directory and renamed into place, so a reader sees the

@@ -122,6 +122,17 @@ def _new_id():
 # ---------------------------------------------------------------- launch
 
 
+def _check_shebang(body):
+    """Fail early, with the reason, when a script's #! interpreter is not on the box."""
+    words = body.split(b"\n", 1)[0][2:].decode("utf-8", "replace").split()
+    if not words:
+        raise JobError("usage", "the script's #! line names no interpreter")
+    prog = words[1] if os.path.basename(words[0]) == "env" and len(words) > 1 else words[0]
+    found = shutil.which(prog) if "/" not in prog else (prog if os.access(prog, os.X_OK) else None)
+    if not found:
+        raise JobError("usage", "the script's interpreter %s is not available on the box" % prog)
+
+
 def _interpreter_argv(cmd_path, body, args):
     if body.startswith(b"#!"):
         argv = [cmd_path]
@@ -170,6 +181,8 @@ def create(spec, body):
     The caller holds the jobs-dir lock. `body` becomes the immutable `cmd` file (mode 0500).
     """
     workdir = _workdir(spec.get("workdir"))
+    if body.startswith(b"#!"):
+        _check_shebang(body)
     job_id = _new_id()
     jdir = jobrecord.job_dir(job_id)
     os.mkdir(jdir, 0o700)
@@ -619,8 +632,11 @@ def queue(opts):
                     os.close(fd)
         elif not old:
             raise JobError("not-found", "no queue %r on this box" % name)
+        cancel_path = os.path.join(qdir, "cancel")
         if opts.get("cancel"):
-            jobrecord.write_json(os.path.join(qdir, "cancel"), {"at": time.time()})
+            jobrecord.write_json(cancel_path, {"at": time.time()})
+        elif new is not None and os.path.exists(cancel_path):
+            os.unlink(cancel_path)  # sending the file again means: carry on
         runner = jobrecord.read_json(os.path.join(qdir, "runner.json")) or {}
         alive = bool(runner.get("pid")) and jobrecord.liveness(runner) == "alive"
         done = jobrecord.read_json(os.path.join(qdir, "done.json"))

@@ -18,6 +18,7 @@ DEPS = ("sysroot", "procs", "cgroup", "jobrecord", "logscan", "wrapper")
 _KINDS = {"not-found": errors.NotFound, "usage": errors.UsageError, "refused": errors.Refused}
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_BYTES = 1 << 20
+KEEP_BYTES = 4 << 20
 
 
 def call(target, action, opts, timeout_s=60):
@@ -189,6 +190,8 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
             sink(data)
         else:
             kept.extend(data)
+            if len(kept) > KEEP_BYTES:  # --json keeps the newest bytes; offsets say what was cut
+                del kept[:len(kept) - KEEP_BYTES]
 
     opts = {"job": job, "jobs_dir": jobs_dir, "follow": bool(follow)}
     if from_offset is not None:
@@ -262,6 +265,7 @@ def _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save,
             "bytes": (offset or 0) - (start or 0), "reconnects": reconnects, "end": end.get("reason")}
     if sink is None:
         data["text"] = kept.decode("utf-8", "replace")
+        data["text_starts_at"] = data["next_offset"] - len(kept) if data["next_offset"] is not None else None
     ok, summary = True, f"{job_id}: bytes {start}..{data['next_offset']}"
     if end.get("reason") in ("exited", "vanished"):
         rec = end.get("exit")

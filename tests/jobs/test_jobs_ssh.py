@@ -31,7 +31,8 @@ def ended(box, jobs_dir, job, timeout=10):
 
 
 def test_job_survives_the_ssh_connection_being_cut(box, jobs_box, jobs_dir):
-    job = launched(box, jobs_dir, "for i in $(seq 1 8); do echo tick $i; sleep 0.25; done; echo finished")
+    go = jobs_dir.parent / "go"
+    job = launched(box, jobs_dir, f"echo started; while [ ! -e {go} ]; do sleep 0.05; done; echo finished")
     meta = meta_of(jobs_dir, job)
     # launch returned only after the start record existed, with a live pid in its own session
     assert os.getsid(meta["pid"]) == meta["pid"] == meta["pgid"]
@@ -40,10 +41,10 @@ def test_job_survives_the_ssh_connection_being_cut(box, jobs_box, jobs_dir):
     assert cut, "there was a live SSH connection to cut"
     box.close()
     assert job_state(box, jobs_dir, job)["state"] == "RUNNING"
+    go.touch()
     row = ended(box, jobs_dir, job)
     assert row["state"] == "COMPLETED"
-    log = (jobs_dir / job / "log").read_text()
-    assert log.splitlines()[-1] == "finished" and "tick 8" in log
+    assert (jobs_dir / job / "log").read_text() == "started\nfinished\n"
 
 
 def test_nonzero_exit_is_failed_with_its_code(box, jobs_dir):
@@ -95,3 +96,132 @@ def test_follow_resumes_after_a_cut_without_losing_or_repeating_bytes(box, jobs_
     assert bytes(got) == log and log.count(b"\n") == 40
     assert doc["data"]["next_offset"] == len(log)
     assert doc["data"]["state"] == "COMPLETED" and doc["ok"]
+
+
+def _alive(pid):
+    from gpuops.onbox import procs
+
+    return procs.alive(pid)
+
+
+def test_stop_kills_the_group_escaped_children_and_gpu_holders(box, jobs_box, boot_root, jobs_dir):
+    # a child in the group, a grandchild that left the group with setsid and holds the (fake) GPU
+    # device open while ignoring SIGTERM, and the leader itself
+    cmd = ("sleep 300 & "
+           f"setsid sh -c 'trap \"\" TERM; exec 3<{boot_root}/dev/nvidia0; while :; do sleep 0.1; done' & "
+           "sleep 301")
+    job = launched(box, jobs_dir, cmd)
+    assert wait_for(lambda: len(op.stop(box, job=job, jobs_dir=str(jobs_dir))["data"]["targets"]) >= 4)
+    dry = op.stop(box, job=job, jobs_dir=str(jobs_dir))
+    assert dry["ok"] is False and dry["exit_code_hint"] == 5 and "--yes" in dry["next"][0]
+    targets = dry["data"]["targets"]
+    assert any(t["gpu"] for t in targets), targets
+    assert all(_alive(t["pid"]) for t in targets), "a dry run must not signal anything"
+
+    doc = op.stop(box, job=job, grace=1.0, yes=True, jobs_dir=str(jobs_dir))
+    assert doc["ok"], doc["summary"]
+    assert [s["signal"] for s in doc["data"]["signals"]] == ["SIGTERM", "SIGKILL"]
+    assert not any(_alive(t["pid"]) for t in targets)
+    assert doc["data"]["gpu_holders_left"] == []
+    assert doc["data"]["state"] == "KILLED" and doc["data"]["after"]["signal"] == "SIGTERM"
+    again = op.stop(box, job=job, yes=True, jobs_dir=str(jobs_dir))
+    assert again["ok"] and "nothing to stop" in again["summary"]
+
+
+def test_a_reused_pid_is_not_the_job(box, jobs_dir):
+    from gpuops.onbox import jobrecord, procs
+
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        job_id = "20200101-000000-abcdef"
+        d = jobs_dir / job_id
+        d.mkdir(parents=True)
+        (d / "cmd").write_text("sleep 30\n")
+        st = procs.stat(stranger.pid)
+        jobrecord.write_json(str(d / "meta.json"), {
+            "job_id": job_id, "name": "old", "pid": stranger.pid, "pgid": stranger.pid,
+            "start_ticks": st["start_ticks"] - 1, "boot_id": procs.boot_id(), "launched_at": time.time() - 60})
+        row = job_state(box, jobs_dir, job_id)
+        assert row["state"] == "VANISHED" and "reused" in row["reason"]
+        doc = op.stop(box, job=job_id, yes=True, jobs_dir=str(jobs_dir))
+        assert doc["data"]["targets"] == [] and stranger.poll() is None, "stop must never touch the stranger"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_changed_boot_id_means_vanished(box, boot_root, jobs_dir):
+    job = launched(box, jobs_dir, "sleep 30")
+    assert job_state(box, jobs_dir, job)["state"] == "RUNNING"
+    (boot_root / "proc/sys/kernel/random/boot_id").write_text("00000000-0000-4000-8000-000000000000\n")
+    row = job_state(box, jobs_dir, job)
+    assert row["state"] == "VANISHED" and "rebooted" in row["reason"]
+
+
+def test_stalled_when_progress_stops_but_output_continues(box, jobs_dir):
+    cmd = ("for i in 1 2 3 4 5; do echo \"completed step: $i, seconds: 0.1\"; sleep 0.1; done; "
+           "while :; do echo 'NCCL WARN still waiting'; sleep 0.2; done")
+    job = launched(box, jobs_dir, cmd)
+    assert job_state(box, jobs_dir, job, stall_factor=3, stall_min_s=2)["state"] == "RUNNING"
+    row = wait_for(lambda: (r := job_state(box, jobs_dir, job, stall_factor=3, stall_min_s=2))["state"]
+                   == "STALLED" and r, timeout=8, every=0.5)
+    assert row, "the job never read as STALLED"
+    assert row["progress"]["last"]["step"] == 5 and row["progress"]["step_time_s"] == pytest.approx(0.1)
+    custom = job_state(box, jobs_dir, job, progress_regex=r"still (waiting)", stall_factor=3, stall_min_s=2)
+    assert custom["state"] == "RUNNING", "a user progress regex that matches the live lines clears the stall"
+
+
+def test_queue_runs_every_line_even_when_an_entry_reads_stdin(box, jobs_dir):
+    content = ("read x; echo \"first got [$x]\"\n"
+               "cat; echo second\n"
+               "# a comment\n"
+               "exit 4\n"
+               "echo fourth\n")
+    doc = op.queue(box, name="q1", content=content, wait=15, jobs_dir=str(jobs_dir))
+    d = doc["data"]
+    assert d["done"] is not None and [e["state"] for e in d["entries"]] == ["COMPLETED", "COMPLETED", "FAILED",
+                                                                            "COMPLETED"]
+    assert doc["ok"] is False and d["failed_lines"] == [4] and "lines 4" in doc["summary"]
+    logs = {e["line"]: (jobs_dir / e["job_id"] / "log").read_text() for e in d["entries"]}
+    assert logs[1] == "first got []\n" and logs[2] == "second\n" and logs[5] == "fourth\n"
+
+
+def test_queue_appends_while_running_and_resumes_after_its_runner_dies(box, jobs_dir):
+    first = "sleep 0.6; echo one\nsleep 30; echo two\n"
+    doc = op.queue(box, name="q2", content=first, jobs_dir=str(jobs_dir))
+    assert doc["data"]["runner_started"]
+    op.queue(box, name="q2", content=first + "echo three\n", jobs_dir=str(jobs_dir))  # append while running
+    running = wait_for(lambda: (e := op.queue(box, name="q2", jobs_dir=str(jobs_dir))["data"]["entries"])[1][
+        "state"] == "RUNNING" and e, timeout=10)
+    import json
+    runner = json.loads((jobs_dir / ".queues/q2/runner.json").read_text())
+    os.kill(runner["pid"], signal.SIGKILL)  # the runner dies; line 2 keeps running
+    os.kill(meta_of(jobs_dir, running[1]["job_id"])["pid"], signal.SIGTERM)
+    refused = None
+    try:
+        op.queue(box, name="q2", content="echo different\n", jobs_dir=str(jobs_dir))
+    except Exception as e:
+        refused = e
+    assert refused is not None and "appended" in str(refused)
+    doc = op.queue(box, name="q2", content=first + "echo three\n", wait=10, jobs_dir=str(jobs_dir))
+    entries = doc["data"]["entries"]
+    assert [e["state"] for e in entries] == ["COMPLETED", "KILLED", "COMPLETED"]
+    assert entries[0]["job_id"] == running[0]["job_id"], "a finished line is never run twice"
+    assert len(list(jobs_dir.glob("*/meta.json"))) == 3
+    assert doc["data"]["done"] and doc["ok"] is False
+
+
+def test_retry_makes_a_child_from_the_immutable_command(box, jobs_dir):
+    parent = launched(box, jobs_dir, "echo args:", env={"LR": "0.1"}, name="train")
+    ended(box, jobs_dir, parent)
+    blocked = launched(box, jobs_dir, "sleep 30", name="busy")
+    with pytest.raises(Exception) as e:
+        op.retry(box, job=blocked, jobs_dir=str(jobs_dir))
+    assert "still running" in str(e.value)
+    doc = op.retry(box, job=parent, resume_arg="--resume 'last ckpt'", env={"LR": "0.05"}, jobs_dir=str(jobs_dir))
+    child = doc["data"]["job"]["job_id"]
+    meta = meta_of(jobs_dir, child)
+    assert meta["parent_job_id"] == parent and meta["name"] == "train" and meta["env"] == {"LR": "0.05"}
+    ended(box, jobs_dir, child)
+    assert (jobs_dir / child / "log").read_text() == "args: --resume last ckpt\n"
+    assert (jobs_dir / parent / "cmd").read_text() == "echo args:\n", "the parent's copy is never rewritten"

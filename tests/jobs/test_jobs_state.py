@@ -87,6 +87,11 @@ def test_step_time_from_line_times_when_lines_carry_no_seconds():
     assert row["state"] == "STALLED"
 
 
+def test_lines_without_step_numbers_count_one_step_each():
+    events = [{"step": None, "at": NOW - 30 + i, "seconds": None, "end": i, "text": "tick"} for i in range(5)]
+    assert state.step_time(events) == pytest.approx(1.0)
+
+
 def test_no_step_time_no_stall_verdict():
     row = state.derive(facts(progress={"events": [ev(3, at=NOW - 9999)]}), stall_factor=1, stall_min_s=0)
     assert row["state"] == "RUNNING"

@@ -1,0 +1,153 @@
+"""The on-box pieces on this machine (no SSH): thread caps from the cgroup quota, record shapes,
+spawn failures, and the growth samples that date progress lines."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuops import errors
+from gpuops.ops import jobs as op
+from gpuops.remote import LocalTarget
+from tests.conftest import FIXTURES
+from tests.jobs.helpers import kill_everything, meta_of, wait_for
+
+QUOTA_ROOT = FIXTURES / "jobs" / "cgroup-quota"
+
+
+@pytest.fixture
+def local_jobs(tmp_path):
+    d = tmp_path / "jobs"
+    yield d
+    kill_everything(d)
+
+
+def test_thread_caps_default_to_the_cgroup_cpu_quota(monkeypatch, local_jobs):
+    monkeypatch.setenv("GPUOPS_ROOT", str(QUOTA_ROOT))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    t = LocalTarget()
+    doc = op.launch(t, command='echo "$OMP_NUM_THREADS $MKL_NUM_THREADS"', jobs_dir=str(local_jobs))
+    job = doc["data"]["job"]["job_id"]
+    meta = meta_of(local_jobs, job)
+    assert meta["thread_caps"] == {"values": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
+                                   "cgroup_quota_cores": 2.5}
+    assert meta["oom_kills_at_launch"] == 2
+    # a value the user set wins over the cap
+    doc2 = op.launch(t, command='echo "$OMP_NUM_THREADS $MKL_NUM_THREADS"', env={"OMP_NUM_THREADS": "8"},
+                     jobs_dir=str(local_jobs))
+    job2 = doc2["data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / job / "exit.json").exists() and (local_jobs / job2 / "exit.json").exists())
+    assert (local_jobs / job / "log").read_text() == "2 2\n"
+    assert (local_jobs / job2 / "log").read_text() == "8 2\n"
+
+
+def test_records_have_the_documented_fields_and_private_modes(local_jobs):
+    doc = op.launch(LocalTarget(), command="echo hi; exit 5", name="shape", labels={"k": "v"}, key="K1",
+                    jobs_dir=str(local_jobs))
+    job = doc["data"]["job"]["job_id"]
+    d = local_jobs / job
+    assert wait_for(lambda: (d / "exit.json").exists())
+    meta = json.loads((d / "meta.json").read_text())
+    for field in ("job_id", "name", "labels", "command", "workdir", "env_names", "host", "launched_at", "pid",
+                  "pgid", "start_ticks", "boot_id", "oom_kills_at_launch", "parent_job_id", "key", "log"):
+        assert field in meta, field
+    assert meta["log"] == str(d / "log") and meta["key"] == "K1" and meta["labels"] == {"k": "v"}
+    exit_rec = json.loads((d / "exit.json").read_text())
+    assert exit_rec["exit_code"] == 5 and exit_rec["signal"] is None and exit_rec["ended_at"] >= meta["launched_at"]
+    assert os.stat(local_jobs).st_mode & 0o777 == 0o700 and os.stat(d).st_mode & 0o777 == 0o700
+    assert not list(d.glob("*.tmp.*")), "atomic writes leave no temp files behind"
+    samples = [line.split() for line in (d / "growth").read_text().splitlines()]
+    assert samples and int(samples[-1][1]) == (d / "log").stat().st_size
+
+
+def test_missing_workdir_is_a_usage_error_and_starts_nothing(local_jobs):
+    with pytest.raises(errors.UsageError):
+        op.launch(LocalTarget(), command="true", workdir="/no/such/dir", jobs_dir=str(local_jobs))
+    assert not list(local_jobs.glob("*/cmd"))
+
+
+def test_missing_script_interpreter_is_refused_before_anything_starts(local_jobs, tmp_path):
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/usr/bin/env no-such-interpreter-xyz\necho never\n")
+    with pytest.raises(errors.UsageError) as e:
+        op.launch(LocalTarget(), script=str(script), jobs_dir=str(local_jobs))
+    assert "no-such-interpreter-xyz" in e.value.message
+    assert not list(local_jobs.glob("*/cmd"))
+
+
+def test_a_job_that_cannot_be_spawned_is_recorded_as_failed_127(local_jobs):
+    from gpuops.onbox import jobrecord, wrapper
+
+    d = local_jobs / "20200101-000000-000000"
+    d.mkdir(parents=True)
+    meta = wrapper.start(str(d), ["/no/such/program"], dict(os.environ), "/", {"job_id": d.name})
+    assert meta["pid"] is None and "No such file" in meta["spawn_error"]
+    assert jobrecord.read_json(str(d / "exit.json"))["exit_code"] == 127
+    row = op.status(LocalTarget(), job=d.name, jobs_dir=str(local_jobs))["data"]["jobs"][0]
+    assert (row["state"], row["exit_code"]) == ("FAILED", 127) and "No such file" in row["reason"]
+
+
+def test_logs_page_from_an_offset_and_save_resumes(local_jobs, tmp_path):
+    t = LocalTarget()
+    job = op.launch(t, command="printf 'a%.0s' $(seq 1 3000); echo; echo end", jobs_dir=str(local_jobs))[
+        "data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / job / "exit.json").exists())
+    log = (local_jobs / job / "log").read_bytes()
+    page = op.logs(t, job=job, from_offset=2990, jobs_dir=str(local_jobs))
+    assert page["data"]["text"].encode() == log[2990:] and page["data"]["next_offset"] == len(log)
+    save = tmp_path / "saved"
+    (save / job).mkdir(parents=True)
+    (save / job / "log").write_bytes(log[:1000])  # an earlier, interrupted copy
+    doc = op.logs(t, job=job, save=str(save), jobs_dir=str(local_jobs))
+    assert (save / job / "log").read_bytes() == log
+    assert json.loads((save / job / "meta.json").read_text())["job_id"] == job
+    assert (save / job / "exit.json").exists() and doc["data"]["start_offset"] == 1000
+
+
+def test_cancelled_queue_starts_no_further_line_and_resumes_when_sent_again(local_jobs, tmp_path):
+    t = LocalTarget()
+    go = tmp_path / "go"
+    content = f"while [ ! -e {go} ]; do sleep 0.05; done\necho second\n"
+    op.queue(t, name="cq", content=content, jobs_dir=str(local_jobs))
+    doc = op.queue(t, name="cq", cancel=True, jobs_dir=str(local_jobs))
+    assert doc["data"]["entries"][0]["state"] == "RUNNING"
+    go.touch()
+    done = wait_for(lambda: (d := op.queue(t, name="cq", jobs_dir=str(local_jobs))["data"])["done"] and d)
+    assert done["done"]["cancelled"] and [e["state"] for e in done["entries"]] == ["COMPLETED", "PENDING"]
+    resumed = op.queue(t, name="cq", content=content, wait=10, jobs_dir=str(local_jobs))
+    assert resumed["ok"] and [e["state"] for e in resumed["data"]["entries"]] == ["COMPLETED", "COMPLETED"]
+
+
+def test_unknown_job_or_queue_is_not_found(local_jobs):
+    with pytest.raises(errors.NotFound):
+        op.logs(LocalTarget(), job="nope", jobs_dir=str(local_jobs))
+    with pytest.raises(errors.NotFound):
+        op.status(LocalTarget(), job="nope", jobs_dir=str(local_jobs))
+    with pytest.raises(errors.NotFound):
+        op.queue(LocalTarget(), name="nope", jobs_dir=str(local_jobs))
+
+
+def _oldest_python3():
+    import glob
+
+    # a real interpreter, not a version-manager shim that may pick another version
+    pyenv = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.6*/bin/python3.6")))
+    system = [p for p in ("/usr/bin/python3.6", "/usr/local/bin/python3.6") if os.path.exists(p)]
+    return next(iter(pyenv + system), None)
+
+
+@pytest.mark.skipif(not _oldest_python3(), reason="no python3.6 on this machine to play an old box")
+def test_the_on_box_side_runs_on_python_3_6(monkeypatch, local_jobs, tmp_path):
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python3").symlink_to(_oldest_python3())
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    t = LocalTarget()
+    job = op.launch(t, command="echo completed step: 1; sleep 30", jobs_dir=str(local_jobs))["data"]["job"]["job_id"]
+    wrapper_exe = os.readlink(f"/proc/{meta_of(local_jobs, job)['wrapper_pid']}/exe")
+    assert "3.6" in wrapper_exe
+    assert wait_for(lambda: op.logs(t, job=job, jobs_dir=str(local_jobs))["data"]["text"] == "completed step: 1\n")
+    assert op.stop(t, job=job, grace=1, yes=True, jobs_dir=str(local_jobs))["data"]["state"] == "KILLED"
+    assert op.queue(t, name="old", content="echo a\n", wait=10, jobs_dir=str(local_jobs))["ok"]
