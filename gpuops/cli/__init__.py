@@ -7,10 +7,11 @@ positional arguments) and no automatic short flags, so `--host` never steals `-h
 import sys
 
 from invoke import Collection, Program
-from invoke.exceptions import ParseError
+from invoke.exceptions import Exit, ParseError
 
 from .. import __version__, errors
 from . import diagnose, jobs, preflight, profiles, reap
+from .flags import words_to_flag
 
 ns = Collection()
 for _module in (preflight, reap, jobs, profiles, diagnose):
@@ -22,6 +23,8 @@ class GpuopsProgram(Program):
     """Invoke's Program, except that a command-line mistake exits 2 (usage), not 1 (check failed)."""
 
     def run(self, argv=None, exit=True):
+        argv = list(sys.argv if argv is None else argv)
+        argv = argv[:1] + words_to_flag(argv[1:])
         try:
             self.create_config()
             self.parse_core(argv)
@@ -32,11 +35,13 @@ class GpuopsProgram(Program):
         except ParseError as e:
             print(f"gpuops: {e}", file=sys.stderr)
             sys.exit(errors.USAGE)
+        except Exit as e:  # --help and --version end the parse stage this way
+            if e.message:
+                print(e.message, file=sys.stderr)
+            sys.exit(e.code)
         self._execute(exit)
 
     def _execute(self, exit):
-        from invoke.exceptions import Exit
-
         try:
             self.execute()
         except Exit as e:

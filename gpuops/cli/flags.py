@@ -1,12 +1,24 @@
-"""Task decorator with the project's flag rules: flags, no automatic short flags.
-
-Positional arguments are off by default (a stray word must not silently become a value);
-a lookup verb may name one (`gpuops gotcha inode`), which still works as a flag too.
-"""
+"""Task decorator with the project's flag rules: flags only, no automatic short flags."""
 
 from invoke import task as _task
 
+# Lookup verbs whose bare words are their query (`gpuops gotcha cuda oom`). Invoke's own
+# positional arguments would swallow `--help` as a value, so the program rewrites argv instead.
+WORD_ARGS = {"gotcha": "--query"}
 
-def verb(help=None, iterable=None, positional=()):
-    return _task(auto_shortflags=False, positional=list(positional), help=help or {},
-                 iterable=iterable or [])
+
+def verb(help=None, iterable=None):
+    return _task(auto_shortflags=False, positional=[], help=help or {}, iterable=iterable or [])
+
+
+def words_to_flag(argv):
+    """['gotcha', 'cuda', 'oom', '--json'] -> ['gotcha', '--query', 'cuda oom', '--json']."""
+    for i, token in enumerate(argv):
+        if token in WORD_ARGS:
+            j = i + 1
+            while j < len(argv) and not argv[j].startswith("-"):
+                j += 1
+            if j > i + 1:
+                return argv[:i + 1] + [WORD_ARGS[token], " ".join(argv[i + 1:j])] + argv[j:]
+            return argv
+    return argv

@@ -23,7 +23,7 @@ def profiles(c, name=None, host=None, identity=None, json=False):
     run("profiles", json, produce, catalog.render_profiles)
 
 
-@verb(positional=["query"], help={
+@verb(help={
     "query": "a gotcha id (U7, AD4, RP3) or keywords (inode, xid, crlf, stdin, zombie …)",
     "limit": "at most this many entries (default 5)",
     "json": "print one JSON envelope instead of text",

@@ -5,6 +5,7 @@ start time (field 22 of /proc/PID/stat, in clock ticks since boot). Our own proc
 (probe -> python3 -> sh -> sshd) is excluded by ancestry, never by matching command names.
 """
 
+import errno
 import os
 
 from . import sysroot
@@ -131,8 +132,9 @@ def device_holders(prefixes=("/dev/nvidia",), exclude=()):
         fd_dir = "/proc/%d/fd" % pid
         try:
             fds = os.listdir(fd_dir)
-        except (OSError, IOError):
-            unreadable += 1
+        except (OSError, IOError) as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                unreadable += 1  # a process that exited mid-scan is simply gone, not hidden
             continue
         devices = set()
         for fd in fds:
