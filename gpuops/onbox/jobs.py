@@ -515,13 +515,14 @@ def stop(opts):
     term = _signal(targets, meta, signal.SIGTERM)
     record["signals"].append({"signal": "SIGTERM", "pids": term, "at": time.time()})
     jobrecord.write_json(os.path.join(jdir, STOP), record)
-    gone = _wait_gone(targets, time.time() + grace)
-    if not gone:
-        targets.update(job_processes(job_id, meta))  # children born during the grace period
-        kill = _signal(targets, meta, signal.SIGKILL)
+    _wait_gone(targets, time.time() + grace)
+    stubborn = job_processes(job_id, meta)  # survivors, and children born during the grace period
+    if stubborn:
+        targets.update(stubborn)
+        kill = _signal(stubborn, meta, signal.SIGKILL)
         record["signals"].append({"signal": "SIGKILL", "pids": kill, "at": time.time()})
         jobrecord.write_json(os.path.join(jdir, STOP), record)
-        _wait_gone(targets, time.time() + 5)
+        _wait_gone(stubborn, time.time() + 5)
     left = job_processes(job_id, meta)
     still_gpu = [h["pid"] for h in procs.device_holders(exclude=procs.ancestry())[0] if h["pid"] in targets]
     record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())

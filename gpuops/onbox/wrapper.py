@@ -35,7 +35,7 @@ from . import jobrecord, procs
 
 GROWTH = "growth"
 _FAST_SAMPLE_S, _SLOW_SAMPLE_S, _FAST_PERIOD_S = 1.0, 5.0, 600.0
-_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 15, 36
 _RESET = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGUSR1", "SIGUSR2")
 
 
@@ -134,10 +134,13 @@ def _reset_signals():
 
 
 def _become_subreaper():
+    """Adopt the job's orphans, and show as `gpuops-wrap` in ps/top (comm) instead of python3."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(b"gpuops-wrap"), 0, 0, 0)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except Exception:  # no ctypes or no prctl (not Linux): orphans go to init instead
         return False
 

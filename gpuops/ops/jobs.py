@@ -31,8 +31,13 @@ def call(target, action, opts, timeout_s=60):
     return doc
 
 
-def _cmd(host, verb, job, *extra):
-    return " ".join(["gpuops", verb, "--host", host, "--job", job] + list(extra))
+def _cmd(host, verb, job, *extra, jobs_dir=None):
+    from ..remote import wrap
+
+    words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
+    if jobs_dir:
+        words += ["--jobs-dir", jobs_dir]
+    return wrap.join(words)
 
 
 # ------------------------------------------------------------------ launch / retry
@@ -51,17 +56,17 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     else:
         opts.update(kind="cmd", command=command)
     doc = call(target, "launch", opts, timeout_s)
-    return _started("launch", target, doc)
+    return _started("launch", target, doc, jobs_dir=jobs_dir)
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
             "jobs_dir": jobs_dir}
     doc = call(target, "retry", opts, timeout_s)
-    return _started("retry", target, doc, parent=doc.get("parent_job_id"))
+    return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
 
 
-def _started(verb, target, doc, parent=None):
+def _started(verb, target, doc, parent=None, jobs_dir=None):
     facts = doc["job"]
     row = state.derive(facts)
     meta = facts.get("meta") or {}
@@ -73,7 +78,8 @@ def _started(verb, target, doc, parent=None):
     else:
         summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
     ok = not meta.get("spawn_error")
-    nxt = [_cmd(target.name, "status", jid), _cmd(target.name, "logs", jid, "--follow")]
+    nxt = [_cmd(target.name, "status", jid, jobs_dir=jobs_dir),
+           _cmd(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
     data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
@@ -100,7 +106,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         row = rows[0]
         ok = row["state"] in state.HEALTHY
         summary = _one_line(row)
-        nxt = [_cmd(target.name, "logs", row["job_id"], "--tail", "50")] if not ok else []
+        nxt = [_cmd(target.name, "logs", row["job_id"], "--tail", "50", jobs_dir=jobs_dir)] if not ok else []
     else:
         counts = {}
         for r in rows:
@@ -241,7 +247,7 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
     finally:
         if save_file is not None:
             save_file.close()
-    return _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save, bytes(kept), sink)
+    return _logs_envelope(target, job_id, start, offset, end, reconnects, save, bytes(kept), sink, jobs_dir)
 
 
 def _open_save(target, job, save, jobs_dir):
@@ -259,7 +265,7 @@ def _open_save(target, job, save, jobs_dir):
     return open(path, "ab"), have
 
 
-def _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save, kept, sink):
+def _logs_envelope(target, job_id, start, offset, end, reconnects, save, kept, sink, jobs_dir):
     end = end or {}
     data = {"job_id": job_id, "start_offset": start, "next_offset": offset if offset is not None else start,
             "bytes": (offset or 0) - (start or 0), "reconnects": reconnects, "end": end.get("reason")}
@@ -280,7 +286,7 @@ def _logs_envelope(target, job_id, start, offset, end, reconnects, follow, save,
         data["saved_to"] = os.path.join(save, job_id)
         summary += f"; saved to {data['saved_to']}"
     nxt = [] if not ok or end.get("reason") in ("exited", "vanished") else [
-        _cmd(target.name, "logs", job_id, "--from-offset", str(data["next_offset"]))
+        _cmd(target.name, "logs", job_id, "--from-offset", str(data["next_offset"]), jobs_dir=jobs_dir)
     ]
     return envelope("logs", ok=ok, summary=summary, data=data, next=nxt)
 
@@ -305,14 +311,15 @@ def stop(target, *, job, grace=10.0, yes=False, jobs_dir=None):
         out = envelope("stop", ok=False, summary=f"dry run: would send SIGTERM to {len(targets)} process(es) of "
                                                  f"{jid} ({gpu} holding a GPU), SIGKILL after {float(grace):g}s; "
                                                  "add --yes", data=dict(data, dry_run=True),
-                       next=[_cmd(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes")])
+                       next=[_cmd(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes",
+                                  jobs_dir=jobs_dir)])
         out["exit_code_hint"] = errors.REFUSED
         return out
     used = "+".join(s["signal"] for s in doc.get("signals") or [])
     if doc.get("all_gone"):
         summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
         return envelope("stop", ok=True, summary=summary, data=data,
-                        next=[_cmd(target.name, "retry", jid)])
+                        next=[_cmd(target.name, "retry", jid, jobs_dir=jobs_dir)])
     left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
     return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data)
 

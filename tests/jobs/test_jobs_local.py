@@ -3,7 +3,6 @@ spawn failures, and the growth samples that date progress lines."""
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
