@@ -85,12 +85,13 @@ class _Locked(object):
 
 
 def _metas():
-    """[(job_id, meta)] newest first."""
+    """[(job_id, meta)] newest launch first."""
     out = []
-    for job_id in reversed(jobrecord.all_ids()):
+    for job_id in jobrecord.all_ids():
         meta = jobrecord.read_json(os.path.join(jobrecord.jobs_dir(), job_id, jobrecord.META))
         if meta:
             out.append((job_id, meta))
+    out.sort(key=lambda item: (item[1].get("launched_at") or 0, item[0]), reverse=True)
     return out
 
 
@@ -139,8 +140,8 @@ def _interpreter_argv(cmd_path, body, args):
     else:
         argv = [shutil.which("bash") or "/bin/sh", cmd_path]
     argv += list(args or [])
-    stdbuf = shutil.which("stdbuf")
-    return (["stdbuf", "-oL"] + argv) if stdbuf else argv, bool(stdbuf)
+    stdbuf = shutil.which("stdbuf")  # line-buffers C stdio (Python is covered by PYTHONUNBUFFERED)
+    return ([stdbuf, "-oL"] + argv) if stdbuf else argv, bool(stdbuf)
 
 
 def _thread_cap():
@@ -610,6 +611,8 @@ def _read(path):
 def queue(opts):
     name = opts.get("name")
     qdir = _queue_dir(name)
+    if opts.get("content") is None and not os.path.isdir(qdir):
+        raise JobError("not-found", "no queue %r on this box" % name)
     try:
         os.makedirs(qdir, 0o700)
     except OSError:
@@ -653,11 +656,21 @@ def queue(opts):
     return dict(queue_report(name, qdir), runner_started=started)
 
 
+def _queue_jobs(name):
+    """{entry key: job id} for the jobs this queue launched (newest wins)."""
+    out = {}
+    for jid, m in reversed(_metas()):
+        if m.get("queue") == name and m.get("key"):
+            out[m["key"]] = jid
+    return out
+
+
 def _pending(name, text):
     """Entries whose job has not ended yet (not launched, or launched and still running)."""
     out = []
+    launched = _queue_jobs(name)
     for line, cmd in queue_entries(text):
-        job_id = _by_key(_entry_key(name, line))
+        job_id = launched.get(_entry_key(name, line))
         if job_id is None or _entry_open(job_id):
             out.append((line, cmd))
     return out
@@ -672,7 +685,7 @@ def _entry_open(job_id):
 
 
 def queue_report(name, qdir):
-    keyed = dict((m.get("key"), jid) for jid, m in _metas() if m.get("queue") == name)
+    keyed = _queue_jobs(name)
     entries = []
     for line, cmd in queue_entries(_read(os.path.join(qdir, "lines"))):
         job_id = keyed.get(_entry_key(name, line))
