@@ -70,8 +70,13 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
     def produce():
         if bool(cmd) == bool(script):
             raise UsageError("give exactly one of --cmd or --script")
-        if script and not os.path.isfile(script):
-            raise UsageError(f"--script {script}: no such file")
+        if script:
+            if not os.path.isfile(script):
+                raise UsageError(f"--script {script}: no such file")
+            with open(script, "rb") as f:
+                problem = spec.script_problem(f.read())
+            if problem:
+                raise UsageError(f"--script {script}: {problem}")
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)

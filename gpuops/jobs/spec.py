@@ -49,3 +49,19 @@ def secrets(names, environ, taken=()):
 def slug(text, default="queue"):
     s = _SLUG.sub("-", str(text).lower()).strip("-")[:40]
     return s or default
+
+
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def script_problem(body: bytes):
+    """Why a script would break on the box (CRLF line endings for a shell, U26), or None."""
+    if b"\r\n" not in body:
+        return None
+    first = body.split(b"\n", 1)[0]
+    words = first[2:].split() if first.startswith(b"#!") else []
+    prog = words[-1] if words and words[0].endswith(b"/env") else (words[0] if words else b"bash")
+    if first.endswith(b"\r") or prog.rsplit(b"/", 1)[-1] in [s.encode() for s in _SHELLS]:
+        return ("the script has Windows (CRLF) line endings, which break the #! line and shell scripts; "
+                "convert it first (dos2unix FILE, or sed -i 's/\\r$//' FILE)")
+    return None

@@ -105,9 +105,11 @@ def test_unreachable_host_is_reported_as_such_never_dead(rig):
         doc["data"]["jobs"][0]["hint"]
 
 
-def test_usage_errors_are_one_line_with_exit_2(jobs_box):
+def test_usage_errors_are_one_line_with_exit_2(jobs_box, tmp_path):
+    crlf = tmp_path / "win.sh"
+    crlf.write_bytes(b"echo hi\r\n")
     for args in (("launch", "--cmd", "x", "--script", "y"), ("launch",), ("launch", "--cmd", "x", "--env", "1=2"),
-                 ("logs",), ("status", "--progress-regex", "(")):
+                 ("launch", "--script", str(crlf)), ("logs",), ("status", "--progress-regex", "(")):
         p = run(*args, "--host", jobs_box.spec)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr

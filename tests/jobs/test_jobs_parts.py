@@ -33,6 +33,14 @@ def test_secret_values_come_from_the_local_environment():
         spec.secrets(["TOKEN"], {"TOKEN": "s3"}, taken={"TOKEN": "x"})
 
 
+def test_crlf_scripts_are_caught_when_they_would_break():
+    assert spec.script_problem(b"echo hi\r\necho there\r\n") is not None  # bash would see $'\r'
+    assert spec.script_problem(b"#!/usr/bin/env python3\r\nprint(1)\r\n") is not None  # bad #! line
+    assert spec.script_problem(b"#!/usr/bin/env python3\nprint(1)\r\n") is None  # python copes
+    assert spec.script_problem(b"#!/bin/bash\necho a\r\n") is not None
+    assert spec.script_problem(b"echo unix\n") is None
+
+
 def test_frames_survive_arbitrary_chunking():
     wire = (logscan.frame(b"H", {"start": 5}) + logscan.frame(b"D", b"abc\n") + logscan.frame(b"K")
             + logscan.frame(b"D", b"\xff\x00") + logscan.frame(b"E", {"next": 11}))
