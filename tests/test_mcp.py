@@ -1,0 +1,262 @@
+"""The MCP face: driven through the SDK's own clients (in-process, and once over real stdio)."""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+
+import anyio  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from gpuops.mcp import budget, server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
+CORE_TOOLS = {"host_preflight", "job_launch", "job_status", "job_logs", "job_stop", "job_diagnose", "vram_reap",
+              "gotcha_lookup", "profiles_show"}
+READ_ONLY = {"host_preflight", "job_status", "job_logs", "job_diagnose", "gotcha_lookup", "profiles_show",
+             "log_triage", "data_verify"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+async def client():
+    async with Client(server.build(), raise_exceptions=True) as c:
+        yield c
+
+
+@pytest.fixture
+def jobs_dir(tmp_path, monkeypatch):
+    path = tmp_path / "jobs"
+    path.mkdir()
+    monkeypatch.setenv("GPUOPS_JOBS_DIR", str(path))
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    return path
+
+
+def envelope_of(result):
+    """The structured envelope, after checking the text block carries the very same document."""
+    assert len(result.content) == 1
+    text = result.content[0].text
+    assert text.startswith('{"summary":')
+    assert json.loads(text) == result.structured_content
+    return result.structured_content
+
+
+# ---------------------------------------------------------------- tools/list
+
+
+@pytest.mark.anyio
+async def test_tools_list_names_annotations_and_size(client):
+    listing = await client.list_tools()
+    tools = {t.name: t for t in listing.tools}
+    assert CORE_TOOLS <= set(tools)
+    assert set(tools) <= CORE_TOOLS | {"log_triage", "data_verify"}
+    for name, tool in tools.items():
+        hints = tool.annotations
+        assert hints.read_only_hint is (name in READ_ONLY), name
+        assert tool.output_schema["required"] == ["summary", "ok", "command"], name
+        assert "title" not in json.dumps(tool.input_schema["properties"]), name
+    for name in ("job_stop", "vram_reap"):
+        assert tools[name].annotations.destructive_hint is True
+        assert tools[name].annotations.idempotent_hint is True
+    assert tools["job_launch"].annotations.destructive_hint is False
+    assert tools["job_launch"].annotations.idempotent_hint is False
+    assert tools["job_logs"].meta == server.LOG_RESULT_META
+    assert "secret" not in json.dumps(tools["job_launch"].input_schema["required"])
+    wire = json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+    assert len(wire) < 16_000, f"tools/list is {len(wire)} chars; every agent turn pays for it"
+
+
+def test_optional_tools_follow_their_ops():
+    assert server.op_module("ops.no_such_op") is None
+    assert server.op_module("ops.jobs", ("launch", "no_such_function")) is None
+    names = {t.name for t in server.build()._tool_manager.list_tools()}
+    assert ("log_triage" in names) == (server.op_module(*server._TRIAGE_OP) is not None)
+    assert ("data_verify" in names) == (server.op_module(*server._SYNC_OP) is not None)
+
+
+# ---------------------------------------------------------------- calls
+
+
+@pytest.mark.anyio
+async def test_preflight_local_is_an_answer_with_findings(client):
+    result = await client.call_tool("host_preflight", {"host": "local"})
+    doc = envelope_of(result)
+    assert result.is_error is False  # this machine has no GPU: ok=false is still an answer
+    assert doc["command"] == "preflight" and doc["host"] == "local"
+    assert isinstance(doc["ok"], bool)
+    assert doc["findings"] and all({"id", "severity"} <= set(f) for f in doc["findings"])
+
+
+@pytest.mark.anyio
+async def test_job_launch_status_stop_round_trip(client, jobs_dir):
+    launched = envelope_of(await client.call_tool(
+        "job_launch", {"host": "local", "cmd": "sleep 60", "name": "mcp-test", "key": "mcp-k1"}))
+    job = launched["data"]["job"]
+    try:
+        assert launched["ok"] is True and job["state"] in ("STARTING", "RUNNING")
+        assert (jobs_dir / job["job_id"]).is_dir()
+
+        again = envelope_of(await client.call_tool("job_launch", {"host": "local", "cmd": "sleep 60", "key": "mcp-k1"}))
+        assert again["data"]["existing"] is True and again["data"]["job"]["job_id"] == job["job_id"]
+
+        status = envelope_of(await client.call_tool("job_status", {"host": "local", "job": job["job_id"]}))
+        assert status["data"]["jobs"][0]["state"] == "RUNNING"
+
+        plan = await client.call_tool("job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2})
+        planned = envelope_of(plan)
+        assert plan.is_error is False and planned["ok"] is False and planned["data"]["dry_run"] is True
+        os.kill(job["pid"], 0)  # a dry run signals nothing
+
+        stopped = envelope_of(await client.call_tool(
+            "job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2, "yes": True}))
+        assert stopped["ok"] is True and stopped["data"]["state"] == "KILLED"
+        with pytest.raises(ProcessLookupError):
+            os.kill(job["pid"], 0)
+    finally:
+        _kill_group(job.get("pid"))
+
+
+@pytest.mark.anyio
+async def test_secret_reaches_the_job_but_no_result(client, jobs_dir, monkeypatch):
+    canary = "s3cret-canary-7f2b"
+    monkeypatch.setenv("GPUOPS_TEST_TOKEN", canary)
+    check = 'case "$GPUOPS_TEST_TOKEN" in s3cret-*-7f2b) echo secret-ok;; esac'  # the value itself never in argv
+    results = [await client.call_tool("job_launch", {"host": "local", "cmd": check,
+                                                     "secret_env": ["GPUOPS_TEST_TOKEN"]})]
+    job_id = results[0].structured_content["data"]["job"]["job_id"]
+    deadline = time.monotonic() + 10
+    while True:
+        results.append(await client.call_tool("job_status", {"host": "local", "job": job_id}))
+        if results[-1].structured_content["data"]["jobs"][0]["state"] not in ("STARTING", "RUNNING"):
+            break
+        assert time.monotonic() < deadline, "the job did not finish"
+        await anyio.sleep(0.1)
+    assert results[-1].structured_content["data"]["jobs"][0]["state"] == "COMPLETED"
+    results.append(await client.call_tool("job_logs", {"host": "local", "job": job_id}))
+    assert "secret-ok" in results[-1].structured_content["data"]["text"]
+    for r in results:
+        assert canary not in r.content[0].text
+
+
+@pytest.mark.anyio
+async def test_unreachable_host_is_an_error_result_with_the_whole_envelope(client):
+    result = await client.call_tool("job_status", {"host": UNREACHABLE})
+    assert result.is_error is True
+    doc = json.loads(result.content[0].text)  # clients drop structured content on errors: the text has it all
+    assert doc["ok"] is False and doc["error"]["kind"] == "unreachable"
+    assert doc["host"] == UNREACHABLE and doc["summary"]
+
+
+@pytest.mark.anyio
+async def test_usage_and_not_found_are_error_results(client):
+    several = await client.call_tool("host_preflight", {"host": "local,local"})
+    assert several.is_error and json.loads(several.content[0].text)["error"]["kind"] == "usage"
+    missing = await client.call_tool("profiles_show", {"name": "no-such-platform"})
+    assert missing.is_error and json.loads(missing.content[0].text)["error"]["kind"] == "not-found"
+
+
+@pytest.mark.anyio
+async def test_readonly_mode_refuses_at_call_time(client, jobs_dir, monkeypatch):
+    monkeypatch.setenv("GPUOPS_MODE", "readonly")  # set after the server was built: checked per call
+    result = await client.call_tool("job_launch", {"host": "local", "cmd": "touch should-not-exist"})
+    doc = json.loads(result.content[0].text)
+    assert result.is_error and doc["error"]["kind"] == "refused" and "GPUOPS_MODE=readonly" in doc["summary"]
+    assert list(jobs_dir.iterdir()) == []
+    refused = await client.call_tool("job_stop", {"host": "local", "job": "any", "yes": True})
+    assert json.loads(refused.content[0].text)["error"]["kind"] == "refused"
+    lookup = await client.call_tool("gotcha_lookup", {"query": "inode"})
+    assert lookup.is_error is False and envelope_of(lookup)["ok"] is True
+
+
+@pytest.mark.anyio
+async def test_log_triage_reads_a_local_log(client, tmp_path):
+    if server.op_module(*server._TRIAGE_OP) is None:
+        pytest.skip("the triage operation is not in this checkout")
+    log = tmp_path / "train.log"
+    log.write_text("step 1\nTraceback (most recent call last):\n"
+                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    result = await client.call_tool("log_triage", {"path": str(log)})
+    doc = envelope_of(result)
+    assert result.is_error is False and doc["command"] == "triage" and doc["ok"] is False
+    assert "oom" in json.dumps(doc["data"]).lower()
+    neither = await client.call_tool("log_triage", {})
+    assert neither.is_error and json.loads(neither.content[0].text)["error"]["kind"] == "usage"
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_bound_cuts_bulk_and_says_what_went():
+    doc = {"schema_version": 1, "command": "x", "ok": False, "summary": "the answer", "host": "h",
+           "data": {"text": "a" * 100_000 + "THE END", "rows": [{"i": i, "pad": "p" * 300} for i in range(500)],
+                    "small": 1},
+           "findings": [], "next": []}
+    out = budget.bound(doc, limit=20_000)
+    assert len(budget.compact(out)) <= 20_000
+    assert list(out)[:2] == ["summary", "ok"]
+    assert out["data"]["text"].endswith("THE END") and out["data"]["small"] == 1
+    cut = out["truncated"]["cut"]
+    assert any(c.startswith("data.text: first") for c in cut)
+    assert any(c.startswith("data.rows: kept") and c.endswith("of 500 items") for c in cut)
+    assert out["data"]["rows"][0]["i"] == 0  # lists keep their head
+    assert doc["data"]["rows"].__len__() == 500  # the caller's document is untouched
+    assert "truncated" not in budget.bound({"summary": "s", "ok": True, "data": {}})
+
+
+def test_log_text_keeps_its_tail_and_moves_its_offset():
+    text = "é" * 30_000 + "last line\n"
+    doc = {"summary": "s", "ok": True, "data": {"text": text, "text_starts_at": 1000}}
+    out = server.trim_log_text(doc)
+    assert len(out["data"]["text"]) == server.LOG_TEXT_CHARS and out["data"]["text"].endswith("last line\n")
+    gone = len(text) - server.LOG_TEXT_CHARS
+    assert out["data"]["text_starts_at"] == 1000 + 2 * gone  # "é" is two bytes in UTF-8
+    assert out["truncated"]["cut"][0].startswith(f"data.text: first {gone} of")
+
+
+# ---------------------------------------------------------------- stdio
+
+
+@pytest.mark.anyio
+async def test_stdio_server_starts_and_lists_tools():
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp"], cwd=str(ROOT),
+                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    with anyio.fail_after(20):
+        async with Client(params, mode="legacy") as c:
+            assert c.server_info.name == "gpuops"
+            names = {t.name for t in (await c.list_tools()).tools}
+            result = await c.call_tool("gotcha_lookup", {"query": "inode", "limit": 1})
+    assert CORE_TOOLS <= names
+    assert result.is_error is False and json.loads(result.content[0].text)["command"] == "gotcha"
+
+
+def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path):
+    import subprocess
+
+    shadow = tmp_path / "mcp.py"  # a module named mcp that fails like a missing SDK
+    shadow.write_text("raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    done = subprocess.run([sys.executable, "-c", "import gpuops.mcp; gpuops.mcp.main()"], capture_output=True,
+                          text=True, env=env, timeout=20, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gpuops-mcp: the MCP SDK is not installed; pip install 'gpuops[mcp]'"
+
+
+def _kill_group(pid):
+    if not pid:
+        return
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
