@@ -78,10 +78,11 @@ async def test_tools_list_names_annotations_and_size(client):
     assert len(wire) < 16_000, f"tools/list is {len(wire)} chars; every agent turn pays for it"
 
 
-def test_optional_tools_follow_their_ops():
+@pytest.mark.anyio
+async def test_optional_tools_follow_their_ops(client):
     assert server.op_module("ops.no_such_op") is None
     assert server.op_module("ops.jobs", ("launch", "no_such_function")) is None
-    names = {t.name for t in server.build()._tool_manager.list_tools()}
+    names = {t.name for t in (await client.list_tools()).tools}
     assert ("log_triage" in names) == (server.op_module(*server._TRIAGE_OP) is not None)
     assert ("data_verify" in names) == (server.op_module(*server._SYNC_OP) is not None)
 
@@ -211,7 +212,7 @@ def test_bound_cuts_bulk_and_says_what_went():
     assert any(c.startswith("data.text: first") for c in cut)
     assert any(c.startswith("data.rows: kept") and c.endswith("of 500 items") for c in cut)
     assert out["data"]["rows"][0]["i"] == 0  # lists keep their head
-    assert doc["data"]["rows"].__len__() == 500  # the caller's document is untouched
+    assert len(doc["data"]["rows"]) == 500  # the caller's document is untouched
     assert "truncated" not in budget.bound({"summary": "s", "ok": True, "data": {}})
 
 
