@@ -1,0 +1,537 @@
+"""From scanned facts to a verdict: status, primary class, other classes, evidence, next steps.
+
+Status (the procedure's table):
+    JOB SUMMARY, exit 0 / SUCCESS ......................... completed
+    JOB SUMMARY, exit 130 or 143 (or CANCELLED) ............ cancelled
+    JOB SUMMARY, any other exit ............................ failed
+    no summary, steps advancing ............................ running
+    no summary, steps stalled, job alive (Slurm RUNNING) ... hanging
+    no summary, steps stalled, job ended or state unknown .. unknown   (class unknown-death)
+Logs without the harness's summary also end on: a gpuops exit record (--host --job), Slurm's
+CANCELLED state, torchrun's / DeepSpeed's failure report (failed), HF Trainer's completion line.
+Whether steps advance is judged from the time of the last `completed step:` line against `now`,
+never from the file's mtime.
+
+Primary class. The classes found compete in this order:
+  1. specific causes (role root) and generic causes (tracebacks, crash signals, Ray actor errors),
+     earliest first: in a cascade the first error is the cause and the later ones (NCCL timeouts
+     on the other nodes, heartbeat timeouts) are its consequences. A root cause printed inside a
+     traceback (same task, within signatures.TRACEBACK_SPAN lines of `Traceback (most recent...)`) counts
+     from the traceback's first line, and on the same line a specific cause beats a generic one.
+  2. hang, when steps stalled and the job was still alive, then cancelled or timed out;
+  3. exit reports (a node, a stage or a subprocess exited non-zero), earliest first;
+  4. the mechanisms: the training time limit, then cancellation (the mechanism, not the cause);
+  5. unknown-death for an unknown status; a Ray bootstrap failure only when nothing else is found.
+Only *terminal* occurrences compete: an error after which training went on for two or more steps
+did not end the run (it is still listed in `also`). Occurrences after the stopping mechanism
+(Slurm's CANCELLED line, the time-limit banner, a launcher receiving SIGTERM) are its
+consequences. Exit lines with 130/143 (srun, NODE_EXIT, the subprocess) are not markers: they
+are printed after the fact, once the processes are gone.
+A completed job has no primary failure.
+
+Heartbeat timeouts follow the false-positive checklist: when an accused task crashed before the
+accusation (traceback, NCCL error, OOM or SIGKILL on that task), that crash is the primary cause;
+otherwise the accusation is presumed false, and confirmed false when the accused task itself
+logged the coordination service's error (it was alive to print it).
+"""
+
+from datetime import datetime
+
+from .. import findings as _findings
+from . import progress as P
+from . import signatures as S
+
+_ALIVE = set(S.SLURM_ALIVE) | {"ALIVE", "STARTING", "STALLED", "PENDING"}
+_ENDED = set(S.SLURM_ENDED) | {"ENDED", "VANISHED", "KILLED", "DEAD", "GONE"}
+_SHORT_STATES = {"R": "RUNNING", "PD": "PENDING", "CG": "COMPLETING", "CD": "COMPLETED", "F": "FAILED",
+                 "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
+                 "S": "SUSPENDED", "DL": "DEADLINE", "BF": "BOOT_FAIL"}
+_SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGABRT": 6, "SIGKILL": 9, "SIGSEGV": 11, "SIGTERM": 15}
+_EXIT_MEANING = {137: "SIGKILL: often the OOM killer", 134: "SIGABRT: look for a core dump",
+                 139: "SIGSEGV: look for a core dump", 1: "a generic error"}
+
+
+class Result:
+    """`data` has exactly signatures.DATA_KEYS; the rest feeds the envelope and the report."""
+
+    def __init__(self, data, findings, context, summary):
+        self.data, self.findings, self.context, self.summary = data, findings, context, summary
+
+
+def normalize_state(value):
+    if value is None:
+        return None
+    word = str(value).strip().split()[0].rstrip("+").upper() if str(value).strip() else ""
+    if word in ("", "UNKNOWN", "NONE", "-"):
+        return None
+    return _SHORT_STATES.get(word, word)
+
+
+def classify(facts, now=None, slurm_state=None, exit_record=None, context=None):
+    return _Verdict(facts, now or datetime.now(), slurm_state, exit_record, dict(context or {})).result()
+
+
+class _Verdict:
+    def __init__(self, f, now, slurm_state, exit_record, ctx):
+        self.f, self.now, self.ctx = f, now, ctx
+        self.now_epoch = now.timestamp()
+        self.state_raw = slurm_state
+        self.state = normalize_state(slurm_state)
+        self.exit_record = exit_record
+        self.total = f.pt_steps or f.cfg_steps
+        self.period = P.checkpoint_period(f.cfg_period, f.pt_period, f.pt_ckpt, S.DEFAULT_CHECKPOINT_PERIOD)
+        self.step_time = f.step_time
+        self.last_epoch = None
+        if f.last_step_basis is not None:
+            stamp, add_s, add_steps = f.last_step_basis
+            self.last_epoch = stamp.epoch(now) + add_s + add_steps * (self.step_time or 0.0)
+        self.end_epoch = f.end_stamp.epoch(now) if f.end_stamp is not None else None
+        if ctx.get("slurm_id") is None and f.slurm_id is not None:
+            ctx["slurm_id"] = f.slurm_id
+
+    # ------------------------------------------------------------------ status
+
+    def status(self):
+        f = self.f
+        if f.summary is not None:
+            word, code = f.summary["word"], f.summary["exit"]
+            self.ended_by = f"JOB SUMMARY: {f.summary['text'].decoded().strip()}"
+            return self._from_exit(code if code is not None else (0 if word == "SUCCESS" else None), word)
+        if self.exit_record:
+            code = self.exit_record.get("exit_code")
+            sig = self.exit_record.get("signal")
+            if code is None and sig in _SIGNAL_NUMBERS:
+                code = 128 + _SIGNAL_NUMBERS[sig]
+            self.ended_by = f"exit record: exit {code}" + (f" ({sig})" if sig else "")
+            return self._from_exit(code, None)
+        if self.state == "CANCELLED":
+            self.ended_by = "Slurm state CANCELLED"
+            return "cancelled"
+        if f.success is not None:
+            self.ended_by = f"completion line: {f.success.decoded().strip()}"
+            return "completed"
+        end_report = self._end_report()
+        if end_report is not None:
+            self.ended_by = f"launcher failure report: {end_report.decoded().strip()}"
+            return "failed"
+        self.ended_by = None
+        alive, ended = self.state in _ALIVE, self.state in _ENDED
+        if ended:
+            return "unknown"
+        stall = P.stalled(self.last_epoch, self.step_time, self.now_epoch) if f.last_step is not None else None
+        if stall is None:
+            return "running" if alive else "unknown"
+        if not stall:
+            return "running"
+        return "hanging" if alive else "unknown"
+
+    def _from_exit(self, code, word):
+        if code == 0 or (code is None and word == "SUCCESS"):
+            return "completed"
+        if code in S.CANCEL_EXITS or word == "CANCELLED" or (self.exit_record or {}).get("signal") in ("SIGTERM", "SIGINT"):
+            return "cancelled"
+        return "failed"
+
+    def _end_report(self):
+        hits = self.f.classes.get("subprocess-fail")
+        if hits is None:
+            return None
+        reports = [o for o in hits.all() if o.sig in S.END_REPORT_SIGNATURES]
+        return reports[-1] if reports else None
+
+    # ------------------------------------------------------------------ terminal occurrences
+
+    def _threshold(self):
+        return None if self.f.last_step is None else self.f.last_step - 1
+
+    def _resolved(self, step_at):
+        if step_at is not None:
+            return step_at
+        return (self.f.first_step - 1) if self.f.first_step is not None else -1
+
+    def terminal(self, occs):
+        """The first occurrence after which training did not go on for 2+ more steps."""
+        thr = self._threshold()
+        cands = [o for o in occs if thr is None or self._resolved(o.step_at) >= thr]
+        return min(cands, key=lambda o: o.line) if cands else None
+
+    def terminal_of(self, cls):
+        hits = self.f.classes.get(cls)
+        return self.terminal(hits.by_step.values()) if hits else None
+
+    # ------------------------------------------------------------------ the verdict
+
+    def result(self):
+        f = self.f
+        status = self.status()
+        completed = status == "completed"
+        found = {name: hits for name, hits in f.classes.items()}
+        hang = self._hang(status)
+        mechanism = self._mechanism_line(status)
+        eligible = {}
+        for name in found:
+            occ = self.terminal_of(name)
+            if occ is not None and (mechanism is None or occ.line < mechanism):
+                eligible[name] = occ
+        heartbeat = self._heartbeat(found) if "heartbeat-timeout" in found else None
+        primary = None if completed else self._primary(status, eligible, hang, heartbeat, found)
+        classes = self._all_classes(status, found, hang)
+        also = [c for c in classes if c != primary]
+        prog = P.project(first_step=f.first_step, last_step=f.last_step, total_steps=self.total, period=self.period,
+                         step_time=self.step_time, last_step_epoch=self.last_epoch, now_epoch=self.now_epoch,
+                         completed=completed)
+        stage = self._stage(primary, eligible.get(primary) or self._first(primary))
+        dashboards = self._dashboards(status)
+        data = {
+            "status": status,
+            "primary": primary,
+            "also": also,
+            "stage": stage,
+            "evidence": self._evidence(primary, also, eligible, heartbeat),
+            "progress": prog,
+            "next": self._next(status, primary, also, prog, heartbeat, dashboards, hang),
+        }
+        assert tuple(data) == S.DATA_KEYS
+        context = self._context(status, prog, hang)
+        results = _findings_for(data, found, eligible, self, context, heartbeat, dashboards)
+        return Result(data, results, context, _summary_line(data))
+
+    def _hang(self, status):
+        f = self.f
+        if f.last_step is None:
+            return False
+        if status == "hanging":
+            return True
+        # A stopped job was hung only if something stopped it while it was stalled: a cancel or
+        # the training time limit (a job that failed on its own was not "still running").
+        if status == "cancelled" or "train-timeout" in f.classes:
+            ref = self.end_epoch if self.end_epoch is not None else self.now_epoch
+            return P.stalled(self.last_epoch, self.step_time, ref) is True
+        return False
+
+    def _mechanism_line(self, status):
+        lines = []
+        for name in ("cancelled", "train-timeout"):
+            occ = self.terminal_of(name)
+            if occ is not None:
+                lines.append(occ.line)
+        hint = self.f.cancel_hint
+        if hint is not None and self.terminal([hint]) is not None:
+            lines.append(hint.line)
+        if status == "cancelled" and self.f.summary is not None:
+            lines.append(self.f.summary["line"])
+        return min(lines) if lines else None
+
+    def _primary(self, status, eligible, hang, heartbeat, found):
+        ranked = []
+        for name, occ in eligible.items():
+            role = S.CLASS_BY_NAME[name].role
+            if role in ("root", "cause"):
+                ranked.append((occ.event, 0 if role == "root" else 1, S.PRIORITY[name], name))
+        if ranked:
+            primary = min(ranked)[3]
+            if primary == "heartbeat-timeout" and heartbeat and heartbeat["prior"]:
+                primary = heartbeat["prior"][0][1]
+            return primary
+        if hang:
+            return "hang"
+        exits = sorted((occ.event, S.PRIORITY[n], n) for n, occ in eligible.items() if S.CLASS_BY_NAME[n].role == "exit")
+        if exits:
+            return exits[0][2]
+        if "train-timeout" in found:
+            return "train-timeout"
+        if status == "cancelled" or "cancelled" in eligible:
+            return "cancelled"
+        if status == "unknown":
+            return "unknown-death"
+        if "ray-start-fail" in eligible:
+            return "ray-start-fail"
+        return None
+
+    def _all_classes(self, status, found, hang):
+        f = self.f
+        order = {}
+        for name, hits in found.items():
+            order[name] = hits.first[0].line
+        if hang and "hang" not in order:
+            order["hang"] = f.last_step_occ.line if f.last_step_occ else f.lines
+        if status == "unknown":
+            order["unknown-death"] = f.lines + 1
+        if status == "cancelled" and "cancelled" not in order:
+            order["cancelled"] = self._mechanism_line(status) or f.lines
+        return [n for n, _ in sorted(order.items(), key=lambda kv: (kv[1], S.PRIORITY[kv[0]]))]
+
+    def _first(self, cls):
+        hits = self.f.classes.get(cls) if cls else None
+        return hits.first[0] if hits else None
+
+    def _stage(self, primary, occ):
+        if primary is None:
+            return None
+        cls = S.CLASS_BY_NAME[primary]
+        if primary == "stage-fail" and occ is not None and occ.detail:
+            return occ.detail
+        if cls.stage:
+            return cls.stage
+        if self.f.last_step is not None:
+            return "Training"
+        return self.f.stage_now
+
+    # ------------------------------------------------------------------ checklists
+
+    def _heartbeat(self, found):
+        f = self.f
+        hb = found["heartbeat-timeout"].first[0]
+        accused = sorted(f.accused)
+        thr = self._threshold()
+        prior = []
+        for task in accused:
+            crash = f.crash_by_task.get(task)
+            if crash and crash[1].line < hb.line and (thr is None or self._resolved(crash[1].step_at) >= thr):
+                prior.append((crash[1].line, crash[0], task, crash[1]))
+        prior.sort()
+        self_reported = [t for t in accused if t in f.self_death]
+        if prior:
+            verdict = "true-positive"
+        elif self_reported:
+            verdict = "confirmed-false-positive"
+        else:
+            verdict = "presumed-false-positive"
+        return {"line": hb.line, "accused": accused, "self_reported": self_reported,
+                "prior": [(line, cls, task, occ) for line, cls, task, occ in prior], "verdict": verdict}
+
+    def _dashboards(self, status):
+        f = self.f
+        if not f.ray:
+            return None
+        specs = f.tunnel_specs
+        prom = [s for s in specs if s[2] not in (S.RAY_DASHBOARD_PORT, S.TENSORBOARD_PORT)]
+        port = f.prometheus_port or (prom[0][2] if prom else S.PROMETHEUS_DEFAULT_PORT)
+        head = (prom[0][1] if prom else (specs[0][1] if specs else None))
+        return {"live": status in ("running", "hanging"), "head_host": head, "prometheus_port": port,
+                "tunnel": f.tunnel.decoded().strip() if f.tunnel else None,
+                "tunnel_line": f.tunnel.line if f.tunnel else None}
+
+    # ------------------------------------------------------------------ evidence and next steps
+
+    def _evidence(self, primary, also, eligible, heartbeat):
+        f = self.f
+        picked = {}
+
+        def add(occ, rank):
+            if occ is not None and occ.line is not None and (occ.line not in picked or picked[occ.line][0] > rank):
+                picked[occ.line] = (rank, occ)
+
+        if f.summary is not None:
+            add(f.summary["text"], 0)
+        if primary in f.classes:
+            lead = eligible.get(primary) or f.classes[primary].first[0]
+            add(lead, 0)
+            for occ in f.classes[primary].all()[:5]:
+                add(occ, 1)
+        if primary == "hang" or "hang" in also or primary == "unknown-death" or "unknown-death" in also:
+            add(f.last_step_occ, 1)
+        if primary == "unknown-death" or "unknown-death" in also:
+            add(f.last_line, 1)
+        if heartbeat:
+            for t in heartbeat["self_reported"][:3]:
+                add(f.self_death[t], 2)
+            for _, _, _, occ in heartbeat["prior"][:3]:
+                add(occ, 1)
+        if primary == "cancelled" and f.cancel_hint is not None:
+            add(f.cancel_hint, 1)
+        for name in also:
+            if name in f.classes:
+                add(eligible.get(name) or f.classes[name].first[0], 3)
+        chosen = sorted(picked.values(), key=lambda ro: (ro[0], ro[1].line))[:S.EVIDENCE_MAX]
+        return [{"line": occ.line, "text": _clip(occ.decoded())} for _, occ in sorted(chosen, key=lambda ro: ro[1].line)]
+
+    def _fill(self, text):
+        sid = self.ctx.get("slurm_id")
+        if self.ctx.get("job") and self.ctx.get("host"):
+            stop = f"gpuops stop --host {self.ctx['host']} --job {self.ctx['job']}"
+        else:
+            stop = f"scancel {sid}" if sid else "scancel <job id>"
+        return (text.replace("{scancel}", stop).replace("{slurm_id}", str(sid) if sid else "<job id>")
+                .replace("{job_dir}", self.ctx.get("job_dir") or "<job dir>"))
+
+    def _next(self, status, primary, also, prog, heartbeat, dashboards, hang):
+        f = self.f
+        steps = []
+        if primary == "heartbeat-timeout" and heartbeat:
+            steps.append(_heartbeat_sentence(heartbeat))
+        if primary is not None:
+            if primary == "cancelled":
+                steps.append(self._cancel_sentence(prog))
+            steps.extend(self._fill(s) for s in S.CLASS_BY_NAME[primary].steps)
+            if primary == "node-fail":
+                steps.append(self._node_sentence())
+            if primary == "unknown-death":
+                steps.extend(self._death_clues())
+            if primary == "hang" and len(set(f.task_last_steps.values())) == 1 and len(f.task_last_steps) > 1:
+                steps.insert(0, f"All {len(f.task_last_steps)} tasks stopped after step {f.last_step}: the pattern "
+                                "of a collective deadlock, not of one dead node.")
+        elif status == "completed":
+            steps.append("Nothing to fix: the job completed" + (f" (last step {f.last_step})." if f.last_step is not None else "."))
+        elif status == "running":
+            left = f", about {P.duration(prog['eta_s'])} left" if prog["eta_s"] is not None else ""
+            at = f" (step {f.last_step}" + (f" of {self.total}" if self.total else "") + f"{left})" if f.last_step is not None else ""
+            steps.append(f"Training is advancing{at}; nothing to fix. Triage again later to confirm it still advances.")
+        else:
+            steps.append("No known failure signature matched: read the lines just before the end of the log.")
+        for name in also:
+            cls = S.CLASS_BY_NAME[name]
+            if name == "heartbeat-timeout" and heartbeat:
+                continue  # its checklist result follows; the generic hint could contradict it
+            if cls.role in ("root", "cause") and len(steps) < 14:
+                steps.append(f"Also found {name}: {self._fill(cls.steps[0])}")
+        if "heartbeat-timeout" in also and heartbeat:
+            steps.append(_heartbeat_sentence(heartbeat))
+        if dashboards:
+            steps.extend(_dashboard_sentences(dashboards, self.ctx.get("job_dir")))
+        return steps
+
+    def _cancel_sentence(self, prog):
+        last = self.f.last_step
+        if last is None:
+            return "The job was cancelled before any training step completed; no error was found before it."
+        at_end = ""
+        if self.step_time and self.last_epoch is not None and self.end_epoch is not None:
+            at_end = f", about step {int(last + max(0.0, self.end_epoch - self.last_epoch) / self.step_time)} expected then"
+        return (f"Training was still advancing when the job was cancelled (last step {last}{at_end}) and no error "
+                "came before the cancellation: nothing needs fixing unless the cancellation was unexpected.")
+
+    def _node_sentence(self):
+        bad = [(h, c) for h, c in self.f.node_exits.items() if c not in (0,) + S.CANCEL_EXITS]
+        if not bad:
+            return "No NODE_EXIT line named the failing node; look for srun's 'task N: Exited with exit code' lines."
+        parts = [f"{h} exit {c}" + (f" ({_EXIT_MEANING[c]})" if c in _EXIT_MEANING else "") for h, c in bad[:8]]
+        return "Failed nodes: " + ", ".join(parts) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "") + "."
+
+    def _death_clues(self):
+        out = []
+        if self.f.truncated:
+            out.append("The log ends in the middle of a line with no cleanup messages: the process was most likely "
+                       "killed with SIGKILL (host OOM killer, scheduler or a person).")
+        if self.state in ("PREEMPTED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"):
+            out.append(f"Slurm reports the job as {self.state}: that is how it ended.")
+        if not out:
+            out.append("No cause was printed: the usual ones are the host OOM killer and Slurm preemption.")
+        return out
+
+    def _context(self, status, prog, hang):
+        f = self.f
+        ctx = dict(self.ctx)
+        ctx.update(
+            slurm_state=self.state or (str(self.state_raw) if self.state_raw else None),
+            lines=f.lines, bytes=f.bytes, engine=f.engine, gaps=f.gaps,
+            ended_by=self.ended_by,
+            end_time=f.end_stamp.iso() if f.end_stamp else None,
+            last_step_time=datetime.fromtimestamp(self.last_epoch, self.now.tzinfo).isoformat() if self.last_epoch else None,
+            now=self.now.isoformat(),
+            restore=_restore_text(f),
+            truncated_last_line=f.truncated,
+            steady_steps=f.steady_steps,
+            stalled_for_s=round(self.now_epoch - self.last_epoch, 1) if (status in ("running", "hanging", "unknown")
+                                                                         and self.last_epoch) else None,
+            tasks_at_last_step=len(f.task_last_steps) or None,
+        )
+        return ctx
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _clip(text):
+    text = text.rstrip()
+    return text if len(text) <= S.EVIDENCE_CHARS else text[:S.EVIDENCE_CHARS - 3] + "..."
+
+
+def _restore_text(f):
+    if f.first_step is None:
+        return None
+    if f.first_step == 0:
+        start = "fresh start (step 0)"
+    else:
+        start = f"restored from checkpoint step {f.first_step - 1}"
+    if f.restore is not None:
+        kind, step, line = f.restore
+        seen = "no existing checkpoint (fresh)" if kind == "fresh" else f"restoring from step {step}"
+        start += f"; the log says {seen} at line {line}"
+    return start
+
+
+def _heartbeat_sentence(hb):
+    who = ", ".join(str(t) for t in hb["accused"]) or "unknown tasks"
+    if hb["verdict"] == "true-positive":
+        line, cls, task, _ = hb["prior"][0]
+        return (f"Heartbeat checklist: task {task} failed first ({cls}, line {line}) before being accused, so the "
+                "timeout is a true positive; fix that failure.")
+    if hb["verdict"] == "confirmed-false-positive":
+        tasks = ", ".join(str(t) for t in hb["self_reported"])
+        return (f"Heartbeat checklist: accused task(s) {who}; task(s) {tasks} logged the coordination error "
+                "themselves, so they were alive: a confirmed false positive.")
+    return (f"Heartbeat checklist: accused task(s) {who}; no crash on them before the accusation, so treat it as "
+            "a false positive.")
+
+
+def _dashboard_sentences(d, job_dir):
+    port = d["prometheus_port"]
+    if d["live"]:
+        where = f"http://{d['head_host']}:{port}" if d["head_host"] else f"port {port} on the Ray head node"
+        out = [f"Live Prometheus for this job: {where}, reachable from the head node's network (not localhost:9090, "
+               "which may be a different, cluster-wide Prometheus)."]
+        if d["tunnel"]:
+            out.append(f"The SSH tunnel command in the log (line {d['tunnel_line']}) binds ports on the user's laptop "
+                       f"through the jump host: {d['tunnel']}")
+        out.append(f"Offer to set up port forwarding for the Ray Dashboard ({S.RAY_DASHBOARD_PORT}), TensorBoard "
+                   f"({S.TENSORBOARD_PORT}) and Prometheus ({port}).")
+        return out
+    tsdb = f"{job_dir or '<job dir>'}/prometheus"
+    return [f"The job has ended, so its live dashboards are gone; for the post-mortem start a read-only Prometheus "
+            f"on the persisted TSDB: utils/prometheus.sh view {tsdb}."]
+
+
+def _summary_line(data):
+    p = data["progress"]
+    text = f"{data['status']}"
+    if data["primary"]:
+        text += f"; primary {data['primary']}"
+    if data["also"]:
+        text += f" (also {', '.join(data['also'][:4])}{'...' if len(data['also']) > 4 else ''})"
+    if p["last_step"] is not None:
+        text += f"; last step {p['last_step']}" + (f" of {p['total_steps']}" if p["total_steps"] else "")
+    return text
+
+
+def _findings_for(data, found, eligible, verdict, context, heartbeat, dashboards):
+    out = []
+    live = data["status"] in ("completed", "running")
+    for name in ([data["primary"]] if data["primary"] else []) + data["also"]:
+        cls = S.CLASS_BY_NAME[name]
+        if name == data["primary"]:
+            severity = "warn" if live else "fail"
+        elif cls.role in ("root", "cause") and data["status"] != "completed":
+            severity = "warn"
+        else:
+            severity = "info"
+        occ = eligible.get(name) or (found[name].first[0] if name in found else None)
+        evidence = {"count": found[name].count if name in found else 0}
+        if occ is not None:
+            evidence.update(line=occ.line, text=_clip(occ.decoded()))
+        out.append(_findings.Finding(f"triage.{name}", severity, cls.what, evidence, verdict._fill(cls.steps[0])))
+    if heartbeat:
+        out.append(_findings.Finding("triage.heartbeat-checklist", "info", _heartbeat_sentence(heartbeat),
+                                     {"verdict": heartbeat["verdict"], "accused": heartbeat["accused"],
+                                      "self_reported": heartbeat["self_reported"],
+                                      "failed_first": [{"task": t, "class": c, "line": ln}
+                                                       for ln, c, t, _ in heartbeat["prior"]]}))
+    if dashboards:
+        out.append(_findings.Finding("triage.ray-dashboards", "info", "RAY=1 job: where its dashboards are",
+                                     {k: v for k, v in dashboards.items()}))
+    if verdict.f.node_exits:
+        out.append(_findings.Finding("triage.node-exits", "info", "exit code per node (NODE_EXIT lines)",
+                                     dict(list(verdict.f.node_exits.items())[:64])))
+    out.append(_findings.Finding("triage.context", "info", "what the triage read and assumed",
+                                 {k: v for k, v in context.items() if v is not None}))
+    return out

@@ -1,0 +1,65 @@
+"""The triage operation: resolve the input, scan, classify, and build the envelope."""
+
+import os
+from datetime import datetime
+
+from ..envelope import envelope
+from ..errors import UsageError
+from . import locate, timestamps, triage_file, triage_pieces
+
+_OK_STATUSES = ("completed", "running")
+
+
+def parse_now(text):
+    if text is None:
+        return None
+    try:
+        return timestamps.parse_now(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def check_inputs(log, dir, slurm_id, host, job):
+    given = [name for name, value in (("--log", log), ("--dir", dir), ("--slurm-id", slurm_id), ("--job", job))
+             if value not in (None, "")]
+    if len(given) != 1:
+        raise UsageError("give exactly one of --log FILE, --dir JOBDIR, --slurm-id ID or --job J (with --host H)"
+                         + (f"; got {', '.join(given)}" if given else ""))
+    if host and not job:
+        raise UsageError("--host needs --job: triage reads a gpuops job's log on that host")
+
+
+def build(result, host=None):
+    data = result.data
+    return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=result.summary, host=host, data=data,
+                    findings=result.findings, next=data["next"])
+
+
+def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_state=None, now=None):
+    if log:
+        loc = locate.from_log(log)
+    elif dir:
+        loc = locate.from_dir(dir)
+    else:
+        loc = locate.from_slurm_id(slurm_id, outputs)
+    state = slurm_state if slurm_state is not None else locate.scontrol_state(loc.slurm_id)
+    context = {"log": loc.log, "job_dir": loc.job_dir, "slurm_id": loc.slurm_id}
+    try:
+        result = triage_file(loc.log, now=now, slurm_state=state, context=context)
+    except IsADirectoryError:
+        raise UsageError(f"{loc.log} is a directory: pass it with --dir") from None
+    except PermissionError as e:
+        raise UsageError(f"cannot read {loc.log}: {e.strerror}") from None
+    return build(result)
+
+
+def triage_remote(target, *, job, slurm_state=None, now=None):
+    pieces, size = locate.read_remote(target, job)
+    state, record, box_now = (slurm_state, None, None) if slurm_state is not None else locate.remote_job_state(target, job)
+    if now is None and box_now:
+        now = datetime.fromtimestamp(float(box_now))
+    context = {"host": target.name, "job": job, "log_bytes_total": size,
+               "job_dir": os.path.join(os.environ.get("GPUOPS_JOBS_DIR") or "~/.gpuops/jobs", job)
+               if target.name == "local" else f"<jobs dir on {target.name}>/{job}"}
+    result = triage_pieces(pieces, now=now, slurm_state=state, exit_record=record, context=context)
+    return build(result, host=target.name)
