@@ -32,7 +32,7 @@ def remember(host, rows):
     for r in rows:
         if r.get("job_id") and r.get("state") and r["state"] != "UNREACHABLE":
             seen[r["job_id"]] = {"state": r["state"], "exit_code": r.get("exit_code"), "signal": r.get("signal"),
-                                 "seen_at": now}
+                                 "key": r.get("key"), "name": r.get("name"), "seen_at": now}
     if len(seen) > _KEEP:
         for job_id in sorted(seen, key=lambda j: seen[j]["seen_at"])[: len(seen) - _KEEP]:
             del seen[job_id]
@@ -47,8 +47,14 @@ def remember(host, rows):
         pass
 
 
-def recall(host, job_id=None):
+def recall(host, ref=None):
+    """Everything seen on `host`, or the entry for one job named by id, key or name."""
     seen = load().get(host) or {}
-    if job_id is None:
+    if ref is None:
         return seen
-    return seen.get(job_id)
+    if ref in seen:
+        return dict(seen[ref], job_id=ref)
+    for job_id, entry in sorted(seen.items(), key=lambda kv: -kv[1]["seen_at"]):
+        if ref in (entry.get("key"), entry.get("name")):
+            return dict(entry, job_id=job_id)
+    return None

@@ -8,6 +8,7 @@ reconnects from the last byte it delivered when the link drops.
 import json
 import os
 import sys
+import threading
 import time
 
 from .. import errors
@@ -96,9 +97,11 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     except errors.HostError as e:
         seen = lastseen.recall(target.name, job) if job else None
         rows = [state.unreachable(job, e.message, seen)] if job else []
-        out = envelope("status", ok=False, summary=f"UNREACHABLE: {e.message}", data={"jobs": rows},
-                       error=e.as_dict())
-        return out
+        message = e.message
+        if seen:
+            message += f" (job last seen {seen['state']} {_age(time.time() - seen['seen_at'])} ago)"
+        error = dict(e.as_dict(), message=message)
+        return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
     data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
@@ -140,8 +143,11 @@ class _Stream:
         self.header = None
         self.end = None
         self.received = 0
+        self.heard = time.monotonic()
+        self.stale = False
 
     def on_chunk(self, chunk):
+        self.heard = time.monotonic()
         for kind, payload in self.reader.feed(chunk):
             if kind == frames.HEADER:
                 self.header = json.loads(payload)
@@ -161,14 +167,33 @@ def stream_once(target, opts, sink):
     line = wrap.python_line(len(src), ["stream"], None)
     payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
     s = _Stream(sink)
-    result = target.run(line, stdin=src + payload, timeout_s=None if target.is_local else STREAM_IDLE_S,
-                        on_stdout=s.on_chunk)
+    done = threading.Event()
+
+    def watchdog():
+        # The box sends a keepalive frame every 10 s: silence means a half-open link. Closing the
+        # connection makes the blocked read return, whatever the transport.
+        while not done.wait(1.0):
+            if time.monotonic() - s.heard > STREAM_IDLE_S:
+                s.stale = True
+                target.close()
+                return
+
+    guard = threading.Thread(target=watchdog, daemon=True)
+    if not target.is_local:
+        guard.start()
+    try:
+        result = target.run(line, stdin=src + payload, timeout_s=None, on_stdout=s.on_chunk)
+    finally:
+        done.set()
+        if guard.is_alive():
+            guard.join()  # never close the target from two threads at once
     if s.header is None and s.end is None:
         if result.exit == 127 and wrap.NO_PYTHON_MARK in result.err_text:
             raise errors.PythonMissing(f"{target.name}: python3 is not on the remote PATH")
-        if result.exit >= 0:
-            tail = (result.err_text.strip().splitlines() or [f"exit {result.exit}, no output"])[-1]
-            raise errors.GpuopsError(f"{target.name}: log stream failed: {tail[:300]}")
+        if s.stale or result.exit in (-1, 255):  # -1: paramiko lost the channel; 255: ssh itself failed
+            raise errors.Unreachable(f"{target.name}: the log stream's connection dropped")
+        tail = (result.err_text.strip().splitlines() or [f"exit {result.exit}, no output"])[-1]
+        raise errors.GpuopsError(f"{target.name}: log stream failed: {tail[:300]}")
     if s.end and s.end.get("error"):
         err = s.end["error"]
         raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")

@@ -96,13 +96,23 @@ def test_session_launch_drop_status_follow_stop_from_gpuops_and_inv(jobs_box, jo
     assert final.returncode == 1 and j(final)["data"]["jobs"][0]["signal"] == "SIGTERM"
 
 
-def test_unreachable_host_is_reported_as_such_never_dead(rig):
-    rig.alias("jobs-nowhere")
-    p = run("status", "--host", "jobs-nowhere", "--job", "anything", "--json")
+def test_unreachable_host_is_reported_as_such_never_dead(rig, jobs_box, jobs_dir, tmp_path):
+    env = dict(os.environ, GPUOPS_STATE_DIR=str(tmp_path / "state"))
+    common = ("--jobs-dir", str(jobs_dir))
+    p = run("launch", "--host", jobs_box.spec, *common, "--cmd", "sleep 30", "--key", "k-unreach", env=env)
+    assert p.returncode == 0, p.stderr
+    assert run("status", "--host", jobs_box.spec, *common, "--job", "k-unreach", env=env).returncode == 0
+    jobs_box.stop()  # the box stops answering; the job itself is untouched
+    try:
+        p = run("status", "--host", jobs_box.spec, *common, "--job", "k-unreach", "--json", env=env)
+        human = run("status", "--host", jobs_box.spec, *common, "--job", "k-unreach", env=env)
+    finally:
+        jobs_box.start()
     doc = j(p)
-    assert p.returncode == 3
-    assert doc["data"]["jobs"][0]["state"] == "UNREACHABLE" and "says nothing about the job" in \
-        doc["data"]["jobs"][0]["hint"]
+    assert p.returncode == 3 and human.returncode == 3
+    row = doc["data"]["jobs"][0]
+    assert row["state"] == "UNREACHABLE" and "says nothing about the job" in row["hint"]
+    assert "last seen RUNNING" in human.stderr and human.stderr.count("\n") == 1
 
 
 def test_usage_errors_are_one_line_with_exit_2(jobs_box, tmp_path):

@@ -225,3 +225,38 @@ def test_retry_makes_a_child_from_the_immutable_command(box, jobs_dir):
     ended(box, jobs_dir, child)
     assert (jobs_dir / child / "log").read_text() == "args: --resume last ckpt\n"
     assert (jobs_dir / parent / "cmd").read_text() == "echo args:\n", "the parent's copy is never rewritten"
+
+
+def test_follow_recovers_from_a_half_open_link(box, jobs_box, jobs_dir, monkeypatch):
+    """The server side freezes (no FIN, no RST): only the stream's silence gives it away."""
+    monkeypatch.setattr(op, "STREAM_IDLE_S", 1.5)
+    job = launched(box, jobs_dir, "for i in $(seq 1 60); do echo \"line $i\"; sleep 0.05; done")
+    got, result = bytearray(), {}
+
+    def follow():
+        t = target_for(jobs_box.spec)
+        try:
+            result["doc"] = op.logs(t, job=job, follow=True, from_offset=0, jobs_dir=str(jobs_dir),
+                                    sink=got.extend, reconnect_s=20)
+        finally:
+            t.close()
+
+    th = threading.Thread(target=follow)
+    th.start()
+    assert wait_for(lambda: b"line 3\n" in got, timeout=10)
+    frozen = [int(p) for p in subprocess.run(["pgrep", "-P", str(jobs_box.proc.pid)], capture_output=True,
+                                             text=True).stdout.split()]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        th.join(timeout=30)
+    finally:
+        for pid in frozen:
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+    doc = result["doc"]
+    assert doc["data"]["reconnects"] >= 1 and doc["data"]["state"] == "COMPLETED"
+    assert bytes(got) == (jobs_dir / job / "log").read_bytes()

@@ -118,3 +118,17 @@ def test_unreachable_is_not_dead():
     row = state.unreachable("j1", "no route", last_seen={"state": "RUNNING", "seen_at": NOW})
     assert row["state"] == "UNREACHABLE" and row["state"] not in state.TERMINAL
     assert row["last_seen"]["state"] == "RUNNING"
+
+
+def test_last_seen_state_is_kept_per_host_and_job(monkeypatch, tmp_path):
+    from gpuops.jobs import lastseen
+
+    monkeypatch.setenv("GPUOPS_STATE_DIR", str(tmp_path))
+    lastseen.remember("boxA", [{"job_id": "j1", "state": "RUNNING", "key": "k1"},
+                               {"job_id": "j2", "state": "UNREACHABLE"}])
+    lastseen.remember("boxB", [{"job_id": "j1", "state": "FAILED", "exit_code": 2}])
+    assert lastseen.recall("boxA", "j1")["state"] == "RUNNING"
+    assert lastseen.recall("boxA", "k1")["job_id"] == "j1"
+    assert lastseen.recall("boxA", "j2") is None, "UNREACHABLE is not a job state worth remembering"
+    assert lastseen.recall("boxB", "j1")["exit_code"] == 2
+    assert (tmp_path / "jobs-last-seen.json").stat().st_mode & 0o077 == 0
