@@ -150,3 +150,17 @@ def test_the_on_box_side_runs_on_python_3_6(monkeypatch, local_jobs, tmp_path):
     assert wait_for(lambda: op.logs(t, job=job, jobs_dir=str(local_jobs))["data"]["text"] == "completed step: 1\n")
     assert op.stop(t, job=job, grace=1, yes=True, jobs_dir=str(local_jobs))["data"]["state"] == "KILLED"
     assert op.queue(t, name="old", content="echo a\n", wait=10, jobs_dir=str(local_jobs))["ok"]
+
+
+def test_retry_asks_for_the_parents_secrets_again(local_jobs):
+    t = LocalTarget()
+    cmd = 'test "$TOK" = again && echo same-secret || echo other-secret'
+    parent = op.launch(t, command=cmd, secrets={"TOK": "first"}, jobs_dir=str(local_jobs))["data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / parent / "exit.json").exists())
+    with pytest.raises(errors.UsageError) as e:
+        op.retry(t, job=parent, jobs_dir=str(local_jobs))
+    assert "TOK" in e.value.message
+    child = op.retry(t, job=parent, secrets={"TOK": "again"}, jobs_dir=str(local_jobs))["data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / child / "exit.json").exists())
+    assert (local_jobs / child / "log").read_text() == "same-secret\n"
+    assert meta_of(local_jobs, child)["secret_env_names"] == ["TOK"]
