@@ -260,3 +260,25 @@ def test_follow_recovers_from_a_half_open_link(box, jobs_box, jobs_dir, monkeypa
     doc = result["doc"]
     assert doc["data"]["reconnects"] >= 1 and doc["data"]["state"] == "COMPLETED"
     assert bytes(got) == (jobs_dir / job / "log").read_bytes()
+
+
+def test_jobs_dir_defaults_to_home_and_follows_the_box_environment(rig, tmp_path):
+    from tests.jobs.helpers import kill_everything
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    plain = rig.box("jobs-home", env={"HOME": str(home)})
+    moved = rig.box("jobs-env", env={"HOME": str(home), "GPUOPS_JOBS_DIR": str(elsewhere)})
+    try:
+        for b, where in ((plain, home / ".gpuops" / "jobs"), (moved, elsewhere)):
+            t = target_for(b.spec)
+            try:
+                job = op.launch(t, command="true")["data"]["job"]["job_id"]
+                assert (where / job / "meta.json").exists()
+                assert op.status(t)["data"]["jobs_dir"] == str(where)
+            finally:
+                t.close()
+                kill_everything(where)
+    finally:
+        plain.stop()
+        moved.stop()
