@@ -158,15 +158,15 @@ class _Stream:
                 self.end = json.loads(payload)
 
 
-def stream_once(target, opts, sink):
-    """One channel of the on-box `stream` action; the _Stream (end is None if the link dropped)."""
+def stream_once(target, opts, s):
+    """One channel of the on-box `stream` action, feeding the _Stream `s` (whose header and byte
+    count stay valid even when this raises; its end is None if the link dropped)."""
     from .. import onbox
     from ..remote import wrap
 
     src = onbox.script("jobs", DEPS)
     line = wrap.python_line(len(src), ["stream"], None)
     payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
-    s = _Stream(sink)
     done = threading.Event()
 
     def watchdog():
@@ -235,19 +235,18 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
     give_up = None
     try:
         while True:
+            s, err = _Stream(deliver), None
             try:
-                s = stream_once(target, opts, deliver)
+                stream_once(target, opts, s)
             except errors.HostError as e:
-                s, err = None, e
-            else:
-                err = None
-            if s is not None and s.header is not None:
+                err = e
+            if s.header is not None:
                 job_id = s.header.get("job_id", job_id)
                 if start is None:
                     start = s.header["start"]
                 offset = s.header["start"] + s.received
                 give_up = None
-            if s is not None and s.end is not None:
+            if s.end is not None:
                 end = s.end
                 if end.get("reason") == "rotate":
                     opts.pop("tail", None)

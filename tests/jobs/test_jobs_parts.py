@@ -85,3 +85,43 @@ def test_written_at_maps_offsets_to_first_covering_sample(tmp_path):
 def test_queue_lines_keep_physical_numbers():
     text = "# header\necho a\n\n  echo b\n#skip\necho c"
     assert onbox_jobs.queue_entries(text) == [(2, "echo a"), (4, "  echo b"), (6, "echo c")]
+
+
+class _ScriptedTarget:
+    """Stands in for a transport whose link dies mid-stream by raising (as ssh exit 255 does)."""
+
+    is_local = False
+    name = "scripted"
+
+    def __init__(self, log):
+        self.log, self.calls, self.closed = log, [], 0
+
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+        import json
+
+        from gpuops.remote.result import Result
+
+        opts = json.loads(stdin[stdin.rindex(b"{"):])
+        self.calls.append(opts)
+        start = opts.get("from_offset", 0)
+        on_stdout(logscan.frame(b"H", {"job_id": "j", "start": start, "size": len(self.log)}))
+        if len(self.calls) == 1:
+            on_stdout(logscan.frame(b"D", self.log[start:start + 7]) + b"D\x00\x00")  # cut inside a frame
+            raise errors.Unreachable("scripted: connection reset")
+        on_stdout(logscan.frame(b"D", self.log[start:]))
+        on_stdout(logscan.frame(b"E", {"reason": "exited", "next": len(self.log), "exit": {"exit_code": 0}}))
+        return Result(b"", b"", 0)
+
+    def close(self):
+        self.closed += 1
+
+
+def test_follow_resumes_exactly_when_the_transport_raises_mid_stream(monkeypatch):
+    from gpuops.ops import jobs as op
+
+    monkeypatch.setattr(op.time, "sleep", lambda s: None)
+    log = b"0123456789abcdef\n"
+    t, got = _ScriptedTarget(log), bytearray()
+    doc = op.logs(t, job="j", follow=True, from_offset=0, sink=got.extend)
+    assert bytes(got) == log and [c.get("from_offset") for c in t.calls] == [0, 7]
+    assert doc["data"]["reconnects"] == 1 and doc["data"]["next_offset"] == len(log) and t.closed == 1
