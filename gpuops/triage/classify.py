@@ -423,7 +423,7 @@ class _Verdict:
         f = self.f
         ctx = dict(self.ctx)
         ctx.update(
-            slurm_state=self.state or (str(self.state_raw) if self.state_raw else None),
+            job_state=self.state or (str(self.state_raw) if self.state_raw else None),
             lines=f.lines, bytes=f.bytes, engine=f.engine, gaps=f.gaps,
             ended_by=self.ended_by,
             end_time=f.end_stamp.iso() if f.end_stamp else None,
@@ -529,7 +529,7 @@ def _findings_for(data, found, eligible, verdict, context, heartbeat, dashboards
     if dashboards:
         out.append(_findings.Finding("triage.ray-dashboards", "info", "RAY=1 job: where its dashboards are",
                                      {k: v for k, v in dashboards.items()}))
-    if verdict.f.node_exits:
+    if any(c not in (0,) + S.CANCEL_EXITS for c in verdict.f.node_exits.values()):
         out.append(_findings.Finding("triage.node-exits", "info", "exit code per node (NODE_EXIT lines)",
                                      dict(list(verdict.f.node_exits.items())[:64])))
     out.append(_findings.Finding("triage.context", "info", "what the triage read and assumed",

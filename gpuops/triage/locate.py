@@ -27,6 +27,8 @@ _SLURM_ID = re.compile(r"^\d+(?:_\d+)?$")
 _DIR_ID = re.compile(r"^(\d+(?:_\d+)?)-")
 _MISSING = 44
 _MARK = b"gpuops-triage "
+STEP_TEXT = "completed step: "
+STEP_LINES = 300
 
 
 class Located:
@@ -87,6 +89,27 @@ def from_slurm_id(slurm_id, outputs):
     return loc
 
 
+def ray_logs_restore(job_dir, max_files=64, max_bytes=1 << 20):
+    """What the Ray workers said about restoring (RAY=1 jobs): 'fresh start: <file>',
+    'restored from step N: <file>', or None when there are no such lines."""
+    if not job_dir:
+        return None
+    pattern = os.path.join(glob.escape(job_dir), "ray_logs", "*", "worker*.out")
+    for path in sorted(glob.glob(pattern))[:max_files]:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(max_bytes)
+        except OSError:
+            continue
+        where = os.path.relpath(path, job_dir)
+        step = re.search(rb"restoring from this run's directory step (\d+)", data)
+        if step:
+            return f"restored from step {int(step.group(1))}: {where}"
+        if b"No existing checkpoints found, not restoring checkpoint" in data:
+            return f"fresh start: {where}"
+    return None
+
+
 def scontrol_state(slurm_id):
     """JobState from `scontrol show job`, or None (no scontrol, unknown job, any error)."""
     if not slurm_id or not shutil.which("scontrol"):
@@ -113,8 +136,11 @@ def check_job_id(job):
     return job
 
 
-def remote_read_line(job, head=HEAD_BYTES, tail=TAIL_BYTES):
-    """The sh line that prints `gpuops-triage <size> <newlines>` then the head and tail bytes."""
+def remote_read_line(job, mark, head=HEAD_BYTES, tail=TAIL_BYTES):
+    """The sh line that prints `gpuops-triage <size> <newlines>`, then the whole log when it is
+    small, else its head, the last STEP_LINES step lines (grep -nb: line, offset, text) between
+    two `mark` lines, and its tail. The step lines keep the projection right when a hung job
+    printed more noise after its last step than the tail holds."""
     from ..remote import wrap
 
     script = (
@@ -122,15 +148,20 @@ def remote_read_line(job, head=HEAD_BYTES, tail=TAIL_BYTES):
         f'if [ ! -r "$f" ]; then echo "$f" >&2; exit {_MISSING}; fi; '
         'size=$(wc -c < "$f"); n=$(wc -l < "$f"); '
         'printf "gpuops-triage %s %s\\n" $size $n; '
-        f'if [ "$size" -le {head + tail} ]; then cat "$f"; '
-        f'else head -c {head} "$f"; tail -c {tail} "$f"; fi'
+        f'if [ "$size" -le {head + tail} ]; then cat "$f"; else '
+        f'head -c {head} "$f"; printf "\\n%s\\n" {mark}; '
+        f'LC_ALL=C grep -a -n -b -F {wrap.quote(STEP_TEXT)} "$f" 2>/dev/null | tail -n {STEP_LINES}; '
+        f'printf "%s\\n" {mark}; tail -c {tail} "$f"; fi'
     )
     return wrap.with_timeout(["sh", "-c", script], 60)
 
 
 def read_remote(target, job, head=HEAD_BYTES, tail=TAIL_BYTES):
     """[(first line number, bytes)] pieces of a gpuops job's log on `target`, plus its size."""
-    res = target.run(remote_read_line(job, head, tail), timeout_s=70)
+    import secrets
+
+    mark = "gpuops-triage-steps-" + secrets.token_hex(8)
+    res = target.run(remote_read_line(job, mark, head, tail), timeout_s=70)
     if res.exit == _MISSING:
         where = res.stderr.decode("utf-8", "replace").strip() or f"~/.gpuops/jobs/{job}/log"
         raise NotFound(f"{target.name}: job {job} has no readable log ({where})")
@@ -142,22 +173,37 @@ def read_remote(target, job, head=HEAD_BYTES, tail=TAIL_BYTES):
         raise HostError(f"{target.name}: reading the log of job {job} failed (exit {res.exit}): {msg}")
     nl = out.index(b"\n")
     _, size, newlines = out[:nl].split()
-    return split_pieces(out[nl + 1:], int(size), int(newlines), head, tail), int(size)
+    return split_pieces(out[nl + 1:], int(size), int(newlines), head, tail, mark.encode()), int(size)
 
 
-def split_pieces(body, size, newlines, head, tail):
-    """Pieces from `head -c; tail -c` output, each cut to whole lines with its first line number."""
+def split_pieces(body, size, newlines, head, tail, mark=None):
+    """Pieces, cut to whole lines, each with the line number of its first line: the whole log, or
+    its head, the step lines between head and tail (from grep -nb), and its tail."""
     if size <= head + tail or len(body) <= head:
         return [(1, body)]
-    first, last = body[:head], body[head:]
+    first = body[:head]
+    rest = body[head:]
+    steps = b""
+    if mark is not None:
+        sep = b"\n" + mark + b"\n"
+        if rest.startswith(sep) and (mark + b"\n") in rest[len(sep):]:
+            rest = rest[len(sep):]
+            cut = rest.index(mark + b"\n")
+            steps, rest = rest[:cut], rest[cut + len(mark) + 1:]
     first = first[:first.rfind(b"\n") + 1]
-    cut = last.find(b"\n") + 1
-    tail_nl = last.count(b"\n")
-    # The tail's first (partial) line is line newlines - tail_nl + 1; the first whole one follows it.
-    start_line = newlines - tail_nl + 2 if cut else newlines + 1
     pieces = [(1, first)]
+    tail_start = size - len(rest)
+    head_lines = first.count(b"\n")
+    for row in steps.splitlines():
+        parts = row.split(b":", 2)
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            line_no, offset = int(parts[0]), int(parts[1])
+            if line_no > head_lines and offset < tail_start:
+                pieces.append((line_no, parts[2] + b"\n"))
+    cut = rest.find(b"\n") + 1
     if cut:
-        pieces.append((start_line, last[cut:]))
+        # The tail's first (partial) line is line newlines - tail_nl + 1; the first whole one follows it.
+        pieces.append((newlines - rest.count(b"\n") + 2, rest[cut:]))
     return pieces
 
 

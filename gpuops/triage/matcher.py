@@ -1,10 +1,11 @@
-"""The signatures compiled: one alternation for whole chunks, one for single lines, and grep -E.
+"""The signatures compiled: passes for whole chunks, one alternation for single lines, grep -E.
 
 Python's `re` skips quickly through text only when every top-level branch of an alternation
 starts with a literal character (it then builds a first-character set and tries a position only
 when its byte is in the set). A flat `(?P<a>...)|(?P<b>...)` starts each branch with a group and
 loses that: on 50 MB it was ~50x slower than grouping the branches by their first character,
-`N(?:(?P<a>CCL error)|(?P<b>ODE_EXIT host=))|T(?:...)`, which is what `trie` builds. Within a
+`N(?:(?P<a>CCL error)|(?P<b>ODE_EXIT host=))|T(?:...)`, which is what `trie` builds (used to
+re-read candidate lines; whole chunks go through `per_first_char`, faster still). Within a
 group the branch with the longer literal head comes first, so `Killed process 12` is not taken
 by the bare `Killed` branch (alternation takes the first branch that matches, not the longest).
 
@@ -47,18 +48,28 @@ def literal_head(pattern):
     return n
 
 
-def trie(signatures):
-    """One bytes regex; `m.lastgroup` is the id of the signature that matched."""
+def _groups(signatures):
+    """{first atom: `atom(?:(?P<id>rest)|...)`}, longer literal heads first within a group."""
     groups = {}
     for sig in signatures:
-        atom, rest = _first_atom(sig.pattern)
-        groups.setdefault(atom, []).append(sig)
-    parts = []
+        groups.setdefault(_first_atom(sig.pattern)[0], []).append(sig)
+    out = {}
     for atom, sigs in groups.items():
         sigs = sorted(sigs, key=lambda s: -literal_head(s.pattern))
-        branches = "|".join(f"(?P<{s.id}>{_first_atom(s.pattern)[1]})" for s in sigs)
-        parts.append(f"{atom}(?:{branches})")
-    return re.compile("|".join(parts).encode("ascii"))
+        out[atom] = f"{atom}(?:" + "|".join(f"(?P<{s.id}>{_first_atom(s.pattern)[1]})" for s in sigs) + ")"
+    return out
+
+
+def trie(signatures):
+    """One bytes regex; `m.lastgroup` is the id of the signature that matched."""
+    return re.compile("|".join(_groups(signatures).values()).encode("ascii"))
+
+
+def per_first_char(signatures):
+    """One regex per first character. Over whole chunks these passes beat the single alternation
+    about 3x: each is a literal-prefix search in C that stops only at its own character and then
+    tries a handful of branches, instead of ~35 branches at every candidate position."""
+    return tuple(re.compile(p.encode("ascii")) for p in _groups(signatures).values())
 
 
 def _class_to_ere(body):
@@ -135,9 +146,9 @@ def to_ere(pattern):
 SIG_BY_ID = {s.id: s for s in SIGNATURES}
 CANDIDATES = tuple(s for s in SIGNATURES if s.target != HARMLESS)
 
-# Finds candidate lines in whole chunks. Harmless patterns are left out: they only matter on
-# a line that some other signature already made a candidate.
-CHUNK_RX = trie(CANDIDATES)
+# Find candidate lines in whole chunks (the pure-Python engine). Harmless patterns are left out:
+# they only matter on a line that some other signature already made a candidate.
+CHUNK_RXS = per_first_char(CANDIDATES)
 # Re-reads one candidate line with everything, harmless patterns included.
 LINE_RX = trie(SIGNATURES)
 STEP_RX = re.compile(STEP_PATTERN.encode("ascii"))

@@ -43,7 +43,8 @@ def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_
     else:
         loc = locate.from_slurm_id(slurm_id, outputs)
     state = slurm_state if slurm_state is not None else locate.scontrol_state(loc.slurm_id)
-    context = {"log": loc.log, "job_dir": loc.job_dir, "slurm_id": loc.slurm_id}
+    context = {"log": loc.log, "job_dir": loc.job_dir, "slurm_id": loc.slurm_id,
+               "restore_confirmed": locate.ray_logs_restore(loc.job_dir)}
     try:
         result = triage_file(loc.log, now=now, slurm_state=state, context=context)
     except IsADirectoryError:

@@ -20,6 +20,8 @@ def progress_rows(p, ctx):
     if last is None:
         return [("Training steps", "none completed in this log")]
     start = ctx.get("restore") or ("fresh start" if first == 0 else f"restored from checkpoint step {first - 1}")
+    if ctx.get("restore_confirmed"):
+        start += f" (Ray workers: {ctx['restore_confirmed']})"
     rows = [("Start", start),
             ("Steps completed (this run)", f"{last - first + 1} (step {first} through {last})"),
             ("Overall progress", f"{last + 1} / {total}{_pct(last + 1, total)}" if total else f"{last + 1} / unknown total")]
@@ -103,8 +105,8 @@ def _what(data, found, ctx):
         parts.append("No known failure signature was found.")
     if ctx.get("ended_by"):
         parts.append(f"End recorded by {ctx['ended_by']}.")
-    if ctx.get("slurm_state"):
-        parts.append(f"Job state: {ctx['slurm_state']}.")
+    if ctx.get("job_state"):
+        parts.append(f"Job state: {ctx['job_state']}.")
     if ctx.get("stalled_for_s") and data.get("status") in ("hanging", "unknown"):
         parts.append(f"No step for {duration(ctx['stalled_for_s'])} before {ctx.get('now')}.")
     if data.get("status") == "cancelled" and primary and primary != "cancelled":

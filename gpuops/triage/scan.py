@@ -6,7 +6,7 @@ decoded as a whole: invalid UTF-8, CRLF, bare-CR progress bars and NULs are just
 
 Per chunk:
   * candidate lines: offsets where some signature matched, from one of two engines,
-      - python: the first-character alternation (matcher.CHUNK_RX) run over the chunk;
+      - python: one literal-prefix regex per first character (matcher.CHUNK_RXS) over the chunk;
       - grep:   `grep -aobE` over the file, started beside the scan (several times faster on
                 big logs; used for files of GREP_MIN_BYTES or more when grep is on PATH),
     and each candidate line is re-read with every signature (matcher.LINE_RX), so both engines
@@ -26,7 +26,7 @@ from collections import deque
 
 from . import signatures as S
 from . import timestamps
-from .matcher import CHUNK_RX, LINE_RX, SIG_BY_ID, STEP_RX, grep_patterns
+from .matcher import CHUNK_RXS, LINE_RX, SIG_BY_ID, STEP_RX, grep_patterns
 
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 16 << 20
@@ -34,7 +34,7 @@ VIEW_BYTES = 64 << 10
 STEP_WINDOW_BYTES = 2 << 20
 TS_TAIL_BYTES = 64 << 10
 TEXT_BYTES = 600
-GREP_MIN_BYTES = 4 << 20
+GREP_MIN_BYTES = 1 << 20
 MAX_TRACKED = 4096
 HEARTBEAT_LIST_BYTES = 4096
 SUMMARY_SPAN_LINES = 60
@@ -195,7 +195,7 @@ class Scanner:
         self.f = Facts()
         self.line_base = 1
         self.cur_step = None
-        self.prev_tail = b""
+        self.prev_tail = b""  # the last STEP_WINDOW_BYTES of the stream before this chunk
         self.ts_carry = None
         self.window = None
         self.window_fallback = None
@@ -208,8 +208,9 @@ class Scanner:
     def begin_piece(self, first_line, data_start=b""):
         """A new contiguous piece (a head, then a tail, of a log read remotely)."""
         if self.pieces:
+            # prev_tail is kept: it only feeds the recent-steps window, where step lines from
+            # separate pieces still belong together.
             self.f.gaps += 1
-            self.prev_tail = b""
             p = data_start.find(_STEP)
             if p >= 0 and _step_number(data_start, p) is not None:
                 self.cur_step = _step_number(data_start, p) - 1
@@ -278,7 +279,10 @@ class Scanner:
             f.year_hint = timestamps.year_of(stamp) or f.year_hint
             r = chunk.rfind(_STEP, 0, pos)
             self.ts_carry = (stamp, _step_number(chunk, r) if r >= 0 else step_before_chunk)
-        self.prev_tail = chunk[-STEP_WINDOW_BYTES:]
+        if len(chunk) >= STEP_WINDOW_BYTES:
+            self.prev_tail = chunk[-STEP_WINDOW_BYTES:]
+        else:
+            self.prev_tail = self.prev_tail[len(chunk) - STEP_WINDOW_BYTES:] + chunk
         tail = chunk[-TS_TAIL_BYTES:]
         if len(tail) < TS_TAIL_BYTES:
             tail = self.final_tail[len(tail) - TS_TAIL_BYTES:] + tail
@@ -339,7 +343,11 @@ class Scanner:
         """(class | 'cancel' | None, detail) for one match; aux facts are recorded here."""
         rule, target = sig.rule, sig.target
         if rule == "killed":
-            if _body(buf, ls, le) != b"Killed" and not _KILLED_RX.search(buf, vs, ve):
+            # Only the bare-CR segment holding the match: a progress bar left without a newline
+            # often shares the line with the shell's notice.
+            seg_start = max(ls, buf.rfind(b"\r", ls, m.start()) + 1)
+            seg_end = buf.find(b"\r", m.end(), le)
+            if _body(buf, seg_start, le if seg_end < 0 else seg_end) != b"Killed" and not _KILLED_RX.search(buf, vs, ve):
                 return None, None
         elif rule == "word":
             if m.start() > ls and (buf[m.start() - 1:m.start()].isalnum() or buf[m.start() - 1:m.start()] == b"_"):
@@ -524,7 +532,11 @@ class Scanner:
 
 
 def _python_candidates(chunk, offset):
-    return [m.start() for m in CHUNK_RX.finditer(chunk)]
+    found = []
+    for rx in CHUNK_RXS:
+        found.extend(m.start() for m in rx.finditer(chunk))
+    found.sort()
+    return found
 
 
 def _chunks(read):

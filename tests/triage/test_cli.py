@@ -1,0 +1,132 @@
+"""`gpuops triage` as a user and an agent run it: inputs, exit codes, the JSON envelope, markdown."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpuops.triage import signatures as S
+from gpuops.triage.locate import parse_scontrol
+from tests.triage.helpers import EXPECTED, log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_json(cli, *args):
+    proc = cli("triage", *args, "--json")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("name, state, code", [
+    ("status_completed", None, 0),
+    ("status_running", None, 0),
+    ("status_hanging", "RUNNING", 1),
+    ("oom_gpu", None, 1),
+    ("status_cancelled", None, 1),
+    ("status_unknown_death", None, 1),
+])
+def test_exit_code_follows_the_status(cli, name, state, code):
+    args = ["--log", str(log(name)), "--now", EXPECTED[name]["now"]] + (["--slurm-state", state] if state else [])
+    rc, doc = run_json(cli, *args)
+    assert rc == code
+    assert doc["command"] == "triage" and doc["ok"] is (code == 0)
+    assert list(doc["data"]) == list(S.DATA_KEYS)
+    assert list(doc["data"]["progress"]) == list(S.PROGRESS_KEYS)
+    assert doc["data"]["status"] == EXPECTED[name]["expect"]["status"]
+    assert doc["next"] == doc["data"]["next"]
+
+
+def test_markdown_report_for_people(cli):
+    proc = cli("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00")
+    assert proc.returncode == 1
+    out = proc.stdout
+    for piece in ("## Job triage:", "**Status:** failed", "**Primary failure:** oom-host", "### What happened",
+                  "### Evidence", "| Last periodic checkpoint | step 200 |", "### Additional findings",
+                  "- **nccl-timeout**", "### Recommended next steps", "1. Lower per_device_batch_size"):
+        assert piece in out, piece
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "exactly one of"),
+    (["--log", "a.log", "--dir", "d"], "got --log, --dir"),
+    (["--host", "box1", "--log", "a.log"], "--host needs --job"),
+    (["--log", "x.log", "--now", "yesterday"], "--now must be an ISO 8601 time"),
+    (["--slurm-id", "12ab"], "--slurm-id must be a Slurm job id"),
+    (["--job", "../etc"], "--job must be a gpuops job id"),
+])
+def test_usage_errors_exit_2_with_one_line(cli, args, message):
+    proc = cli("triage", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_things_exit_4(cli, tmp_path):
+    (tmp_path / "outputs" / "ckpt-shared").mkdir(parents=True)
+    for args in (["--log", str(tmp_path / "nope.log")], ["--dir", str(tmp_path / "nope")],
+                 ["--dir", str(tmp_path / "outputs" / "ckpt-shared")],
+                 ["--slurm-id", "42", "--outputs", str(tmp_path / "outputs")],
+                 ["--slurm-id", "42", "--outputs", str(tmp_path / "missing")]):
+        rc, doc = run_json(cli, *args)
+        assert rc == 4, args
+        assert doc["error"]["kind"] == "not-found" and doc["ok"] is False
+
+
+@pytest.fixture
+def outputs(tmp_path):
+    """The harness layout: <id>-<config>/ with a `log` link to the sibling <id>-<config>.log."""
+    out = tmp_path / "outputs"
+    out.mkdir()
+    (out / "7877-llama2-7b.log").write_bytes(log("heartbeat_false_positive").read_bytes())
+    (out / "7877-llama2-7b").mkdir()
+    os.symlink("../7877-llama2-7b.log", out / "7877-llama2-7b" / "log")
+    (out / "7877-llama2-7b" / "ray_logs" / "session_1").mkdir(parents=True)
+    (out / "7877-llama2-7b" / "ray_logs" / "session_1" / "worker-01.out").write_text(
+        "INFO No existing checkpoints found, not restoring checkpoint.\n")
+    (out / "7990-mixtral.log").write_bytes(log("oom_gpu").read_bytes())  # a log without a job directory
+    (out / "checkpoints-llama2").mkdir()  # a shared checkpoint directory: no `log`, not a job
+    return out
+
+
+def test_job_directory_and_slurm_id_resolve_to_the_same_log(cli, outputs):
+    now = EXPECTED["heartbeat_false_positive"]["now"]
+    rc1, by_dir = run_json(cli, "--dir", str(outputs / "7877-llama2-7b"), "--now", now)
+    rc2, by_id = run_json(cli, "--slurm-id", "7877", "--outputs", str(outputs), "--now", now)
+    assert rc1 == rc2 == 1
+    assert by_dir["data"] == by_id["data"]
+    assert by_dir["data"]["primary"] == "heartbeat-timeout"
+    ctx = [f for f in by_id["findings"] if f["id"] == "triage.context"][0]["evidence"]
+    assert ctx["log"] == os.path.realpath(outputs / "7877-llama2-7b.log")
+    assert ctx["job_dir"] == str(outputs / "7877-llama2-7b") and ctx["slurm_id"] == "7877"
+    assert ctx["restore_confirmed"] == "fresh start: ray_logs/session_1/worker-01.out"
+
+
+def test_slurm_id_finds_a_bare_log_file(cli, outputs):
+    rc, doc = run_json(cli, "--slurm-id", "7990", "--outputs", str(outputs))
+    assert rc == 1 and doc["data"]["primary"] == "oom-gpu"
+
+
+def test_relative_outputs_default(cli, outputs):
+    proc = subprocess.run([sys.executable, "-m", "gpuops", "triage", "--slurm-id", "7990", "--json"],
+                          capture_output=True, text=True, cwd=outputs.parent,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 1 and json.loads(proc.stdout)["data"]["primary"] == "oom-gpu"
+
+
+def test_json_mode_imports_no_ui_or_ssh_libraries():
+    code = ("import sys; sys.argv = ['gpuops', 'triage', '--log', %r, '--json'];\n"
+            "from gpuops.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in ('rich', 'fabric', 'paramiko') if m in sys.modules), file=sys.stderr)"
+            % str(log("status_completed")))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert "LOADED []" in proc.stderr, proc.stderr[-500:]
+
+
+def test_scontrol_output_parsing():
+    sample = ("JobId=7877 JobName=llama2\n   UserId=me(1000) GroupId=me(1000)\n"
+              "   JobState=CANCELLED Reason=None Dependency=(null)\n   RunTime=01:02:03 TimeLimit=2-00:00:00\n")
+    assert parse_scontrol(sample) == "CANCELLED"
+    assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None

@@ -1,0 +1,91 @@
+"""`gpuops triage --host H --job J` on gpuops jobs: a real sshd box, real launched jobs."""
+
+import json
+import time
+
+import pytest
+
+from gpuops.remote import LocalTarget
+from gpuops.triage import locate, triage_pieces
+from tests.jobs.helpers import kill_everything
+from tests.triage.helpers import EXPECTED, log, now_of
+
+
+@pytest.fixture(scope="module")
+def jobs_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("triage-jobs")
+    yield d
+    kill_everything(d)
+
+
+@pytest.fixture(scope="module")
+def triagebox(rig, jobs_dir):
+    return rig.box("triagebox", env={"GPUOPS_JOBS_DIR": str(jobs_dir)})
+
+
+def launch(cli, box, command):
+    proc = cli("launch", "--host", box.spec, "--cmd", command, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["data"]["job"]["job_id"]
+
+
+def wait_state(cli, box, job, states, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = json.loads(cli("status", "--host", box.spec, "--job", job, "--json").stdout)
+        state = doc["data"]["jobs"][0]["state"]
+        if state in states:
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} never reached {states}")
+
+
+def test_ended_job_uses_its_exit_record_in_two_round_trips(cli, triagebox):
+    job = launch(cli, triagebox, f"cat {log('bash_killed')}; exit 137")
+    assert wait_state(cli, triagebox, job, ("FAILED",)) == "FAILED"
+    before = triagebox.exec_requests()
+    proc = cli("triage", "--host", triagebox.spec, "--job", job, "--json", "--now", "2025-03-02T11:00:00")
+    assert triagebox.exec_requests() - before == 2  # the log read, the job-record status
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 1 and doc["host"] == triagebox.spec
+    # Without the exit record this log is an unknown death; the record makes it a failure.
+    assert (doc["data"]["status"], doc["data"]["primary"], doc["data"]["also"]) == ("failed", "oom-host", [])
+    ctx = [f for f in doc["findings"] if f["id"] == "triage.context"][0]["evidence"]
+    assert ctx["ended_by"] == "exit record: exit 137" and ctx["job"] == job
+
+
+def test_live_job_is_running(cli, triagebox):
+    job = launch(cli, triagebox, f"cat {log('status_running')}; sleep 30")
+    wait_state(cli, triagebox, job, ("RUNNING", "STALLED"))
+    proc = cli("triage", "--host", triagebox.spec, "--job", job, "--json", "--now", EXPECTED["status_running"]["now"])
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0
+    assert doc["data"]["status"] == "running"
+    assert doc["data"]["progress"] == EXPECTED["status_running"]["expect"]["progress"]
+    cli("stop", "--host", triagebox.spec, "--job", job, "--yes")
+
+
+def test_unknown_job_exits_4(cli, triagebox):
+    proc = cli("triage", "--host", triagebox.spec, "--job", "no-such-job", "--json")
+    assert proc.returncode == 4
+    assert "no readable log" in json.loads(proc.stdout)["error"]["message"]
+
+
+def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
+    """A hung job printed more noise after its last step than the tail holds: the step lines
+    fetched in the same round trip keep the projection and the line numbers right."""
+    monkeypatch.setenv("GPUOPS_JOBS_DIR", str(tmp_path))
+    raw = log("status_hanging").read_bytes()
+    noise = b"".join(b"0: [2025-03-02 14:00:00] (raylet) rccl busy wait, iteration %d\n" % i for i in range(40_000))
+    (tmp_path / "j1").mkdir()
+    (tmp_path / "j1" / "log").write_bytes(raw + noise)
+    pieces, size = locate.read_remote(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
+    assert size == len(raw) + len(noise)
+    data = triage_pieces(pieces, now=now_of("status_hanging"), slurm_state="RUNNING").data
+    assert data["status"] == "hanging" and data["primary"] == "hang"
+    expect = EXPECTED["status_hanging"]["expect"]["progress"]
+    assert {k: data["progress"][k] for k in ("first_step", "last_step", "total_steps", "last_periodic_ckpt")} == \
+        {k: expect[k] for k in ("first_step", "last_step", "total_steps", "last_periodic_ckpt")}
+    lines = (raw + noise).split(b"\n")
+    last_step_line = max(i for i, line in enumerate(lines, 1) if b"completed step: 316," in line)
+    assert {"line": last_step_line, "text": lines[last_step_line - 1].decode()} in data["evidence"]

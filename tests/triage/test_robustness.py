@@ -1,0 +1,115 @@
+"""Logs as they really are: CRLF, bare-CR progress bars, invalid UTF-8, NULs, 100k-character
+lines, truncated last lines, and logs split over many chunks or read only in head+tail pieces."""
+
+import pytest
+
+from gpuops.triage import classify_bytes, scan, signatures as S, triage_bytes, triage_file, triage_pieces
+from gpuops.triage.locate import split_pieces
+from tests.triage.helpers import EXPECTED, log, now_of, state_of
+
+NAMES = sorted(EXPECTED)
+VERDICT = ("status", "primary", "also", "stage", "progress")
+
+
+def verdict(data):
+    return {k: data[k] for k in VERDICT}
+
+
+def baseline(name):
+    return triage_file(log(name), now=now_of(name), slurm_state=state_of(name), engine="python").data
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_crlf_gives_the_same_result(name):
+    crlf = log(name).read_bytes().replace(b"\n", b"\r\n")
+    assert triage_bytes(crlf, now=now_of(name), slurm_state=state_of(name)).data == baseline(name)
+
+
+@pytest.mark.parametrize("name", ["status_hanging", "cascade_oom_nccl_heartbeat", "torchrun_cuda_oom", "restored_run"])
+def test_invalid_utf8_and_nuls_change_nothing(name):
+    noisy = []
+    for i, line in enumerate(log(name).read_bytes().split(b"\n")):
+        noisy.append(line + (b" \xff\xfe\x80\x00 \xc3(" if i % 3 == 0 else b""))
+    data = triage_bytes(b"\n".join(noisy), now=now_of(name), slurm_state=state_of(name)).data
+    assert verdict(data) == verdict(baseline(name))
+
+
+@pytest.mark.parametrize("engine", ["python", "grep"])
+def test_tiny_chunks_and_cut_long_lines_give_the_same_result(monkeypatch, engine):
+    expected = {n: baseline(n) for n in NAMES}
+    monkeypatch.setattr(scan, "CHUNK_BYTES", 4096)
+    for name in NAMES:
+        got = triage_file(log(name), now=now_of(name), slurm_state=state_of(name), engine=engine).data
+        assert verdict(got) == verdict(expected[name]), name
+
+
+def test_a_100k_character_line_is_scanned_and_quoted_in_bounds():
+    long_line = b"0: " + b"x" * 90_000 + b" CUDA out of memory. Tried to allocate 4.00 GiB " + b"y" * 10_000
+    data = classify_bytes(b"[2025-03-02 10:00:00] start\n" + long_line + b"\nnext line\n")
+    assert data["primary"] == "oom-gpu"
+    (ev,) = [e for e in data["evidence"] if e["line"] == 2]
+    assert "CUDA out of memory" in ev["text"] and len(ev["text"]) <= S.EVIDENCE_CHARS
+
+
+def test_a_line_longer_than_the_scan_limit_is_cut_not_held(monkeypatch):
+    monkeypatch.setattr(scan, "MAX_LINE_BYTES", 10_000)
+    monkeypatch.setattr(scan, "CHUNK_BYTES", 4096)
+    blob = b"z" * 50_000 + b" No space left on device " + b"z" * 50_000
+    data = classify_bytes(b"first\n" + blob + b"\nlast\n")
+    assert data["primary"] == "disk-full"
+    assert data["evidence"][0]["line"] == 2
+
+
+def test_bare_cr_progress_bar_then_killed():
+    bar = b"\r".join(b" %d%%|####| %d/100" % (p, p) for p in range(0, 60, 10))
+    data = classify_bytes(b"[2025-03-02 10:00:00] start\n" + bar + b"\rKilled\n")
+    assert data["primary"] == "oom-host"
+    assert data["evidence"][0]["text"] == "Killed"
+
+
+def test_killed_inside_a_sentence_is_not_an_oom():
+    data = classify_bytes(b"INFO: Killed 3 stale containers before start\nworker Killed by user request\n")
+    assert data["primary"] is None or data["primary"] == "unknown-death"
+    assert "oom-host" not in data["also"] and data["primary"] != "oom-host"
+
+
+def test_truncated_last_line_is_noted_for_an_unknown_death():
+    data = classify_bytes(b"completed step: 0, seconds: 9.0\ncompleted step: 1, seconds: 2.0\nsaving to /ou")
+    assert data["status"] == "unknown" and data["primary"] == "unknown-death"
+    assert any("middle of a line" in s for s in data["next"])
+    assert data["evidence"][-1] == {"line": 3, "text": "saving to /ou"}
+
+
+@pytest.mark.parametrize("blob", [b"", b"\n", b"\r\r\r", b"\x00" * 1000, b"\xff" * 5000, b"no newline at all"])
+def test_degenerate_logs_do_not_break_it(blob):
+    data = classify_bytes(blob)
+    assert tuple(data) == S.DATA_KEYS
+    assert data["status"] == "unknown" and data["primary"] == "unknown-death"
+    assert data["progress"] == dict.fromkeys(S.PROGRESS_KEYS)
+
+
+def test_many_matches_keep_bounded_facts():
+    body = b"".join(b"%d: Traceback (most recent call last):\n%d: ValueError: bad %d\n" % (i % 8, i % 8, i)
+                    for i in range(20_000))
+    result = triage_bytes(body)
+    hits = scan.scan_bytes(body).classes["python-exception"]
+    assert hits.count == 20_000 and len(hits.all()) <= 5
+    assert len(result.data["evidence"]) <= S.EVIDENCE_MAX
+
+
+def test_head_and_tail_pieces_keep_real_line_numbers():
+    raw = log("status_hanging").read_bytes()
+    head, tail = 4096, 60_000
+    body = raw[:head] + raw[-tail:]
+    pieces = split_pieces(body, len(raw), raw.count(b"\n"), head, tail)
+    assert len(pieces) == 2
+    lines = raw.split(b"\n")
+    first_line, data = pieces[1]
+    assert lines[first_line - 1] == data.split(b"\n")[0]
+    name = "status_hanging"
+    whole = baseline(name)
+    part = triage_pieces(pieces, now=now_of(name), slurm_state=state_of(name)).data
+    assert part["status"] == whole["status"] == "hanging"
+    assert part["progress"]["last_step"] == 316 and part["progress"]["first_step"] == 0
+    assert part["progress"]["total_steps"] == 2000
+    assert [e for e in part["evidence"] if e["line"] > 100] == [e for e in whole["evidence"] if e["line"] > 100]
