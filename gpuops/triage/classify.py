@@ -96,14 +96,14 @@ class _Verdict:
         if f.summary is not None:
             word, code = f.summary["word"], f.summary["exit"]
             self.ended_by = f"JOB SUMMARY: {f.summary['text'].decoded().strip()}"
-            return self._from_exit(code if code is not None else (0 if word == "SUCCESS" else None), word)
+            return _from_exit(code if code is not None else (0 if word == "SUCCESS" else None), word)
         if self.exit_record:
             code = self.exit_record.get("exit_code")
             sig = self.exit_record.get("signal")
             if code is None and sig in _SIGNAL_NUMBERS:
                 code = 128 + _SIGNAL_NUMBERS[sig]
             self.ended_by = f"exit record: exit {code}" + (f" ({sig})" if sig else "")
-            return self._from_exit(code, None)
+            return _from_exit(code, None, sig)
         if self.state == "CANCELLED":
             self.ended_by = "Slurm state CANCELLED"
             return "cancelled"
@@ -124,13 +124,6 @@ class _Verdict:
         if not stall:
             return "running"
         return "hanging" if alive else "unknown"
-
-    def _from_exit(self, code, word):
-        if code == 0 or (code is None and word == "SUCCESS"):
-            return "completed"
-        if code in S.CANCEL_EXITS or word == "CANCELLED" or (self.exit_record or {}).get("signal") in ("SIGTERM", "SIGINT"):
-            return "cancelled"
-        return "failed"
 
     def _end_report(self):
         hits = self.f.classes.get("subprocess-fail")
@@ -165,7 +158,7 @@ class _Verdict:
         f = self.f
         status = self.status()
         completed = status == "completed"
-        found = {name: hits for name, hits in f.classes.items()}
+        found = f.classes
         hang = self._hang(status)
         mechanism = self._mechanism_line(status)
         eligible = {}
@@ -189,10 +182,9 @@ class _Verdict:
             "stage": stage,
             "evidence": self._evidence(primary, also, eligible, heartbeat),
             "progress": prog,
-            "next": self._next(status, primary, also, prog, heartbeat, dashboards, hang),
+            "next": self._next(status, primary, also, prog, heartbeat, dashboards),
         }
-        assert tuple(data) == S.DATA_KEYS
-        context = self._context(status, prog, hang)
+        context = self._context(status)
         results = _findings_for(data, found, eligible, self, context, heartbeat, dashboards)
         return Result(data, results, context, _summary_line(data))
 
@@ -352,22 +344,26 @@ class _Verdict:
             stop = f"gpuops stop --host {self.ctx['host']} --job {self.ctx['job']}"
         else:
             stop = f"scancel {sid}" if sid else "scancel <job id>"
+        if self.ctx.get("job"):
+            diagnose = f"gpuops diagnose --host {self.ctx.get('host') or 'local'} --job {self.ctx['job']}"
+        else:
+            diagnose = "gpuops diagnose --host HOST --job JOB"
         return (text.replace("{scancel}", stop).replace("{slurm_id}", str(sid) if sid else "<job id>")
-                .replace("{job_dir}", self.ctx.get("job_dir") or "<job dir>"))
+                .replace("{job_dir}", self.ctx.get("job_dir") or "<job dir>").replace("{diagnose}", diagnose))
 
-    def _next(self, status, primary, also, prog, heartbeat, dashboards, hang):
+    def _next(self, status, primary, also, prog, heartbeat, dashboards):
         f = self.f
         steps = []
         if primary == "heartbeat-timeout" and heartbeat:
             steps.append(_heartbeat_sentence(heartbeat))
         if primary is not None:
             if primary == "cancelled":
-                steps.append(self._cancel_sentence(prog))
+                steps.append(self._cancel_sentence())
+            if primary == "unknown-death":
+                steps.extend(self._death_clues())
             steps.extend(self._fill(s) for s in S.CLASS_BY_NAME[primary].steps)
             if primary == "node-fail":
                 steps.append(self._node_sentence())
-            if primary == "unknown-death":
-                steps.extend(self._death_clues())
             if primary == "hang" and len(set(f.task_last_steps.values())) == 1 and len(f.task_last_steps) > 1:
                 steps.insert(0, f"All {len(f.task_last_steps)} tasks stopped after step {f.last_step}: the pattern "
                                 "of a collective deadlock, not of one dead node.")
@@ -391,7 +387,7 @@ class _Verdict:
             steps.extend(_dashboard_sentences(dashboards, self.ctx.get("job_dir")))
         return steps
 
-    def _cancel_sentence(self, prog):
+    def _cancel_sentence(self):
         last = self.f.last_step
         if last is None:
             return "The job was cancelled before any training step completed; no error was found before it."
@@ -419,12 +415,12 @@ class _Verdict:
             out.append("No cause was printed: the usual ones are the host OOM killer and Slurm preemption.")
         return out
 
-    def _context(self, status, prog, hang):
+    def _context(self, status):
         f = self.f
         ctx = dict(self.ctx)
         ctx.update(
             job_state=self.state or (str(self.state_raw) if self.state_raw else None),
-            lines=f.lines, bytes=f.bytes, engine=f.engine, gaps=f.gaps,
+            lines=f.lines, bytes=f.bytes, engine=f.engine, pieces=f.pieces,
             ended_by=self.ended_by,
             end_time=f.end_stamp.iso() if f.end_stamp else None,
             last_step_time=datetime.fromtimestamp(self.last_epoch, self.now.tzinfo).isoformat() if self.last_epoch else None,
@@ -440,6 +436,15 @@ class _Verdict:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _from_exit(code, word, signal=None):
+    """The status table's rows for an ended job: 0 completed, 130/143 (SIGINT/SIGTERM) cancelled."""
+    if code == 0 or (code is None and word == "SUCCESS"):
+        return "completed"
+    if code in S.CANCEL_EXITS or word == "CANCELLED" or signal in ("SIGTERM", "SIGINT"):
+        return "cancelled"
+    return "failed"
 
 
 def _clip(text):

@@ -138,9 +138,10 @@ def check_job_id(job):
 
 def remote_read_line(job, mark, head=HEAD_BYTES, tail=TAIL_BYTES):
     """The sh line that prints `gpuops-triage <size> <newlines>`, then the whole log when it is
-    small, else its head, the last STEP_LINES step lines (grep -nb: line, offset, text) between
-    two `mark` lines, and its tail. The step lines keep the projection right when a hung job
-    printed more noise after its last step than the tail holds."""
+    small, else its head, the first and the last STEP_LINES step lines (grep -nb: line, offset,
+    text) between two `mark` lines, and its tail. The step lines keep the projection right when
+    the first step is past the head (long config dumps) or a hung job printed more noise after
+    its last step than the tail holds."""
     from ..remote import wrap
 
     script = (
@@ -150,7 +151,8 @@ def remote_read_line(job, mark, head=HEAD_BYTES, tail=TAIL_BYTES):
         'printf "gpuops-triage %s %s\\n" $size $n; '
         f'if [ "$size" -le {head + tail} ]; then cat "$f"; else '
         f'head -c {head} "$f"; printf "\\n%s\\n" {mark}; '
-        f'LC_ALL=C grep -a -n -b -F {wrap.quote(STEP_TEXT)} "$f" 2>/dev/null | tail -n {STEP_LINES}; '
+        f'{{ LC_ALL=C grep -m 1 -a -n -b -F {wrap.quote(STEP_TEXT)} "$f"; '
+        f'LC_ALL=C grep -a -n -b -F {wrap.quote(STEP_TEXT)} "$f" | tail -n {STEP_LINES}; }} 2>/dev/null; '
         f'printf "%s\\n" {mark}; tail -c {tail} "$f"; fi'
     )
     return wrap.with_timeout(["sh", "-c", script], 60)
@@ -194,12 +196,14 @@ def split_pieces(body, size, newlines, head, tail, mark=None):
     pieces = [(1, first)]
     tail_start = size - len(rest)
     head_lines = first.count(b"\n")
+    between = {}
     for row in steps.splitlines():
         parts = row.split(b":", 2)
         if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
             line_no, offset = int(parts[0]), int(parts[1])
             if line_no > head_lines and offset < tail_start:
-                pieces.append((line_no, parts[2] + b"\n"))
+                between[line_no] = parts[2] + b"\n"
+    pieces += sorted(between.items())
     cut = rest.find(b"\n") + 1
     if cut:
         # The tail's first (partial) line is line newlines - tail_nl + 1; the first whole one follows it.

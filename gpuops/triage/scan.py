@@ -57,6 +57,7 @@ _PT_PERIOD = re.compile(rb"(?<![\w.])checkpoint_period=(\d+)")
 _CFG = re.compile(rb"Config param (checkpoint_period|steps|enable_checkpointing): *(\w+)")
 _TUNNEL_L = re.compile(rb"-L ?(?:[\w.]+:)?(\d+):([\w.-]+):(\d+)")
 _HOST = re.compile(rb"host=(\S+)")
+_STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
 _TRUE = (b"true", b"True", b"TRUE", b"1", b"yes")
 
 
@@ -136,7 +137,7 @@ class Facts:
         self.slurm_id = None
         self.node_exits = {}
         self.stage_now = None
-        self.first_step = self.first_step_line = None
+        self.first_step = None
         self.last_step = None
         self.last_step_occ = None
         self.step_time = None
@@ -146,7 +147,7 @@ class Facts:
         self.end_stamp = None
         self.year_hint = None
         self.engine = "python"
-        self.gaps = 0
+        self.pieces = 0
 
     def add(self, cls, occ):
         hits = self.classes.get(cls)
@@ -187,9 +188,6 @@ def _body(buf, ls, le):
     return line[m.end():].strip() if m else line
 
 
-_STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
-
-
 class Scanner:
     def __init__(self):
         self.f = Facts()
@@ -210,11 +208,11 @@ class Scanner:
         if self.pieces:
             # prev_tail is kept: it only feeds the recent-steps window, where step lines from
             # separate pieces still belong together.
-            self.f.gaps += 1
             p = data_start.find(_STEP)
             if p >= 0 and _step_number(data_start, p) is not None:
                 self.cur_step = _step_number(data_start, p) - 1
         self.pieces += 1
+        self.f.pieces = self.pieces
         self.line_base = first_line
 
     def feed(self, chunk, candidates):
@@ -227,7 +225,6 @@ class Scanner:
             p = chunk.find(_STEP)
             if p >= 0:
                 f.first_step = _step_number(chunk, p)
-                f.first_step_line = base + chunk.count(b"\n", 0, p)
         chunk_first_step = self.cur_step
         nl_pos = nl_count = 0
         step_pos, step_val = 0, self.cur_step

@@ -54,7 +54,7 @@ class FailureClass(NamedTuple):
     role: str
     stage: Optional[str]    # None: the stage comes from the log (banners, training or not)
     what: str               # one plain sentence for "what happened"
-    steps: tuple            # recommended next steps; {scancel} {job_dir} {slurm_id} are filled in
+    steps: tuple            # recommended next steps; {scancel} {job_dir} {slurm_id} {diagnose} are filled in
 
 
 def _c(name, table, role, stage, what, *steps):
@@ -204,8 +204,8 @@ CLASSES = (
     _c("unknown-death", "job", "derived", None,
        "The job stopped without writing its summary: it was killed from outside (SIGKILL, host OOM killer, preemption).",
        "Check the kernel log on the nodes for OOM kills: dmesg -T | grep -i -e oom -e 'killed process'.",
-       "Check the scheduler's record: scontrol show job <id> (PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY).",
-       "For a gpuops job: gpuops diagnose --host HOST --job JOB reads the box's records.",
+       "Check the scheduler's record: scontrol show job {slurm_id} (PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY).",
+       "For a gpuops job: {diagnose} reads the box's records (exit record, boot id, OOM counters, kernel log).",
        "If it recurs, run with RAY=1 so the TSDB survives for the next post-mortem."),
     _c("stage-fail", "job", "exit", None,
        "A stage of the job failed (not by timeout); its exit code is in the evidence.",

@@ -72,10 +72,14 @@ def test_unknown_job_exits_4(cli, triagebox):
 
 
 def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
-    """A hung job printed more noise after its last step than the tail holds: the step lines
-    fetched in the same round trip keep the projection and the line numbers right."""
+    """A config dump pushed the first step past the head, and a hung job printed more noise after
+    its last step than the tail holds: the first and last step lines fetched in the same round
+    trip keep the projection and the line numbers right."""
     monkeypatch.setenv("GPUOPS_JOBS_DIR", str(tmp_path))
-    raw = log("status_hanging").read_bytes()
+    fixture = log("status_hanging").read_bytes()
+    start = fixture.index(b"0: [2025-03-02 10:01:40] completed step: 0,")
+    dump = b"".join(b"0: Config param opt_%d: %d\n" % (i, i) for i in range(2000))
+    raw = fixture[:start] + dump + fixture[start:]
     noise = b"".join(b"0: [2025-03-02 14:00:00] (raylet) rccl busy wait, iteration %d\n" % i for i in range(40_000))
     (tmp_path / "j1").mkdir()
     (tmp_path / "j1" / "log").write_bytes(raw + noise)
