@@ -10,11 +10,11 @@ from invoke import Collection, Program
 from invoke.exceptions import Exit, ParseError
 
 from .. import __version__, errors
-from . import diagnose, jobs, preflight, profiles, reap, triage
+from . import diagnose, jobs, preflight, profiles, reap, sync, triage
 from .flags import words_to_flag
 
 ns = Collection()
-for _module in (preflight, reap, jobs, profiles, diagnose, triage):
+for _module in (preflight, reap, jobs, profiles, diagnose, triage, sync):
     for _task in _module.TASKS:
         ns.add_task(_task)
 

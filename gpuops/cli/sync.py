@@ -1,0 +1,107 @@
+"""`push`, `pull` and `verify`: checked, resumable sync whose exit status is the verification.
+
+Exit codes: 0 verified; 1 transferred but not verified (mismatches, files that failed, the
+destination filled up mid-way); 2 bad flags; 3 the box could not be reached (retries spent);
+4 the source does not exist; 5 refused before sending: the payload does not fit the destination's
+free bytes or inodes (pass --no-budget to try anyway).
+"""
+
+from ..errors import UsageError
+from .common import on_hosts, run
+from .flags import verb
+
+_COMMON = {
+    "host": "an ssh_config alias or user@host:port (push and verify: comma-separate several)",
+    "identity": "SSH private key file to use",
+    "json": "print one JSON envelope instead of a progress bar and tables",
+    "exclude": "gitignore-style pattern to leave out (repeatable; added after the source's .gpuopsignore)",
+    "include_git": "also send .git directories (left out by default)",
+}
+_TRANSFER = {
+    "delete": "remove paths that exist only at the destination (listed only, unless --yes)",
+    "yes": "with --delete: really delete",
+    "engine": "auto (rsync when both ends have it, else SFTP), rsync or sftp",
+    "no_budget": "send even when the payload does not fit the destination's free bytes/inodes",
+    "io_timeout": "seconds without data movement before a transfer counts as stalled and is retried",
+    "retry_for": "seconds to keep retrying a failing connection before giving up",
+}
+
+
+def _options(progress, exclude, include_git, delete=False, yes=False, fix_crlf=False, engine="auto", no_budget=False,
+             io_timeout=30, retry_for=300, profile=None):
+    from ..ops.sync import Options
+
+    if float(io_timeout) <= 0 or float(retry_for) < 0:
+        raise UsageError("--io-timeout must be > 0 and --retry-for >= 0")
+    return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
+                   fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=float(io_timeout),
+                   retry_for=float(retry_for), profile=profile, progress=progress)
+
+
+def _hosts(host, verb_name, single=False):
+    from ..remote import split_hosts
+
+    if not host:
+        raise UsageError(f"{verb_name} needs --host (an ssh_config alias or user@host:port)")
+    hosts = split_hosts(host)
+    if single and len(hosts) != 1:
+        raise UsageError(f"{verb_name} takes one host at a time (several would write into the same --dst)")
+    return hosts
+
+
+def _progress(as_json, hosts):
+    from ..sync.progress import Silent, for_humans
+
+    return for_humans(as_json) if len(hosts) == 1 else Silent()
+
+
+@verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER,
+                                      src="local directory to send", dst="directory on the box (created if missing)",
+                                      fix_crlf="convert shell scripts with CRLF line endings to LF before sending",
+                                      profile="platform profile: warn when --dst is deleted by the platform's stop"))
+def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
+         engine="auto", no_budget=False, io_timeout=30, retry_for=300, profile=None, identity=None, json=False):
+    """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
+    from ..ops import sync as op
+
+    def produce():
+        hosts = _hosts(host, "push")
+        opts = _options(_progress(json, hosts), exclude, include_git, delete, yes, fix_crlf, engine, no_budget,
+                        io_timeout, retry_for, profile)
+        return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
+
+    run("push", json, produce, op.render)
+
+
+@verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
+                                      dst="local directory (created if missing)"))
+def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
+         no_budget=False, io_timeout=30, retry_for=300, identity=None, json=False):
+    """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
+    from ..ops import sync as op
+
+    def produce():
+        hosts = _hosts(host, "pull", single=True)
+        opts = _options(_progress(json, hosts), exclude, include_git, delete, yes, engine=engine, no_budget=no_budget,
+                        io_timeout=io_timeout, retry_for=retry_for)
+        return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
+
+    run("pull", json, produce, op.render)
+
+
+@verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
+                                      remote="directory on the box to compare with it"))
+def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, identity=None, json=False):
+    """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
+    from ..ops import sync as op
+    from ..sync.progress import Silent
+
+    def produce():
+        _hosts(host, "verify")
+        opts = _options(Silent(), exclude, include_git)
+        return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
+
+    run("verify", json, produce, op.render)
+
+
+TASKS = (push, pull, verify)

@@ -1,0 +1,17 @@
+"""Checked, resumable sync: the pieces behind `gpuops push`, `pull` and `verify`.
+
+A sync is planned from two manifests (relative path, kind, size, sha256), checked against the
+destination's free bytes and inodes, carried by rsync or SFTP with resume and bounded retries,
+and then proven by comparing manifests again. Success means verified, never "the copy ran".
+
+    rules      what is sent: .git, .gpuopsignore and --exclude, plus gpuops' own leftovers
+    tree       local manifests (the on-box walker, imported) and the request sent to the box
+    plan       pure: what to send, what is extra, what differs (the comparison verify reports)
+    budget     pure: bytes and inodes needed vs free, with a margin
+    retry      bounded exponential backoff
+    sshcmd     the `ssh` command rsync uses, built from the transport's resolved settings
+    rsync      the rsync engine: argv, progress and stats parsing, exit-code classes, retries
+    sftp       the SFTP engine: per-file resume from the partial size, atomic rename
+    crlf       shell scripts with CRLF line endings (U26)
+    progress   a rich progress bar for people; nothing for machines
+"""

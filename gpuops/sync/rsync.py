@@ -1,0 +1,264 @@
+"""The rsync engine: an exact file list, hidden partials, an I/O timeout, classified exit codes.
+
+gpuops computes the list of paths to send itself (gitignore semantics, see rules.py) and hands it
+to rsync NUL-separated with --files-from, so odd names never meet a shell or a pattern parser.
+`-s` keeps the remote path away from the remote shell. --partial-dir keeps an interrupted file
+out of sight but reusable: the next attempt sends only what is missing from it. --timeout turns a
+stalled link into exit 30 within seconds instead of a hang.
+
+Exit codes (rsync(1)): 10 socket I/O, 12 protocol stream (usually a dropped connection), 30 and
+35 timeouts, 255 from ssh itself are transport failures and are retried with backoff; 23 means
+some files failed (their errors are reported, not blindly retried); 24 means source files
+vanished while being sent (benign for a directory a job is writing); anything else is fatal.
+Whatever the code, "No space left on device" in rsync's messages means the destination is full.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+
+from .outcome import DISK_FULL, FATAL, INTERRUPTED, PARTIAL, TRANSPORT, Attempt, Outcome
+from .rules import PARTIAL_DIR
+
+RETRYABLE = {
+    10: "socket I/O error",
+    12: "the data stream broke (connection dropped)",
+    30: "no data moved within the I/O timeout",
+    35: "timed out waiting for the connection",
+    255: "ssh could not connect or lost the connection",
+}
+MEANINGS = {
+    0: "success", 1: "syntax or usage error", 2: "protocol incompatibility",
+    3: "errors selecting input/output files or directories", 4: "requested action not supported",
+    5: "error starting the client-server protocol", 11: "file I/O error", 13: "program diagnostics error",
+    14: "IPC error", 20: "interrupted by a signal", 21: "waitpid error", 22: "out of memory",
+    23: "partial transfer: some files failed", 24: "partial transfer: some source files vanished",
+    25: "--max-delete stopped deletions", **RETRYABLE,
+}
+FULL_MARKS = ("No space left on device", "Disk quota exceeded")
+
+_PROGRESS = re.compile(rb"^\s*([\d,.]+)\s+\d+%")
+_STAT = re.compile(rb"^(Literal data|Matched data|Total bytes sent|Total bytes received):\s*([\d,.]+)")
+_VANISHED = re.compile(r'file has vanished: "(.*)"')
+_ERROR_LINE = re.compile(r"^rsync: (.*)$", re.M)
+
+
+def classify(code: int, stderr: str):
+    """(outcome, meaning) for an rsync exit code and what it printed."""
+    if code == 0:
+        return "ok", MEANINGS[0]
+    if any(m in stderr for m in FULL_MARKS):
+        return "disk-full", "the destination ran out of space"
+    if code in RETRYABLE:
+        return "retry", RETRYABLE[code]
+    if code == 23:
+        return "partial", MEANINGS[23]
+    if code == 24:
+        return "vanished", MEANINGS[24]
+    if code == 20:
+        return "interrupted", MEANINGS[20]
+    return "fatal", MEANINGS.get(code, f"rsync exit {code}")
+
+
+def version(binary="rsync"):
+    """(major, minor, patch) of the local rsync, or None when there is none."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"version\s+v?(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def _number(raw: bytes) -> int:
+    return int(re.sub(rb"[,.]", b"", raw) or b"0")
+
+
+class Run:
+    """One rsync process: feeds progress to a callback, keeps stats and the tail of stderr."""
+
+    def __init__(self, argv, on_bytes=None, env=None):
+        self.argv = argv
+        self.on_bytes = on_bytes
+        self.env = env
+        self.progress = 0
+        self.completed = 0   # progress at the last finished file
+        self.stats = {}
+        self.stderr = ""
+        self.io = {}
+
+    def __call__(self) -> int:
+        proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=self.env)
+        err_chunks = []
+        reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)
+        reader.start()
+        pending = b""
+        try:
+            while True:
+                chunk = proc.stdout.read1(65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = re.split(rb"[\r\n]", pending)
+                for line in lines:
+                    self._line(line)
+            self._line(pending)
+            self.io = _exit_io(proc.pid)
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+        reader.join()
+        self.stderr = b"".join(err_chunks).decode("utf-8", "replace")[-65536:]
+        return code
+
+    def _line(self, line: bytes):
+        m = _PROGRESS.match(line)
+        if m:
+            self.progress = _number(m.group(1))
+            if b"xfr#" in line:
+                self.completed = self.progress
+            if self.on_bytes:
+                self.on_bytes(self.progress)
+            return
+        m = _STAT.match(line)
+        if m:
+            self.stats[m.group(1).decode()] = _number(m.group(2))
+
+
+class RsyncEngine:
+    """Carries a list of relative paths between local_root and remote_root, pushing or pulling."""
+
+    name = "rsync"
+
+    def __init__(self, direction, local_root, remote_root, spec=None, io_timeout=30, backoff=None,
+                 progress=None, rsync_version=None):
+        self.direction = direction
+        self.local_root = local_root
+        self.remote_root = remote_root
+        self.spec = spec
+        self.io_timeout = int(io_timeout)
+        self.backoff = backoff
+        self.progress = progress
+        self.modern = (rsync_version or (3, 1, 0)) >= (3, 1, 0)
+
+    def argv(self, list_file, force=False) -> list:
+        from . import sshcmd
+
+        argv = ["rsync", "-lpt", "-s", "--from0", f"--files-from={list_file}",
+                f"--partial-dir={PARTIAL_DIR}", f"--timeout={self.io_timeout}", "--stats"]
+        if self.modern:
+            argv += ["--info=progress2", "--no-h", "--outbuf=N"]
+        if force:
+            argv.append("--ignore-times")
+        local = self.local_root.rstrip("/") + "/"
+        remote = self.remote_root.rstrip("/") + "/"
+        if self.spec is not None:
+            argv += ["-e", sshcmd.rsh(self.spec)]
+            remote = sshcmd.remote(self.spec, remote)
+        return argv + ([local, remote] if self.direction == "push" else [remote, local])
+
+    def run(self, rels, force=False) -> Outcome:
+        outcome = Outcome(self.name)
+        if not rels:
+            return outcome
+        fd, list_file = tempfile.mkstemp(prefix="gpuops-sync-", suffix=".list")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(b"\0".join(r.encode("utf-8", "surrogateescape") for r in rels) + b"\0")
+            self._loop(self.argv(list_file, force), outcome, rels)
+        finally:
+            os.unlink(list_file)
+        return outcome
+
+    def _interrupted(self, run, rels, started) -> int:
+        """Best count of the file data an interrupted attempt moved: for a push, what rsync
+        wrote into ssh; for a pull, finished files plus the partials it left here."""
+        if self.direction == "push":
+            return max(run.progress, run.io.get("wchar", 0))
+        base = os.fsencode(self.local_root)
+        partial = 0
+        for rel in rels:
+            head, tail = os.path.split(rel.encode("utf-8", "surrogateescape"))
+            try:
+                st = os.stat(os.path.join(base, head, PARTIAL_DIR.encode(), tail))
+            except OSError:
+                continue
+            if st.st_mtime >= started:
+                partial += st.st_size
+        return max(run.progress, run.completed + partial)
+
+    def _loop(self, argv, outcome, rels):
+        env = {**os.environ, "LC_ALL": "C"}
+        while True:
+            run = Run(argv, self.progress.update if self.progress else None, env)
+            started, wall = time.monotonic(), time.time()
+            try:
+                code = run()
+            except KeyboardInterrupt:
+                outcome.fail(INTERRUPTED, "interrupted; partial files are kept and the next run resumes them")
+                raise
+            kind, meaning = classify(code, run.stderr)
+            sent = run.stats["Literal data"] if "Literal data" in run.stats else self._interrupted(run, rels, wall)
+            outcome.attempts.append(Attempt(code, kind, meaning, round(time.monotonic() - started, 3), sent,
+                                            _last_error(run.stderr)))
+            outcome.bytes_sent += sent
+            outcome.bytes_reused += run.stats.get("Matched data", 0)
+            wire = "Total bytes sent" if self.direction == "push" else "Total bytes received"
+            outcome.wire_bytes += run.stats.get(wire, sent)
+            if kind == "ok":
+                return
+            if kind == "vanished":
+                outcome.vanished = _VANISHED.findall(run.stderr)
+                return
+            if kind == "retry":
+                if self.progress:
+                    self.progress.note(f"rsync: {meaning}; retrying")
+                if self.backoff is not None and self.backoff.wait():
+                    continue
+                outcome.fail(TRANSPORT, f"rsync kept failing ({meaning}, exit {code}) after "
+                                        f"{len(outcome.attempts)} attempts: {_last_error(run.stderr)}")
+                return
+            if kind == "partial":
+                outcome.file_errors = _ERROR_LINE.findall(run.stderr)[:50]
+                outcome.fail(PARTIAL, f"rsync could not transfer some files: {_last_error(run.stderr)}")
+                return
+            if kind == "disk-full":
+                outcome.fail(DISK_FULL, f"the destination filled up: {_full_line(run.stderr)}")
+                return
+            outcome.fail(INTERRUPTED if kind == "interrupted" else FATAL,
+                         f"rsync exit {code} ({meaning}): {_last_error(run.stderr)}")
+            return
+
+
+def _exit_io(pid) -> dict:
+    """/proc/PID/io of a child that has exited but is not reaped yet ({} where unavailable).
+
+    rsync prints progress at most once a second and no stats when it fails, so for an
+    interrupted push the bytes it wrote into ssh are the honest count of what it sent."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        with open(f"/proc/{pid}/io") as f:
+            return {k: int(v) for k, v in (line.split(":") for line in f if ":" in line)}
+    except (OSError, AttributeError, ValueError):
+        return {}
+
+
+def _last_error(stderr: str) -> str:
+    if not stderr.strip():
+        return ""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+    errors = [l for l in lines if l.startswith(("rsync:", "rsync error", "ssh:")) or "Connection" in l]
+    return (errors or lines or ["(no message)"])[-1][:400]
+
+
+def _full_line(stderr: str) -> str:
+    for line in stderr.splitlines():
+        if any(m in line for m in FULL_MARKS):
+            return line.strip()[:400]
+    return _last_error(stderr)

@@ -1,0 +1,73 @@
+"""A destination that is too small: refused up front with the numbers; and when it fills up
+mid-transfer anyway, a non-zero exit, a clear message, and no half-written file under its final
+name. The destination is a real 2 MiB tmpfs with 64 inodes."""
+
+import hashlib
+import os
+
+import pytest
+
+from tests.sync.conftest import run_cli
+
+
+def _files(root):
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+def test_too_many_bytes_is_refused_before_sending(plain_box, small_fs, sync_env, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.bin").write_bytes(os.urandom(3 << 20))
+    dst = small_fs / "run"
+    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(dst))
+    assert proc.returncode == 5, proc.stdout[-2000:]
+    msg = doc["summary"]
+    assert doc["error"]["kind"] == "refused" and "short of bytes" in msg
+    assert f"({3 << 20} B)" in msg and "(2097152 B)" in msg, msg   # what is needed, what is free
+    assert str(small_fs) in msg and "--no-budget" in msg
+    assert not dst.exists(), "a refused push must not even create the destination"
+
+
+def test_too_many_inodes_is_refused_before_sending(plain_box, small_fs, sync_env, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(80):
+        (src / f"sample-{i}.json").write_text("{}")
+    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(small_fs / "ev"))
+    assert proc.returncode == 5
+    assert "short of inodes" in doc["summary"] and "83 inodes" in doc["summary"]  # 80 files, the root, partial dir, temp file, doc["summary"]
+
+
+def test_pull_checks_the_local_destination(plain_box, small_fs, sync_env, tmp_path):
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "ckpt.pt").write_bytes(os.urandom(3 << 20))
+    proc, doc = run_cli(sync_env, "pull", "--host", plain_box.spec, "--src", str(remote), "--dst", str(small_fs / "c"))
+    assert proc.returncode == 5 and "short of bytes" in doc["summary"]
+
+
+@pytest.mark.parametrize("engine", ["rsync", "sftp"])
+def test_filling_up_mid_transfer_fails_cleanly(engine, request, small_fs, sync_env, tmp_path):
+    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a-first.bin").write_bytes(os.urandom(900 << 10))
+    (src / "b-second.bin").write_bytes(os.urandom(1500 << 10))   # 2.3 MiB in all: cannot fit in 2 MiB
+    dst = small_fs / "run"
+    proc, doc = run_cli(sync_env, "push", "--host", box.spec, "--src", str(src), "--dst", str(dst), "--no-budget")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert doc["data"]["engine"] == engine and not doc["data"]["verified"]
+    assert "filled up" in doc["summary"] and "nothing half-written" in doc["summary"], doc["summary"]
+    assert any(f["id"] == "sync.disk-full" and f["gotcha"] == "U7" for f in doc["findings"])
+    landed = _files(dst)
+    wanted = _files(src)
+    final_names = {k: v for k, v in landed.items() if "/" not in k and not k.startswith(".")}
+    assert final_names, "nothing arrived at all: the test did not exercise a mid-transfer fill"
+    for name, digest in final_names.items():
+        assert digest == wanted[name], f"{name} is under its final name but incomplete"
+    assert "b-second.bin" not in final_names

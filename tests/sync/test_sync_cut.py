@@ -1,0 +1,62 @@
+"""A connection cut mid-transfer (the sshd child serving it is killed): the command resumes on
+its own, the final verify passes, and only a small fraction of the payload crosses the wire twice.
+The wire is measured by a relay in front of sshd, not by the code under test."""
+
+import os
+
+import pytest
+
+from tests.sync.conftest import cut_when, run_cli, snapshot
+
+BIG = 48 << 20
+RATE = 24 << 20          # ~2 s for the big file, so the cut lands near its middle
+RESENT_BOUND = 0.10      # of the payload, beyond what the cut left to send
+
+
+def _payload(src):
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(BIG))
+    (src / "small").mkdir()
+    for i in range(20):
+        (src / "small" / f"f{i}").write_bytes(os.urandom(1000 + i))
+    return BIG + sum(1000 + i for i in range(20))
+
+
+def _check_resumed(proc, doc, record, meter_bytes, payload):
+    assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
+    assert record["cut_at"] and record["killed"], "the transfer finished before it could be cut"
+    data = doc["data"]
+    assert data["verified"] and data["mismatch_count"] == 0
+    assert data["retries"] >= 1 and data["attempts"][0]["outcome"] == "retry"
+    assert data["bytes_verified"] == payload
+    resent = meter_bytes - payload
+    assert resent <= RESENT_BOUND * payload, f"{resent} bytes beyond the payload crossed the wire ({resent / payload:.1%})"
+    return resent
+
+
+def _cut_run(env, verb, box, alias, src, dst):
+    """Run push/pull through the metered alias, cutting the box's connections halfway through
+    the big file (rsync writes it as .big.bin.XXXXXX, the SFTP engine as .big.bin.gpuops-part)."""
+    watch, record = cut_when(dst, ".big.bin.*", BIG // 2, box)
+    proc, doc = run_cli(env, verb, "--host", alias, "--src", str(src), "--dst", str(dst), "--retry-for", "60")
+    watch.join(1)
+    return proc, doc, record
+
+
+@pytest.mark.parametrize("engine", ["rsync", "sftp"])
+def test_push_resumes_after_cut(engine, request, metered, sync_env, tmp_path):
+    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    alias, meter = metered(box, RATE)
+    payload = _payload(tmp_path / "src")
+    proc, doc, record = _cut_run(sync_env, "push", box, alias, tmp_path / "src", tmp_path / "dst")
+    assert doc["data"]["engine"] == engine
+    _check_resumed(proc, doc, record, meter.up, payload)
+    assert snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
+
+
+def test_pull_resumes_after_cut(plain_box, metered, sync_env, tmp_path):
+    alias, meter = metered(plain_box, RATE)
+    payload = _payload(tmp_path / "remote")
+    proc, doc, record = _cut_run(sync_env, "pull", plain_box, alias, tmp_path / "remote", tmp_path / "back")
+    _check_resumed(proc, doc, record, meter.down, payload)
+    assert snapshot(tmp_path / "back") == snapshot(tmp_path / "remote")
