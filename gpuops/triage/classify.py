@@ -107,7 +107,7 @@ class _Verdict:
         if self.state == "CANCELLED":
             self.ended_by = "Slurm state CANCELLED"
             return "cancelled"
-        if f.success is not None:
+        if f.success is not None and not self._failed_after(f.success.line):
             self.ended_by = f"completion line: {f.success.decoded().strip()}"
             return "completed"
         end_report = self._end_report()
@@ -124,6 +124,11 @@ class _Verdict:
         if not stall:
             return "running"
         return "hanging" if alive else "unknown"
+
+    def _failed_after(self, line):
+        """Did a cause (not an exit report) appear after `line`? e.g. the final save failing."""
+        return any(S.CLASS_BY_NAME[name].role in ("root", "cause") and hits.all()[-1].line > line
+                   for name, hits in self.f.classes.items())
 
     def _end_report(self):
         hits = self.f.classes.get("subprocess-fail")

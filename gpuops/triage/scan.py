@@ -37,7 +37,7 @@ TEXT_BYTES = 600
 GREP_MIN_BYTES = 1 << 20
 MAX_TRACKED = 4096
 HEARTBEAT_LIST_BYTES = 4096
-SUMMARY_SPAN_LINES = 60
+SUMMARY_SPAN_LINES = 200
 
 _STEP = S.STEP_LITERAL
 _NUM = re.compile(rb"-?\d+")
@@ -49,8 +49,8 @@ _LINEHAS = {s.id: re.compile(s.rule[len("linehas:"):].encode("ascii"))
 _SIGNAL_RX = re.compile(rb"SIG[A-Z0-9]+|[Ss]ignal:? (\d+)")
 _KILLED_RX = re.compile(rb"(?:^|\s)\d+ Killed(?:\s|$)")
 _BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>[A-Z]{2,})\b(?P<rest>[^\r\n]*)")
-_STATUS_RX = re.compile(rb"Status: (?P<word>[A-Z]+)(?P<rest>[^\r\n]*)")
-_STATUS_EXIT = re.compile(rb"exit(?: code)?[ =:]*(-?\d+)")
+_STATUS_RX = re.compile(rb"Status:[ \t]*(?P<word>[A-Z]+)(?P<rest>[^\r\n]*)")
+_STATUS_EXIT = re.compile(rb"(?:exit(?: code| status)?|rc|code)[ =:]*(-?\d+)")
 _PT_STEPS = re.compile(rb"(?<![\w.])steps=(\d+)")
 _PT_CKPT = re.compile(rb"(?<![\w.])enable_checkpointing=(\w+)")
 _PT_PERIOD = re.compile(rb"(?<![\w.])checkpoint_period=(\d+)")

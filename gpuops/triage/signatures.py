@@ -389,7 +389,7 @@ SIGNATURES = (
 
     # -- facts the projection and the report need
     _s("summary", AUX_SUMMARY, r"JOB SUMMARY"),
-    _s("status", AUX_STATUS, r"Status: [A-Z]+"),
+    _s("status", AUX_STATUS, r"Status:[ \t]*[A-Z]+"),
     _s("passthrough", AUX_PASSTHROUGH, r"PASSTHROUGH_ARGS"),
     _s("config", AUX_CONFIG, r"Config param (?:checkpoint_period|steps|enable_checkpointing): "),
     _s("ray", AUX_RAY, r"RAY=[01]"),

@@ -1,4 +1,4 @@
-"""Wall-clock times printed in logs: ISO 8601 / Python logging, absl/glog, and date(1).
+"""Wall-clock times printed in logs: ISO 8601 / Python logging (also 2025/03/02), absl/glog, date(1).
 
 A log's times tell when the last step finished and when the log ends; triage never uses the
 file's mtime (a hung job keeps printing warnings). absl lines carry no year: the year of the
@@ -15,7 +15,7 @@ _MONTHS = {m: i + 1 for i, m in enumerate(
     (b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"))}
 
 TS_RX = re.compile(
-    rb"(?P<iso>(?P<Y>\d{4})-(?P<M>\d\d)-(?P<D>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
+    rb"(?P<iso>(?P<Y>\d{4})[-/](?P<M>\d\d)[-/](?P<D>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
     rb"(?:[.,](?P<f>\d{1,9}))?(?P<z>Z|[+-]\d\d:?\d\d(?![\d:]))?)"
     rb"|(?P<absl>(?<![\w.])[IWEF](?P<aM>\d\d)(?P<aD>\d\d) (?P<ah>\d\d):(?P<am>\d\d):(?P<as>\d\d)\.(?P<af>\d{1,6}))"
     rb"|(?P<date>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<dM>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +"
@@ -33,8 +33,11 @@ class Stamp:
         self.year_known = year_known
 
     def epoch(self, now):
-        """Seconds since the epoch, reading a naive time in the zone of `now` (naive: local)."""
+        """Seconds since the epoch. A naive log time is read in the zone of `now`; against a naive
+        `now`, a zoned log time is read as its wall-clock time: both sides compare like clocks."""
         when = self.when
+        if when.tzinfo is not None and now.tzinfo is None:
+            when = when.replace(tzinfo=None)
         if not self.year_known:
             when = when.replace(year=now.year)
             if when.replace(tzinfo=None) > now.replace(tzinfo=None) + timedelta(days=1):

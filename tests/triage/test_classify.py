@@ -40,6 +40,8 @@ def last_time(first, last, secs=2.0):
     (b"Status: FAILED (exit 130)", "cancelled"),
     (b"Status: FAILED (exit 143)", "cancelled"),
     (b"Status: CANCELLED (exit 143)", "cancelled"),
+    (b"Status:   FAILED   (rc=2)", "failed"),
+    (b"Status:\tSUCCESS (exit code 0)", "completed"),
 ])
 def test_job_summary_decides_the_status(status_line, status):
     log = text(steps(0, 20), b"========== JOB SUMMARY ==========", status_line)
@@ -49,6 +51,14 @@ def test_job_summary_decides_the_status(status_line, status):
         assert data["primary"] is None and data["stage"] is None
     if status == "cancelled":
         assert data["primary"] == "cancelled" and data["also"] == []
+
+
+def test_a_completion_line_followed_by_a_failed_save_is_not_completed():
+    done = b"Training completed. Do not forget to share your model on huggingface.co/models =)"
+    assert classify_bytes(text(b"step 3000/3000", done))["status"] == "completed"
+    data = classify_bytes(text(b"step 3000/3000", done, b"Traceback (most recent call last):",
+                               b"OSError: [Errno 28] No space left on device: 'out/model.safetensors'"))
+    assert (data["status"], data["primary"]) == ("unknown", "disk-full")
 
 
 def test_status_line_outside_a_summary_is_not_a_summary():
@@ -244,6 +254,11 @@ def test_zoned_times_against_a_zoned_now():
     log = text(*[b"[2025-03-02T10:%02d:00Z] completed step: %d, seconds: 60.0" % (i, i) for i in range(10)])
     now = datetime(2025, 3, 2, 12, 9, 0, tzinfo=timezone(timedelta(hours=2)))  # == 10:09 UTC
     assert classify_bytes(log, now=now)["progress"]["expected_step_now"] == 9
+
+
+def test_zoned_log_times_against_a_naive_now_compare_wall_clocks():
+    log = text(*[b"2025/03/02 10:%02d:00+05:00 completed step: %d, seconds: 60.0" % (i, i) for i in range(10)])
+    assert classify_bytes(log, now=datetime(2025, 3, 2, 10, 12, 0))["progress"]["expected_step_now"] == 12
 
 
 def test_date_command_times_are_read():
