@@ -2,28 +2,30 @@
 
 Pure entry points (no I/O beyond reading the given file):
 
-    classify_bytes(data, now=None, slurm_state=None, exit_record=None) -> dict
+    classify_bytes(data, now=None, slurm_state=None, exit_record=None, first_line=1) -> dict
     classify_file(path, now=None, slurm_state=None, exit_record=None) -> dict
 
 Both return the `data` dict of `gpuops triage --json`, whose keys are exactly
 signatures.DATA_KEYS: status, primary, also, stage, evidence, progress, next. `now` is a datetime
 (naive means local time; log times without a zone are read in the zone of `now`), `slurm_state`
 a Slurm job state (RUNNING, CANCELLED, ...; None when unknown), `exit_record` a gpuops job exit
-record ({"exit_code": int | None, "signal": "SIGKILL" | None}) that stands in for a JOB SUMMARY.
+record ({"exit_code": int | None, "signal": "SIGKILL" | None}) that stands in for a JOB SUMMARY, and
+`first_line` the line number of data's first line when data is a tail (evidence then points at
+the real file; data should start at a line start).
 
 `triage_bytes` / `triage_file` return the full `classify.Result` (data, findings, context).
 """
 
 from .classify import classify as _classify
-from .scan import scan_bytes, scan_file, scan_pieces
+from .scan import scan_file, scan_pieces
 from .signatures import CLASS_NAMES, DATA_KEYS, PROGRESS_KEYS, STATUSES
 
 __all__ = ["classify_bytes", "classify_file", "triage_bytes", "triage_file", "triage_pieces",
            "CLASS_NAMES", "DATA_KEYS", "PROGRESS_KEYS", "STATUSES"]
 
 
-def triage_bytes(data, now=None, slurm_state=None, exit_record=None, context=None):
-    return _classify(scan_bytes(bytes(data)), now, slurm_state, exit_record, context)
+def triage_bytes(data, now=None, slurm_state=None, exit_record=None, context=None, first_line=1):
+    return _classify(scan_pieces([(first_line, bytes(data))]), now, slurm_state, exit_record, context)
 
 
 def triage_file(path, now=None, slurm_state=None, exit_record=None, context=None, engine=None):
@@ -34,8 +36,8 @@ def triage_pieces(pieces, now=None, slurm_state=None, exit_record=None, context=
     return _classify(scan_pieces(pieces), now, slurm_state, exit_record, context)
 
 
-def classify_bytes(data, now=None, slurm_state=None, exit_record=None):
-    return triage_bytes(data, now, slurm_state, exit_record).data
+def classify_bytes(data, now=None, slurm_state=None, exit_record=None, first_line=1):
+    return triage_bytes(data, now, slurm_state, exit_record, first_line=first_line).data
 
 
 def classify_file(path, now=None, slurm_state=None, exit_record=None):

@@ -97,6 +97,11 @@ def test_many_matches_keep_bounded_facts():
     assert len(result.data["evidence"]) <= S.EVIDENCE_MAX
 
 
+def test_a_tail_keeps_the_real_line_numbers_it_is_given():
+    data = classify_bytes(b"step noise\n0: Killed\n", first_line=5001)
+    assert data["evidence"][0] == {"line": 5002, "text": "0: Killed"}
+
+
 def test_head_and_tail_pieces_keep_real_line_numbers():
     raw = log("status_hanging").read_bytes()
     head, tail = 4096, 60_000
