@@ -16,9 +16,11 @@ Primary class. The classes found compete in this order:
   1. specific causes (role root) and generic causes (tracebacks, crash signals, Ray actor errors),
      earliest first: in a cascade the first error is the cause and the later ones (NCCL timeouts
      on the other nodes, heartbeat timeouts) are its consequences. A root cause printed inside a
-     traceback (same task, within signatures.TRACEBACK_SPAN lines of `Traceback (most recent...)`) counts
-     from the traceback's first line, and on the same line a specific cause beats a generic one.
-  2. hang, when steps stalled and the job was still alive, then cancelled or timed out;
+     traceback (same task, within signatures.TRACEBACK_SPAN lines of its `Traceback (most recent
+     call last):`) counts from the traceback's first line, where it beats the generic class.
+  2. hang: steps stalled while the job was alive (hanging), or before a cancel or the training
+     time limit stopped it (measured up to the log's last timestamp); a job that failed on its
+     own is not called hung;
   3. exit reports (a node, a stage or a subprocess exited non-zero), earliest first;
   4. the mechanisms: the training time limit, then cancellation (the mechanism, not the cause);
   5. unknown-death for an unknown status; a Ray bootstrap failure only when nothing else is found.

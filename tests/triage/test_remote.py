@@ -93,3 +93,11 @@ def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
     lines = (raw + noise).split(b"\n")
     last_step_line = max(i for i, line in enumerate(lines, 1) if b"completed step: 316," in line)
     assert {"line": last_step_line, "text": lines[last_step_line - 1].decode()} in data["evidence"]
+
+
+def test_unreachable_host_exits_3_not_a_verdict(cli, rig):
+    rig.alias("triage-nowhere")
+    proc = cli("triage", "--host", "triage-nowhere", "--job", "j1", "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 3
+    assert doc["error"]["kind"] in ("unreachable", "timed-out") and doc["data"] == {}
