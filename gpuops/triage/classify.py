@@ -179,7 +179,7 @@ class _Verdict:
         also = [c for c in classes if c != primary]
         prog = P.project(first_step=f.first_step, last_step=f.last_step, total_steps=self.total, period=self.period,
                          step_time=self.step_time, last_step_epoch=self.last_epoch, now_epoch=self.now_epoch,
-                         completed=completed)
+                         completed=completed, failed=status != "running")
         stage = self._stage(primary, eligible.get(primary) or self._first(primary))
         dashboards = self._dashboards(status)
         data = {

@@ -17,7 +17,8 @@ run is complete at last_step == T - 1.
     expected_step_now   last_step + (now - time of the last step) / step_time, rounded down
     eta_s               (total_steps - 1 - last_step) * step_time
 
-Values that do not apply are None: a completed run loses nothing and has nothing left to run.
+Values that do not apply are None: a completed run loses nothing and has nothing left to run; a
+healthy running one (failed=False) has lost nothing either.
 """
 
 import math
@@ -35,7 +36,8 @@ def checkpoint_period(cfg_period, arg_period, checkpointing_enabled, default_per
     return None
 
 
-def project(*, first_step, last_step, total_steps, period, step_time, last_step_epoch, now_epoch, completed):
+def project(*, first_step, last_step, total_steps, period, step_time, last_step_epoch, now_epoch, completed,
+            failed=True):
     out = dict.fromkeys(PROGRESS_KEYS)
     out.update(first_step=first_step, last_step=last_step, total_steps=total_steps, checkpoint_period=period,
                step_time_s=round(step_time, 4) if step_time else None)
@@ -45,7 +47,7 @@ def project(*, first_step, last_step, total_steps, period, step_time, last_step_
         out["last_periodic_ckpt"] = (last_step // period) * period if last_step >= period else None
     if completed:
         return out
-    if period:
+    if period and failed:
         ckpt = out["last_periodic_ckpt"]
         out["steps_lost"] = last_step - ckpt if ckpt is not None else last_step - (first_step or 0) + 1
     if step_time and last_step_epoch is not None and now_epoch is not None:

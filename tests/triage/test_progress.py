@@ -50,6 +50,13 @@ def test_completed_run_has_nothing_lost_or_left():
     assert p["steps_lost"] is None and p["expected_step_now"] is None and p["eta_s"] is None
 
 
+def test_a_healthy_running_job_has_lost_nothing():
+    p = project(first_step=0, last_step=450, total_steps=1000, period=200, step_time=2.0, last_step_epoch=T,
+                now_epoch=T + 10, failed=False)
+    assert p["steps_lost"] is None and p["last_periodic_ckpt"] == 400
+    assert p["expected_step_now"] == 455 and p["eta_s"] == 1098.0
+
+
 def test_expected_step_rounds_down_and_ignores_clock_skew():
     assert project(last_step=10, step_time=3.0, last_step_epoch=T, now_epoch=T + 8.9)["expected_step_now"] == 12
     assert project(last_step=10, step_time=3.0, last_step_epoch=T, now_epoch=T - 60)["expected_step_now"] == 10
