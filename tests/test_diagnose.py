@@ -5,7 +5,6 @@ counter and a kern.log, so a test can stage an OOM kill, an Xid or a reboot arou
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import time

@@ -25,8 +25,8 @@ def boxes(rig, tmp_path_factory):
     return {"healthy": rig.box("pf-healthy", env=healthy_env), "sick": rig.box("pf-sick", env=sick_env)}
 
 
-def preflight_json(cli, *args):
-    r = cli("preflight", "--json", *args)
+def preflight_json(cli, *args, env=None):
+    r = cli("preflight", "--json", *args, env=env)
     assert r.stderr == "" or r.returncode != 0, r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -103,10 +103,12 @@ def test_unreachable_host_exits_3(cli, rig):
     assert code == 3 and doc["error"]["kind"] == "unreachable" and doc["host"] == "pf-down"
 
 
-def test_wrong_key_is_auth_failed(cli, boxes, tmp_path):
+def test_wrong_key_is_auth_failed(cli, rig, boxes, tmp_path):
     stranger = keygen(tmp_path / "stranger")  # not in the box's authorized_keys
-    code, doc = preflight_json(cli, "--host", boxes["healthy"].spec, "--identity", str(stranger))
-    assert code == 3 and doc["error"]["kind"] == "auth-failed"
+    rig.alias("pf-stranger", port=boxes["healthy"].port, IdentityFile=str(stranger))
+    for transport in ("openssh", "paramiko"):
+        code, doc = preflight_json(cli, "--host", "pf-stranger", env={**os.environ, "GPUOPS_TRANSPORT": transport})
+        assert code == 3 and doc["error"]["kind"] == "auth-failed", (transport, doc)
 
 
 def test_changed_host_key_is_refused(cli, rig, tmp_path):

@@ -4,7 +4,6 @@ oldest python3 it promises to support."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -12,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.onbox import probe
 from gpuops.remote.target import LocalTarget
 from tests.fixtures.fakegpu.boxes import SYSTEM_PATH, compose
 
 
 def run_probe(*args):
-    return LocalTarget().run_onbox("probe", list(args), deps=probe.DEPS)
+    return LocalTarget().run_onbox("probe", list(args))
 
 
 @pytest.fixture

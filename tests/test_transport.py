@@ -3,9 +3,15 @@ import json
 import pytest
 
 from gpuops import errors
-from gpuops.onbox import probe
 from gpuops.remote import target_for
 from gpuops.remote.hostspec import parse, resolve, split_hosts
+
+
+@pytest.fixture(params=["openssh", "paramiko"], autouse=True)
+def transport(request, monkeypatch):
+    """Every transport test runs over both the OpenSSH client and paramiko."""
+    monkeypatch.setenv("GPUOPS_TRANSPORT", request.param)
+    return request.param
 
 
 def test_split_hosts_defaults_to_this_machine():
@@ -44,8 +50,8 @@ def test_run_over_ssh_passes_stdin_and_exit_code(plain_box):
     assert (r.stdout, r.stderr, r.exit) == (b"payload", b"err\n", 7)
 
 
-def test_first_use_records_host_key_then_changed_key_is_refused(rig, tmp_path):
-    box = rig.box("rekeyed")
+def test_first_use_records_host_key_then_changed_key_is_refused(rig, tmp_path, transport):
+    box = rig.box(f"rekeyed-{transport}")
     t = target_for(box.spec)
     t.run("true")
     t.close()
@@ -80,7 +86,7 @@ def test_remote_timeout_kills_the_command_on_the_box(plain_box, tmp_path):
 def test_onbox_script_reads_rest_of_stdin(plain_box):
     t = target_for(plain_box.spec)
     try:
-        doc = t.run_onbox("probe", deps=probe.DEPS)
+        doc = t.run_onbox("probe")
     finally:
         t.close()
     assert doc["boot"]["boot_id"]

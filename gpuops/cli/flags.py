@@ -4,7 +4,7 @@ from invoke import task as _task
 
 # Lookup verbs whose bare words are their query (`gpuops gotcha cuda oom`). Invoke's own
 # positional arguments would swallow `--help` as a value, so the program rewrites argv instead.
-WORD_ARGS = {"gotcha": "--query"}
+WORD_ARGS = dict([("gotcha", "--query")])
 
 
 def verb(help=None, iterable=None):

@@ -68,13 +68,13 @@ def decide(ev: dict) -> dict:
         return out("reboot", "high", [f"boot_id was {ev.get('boot_id_then')} at launch, is {ev.get('boot_id_now')} now"
                                       f" (up {ev.get('uptime_s', 0):.0f}s)"])
     ruled_out.append({"cause": "reboot", "why": "boot_id is unchanged since launch"} if ev.get("boot_id_then")
-                     else {"cause": "reboot", "why": f"process started after the current boot"})
+                     else {"cause": "reboot", "why": "process started after the current boot"})
     if ev.get("alive"):
         return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
     if record and code == 0:
         return out("completed", "high", ["exit record: exit code 0"])
     if record:
-        evidence.append(f"exit record: " + (f"signal {sig}" if record.get("signal") else f"exit code {code}"))
+        evidence.append("exit record: " + (f"signal {sig}" if record.get("signal") else f"exit code {code}"))
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
 

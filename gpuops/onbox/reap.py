@@ -38,7 +38,6 @@ import time
 from . import gpu, jobrecord, procs, runcmd, sysroot
 
 REAPABLE = ("defunct", "orphan", "finished-job", "idle")
-DEPS = ("sysroot", "procs", "jobrecord", "runcmd", "gpu")
 
 # Compared with comm (cut by the kernel to 15 characters) and with argv[0]'s basename.
 PROTECTED_NAMES = (

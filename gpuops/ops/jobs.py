@@ -15,7 +15,6 @@ from .. import errors
 from ..envelope import envelope
 from ..jobs import frames, lastseen, state
 
-DEPS = ("sysroot", "procs", "cgroup", "jobrecord", "logscan", "wrapper")
 _KINDS = {"not-found": errors.NotFound, "usage": errors.UsageError, "refused": errors.Refused}
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_BYTES = 1 << 20
@@ -25,7 +24,7 @@ KEEP_BYTES = 4 << 20
 def call(target, action, opts, timeout_s=60):
     """Run one on-box job action; its document, or the typed error it reported."""
     payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
-    doc = target.run_onbox("jobs", [action], stdin=payload, timeout_s=timeout_s, deps=DEPS)
+    doc = target.run_onbox("jobs", [action], stdin=payload, timeout_s=timeout_s)
     err = doc.get("error")
     if err:
         raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
@@ -164,7 +163,7 @@ def stream_once(target, opts, s):
     from .. import onbox
     from ..remote import wrap
 
-    src = onbox.script("jobs", DEPS)
+    src = onbox.script("jobs")
     line = wrap.python_line(len(src), ["stream"], None)
     payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
     done = threading.Event()

@@ -11,7 +11,6 @@ from ..checks.thresholds import merged
 from ..envelope import envelope
 from ..errors import UsageError
 from ..findings import any_failed
-from ..onbox import probe
 
 NEXT_MAX = 4
 
@@ -62,7 +61,7 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
     args = []
     for p in all_paths:
         args += ["--path", p]
-    facts = target.run_onbox("probe", args, timeout_s=timeout_s, deps=probe.DEPS)
+    facts = target.run_onbox("probe", args, timeout_s=timeout_s)
     if inode_caps:
         facts["inode_caps"] = inode_caps  # the platform's quota, which statvfs may not show
     findings = checks.evaluate(facts, thresholds)

@@ -17,8 +17,6 @@ _KILL_WAIT_S, _RELEASE_WAIT_S, _SLACK_S = 5, 10, 60
 
 
 def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False):
-    from ..onbox import reap as onbox_reap
-
     args = ["--min-age", min_age, "--idle-window", idle_window, "--term-wait", term_wait,
             "--kill-wait", _KILL_WAIT_S, "--release-wait", _RELEASE_WAIT_S]
     if gpu is not None:
@@ -26,7 +24,7 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False)
     if yes:
         args.append("--yes")
     timeout_s = idle_window + term_wait + _KILL_WAIT_S + _RELEASE_WAIT_S + _SLACK_S
-    facts = target.run_onbox("reap", args, timeout_s=timeout_s, deps=onbox_reap.DEPS)
+    facts = target.run_onbox("reap", args, timeout_s=timeout_s)
     rerun = ["gpuops", "reap", "--host", target.name]
     if gpu is not None:
         rerun += ["--gpu", str(gpu)]

@@ -118,14 +118,14 @@ def resolve(spec: str, identity: Optional[str] = None) -> HostSpec:
     hostname = _first(conf, "hostname", host)
     user = user or _first(conf, "user") or os.environ.get("USER") or None
     port = port or int(_first(conf, "port", "22"))
+    # Like `ssh -i`: an explicit identity is offered first, the config's keys after it.
+    identities = tuple(
+        p for p in (_expand(v, hostname, user, port) for v in conf.get("identityfile", [])) if os.path.exists(p)
+    )
     if identity:
         if not os.path.exists(os.path.expanduser(identity)):
             raise UsageError(f"identity file {identity!r} does not exist")
-        identities = (os.path.expanduser(identity),)
-    else:
-        identities = tuple(
-            p for p in (_expand(v, hostname, user, port) for v in conf.get("identityfile", [])) if os.path.exists(p)
-        )
+        identities = tuple(dict.fromkeys((os.path.expanduser(identity),) + identities))
     known = []
     for value in conf.get("userknownhostsfile", []) + conf.get("globalknownhostsfile", []):
         known += [_expand(v, hostname, user, port) for v in value.split()]
@@ -140,7 +140,7 @@ def resolve(spec: str, identity: Optional[str] = None) -> HostSpec:
         user=user,
         port=port,
         identity_files=identities,
-        identities_only=_first(conf, "identitiesonly", "no") == "yes" or bool(identity),
+        identities_only=_first(conf, "identitiesonly", "no") == "yes",
         proxy_jump=None if jump in (None, "none") else jump,
         known_hosts=tuple(dict.fromkeys(known)),
         connect_timeout=int(timeout) if timeout and timeout.isdigit() else 10,

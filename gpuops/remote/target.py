@@ -1,4 +1,5 @@
-"""Targets: where a command runs. SSHTarget and LocalTarget share one interface.
+"""Targets: where a command runs. LocalTarget, SSHTarget (paramiko) and OpenSSHTarget
+(remote/openssh.py) share one interface.
 
     target.run(line, stdin=b"", timeout_s=None, on_stdout=None) -> Result
     target.run_onbox(entry, args, stdin=b"", timeout_s=60) -> dict
@@ -37,7 +38,8 @@ class LocalTarget:
         )
         reader = _StderrReader(proc.stderr)
         try:
-            out = _pump(proc.stdin, proc.stdout, stdin, on_stdout, timeout_s, lambda: proc.kill())
+            kill_after = (timeout_s + _LOCAL_GRACE_S) if timeout_s else None
+            out = _pump(proc.stdin, proc.stdout, stdin, on_stdout, kill_after, proc.kill)
             proc.wait(timeout=(timeout_s + _LOCAL_GRACE_S) if timeout_s else None)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -92,6 +94,9 @@ class SSHTarget:
     def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=()):
         return _run_onbox(self, entry, args, stdin, timeout_s, deps)
 
+    def sftp(self):
+        return self._connect().client.open_sftp()
+
     def close(self):
         if self._conn is not None:
             self._conn.close()
@@ -123,7 +128,8 @@ class _StderrReader(threading.Thread):
         return self.data
 
 
-def _pump(stdin_pipe, stdout_pipe, payload, on_stdout, timeout_s, kill):
+def _pump(stdin_pipe, stdout_pipe, payload, on_stdout, kill_after_s, kill):
+    """Feed `payload` to stdin and collect stdout; call kill() if it runs past `kill_after_s`."""
     def feed():
         try:
             if payload:
@@ -134,7 +140,7 @@ def _pump(stdin_pipe, stdout_pipe, payload, on_stdout, timeout_s, kill):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    timer = threading.Timer(timeout_s + _LOCAL_GRACE_S, kill) if timeout_s else None
+    timer = threading.Timer(kill_after_s, kill) if kill_after_s else None
     if timer:
         timer.start()
     chunks = []
@@ -228,8 +234,13 @@ def open_connection(spec, _hops=0):
 
 
 def target_for(spec: str, identity=None):
-    from . import hostspec
+    """The target for a host spec. GPUOPS_TRANSPORT=paramiko|openssh overrides the choice."""
+    from . import hostspec, openssh
 
     if hostspec.is_local(spec):
         return LocalTarget()
-    return SSHTarget(hostspec.resolve(spec, identity))
+    resolved = hostspec.resolve(spec, identity)
+    choice = os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if openssh.available() else "paramiko")
+    if choice == "openssh":
+        return openssh.OpenSSHTarget(resolved, identity)
+    return SSHTarget(resolved)

@@ -36,6 +36,8 @@ def test_job_survives_the_ssh_connection_being_cut(box, jobs_box, jobs_dir):
     # launch returned only after the start record existed, with a live pid in its own session
     assert os.getsid(meta["pid"]) == meta["pid"] == meta["pgid"]
     assert os.getsid(meta["wrapper_pid"]) != os.getsid(0)
+    # A second call leaves a live connection behind (paramiko's, or the OpenSSH control master).
+    assert job_state(box, jobs_dir, job)["state"] == "RUNNING"
     cut = jobs_box.kill_session_children()
     assert cut, "there was a live SSH connection to cut"
     box.close()

@@ -158,8 +158,9 @@ class SshRig:
                 f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.known_hosts}\n  ConnectTimeout 5\n"
                 + "".join(f"  {k} {v}\n" for k, v in opts.items() if k != "IdentityFile")
             )
-        blocks.append(f"Host *\n  UserKnownHostsFile {self.known_hosts}\n  IdentityFile {self.client_key}\n"
-                      f"  IdentitiesOnly yes\n  ConnectTimeout 5\n")
+        # No IdentityFile under `Host *`: OpenSSH adds IdentityFile lines up, and an alias with a
+        # stranger's key must offer only that key.
+        blocks.append(f"Host *\n  UserKnownHostsFile {self.known_hosts}\n  IdentitiesOnly yes\n  ConnectTimeout 5\n")
         self.ssh_config.write_text("\n".join(blocks))
 
     def env(self) -> dict:

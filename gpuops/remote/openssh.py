@@ -1,0 +1,142 @@
+"""The OpenSSH client as transport: the user's real ssh_config, fast start, optional reuse.
+
+When the `ssh` binary exists it is the default transport (as in Ansible): it honours every
+ssh_config feature paramiko lacks (Include, Match, ProxyCommand, certificates, FIDO keys,
+agents), and it starts in milliseconds where importing paramiko costs ~100 ms per call.
+Host keys follow the same policy as the paramiko transport: StrictHostKeyChecking=accept-new,
+i.e. trust on first use, record the key, refuse a changed one.
+
+From a target's second call on, the connection is multiplexed (a ControlMaster in a private
+temp dir that exits on close() or 30 s after its last use), so a verb that needs several exec
+channels pays for two handshakes at most, and a one-call verb pays nothing for a master it
+would not reuse. Each `run` is still exactly one exec channel on the server.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from ..errors import AuthFailed, HostKeyChanged, TimedOut, Unreachable
+from . import hostspec, wrap
+from .result import Result
+from .target import _pump, _StderrReader
+
+_GRACE_S = 15
+# What the ssh client itself says (exit 255) when the connection, not the command, failed.
+_FAILURES = (
+    (HostKeyChanged, re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed")),
+    (AuthFailed, re.compile(r"Permission denied|Too many authentication failures|no mutual signature")),
+    (TimedOut, re.compile(r"timed out|Timeout, server .* not responding")),
+    (Unreachable, re.compile(r"^ssh: |Connection refused|Connection closed by|Connection reset|kex_exchange_identification|"
+                             r"No route to host|Network is unreachable|Could not resolve|banner exchange|"
+                             r"Control socket connect|mux_client", re.M)),
+)
+
+
+def available() -> bool:
+    return shutil.which("ssh") is not None
+
+
+class OpenSSHTarget:
+    is_local = False
+
+    def __init__(self, spec, identity=None, multiplex=True):
+        self.spec = spec
+        self.name = spec.spec
+        self.identity = identity
+        self.channels_opened = 0
+        self._multiplex = multiplex
+        self._mux_dir = None
+        self._in_flight = set()
+
+    def argv(self, *extra):
+        """The ssh command line for this host, without the remote command."""
+        user, host, port = hostspec.parse(self.spec.spec)
+        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
+                "-o", f"ConnectTimeout={self.spec.connect_timeout}",
+                "-o", f"ServerAliveInterval={self.spec.keepalive_s}", "-o", "ServerAliveCountMax=3",
+                "-o", "LogLevel=ERROR"]
+        config = os.environ.get("GPUOPS_SSH_CONFIG")
+        if config:
+            argv += ["-F", config]
+        if self.identity:
+            argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
+        if self._mux_dir:
+            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._mux_dir}/%C",
+                     "-o", "ControlPersist=30"]
+        if user:
+            argv += ["-l", user]
+        if port:
+            argv += ["-p", str(port)]
+        return argv + list(extra) + [host]
+
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+        if self._multiplex and self.channels_opened and self._mux_dir is None:
+            self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
+        self.channels_opened += 1
+        proc = subprocess.Popen(self.argv() + [wrap.sh(line)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        self._in_flight.add(proc)
+        try:
+            reader = _StderrReader(proc.stderr)
+            limit = (timeout_s + wrap.KILL_AFTER_S + _GRACE_S) if timeout_s else None
+            out = _pump(proc.stdin, proc.stdout, stdin, on_stdout, limit, proc.kill)
+            code = proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s") from None
+        finally:
+            self._in_flight.discard(proc)
+        err = reader.join()
+        if code == 255:
+            self._raise_for(err)
+        if code < 0:  # our ssh client was killed: close() from another thread, or the deadline
+            raise Unreachable(f"{self.name}: the connection was closed before the command finished")
+        return Result(out, err, code)
+
+    def _raise_for(self, err: bytes):
+        text = err.decode("utf-8", "replace")
+        for cls, pattern in _FAILURES:
+            if pattern.search(text):
+                raise cls(self._message(cls, text))
+
+    def _message(self, cls, text):
+        last = [line.strip() for line in text.splitlines() if line.strip()]
+        where = f"{self.name} ({self.spec.hostname}:{self.spec.port})"
+        if cls is HostKeyChanged:
+            fp = re.search(r"(SHA256:[A-Za-z0-9+/=]+)", text)
+            known = self.spec.known_hosts[0] if self.spec.known_hosts else "~/.ssh/known_hosts"
+            return (f"{where}: host key changed" + (f": the server now offers {fp.group(1)}" if fp else "")
+                    + f". If the box was re-provisioned, remove the old entry with: "
+                      f"ssh-keygen -R '{self.spec.known_hosts_name}' -f {known}")
+        if cls is AuthFailed:
+            return f"{where}: authentication failed for user {self.spec.user!r}: {last[-1] if last else ''}"
+        return f"{where}: {last[-1] if last else 'ssh failed'}"
+
+    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=()):
+        from .target import _run_onbox
+
+        return _run_onbox(self, entry, args, stdin, timeout_s, deps)
+
+    def sftp(self):
+        """A paramiko SFTP client on a connection of its own (the OpenSSH master cannot lend one)."""
+        from .target import open_connection
+
+        if getattr(self, "_sftp_conn", None) is None:
+            self._sftp_conn = open_connection(self.spec)
+        return self._sftp_conn.client.open_sftp()
+
+    def close(self):
+        """End the connection, like closing a paramiko transport: in-flight calls return at once."""
+        for proc in list(self._in_flight):
+            proc.kill()
+        if getattr(self, "_sftp_conn", None) is not None:
+            self._sftp_conn.close()
+            self._sftp_conn = None
+        if self._mux_dir:
+            if os.listdir(self._mux_dir):
+                subprocess.run(self.argv("-O", "exit"), capture_output=True, timeout=10)
+            shutil.rmtree(self._mux_dir, ignore_errors=True)
+            self._mux_dir = None
