@@ -164,6 +164,7 @@ def test_a_broken_pynvml_falls_back_to_nvidia_smi_and_leaves_no_bytecode(box, tm
             raise NVMLError("Driver Not Loaded")
     """))
     monkeypatch.setenv("PYTHONPATH", str(lib))
+    monkeypatch.delenv("GPUOPS_ROOT")  # under the overlay NVML is never asked; the fake nvidia-smi stays on PATH
     g = run_probe()["gpu"]
     assert g["nvml"] == "Driver Not Loaded" and g["source"] == "nvidia-smi" and len(g["devices"]) == 2
     assert not (lib / "__pycache__").exists(), "the probe must not write bytecode on the box"

@@ -275,7 +275,13 @@ def from_nvml(nv):
 
 
 def begin():
-    """Ask NVML now, or start the nvidia-smi queries and let them run while the probe reads /proc."""
+    """Ask NVML now, or start the nvidia-smi queries and let them run while the probe reads /proc.
+
+    Under the GPUOPS_ROOT seam the GPU is whatever nvidia-smi on PATH says (tests put a fake one
+    first), so NVML is not asked: on a machine with a real GPU it would answer for the real one.
+    """
+    if sysroot.overlay_active():
+        return {"smi": start_smi(), "nvml": "not asked: GPUOPS_ROOT overlay is active"}
     try:
         import pynvml
     except Exception as e:  # absent, or broken on this box: nvidia-smi may still work

@@ -25,7 +25,7 @@ def overlay_active():
 def path(p):
     """The file to read for absolute path `p`, honouring the overlay."""
     r = root()
-    if r and p.startswith(OVERLAID):
+    if r and (p.startswith(OVERLAID) or p + "/" in OVERLAID):
         candidate = r.rstrip("/") + p
         if os.path.lexists(candidate):
             return candidate
