@@ -174,8 +174,9 @@ def push(target, src, dst, opts: Options) -> dict:
     # sent), so hashing starts now and overlaps the round trip and the transfer.
     hasher = tree.Hasher(local_root, list(lmap.values()))
     progress.stage(f"asking {target.name} what is at {dst}")
+    # First contact fails fast: retries are for a box that answered once and then dropped.
     rdoc = tree.remote(target, dst, {**rules.fixed(ldoc["rules"]), "hash": "want", "want": files, "space": True},
-                       timeout_s=tree.budget_s(sum(files.values()), len(files)), backoff=backoff)
+                       timeout_s=tree.budget_s(sum(files.values()), len(files)))
     _check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
     rmap = plan.by_path(rdoc["entries"])
@@ -188,7 +189,7 @@ def push(target, src, dst, opts: Options) -> dict:
     if not rdoc["exists"]:
         _mkdir_remote(target, remote_root)
     engine = _engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff)
-    outcome = _transfer(engine, p.send, lmap, progress, "push")
+    outcome = _transfer(target, engine, p.send, lmap, progress, "push")
     hasher.wait()
     vanished = _vanished(local_root, lmap, p.send)
     deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
@@ -223,7 +224,7 @@ def _crlf(root, lmap, opts, findings):
                                 "before sending", evidence={"files": _cut(fixed)}, gotcha="U26"))
         return
     findings.append(Finding("sync.crlf", "warn", f"{len(found)} shell script(s) have CRLF line endings and will "
-                            "fail on the box", evidence={"files": _cut(found)},
+                            "fail on the box", evidence={"files": _cut(paths)},
                             fix="re-run with --fix-crlf, and add '*.sh text eol=lf' to .gitattributes", gotcha="U26"))
 
 
@@ -292,8 +293,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     hasher = tree.Hasher(local_root, list(lmap.values()))
     progress.stage(f"walking {target.name}:{src}")
     rdoc = tree.remote(target, src, {**rules.request(opts.excludes, opts.include_git), "hash": "want",
-                                     "want": files}, timeout_s=tree.budget_s(sum(files.values()), len(files)),
-                       backoff=backoff)
+                                     "want": files}, timeout_s=tree.budget_s(sum(files.values()), len(files)))
     _check_remote_root(rdoc, "--src", src, True, target.name)
     remote_root = rdoc["root"]
     source_rules = Rules(rdoc["rules"])
@@ -309,7 +309,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     engine_name, version = _choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
     os.makedirs(local_root, exist_ok=True)
     engine = _engine(engine_name, version, target, "pull", local_root, remote_root, rmap, opts, backoff)
-    outcome = _transfer(engine, p.send, rmap, progress, "pull")
+    outcome = _transfer(target, engine, p.send, rmap, progress, "pull")
     deleted = _delete_local(local_root, p.extras, opts, findings) if opts.delete else []
 
     def both_check(rels):
@@ -372,15 +372,20 @@ def _record_pull(host, remote_root, local_root, rmap):
 # transfer, verify, result
 
 
-def _transfer(engine, send, src_map, progress, verb):
+def _transfer(target, engine, send, src_map, progress, verb):
     total = sum(src_map[r][2] for r in send if src_map[r][1] == "f")
     if not send:
         return Outcome(engine.name)
     progress.start(total, f"{verb} ({engine.name})")
     try:
-        return engine.run(send)
+        outcome = engine.run(send)
     finally:
         progress.close()
+    if any(a.outcome == "retry" for a in outcome.attempts):
+        # Whatever cut or froze the transfer's link most likely took gpuops' own connection
+        # with it: verify over a fresh one rather than wait for keepalives to declare it dead.
+        target.close()
+    return outcome
 
 
 def _verify_and_repair(sent, src_map, dst_map, check, engine, outcome, progress, src_name, dst_name):
@@ -476,11 +481,11 @@ def verify(target, local, remote, opts: Options) -> dict:
     hasher = tree.Hasher(local_root, list(lmap.values()))
     nbytes = sum(e[2] for e in lmap.values() if e[1] == "f")
     rdoc = tree.remote(target, remote, {**rules.fixed(ldoc["rules"]), "hash": "all"},
-                       timeout_s=tree.budget_s(nbytes, len(lmap)), backoff=opts.backoff())
+                       timeout_s=tree.budget_s(nbytes, len(lmap)))
     hasher.wait()
     _check_remote_root(rdoc, "--remote", remote, True, target.name)
     rmap = plan.by_path(rdoc["entries"])
-    checked = [r for r in sorted(lmap) if lmap[r][1] != "o"]
+    checked = sorted(lmap)
     mism = plan.mismatches(lmap, rmap, checked, "local", "remote")
     extras = plan.extras(lmap, rmap)
     files = [e for e in lmap.values() if e[1] == "f"]

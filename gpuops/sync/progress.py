@@ -35,10 +35,13 @@ class Bar(Silent):
     def start(self, total, what=""):
         self._progress.start()
         self._done = 0
+        self._total = total
         self._task = self._progress.add_task(what, total=total)
 
     def update(self, done):
-        # A retried attempt counts from zero again; the bar never moves backwards.
+        # A retried attempt counts from zero again, and protocol bytes can run past the payload:
+        # the bar never moves backwards and stops at the total.
+        done = min(done, self._total)
         if self._task is not None and done > self._done:
             self._done = done
             self._progress.update(self._task, completed=done)

@@ -80,10 +80,11 @@ def _number(raw: bytes) -> int:
 class Run:
     """One rsync process: feeds progress to a callback, keeps stats and the tail of stderr."""
 
-    def __init__(self, argv, on_bytes=None, env=None):
+    def __init__(self, argv, on_bytes=None, env=None, watch_writes=False):
         self.argv = argv
         self.on_bytes = on_bytes
         self.env = env
+        self.watch_writes = watch_writes
         self.progress = 0
         self.completed = 0   # progress at the last finished file
         self.stats = {}
@@ -96,6 +97,8 @@ class Run:
         err_chunks = []
         reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)
         reader.start()
+        if self.watch_writes and self.on_bytes:
+            threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
         pending = b""
         try:
             while True:
@@ -116,6 +119,19 @@ class Run:
         reader.join()
         self.stderr = b"".join(err_chunks).decode("utf-8", "replace")[-65536:]
         return code
+
+    def _watch(self, proc):
+        """A sending rsync reports progress only when a new file is done; what it has written
+        into ssh so far (/proc/PID/io) keeps the bar moving in between."""
+        while proc.poll() is None:
+            try:
+                with open(f"/proc/{proc.pid}/io") as f:
+                    written = int(next(line for line in f if line.startswith("wchar")).split(":")[1])
+            except (OSError, StopIteration, ValueError):
+                return
+            if written > self.progress:
+                self.on_bytes(written)
+            time.sleep(0.25)
 
     def _line(self, line: bytes):
         m = _PROGRESS.match(line)
@@ -196,7 +212,7 @@ class RsyncEngine:
     def _loop(self, argv, outcome, rels):
         env = {**os.environ, "LC_ALL": "C"}
         while True:
-            run = Run(argv, self.progress.update if self.progress else None, env)
+            run = Run(argv, self.progress.update if self.progress else None, env, watch_writes=self.direction == "push")
             started, wall = time.monotonic(), time.time()
             try:
                 code = run()
@@ -243,7 +259,7 @@ def _exit_io(pid) -> dict:
     interrupted push the bytes it wrote into ssh are the honest count of what it sent."""
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-        with open(f"/proc/{pid}/io") as f:
+        with open(f"/proc/{pid}/task/{pid}/io") as f:  # the process itself, not its reaped ssh child
             return {k: int(v) for k, v in (line.split(":") for line in f if ":" in line)}
     except (OSError, AttributeError, ValueError):
         return {}

@@ -9,6 +9,7 @@ the I/O timeout; a dead connection is reopened with backoff and the transfer goe
 file it was in.
 """
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -188,12 +189,10 @@ class SftpEngine:
             with open(local, "rb") as lf:
                 lf.seek(have)
                 rf = sftp.open(part, "r+" if have else "w")
-                try:
+                with _closing(rf, sftp):
                     rf.set_pipelined(True)
                     rf.seek(have)
                     self._copy(lf.read, rf.write, sent)
-                finally:
-                    rf.close()
             got = sftp.stat(part).st_size
             if got != st.st_size:
                 # Pipelined writes can fail without an error at close(); the size tells.
@@ -270,13 +269,11 @@ class SftpEngine:
                 lf.seek(have)
                 lf.truncate()
                 rf = sftp.open(remote, "r")
-                try:
+                with _closing(rf, sftp):
                     rf.seek(have)
                     if rst.st_size > have:
                         rf.prefetch(rst.st_size, max_concurrent_requests=PREFETCH_REQUESTS)
                     self._copy(rf.read, lf.write, sent)
-                finally:
-                    rf.close()
         except OSError as err:
             if err.errno in _FULL_ERRNOS:
                 _quietly(lambda: os.unlink(part))
@@ -304,6 +301,19 @@ class _NoStat:
 def _alive(sftp) -> bool:
     chan = sftp.get_channel() if sftp is not None else None
     return bool(chan is not None and not chan.closed and chan.get_transport().is_active())
+
+
+@contextlib.contextmanager
+def _closing(handle, sftp):
+    """Close a remote file handle, except when the link under it is gone or stalled: closing
+    would only wait out the I/O timeout a second time."""
+    try:
+        yield handle
+    except BaseException as e:
+        if _alive(sftp) and not isinstance(e, socket.timeout):
+            _quietly(handle.close)
+        raise
+    handle.close()
 
 
 def _lstat(sftp, path):

@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -114,9 +115,19 @@ def metered(rig):
         m.close()
 
 
-def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60):
-    """Start a thread that kills the box's live connections once a file matching `pattern`
-    under `path_glob_dir` reaches `threshold` bytes; returns (thread, record dict)."""
+def freeze_sessions(box):
+    """SIGSTOP the box's per-connection sshd children: the link stays open but nothing moves."""
+    out = subprocess.run(["pgrep", "-P", str(box.proc.pid)], capture_output=True, text=True).stdout
+    pids = [int(p) for p in out.split()]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids
+
+
+def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60, how=None):
+    """Start a thread that kills the box's live connections (or does `how(box)`) once a file
+    matching `pattern` under `path_glob_dir` reaches `threshold` bytes; returns (thread, record)."""
+    how = how or (lambda b: b.kill_session_children())
     record = {"cut_at": None, "killed": []}
 
     def watch():
@@ -129,7 +140,7 @@ def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60):
                     continue
                 if size >= threshold:
                     record["cut_at"] = size
-                    record["killed"] = box.kill_session_children()
+                    record["killed"] = how(box)
                     return
             time.sleep(0.01)
 

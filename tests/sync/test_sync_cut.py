@@ -3,13 +3,15 @@ its own, the final verify passes, and only a small fraction of the payload cross
 The wire is measured by a relay in front of sshd, not by the code under test."""
 
 import os
+import signal
+import time
 
 import pytest
 
-from tests.sync.conftest import cut_when, run_cli, snapshot
+from tests.sync.conftest import cut_when, freeze_sessions, run_cli, snapshot
 
-BIG = 48 << 20
-RATE = 24 << 20          # ~2 s for the big file, so the cut lands near its middle
+BIG = 16 << 20
+RATE = 12 << 20          # ~1.3 s for the big file, so the cut lands near its middle
 RESENT_BOUND = 0.10      # of the payload, beyond what the cut left to send
 
 
@@ -60,3 +62,26 @@ def test_pull_resumes_after_cut(plain_box, metered, sync_env, tmp_path):
     proc, doc, record = _cut_run(sync_env, "pull", plain_box, alias, tmp_path / "remote", tmp_path / "back")
     _check_resumed(proc, doc, record, meter.down, payload)
     assert snapshot(tmp_path / "back") == snapshot(tmp_path / "remote")
+
+
+@pytest.mark.parametrize("engine", ["rsync", "sftp"])
+def test_stalled_link_is_noticed_within_the_io_timeout(engine, request, metered, sync_env, tmp_path):
+    """The sshd serving the transfer is frozen, not killed: the connection stays up and silent.
+    The transfer must notice within --io-timeout seconds and go on over a new connection."""
+    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    alias, meter = metered(box, RATE)
+    payload = _payload(tmp_path / "src")
+    watch, record = cut_when(tmp_path / "dst", ".big.bin.*", BIG // 2, box, how=freeze_sessions)
+    started = time.monotonic()
+    try:
+        proc, doc = run_cli(sync_env, "push", "--host", alias, "--src", str(tmp_path / "src"), "--dst",
+                            str(tmp_path / "dst"), "--io-timeout", "2", "--retry-for", "60")
+    finally:
+        watch.join(1)
+        for pid in record["killed"]:
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0 and record["killed"], proc.stdout[-2000:]
+    stalled = doc["data"]["attempts"][0]
+    assert stalled["outcome"] == "retry" and "timeout" in stalled["meaning"], stalled
+    assert time.monotonic() - started < 25
+    assert doc["data"]["bytes_verified"] == payload

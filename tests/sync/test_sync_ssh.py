@@ -105,22 +105,26 @@ def test_destination_directory_is_created(plain_box, sync_env, tmp_path):
     assert proc.returncode == 0 and (deep / "f").read_text() == "x"
 
 
-def test_crlf_scripts_reported_then_fixed(plain_box, sync_env, tmp_path):
+def test_crlf_scripts_reported_then_fixed_and_profile_destination_warning(plain_box, sync_env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "run.sh").write_bytes(b"#!/bin/bash\r\nset -e\r\necho ok\r\n")
     (src / "launcher").write_bytes(b"#!/usr/bin/env sh\r\necho ok\r\n")
     (src / "train.py").write_bytes(b"print('ok')\r\n")  # Python does not care: not reported
     remote = tmp_path / "remote"
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote))
+    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote),
+                        "--profile", "runpod")
     assert proc.returncode == 0
+    lost = [f for f in doc["findings"] if f["id"] == "sync.destination-lost-on-stop"]
+    assert lost and lost[0]["severity"] == "warn" and "container disk" in lost[0]["evidence"]["reason"]
     crlf = [f for f in doc["findings"] if f["id"] == "sync.crlf"]
     assert crlf and crlf[0]["severity"] == "warn" and crlf[0]["gotcha"] == "U26"
-    assert sorted(f["path"] for f in crlf[0]["evidence"]["files"]) == ["launcher", "run.sh"]
+    assert sorted(crlf[0]["evidence"]["files"]) == ["launcher", "run.sh"]
 
     proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote),
-                        "--fix-crlf")
+                        "--fix-crlf", "--profile", "local")
     assert proc.returncode == 0 and doc["data"]["verified"]
+    assert not [f for f in doc["findings"] if f["id"] in ("sync.crlf", "sync.destination-lost-on-stop")]
     assert (remote / "run.sh").read_bytes() == b"#!/bin/bash\nset -e\necho ok\n" == (src / "run.sh").read_bytes()
     assert (remote / "train.py").read_bytes() == b"print('ok')\r\n"
 
@@ -164,3 +168,11 @@ def test_forcing_rsync_on_a_box_without_it_is_a_usage_error(sftp_box, sync_env, 
     proc, doc = run_cli(sync_env, "push", "--host", sftp_box.spec, "--src", str(tmp_path), "--dst",
                         str(tmp_path / "r"), "--engine", "rsync")
     assert proc.returncode == 2 and "rsync is not installed on norsync" in doc["summary"]
+
+
+def test_unreachable_box_fails_fast_with_exit_3(rig, sync_env, tmp_path):
+    rig.alias("sync-nowhere")  # a port nobody listens on
+    src = tmp_path / "src"
+    src.mkdir()
+    proc, doc = run_cli(sync_env, "push", "--host", "sync-nowhere", "--src", str(src), "--dst", "/tmp/x", timeout=60)
+    assert proc.returncode == 3 and doc["error"]["kind"] == "unreachable", proc.stdout[-1000:]

@@ -1,0 +1,98 @@
+"""The .gpuopsignore matcher agrees with git itself on gitignore semantics (git is the oracle)."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gpuops.onbox.ignorerules import Rules, compile_rule
+
+RULES = [
+    "# a comment",
+    "",
+    "*.log",
+    "!keep.log",
+    "build/",
+    "/top-only.txt",
+    "docs/*.md",
+    "**/cache",
+    "data/**/tmp",
+    "out/**",
+    "a?c",
+    "[0-9]*.ckpt",
+    "!/out/final/",
+    "trailing-space\\ ",
+    "\\#literal",
+    "\\!bang",
+    "sub/dir/",
+]
+
+FILES = [
+    "x.log", "keep.log", "logs/y.log", "logs/keep.log",
+    "build/obj.o", "src/build/z", "buildx/f", "build.txt",
+    "top-only.txt", "nested/top-only.txt",
+    "docs/a.md", "docs/deep/b.md", "docs/a.txt",
+    "cache/f", "x/y/cache/f", "x/cache/file", "cachex",
+    "data/tmp/f", "data/a/b/tmp/f", "data/a/tmpx",
+    "out/x", "out/final/f", "out/final/g/h",
+    "abc", "a/c", "abbc", "axc/f",
+    "1.ckpt", "x1.ckpt", "d/22.ckpt",
+    "trailing-space ", "trailing-space",
+    "#literal", "!bang",
+    "sub/dir/f", "other/sub/dir/f", "sub/dirx",
+    "plain.txt", "we ird $(x).txt", "ünï.log",
+]
+
+
+def _git_ignored(tmp_path):
+    """The files git's own traversal leaves out under RULES (empty dirs are invisible to git, so
+    every directory case above holds a file)."""
+    if not shutil.which("git"):
+        pytest.skip("git is not installed (it is the oracle for gitignore semantics)")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("\n".join(RULES) + "\n")
+    for rel in FILES:
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x")
+    out = subprocess.run(["git", "-C", str(repo), "-c", "core.quotePath=false", "ls-files", "--others", "--ignored",
+                          "--exclude-standard", "-z"], capture_output=True, text=True, check=True)
+    return {p for p in out.stdout.split("\0") if p}
+
+
+def test_matches_git(tmp_path):
+    expected = _git_ignored(tmp_path)
+    rules = Rules(RULES)
+    got = {rel for rel in FILES if rules.excluded(rel, False)}
+    assert got == expected, f"only gpuops: {sorted(got - expected)}; only git: {sorted(expected - got)}"
+    assert {"out/x", "build/obj.o", "data/a/b/tmp/f"} <= got and "keep.log" not in got  # the oracle said something
+
+
+def test_comments_blanks_and_lone_slash_compile_to_nothing():
+    assert compile_rule("# x") is None and compile_rule("   ") is None and compile_rule("/") is None
+    assert Rules(["# c", "", "*.tmp"]).lines == ["*.tmp"]
+
+
+def test_last_matching_rule_wins_and_dir_only_rules_skip_files():
+    rules = Rules(["*.bin", "!big.bin", "big.bin"])
+    assert rules.match("big.bin", False) and rules.match("x/small.bin", False)
+    assert not Rules(["model/"]).match("model", False) and Rules(["model/"]).match("model", True)
+
+
+def test_excluded_directory_cannot_be_reincluded_below():
+    rules = Rules(["runs/", "!runs/best.pt"])
+    assert rules.excluded("runs/best.pt", False)
+    assert not rules.match("runs/best.pt", False)  # the rule alone would re-include it
+
+
+def test_walker_prunes_with_the_rules(tmp_path):
+    from gpuops.onbox import manifest
+
+    for rel in ("keep/a.py", "skip/b.py", "keep/c.log", "keep/!important.log"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    errors = []
+    entries = manifest.walk(os.fsencode(tmp_path), Rules(["skip/", "*.log", "!\\!important.log"]), errors)
+    assert [e[0] for e in entries] == ["keep", "keep/!important.log", "keep/a.py"] and errors == []

@@ -1,0 +1,168 @@
+"""The pure parts of sync: plan and comparison, budget, backoff, rsync exit classes and argv,
+the ssh command for rsync, CRLF detection."""
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from gpuops.errors import UsageError
+from gpuops.remote.hostspec import HostSpec
+from gpuops.sync import budget, crlf, plan, rsync, sshcmd
+from gpuops.sync.retry import Backoff
+
+A = "a" * 64
+B = "b" * 64
+
+
+def test_plan_sends_only_what_differs_and_lists_extras():
+    src = plan.by_path([["d", "d", 0, None, None], ["d/same", "f", 3, A, None], ["d/changed", "f", 3, A, None],
+                        ["d/grown", "f", 4, A, None], ["new", "f", 1, B, None], ["ln", "l", 0, None, "d/same"],
+                        ["sock", "o", 0, None, None]])
+    dst = plan.by_path([["d", "d", 0, None, None], ["d/same", "f", 3, A, None], ["d/changed", "f", 3, B, None],
+                        ["d/grown", "f", 3, A, None], ["ln", "l", 0, None, "elsewhere"], ["old", "d", 0, None, None],
+                        ["old/x", "f", 1, A, None]])
+    p = plan.make(src, dst)
+    assert p.send == ["d/changed", "d/grown", "ln", "new"]
+    assert p.equal == ["d", "d/same"] and p.skipped == ["sock"] and p.extras == ["old"]
+    assert plan.same_size_files(src, dst) == {"d/same": 3, "d/changed": 3}
+    problems = {m["path"]: m["problem"] for m in plan.mismatches(src, dst, sorted(src), "local", "remote")}
+    assert problems == {"d/changed": "content", "d/grown": "size", "ln": "link", "new": "missing"}
+
+
+def test_an_unhashed_file_is_never_taken_as_equal():
+    src = plan.by_path([["f", "f", 3, None, None]])
+    dst = plan.by_path([["f", "f", 3, A, None]])
+    assert plan.make(src, dst).send == ["f"]
+    assert plan.mismatches(src, dst, ["f"])[0]["problem"] == "unreadable"
+
+
+def test_type_change_is_a_mismatch():
+    m = plan.mismatches(plan.by_path([["x", "f", 1, A, None]]), plan.by_path([["x", "d", 0, None, None]]), ["x"],
+                        "local", "remote")
+    assert m == [{"path": "x", "problem": "type", "local": {"kind": "file", "size": 1, "sha256": A},
+                  "remote": {"kind": "directory"}}]
+
+
+def test_budget_counts_blocks_and_inodes():
+    src = plan.by_path([["d", "d", 0, None, None], ["d/tiny", "f", 100, None, None], ["big", "f", 10_000, None, None],
+                        ["replaced", "f", 5, None, None]])
+    dst = plan.by_path([["replaced", "f", 9, None, None]])
+    need = budget.need(src, dst, ["d", "d/tiny", "big", "replaced"], root_exists=False)
+    # a directory block + 1 block + 3 blocks + 1 block; inodes: root, d, tiny, big (+ partial dir + temp)
+    assert need == {"bytes": 4096 * 6, "inodes": 1 + 3 + 2}
+
+
+@pytest.mark.parametrize("free_bytes,free_inodes,total_inodes,fits,short", [
+    (10 << 20, 1000, 1000, True, []),
+    (1 << 20, 1000, 1000, False, ["bytes"]),
+    (10 << 20, 20, 1000, False, ["inodes"]),
+    (10 << 20, 0, 0, True, []),  # f_files == 0: the filesystem has no inode limit
+])
+def test_budget_check_with_margin(free_bytes, free_inodes, total_inodes, fits, short):
+    verdict = budget.check({"bytes": 1 << 20, "inodes": 10},
+                           {"free_bytes": free_bytes, "free_inodes": free_inodes, "total_inodes": total_inodes,
+                            "path": "/data"})
+    assert (verdict["fits"], verdict["short_of"]) == (fits, short)
+    if not fits:
+        line = budget.refusal(verdict, "box:/data/run")
+        assert f"({free_bytes} B)" in line and "box:/data/run" in line and "exit 5" in line
+
+
+def test_backoff_stops_at_the_budget_or_the_cap():
+    clock = [0.0]
+    waits = []
+    b = Backoff(budget_s=10, first_s=1, factor=2, cap_s=4, max_retries=10, clock=lambda: clock[0],
+                sleep=lambda s: (waits.append(s), clock.__setitem__(0, clock[0] + s)))
+    while b.wait():
+        pass
+    assert waits == [1, 2, 4] and b.retries == 3  # the next 4 s wait would end past 10 s
+    b = Backoff(budget_s=1000, first_s=0, max_retries=2, sleep=lambda s: None)
+    assert b.wait() and b.wait() and not b.wait()
+
+
+@pytest.mark.parametrize("code,stderr,outcome", [
+    (0, "", "ok"),
+    (12, "rsync error: error in rsync protocol data stream (code 12)", "retry"),
+    (255, "ssh: connect to host x port 22: Connection refused", "retry"),
+    (30, "[sender] io timeout after 30 seconds -- exiting", "retry"),
+    (23, 'rsync: [sender] send_files failed to open "/x": Permission denied (13)', "partial"),
+    (24, 'file has vanished: "/src/tmp.1"', "vanished"),
+    (11, 'rsync: [receiver] write failed on "/d/f": No space left on device (28)', "disk-full"),
+    (12, 'rsync: [receiver] write failed on "/d/f": Disk quota exceeded (122)', "disk-full"),
+    (3, "rsync: change_dir#3 failed", "fatal"),
+    (20, "rsync error: received SIGINT", "interrupted"),
+])
+def test_rsync_exit_codes_map_to_outcomes(code, stderr, outcome):
+    assert rsync.classify(code, stderr)[0] == outcome
+
+
+def _spec(**kw):
+    base = dict(spec="gpu1", hostname="10.0.0.5", user="ubuntu", port=2222, identity_files=("/keys/my key",),
+                identities_only=True, proxy_jump="bastion", known_hosts=("/kh/a", "/kh/b"), connect_timeout=7,
+                keepalive_s=15)
+    base.update(kw)
+    return HostSpec(**base)
+
+
+def test_rsync_ssh_command_carries_the_transport_settings(monkeypatch):
+    monkeypatch.delenv("GPUOPS_SSH_CONFIG", raising=False)
+    rsh = sshcmd.rsh(_spec())
+    words = shlex.split(rsh)  # rsync splits -e like a shell without backslashes
+    assert words[:5] == ["ssh", "-p", "2222", "-l", "ubuntu"]
+    assert ["-i", "/keys/my key"] == words[5:7]
+    for opt in ("BatchMode=yes", "StrictHostKeyChecking=accept-new", "ServerAliveInterval=15", "ConnectTimeout=7",
+                "IdentitiesOnly=yes", "UserKnownHostsFile=/kh/a /kh/b", "ProxyJump=bastion"):
+        assert opt in words
+    monkeypatch.setenv("GPUOPS_SSH_CONFIG", "/cfg/ssh config")
+    assert shlex.split(sshcmd.rsh(_spec()))[1:3] == ["-F", "/cfg/ssh config"]
+    assert sshcmd.remote(_spec(hostname="::1"), "/d/") == "[::1]:/d/"
+    with pytest.raises(UsageError):
+        sshcmd.rsh_quote("it's \"both\"")
+
+
+def test_rsync_argv_protects_names_and_keeps_partials():
+    eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", spec=_spec(), io_timeout=12,
+                            rsync_version=(3, 2, 7))
+    argv = eng.argv("/tmp/list", force=True)
+    assert "-s" in argv and "--from0" in argv and "--partial-dir=.gpuops-partial" in argv and "--timeout=12" in argv
+    assert "--ignore-times" in argv and "--info=progress2" in argv
+    assert argv[-2:] == ["10.0.0.5:/remote/-dir/", "/local dir/"]
+    old = rsync.RsyncEngine("push", "/l", "/r", rsync_version=(3, 0, 9)).argv("/tmp/list")
+    assert "--info=progress2" not in old and old[-2:] == ["/l/", "/r/"]
+
+
+def test_rsync_run_parses_progress_and_stats_of_a_real_rsync(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "f").write_bytes(os.urandom(300_000))
+    seen = []
+    eng = rsync.RsyncEngine("push", str(src), str(dst), rsync_version=rsync.version())
+    dst.mkdir()
+    out = eng.run(["f"])
+    assert out.failure is None and out.attempts[0].outcome == "ok"
+    assert out.bytes_sent == 300_000 and out.wire_bytes >= 300_000
+    run = rsync.Run(eng.argv(str(tmp_path / "none")), seen.append)
+    (tmp_path / "none").write_bytes(b"f\0")
+    (dst / "f").unlink()
+    assert run() == 0 and seen and seen[-1] == 300_000 and run.stats["Literal data"] == 300_000
+
+
+def test_crlf_only_in_shell_scripts(tmp_path):
+    files = {"a.sh": b"echo\r\n", "launch": b"#!/usr/bin/env bash\r\nx\r\n", "b.py": b"print()\r\n",
+             "notes": b"plain text\r\n", "ok.sh": b"echo\n", "c.BASH": b"x\r\ny\r\n"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    entries = [[n, "f", len(d), None, None] for n, d in files.items()]
+    found = {f["path"]: f["crlf_lines"] for f in crlf.scan(str(tmp_path), entries)}
+    assert found == {"a.sh": 1, "launch": 2, "c.BASH": 2}
+    os.chmod(tmp_path / "launch", 0o755)
+    assert sorted(crlf.fix(str(tmp_path), list(found))) == sorted(found)
+    assert (tmp_path / "launch").read_bytes() == b"#!/usr/bin/env bash\nx\n"
+    assert os.stat(tmp_path / "launch").st_mode & 0o777 == 0o755
+    assert crlf.scan(str(tmp_path), entries) == []
+
+
+def test_rsync_is_real():
+    assert subprocess.run(["rsync", "--version"], capture_output=True).returncode == 0
