@@ -142,6 +142,13 @@ def _vanished(root, src_map, rels):
     return gone
 
 
+def _command(verb, host, src, dst) -> str:
+    """A command line to suggest, quoted so it can be pasted."""
+    from ..remote import wrap
+
+    return f"gpuops {verb} --host {wrap.quote(host)} --src {wrap.quote(src)} --dst {wrap.quote(dst)}"
+
+
 def _cut(items):
     return items[:LIST_LIMIT]
 
@@ -164,6 +171,7 @@ def push(target, src, dst, opts: Options) -> dict:
     findings = []
     backoff = opts.backoff()
     local_root = _local_root(src, "--src", must_exist=True)
+    profile = _load_profile(opts.profile, findings)
     progress = opts.progress
     progress.stage("walking the source")
     ldoc = tree.local(local_root, rules.request(opts.excludes, opts.include_git, read_ignore_file=True))
@@ -182,7 +190,7 @@ def push(target, src, dst, opts: Options) -> dict:
     rmap = plan.by_path(rdoc["entries"])
     hasher.wait(plan.same_size_files(lmap, rmap))
     p = plan.make(lmap, rmap)
-    _profile(opts.profile, remote_root, findings)
+    _profile(profile, remote_root, findings)
     verdict = _budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}", opts,
                       findings)
     engine_name, version = _choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
@@ -208,7 +216,7 @@ def push(target, src, dst, opts: Options) -> dict:
     mism = _verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
     return _result("push", target, local_root, remote_root, engine_name, lmap, p, outcome, mism, verdict,
                    vanished, deleted, findings, backoff,
-                   rerun=f"gpuops push --host {target.name} --src {src} --dst {dst}")
+                   rerun=_command("push", target.name, src, dst))
 
 
 def _crlf(root, lmap, opts, findings):
@@ -228,20 +236,29 @@ def _crlf(root, lmap, opts, findings):
                             fix="re-run with --fix-crlf, and add '*.sh text eol=lf' to .gitattributes", gotcha="U26"))
 
 
-def _profile(name, remote_root, findings):
+def _load_profile(name, findings):
+    """The named platform profile, loaded before anything is sent (a typo fails fast)."""
     if not name:
-        return
+        return None
     try:
         from .. import profiles
     except ImportError:
         findings.append(Finding("sync.profile", "info", "platform profiles are not available in this build; "
                                 "could not check whether the destination survives a stop"))
+        return None
+    return profiles.load(name)
+
+
+def _profile(profile, remote_root, findings):
+    if profile is None:
         return
-    survives, reason = profiles.destination_survives(profiles.load(name), remote_root, verb="stop")
+    from .. import profiles
+
+    survives, reason = profiles.destination_survives(profile, remote_root, verb="stop")
     if not survives:
         findings.append(Finding("sync.destination-lost-on-stop", "warn",
                                 f"what you push to {remote_root} is deleted when the box is stopped", evidence={
-                                    "profile": name, "reason": reason},
+                                    "profile": profile.name, "reason": reason},
                                 fix="push to a tier that survives the platform's stop verb", gotcha="U20"))
 
 
@@ -329,7 +346,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     mism = _verify_and_repair(p.send, rmap, lmap, both_check, engine, outcome, progress, "remote", "local")
     vanished = [r for r in p.send if r not in rmap]
     doc = _result("pull", target, local_root, remote_root, engine_name, rmap, p, outcome, mism, verdict, vanished,
-                  deleted, findings, backoff, rerun=f"gpuops pull --host {target.name} --src {src} --dst {dst}")
+                  deleted, findings, backoff, rerun=_command("pull", target.name, src, dst))
     if doc["ok"]:
         doc["data"]["manifest"] = _record_pull(target.name, remote_root, local_root, rmap)
     return doc
@@ -494,7 +511,7 @@ def verify(target, local, remote, opts: Options) -> dict:
     if mism:
         findings.append(Finding("verify.drift", "fail", f"{len(mism)} path(s) on the box differ from {local_root}",
                                 evidence={"paths": [m["path"] for m in mism[:20]]},
-                                fix=f"gpuops push --host {target.name} --src {local} --dst {remote}", gotcha="U42"))
+                                fix=_command("push", target.name, local, remote), gotcha="U42"))
     if extras:
         findings.append(Finding("verify.extra", "warn", f"{len(extras)} path(s) exist only on the box",
                                 evidence={"paths": _cut(extras)}))

@@ -9,6 +9,7 @@ and then proven by comparing manifests again. Success means verified, never "the
     plan       pure: what to send, what is extra, what differs (the comparison verify reports)
     budget     pure: bytes and inodes needed vs free, with a margin
     retry      bounded exponential backoff
+    outcome    what an engine reports: attempts, bytes sent and reused, how it ended
     sshcmd     the `ssh` command rsync uses, built from the transport's resolved settings
     rsync      the rsync engine: argv, progress and stats parsing, exit-code classes, retries
     sftp       the SFTP engine: per-file resume from the partial size, atomic rename
