@@ -163,6 +163,14 @@ def _const(node):
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+_GOTCHA_POS = 5  # Finding(id, severity, title, evidence, fix, gotcha)
+
+
+def _is_finding(call) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Name) and f.id == "Finding") or (isinstance(f, ast.Attribute) and f.attr == "Finding")
+
+
 def citations(root: Path = PACKAGE) -> list:
     """Every literal gotcha id cited by a finding in the code under `root`."""
     out = []
@@ -176,9 +184,11 @@ def citations(root: Path = PACKAGE) -> list:
             pairs = []
             if isinstance(node, ast.Call):
                 kws = {k.arg: k.value for k in node.keywords if k.arg}
+                finding = _const(kws["id"]) if "id" in kws else (_const(node.args[0]) if node.args else None)
                 if "gotcha" in kws:
-                    finding = _const(kws["id"]) if "id" in kws else (_const(node.args[0]) if node.args else None)
                     pairs.append((finding, kws["gotcha"]))
+                elif _is_finding(node) and len(node.args) > _GOTCHA_POS:
+                    pairs.append((finding, node.args[_GOTCHA_POS]))
             elif isinstance(node, ast.Dict):
                 items = {_const(k): v for k, v in zip(node.keys, node.values) if k is not None and _const(k)}
                 if "gotcha" in items:
