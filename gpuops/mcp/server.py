@@ -103,23 +103,6 @@ def on_host(command, host, op):
     return on_hosts(command, hosts[0], op)
 
 
-def op_module(name, needs=()):
-    """The module gpuops.<name> if it has every function in `needs`; None while that
-    operation is not (yet) in this checkout."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"gpuops.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"gpuops.{name}":
-            log.warning("gpuops.%s does not import (%s); its tool is left out", name, e)
-        return None
-    except Exception as e:  # a half-written op must not take the other tools down with it
-        log.warning("gpuops.%s does not import (%s: %s); its tool is left out", name, type(e).__name__, e)
-        return None
-    return mod if all(callable(getattr(mod, f, None)) for f in needs) else None
-
-
 # ---------------------------------------------------------------- tools
 
 
@@ -268,8 +251,9 @@ def log_triage(
 ) -> Result:
     """Classify a job log without shipping it: status, failure class with evidence lines,
     progress projection, next steps. Give path, or job (and host)."""
+    from ..triage import op
+
     def produce():
-        op = op_module(*_TRIAGE_OP)
         op.check_inputs(path, None, None, host, job)
         if path:
             return op.triage_local(log=path)
@@ -288,9 +272,10 @@ def data_verify(
 ) -> Result:
     """Compare content hashes of a local tree and its copy on the box; ok only when every file
     matches. Lists what differs or is missing."""
-    op = op_module(*_SYNC_OP)
+    from ..ops import sync as op
+
     return respond("verify", lambda: on_host(
-        "verify", host, lambda t: op.verify(t, local=local, remote=remote, timeout_s=OP_TIMEOUT_S)))
+        "verify", host, lambda t: op.verify(t, local, remote, op.Options(retry_for=OP_TIMEOUT_S))))
 
 
 # ---------------------------------------------------------------- registration
@@ -309,20 +294,14 @@ _TOOLS = (
      ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True), None),
     (gotcha_lookup, "Look up a gotcha", READ_LOCAL, None),
     (profiles_show, "Platform profiles", READ_LOCAL, None),
-)
-# Operations other engineers are still writing: a tool appears once its op is importable.
-_TRIAGE_OP = ("triage.op", ("check_inputs", "triage_local", "triage_remote"))
-_SYNC_OP = ("ops.sync", ("verify",))
-_OPTIONAL_TOOLS = (
-    (log_triage, "Triage a job log", READ, LOG_RESULT_META, _TRIAGE_OP),
-    (data_verify, "Verify a copy by hashes", READ, None, _SYNC_OP),
+    (log_triage, "Triage a job log", READ, LOG_RESULT_META),
+    (data_verify, "Verify a copy by hashes", READ, None),
 )
 
 
 def build() -> MCPServer:
-    specs = list(_TOOLS) + [spec[:4] for spec in _OPTIONAL_TOOLS if op_module(*spec[4])]
     return MCPServer("gpuops", instructions=INSTRUCTIONS, version=__version__,
-                     tools=[_tool(*spec) for spec in specs])
+                     tools=[_tool(*spec) for spec in _TOOLS])
 
 
 def _tool(fn, title, hints, meta):
