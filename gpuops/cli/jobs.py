@@ -59,10 +59,12 @@ def _check_regex(pattern):
     gpus="GPU indices or UUIDs for CUDA_VISIBLE_DEVICES, e.g. 0,1",
     key="idempotency key: if a job with this key exists, return it instead of starting another",
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
+    profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`)",
     timeout="seconds the launch may take on the box",
 ))
 def launch(c, host="local", identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
-           secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, json=False, timeout=60):
+           secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
+           timeout=60):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid."""
     from ..jobs import spec
     from ..ops import jobs as op
@@ -81,10 +83,15 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)
         pinned = spec.gpus(gpus)
+        prof = None
+        if profile:
+            from .. import profiles
+
+            prof = profiles.load(profile)
         return on_hosts("launch", host, lambda t: op.launch(
             t, command=cmd, script=script, name=name, labels=labels, env=envs, secrets=secrets, workdir=workdir,
-            gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, timeout_s=float(timeout)),
-            identity)
+            gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, profile=prof,
+            timeout_s=float(timeout)), identity)
 
     run("launch", json, produce, op.render_started)
 

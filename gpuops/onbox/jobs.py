@@ -134,12 +134,17 @@ def _check_shebang(body):
         raise JobError("usage", "the script's interpreter %s is not available on the box" % prog)
 
 
-def _interpreter_argv(cmd_path, body, args):
+def _interpreter_argv(cmd_path, body, args, pre=None):
     if body.startswith(b"#!"):
         argv = [cmd_path]
     else:
         argv = [shutil.which("bash") or "/bin/sh", cmd_path]
     argv += list(args or [])
+    if pre:
+        # The platform's hook (a proxy, `module load`) is sourced in the shell that then execs the
+        # job, so what it exports reaches the job; its failure or output must not end the job.
+        hook = "{ %s\n} >/dev/null 2>&1 || true\nexec \"$@\"" % pre
+        argv = [shutil.which("bash") or "/bin/sh", "-c", hook, "gpuops-pre"] + argv
     stdbuf = shutil.which("stdbuf")  # line-buffers C stdio (Python is covered by PYTHONUNBUFFERED)
     return ([stdbuf, "-oL"] + argv) if stdbuf else argv, bool(stdbuf)
 
@@ -189,7 +194,7 @@ def create(spec, body):
     os.mkdir(jdir, 0o700)
     cmd_path = os.path.join(jdir, jobrecord.CMD)
     jobrecord.atomic_write(cmd_path, body, 0o500)
-    argv, line_buffered = _interpreter_argv(cmd_path, body, spec.get("args"))
+    argv, line_buffered = _interpreter_argv(cmd_path, body, spec.get("args"), spec.get("pre"))
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
         "job_id": job_id,
@@ -206,6 +211,8 @@ def create(spec, body):
         "thread_caps": caps,
         "line_buffered": line_buffered,
         "progress_regex": spec.get("progress_regex"),
+        "profile": spec.get("profile"),
+        "pre": spec.get("pre"),
         "host": socket.gethostname(),
         "launched_at": time.time(),
         "boot_id": procs.boot_id(),
@@ -558,7 +565,7 @@ def retry(opts):
     with open(os.path.join(pdir, jobrecord.CMD), "rb") as f:
         body = f.read()
     spec = {k: parent.get(k) for k in ("name", "labels", "command", "kind", "args", "workdir", "gpus",
-                                       "progress_regex", "queue")}
+                                       "progress_regex", "queue", "profile", "pre")}
     spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
     spec["secrets"] = opts.get("secrets") or {}
     spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")

@@ -44,9 +44,15 @@ def _cmd(host, verb, job, *extra, jobs_dir=None):
 
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
-           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, timeout_s=60.0):
+           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0):
+    pre, notes = None, []
+    if profile is not None:
+        from ..jobs import platform
+
+        jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
-            "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir}
+            "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
+            "profile": profile.name if profile is not None else None, "pre": pre}
     if script is not None:
         import base64
 
@@ -56,7 +62,9 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     else:
         opts.update(kind="cmd", command=command)
     doc = call(target, "launch", opts, timeout_s)
-    return _started("launch", target, doc, jobs_dir=jobs_dir)
+    out = _started("launch", target, doc, jobs_dir=jobs_dir)
+    out["next"] = notes + out["next"]
+    return out
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):

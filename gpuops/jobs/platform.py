@@ -1,0 +1,34 @@
+"""What a platform profile changes about a launch (pure: profile in, launch settings out).
+
+The job directory moves to the profile's job_root, HF_HOME points at its big-cache disk, the
+profile's fixed environment is added, and its proxy hook (e.g. AutoDL's network_turbo) is sourced
+before the command. Anything the user passed explicitly wins. A platform whose jobs must go
+through its scheduler (sbatch, a Kubernetes Job) is refused: a process started on a login node
+or inside a pod's shell is not a job there, and it dies or is killed without a record.
+"""
+
+from ..errors import Refused
+
+SCHEDULED = ("sbatch", "k8s-job")
+
+
+def settings(profile, *, jobs_dir=None, env=None):
+    """(jobs_dir, env, pre_hook, notes) for a launch under `profile`."""
+    if profile.launch.detach in SCHEDULED:
+        raise Refused(f"profile {profile.name} runs work through {profile.launch.detach}: submit it there; "
+                      f"gpuops launch would start an untracked process on this node")
+    env = dict(env or {})
+    notes = []
+    for name, value in dict(profile.launch.env).items():
+        env.setdefault(name, value)
+    hf = profile.paths.hf_home
+    if hf and "HF_HOME" not in env:
+        if "<" in hf:
+            notes.append(f"HF_HOME not set: the profile's {hf!r} has a placeholder; pass --env HF_HOME=...")
+        else:
+            env["HF_HOME"] = hf
+    root = jobs_dir or (profile.paths.job_root or None)
+    if root and "<" in root:
+        notes.append(f"job directory left at the default: the profile's {root!r} has a placeholder")
+        root = jobs_dir
+    return root, env, (profile.launch.proxy_hook or None), notes
