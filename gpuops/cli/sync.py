@@ -16,6 +16,8 @@ _COMMON = {
     "json": "print one JSON envelope instead of a progress bar and tables",
     "exclude": "gitignore-style pattern to leave out (repeatable; added after the source's .gpuopsignore)",
     "include_git": "also send .git directories (left out by default)",
+    "rehash": "read and hash every file on both ends, ignoring the digest caches (which skip files whose "
+              "size, mtime, ctime, inode and device are all unchanged)",
 }
 _TRANSFER = {
     "delete": "remove paths that exist only at the destination (listed only, unless --yes)",
@@ -27,15 +29,15 @@ _TRANSFER = {
 }
 
 
-def _options(progress, exclude, include_git, delete=False, yes=False, fix_crlf=False, engine="auto", no_budget=False,
-             io_timeout=30, retry_for=300, profile=None):
+def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
+             no_budget=False, io_timeout=30, retry_for=300, profile=None):
     from ..ops.sync import Options
 
     if float(io_timeout) <= 0 or float(retry_for) < 0:
         raise UsageError("--io-timeout must be > 0 and --retry-for >= 0")
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
                    fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=float(io_timeout),
-                   retry_for=float(retry_for), profile=profile, progress=progress)
+                   retry_for=float(retry_for), profile=profile, rehash=rehash, progress=progress)
 
 
 def _hosts(host, verb_name, single=False):
@@ -60,13 +62,14 @@ def _progress(as_json, hosts):
                                       fix_crlf="convert shell scripts with CRLF line endings to LF before sending",
                                       profile="platform profile: warn when --dst is deleted by the platform's stop"))
 def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
-         engine="auto", no_budget=False, io_timeout=30, retry_for=300, profile=None, identity=None, json=False):
+         engine="auto", no_budget=False, io_timeout=30, retry_for=300, profile=None, rehash=False, identity=None,
+         json=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import sync as op
 
     def produce():
         hosts = _hosts(host, "push")
-        opts = _options(_progress(json, hosts), exclude, include_git, delete, yes, fix_crlf, engine, no_budget,
+        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
                         io_timeout, retry_for, profile)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
@@ -76,14 +79,14 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
                                       dst="local directory (created if missing)"))
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
-         no_budget=False, io_timeout=30, retry_for=300, identity=None, json=False):
+         no_budget=False, io_timeout=30, retry_for=300, rehash=False, identity=None, json=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import sync as op
 
     def produce():
         hosts = _hosts(host, "pull", single=True)
-        opts = _options(_progress(json, hosts), exclude, include_git, delete, yes, engine=engine, no_budget=no_budget,
-                        io_timeout=io_timeout, retry_for=retry_for)
+        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
+                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, op.render)
@@ -91,14 +94,15 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 
 @verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
                                       remote="directory on the box to compare with it"))
-def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, identity=None, json=False):
+def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, rehash=False, identity=None,
+           json=False):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import sync as op
     from ..sync.progress import Silent
 
     def produce():
         _hosts(host, "verify")
-        opts = _options(Silent(), exclude, include_git)
+        opts = _options(Silent(), exclude, include_git, rehash)
         return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
     run("verify", json, produce, op.render)

@@ -4,9 +4,11 @@ Reads one JSON request from stdin and prints one JSON document:
 
     request  {"root": PATH, "rules_before": [...], "ignore_file": NAME|null, "rules_after": [...],
               "hash": "all"|"none"|"want", "want": {REL: SIZE}, "paths": [REL...]|null,
-              "space": bool}
+              "space": bool, "cache": "use"|"rehash"|null}
     answer   {"root": ABS, "exists", "is_dir", "entries": [[REL, KIND, SIZE, SHA256|null, LINK|null]],
-              "errors": [[REL, MESSAGE]], "rules": [...], "space": {...}|null, "rsync": PATH|null}
+              "errors": [[REL, MESSAGE]], "rules": [...], "space": {...}|null, "rsync": PATH|null,
+              "now_ns": BOX CLOCK,
+              "hashing": {"hashed_files", "hashed_bytes", "cache_hits", "cache_saved"}}
 
 KIND is "f" file, "d" directory, "l" symlink (LINK is its target, never followed), "o" anything
 else (sockets, fifos, devices: never synced). With "paths" the tree is not walked: only those
@@ -14,6 +16,9 @@ entries are looked at (absent ones are left out), which is how a sync re-checks 
 "want" hashes a file only when the other side has one of the same size, since a size difference
 already decides it. "space" measures free bytes and inodes where the root is, or at its nearest
 existing parent when it does not exist yet (creating it is the sync's job, not this probe's).
+"cache" reuses and updates the root's digest cache (see digestcache: a digest is reused only for a
+file whose stat is exactly what it was when hashed); "rehash" reads every file and refreshes it.
+This runs as part of a sync verb, so writing that cache file on the box is expected.
 
 The same functions build the local manifest (imported, not shipped). Paths are walked as bytes and
 decoded as UTF-8 with surrogateescape, so any name the filesystem holds survives the JSON round
@@ -27,7 +32,7 @@ import shutil
 import stat
 import sys
 
-from . import disk
+from . import digestcache, disk
 from .ignorerules import Rules, read_lines
 
 CHUNK = 1 << 20
@@ -42,11 +47,16 @@ def rel_name(raw):
     return raw.decode("utf-8", "surrogateescape")
 
 
-def sha256_file(path):
+class Abandoned(Exception):
+    """A hash given up half-way, because its `tick` said so."""
+
+
+def sha256_file(path, tick=None):
     """(hex digest, bytes read) of one file; the size is what was hashed, even if it grew.
 
     Small files (most of a code tree) are read in one call; a buffer is only set up for big
-    ones, since allocating it per file would cost more than hashing ten thousand small files."""
+    ones, since allocating it per file would cost more than hashing ten thousand small files.
+    `tick`, when given, is called between chunks; returning False abandons the hash."""
     with open(path, "rb", buffering=0) as f:
         first = f.read(CHUNK)
         h = hashlib.sha256(first)
@@ -56,6 +66,8 @@ def sha256_file(path):
         buf = bytearray(CHUNK)
         view = memoryview(buf)
         while True:
+            if tick is not None and not tick():
+                raise Abandoned(path)
             got = f.readinto(buf)
             if not got:
                 break
@@ -79,8 +91,9 @@ def _entry(root_b, rel, st):
     return [rel, "o", 0, None, None]
 
 
-def walk(root_b, rules, errors):
-    """Entries below root (not the root itself), pruned by `rules`, sorted by path."""
+def walk(root_b, rules, errors, keys=None):
+    """Entries below root (not the root itself), pruned by `rules`, sorted by path; `keys`
+    receives each regular file's stat key (see digestcache)."""
     entries = []
     stack = [b""]
     while stack:
@@ -103,13 +116,15 @@ def walk(root_b, rules, errors):
             if rules.match(rel, is_dir):
                 continue
             entries.append(_entry(root_b, rel, st))
+            if keys is not None and stat.S_ISREG(st.st_mode):
+                keys[rel] = digestcache.stat_key(st)
             if is_dir:
                 stack.append(raw)
     entries.sort(key=lambda e: e[0])
     return entries
 
 
-def look_at(root_b, rels, errors):
+def look_at(root_b, rels, errors, keys=None):
     """Entries for just these relative paths; missing ones are left out."""
     entries = []
     for rel in rels:
@@ -121,21 +136,35 @@ def look_at(root_b, rels, errors):
             errors.append([rel, e.strerror or str(e)])
             continue
         entries.append(_entry(root_b, rel, st))
+        if keys is not None and stat.S_ISREG(st.st_mode):
+            keys[rel] = digestcache.stat_key(st)
     entries.sort(key=lambda e: e[0])
     return entries
 
 
-def hash_entries(root_b, entries, errors, want=None, workers=None):
-    """Fill in sha256 (and the hashed size) of file entries; with `want`, only same-size ones."""
+def hash_entries(root_b, entries, errors, want=None, workers=None, cache=None, keys=None):
+    """Fill in sha256 (and the hashed size) of file entries; with `want`, only same-size ones.
+    With a `cache` (and the walk's stat `keys`), a file whose stat is unchanged is not read."""
     todo = [e for e in entries if e[1] == "f" and (want is None or want.get(e[0]) == e[2])]
+    keys = keys or {}
+    if cache is not None:
+        todo = [e for e in todo if not _cached(cache, e, keys.get(e[0]))]
     if not todo:
         return
 
     def one(e):
+        path = os.path.join(root_b, fs_name(e[0]))
+        started = digestcache.now_ns()
         try:
-            e[3], e[2] = sha256_file(os.path.join(root_b, fs_name(e[0])))
+            e[3], e[2] = sha256_file(path)
         except (IOError, OSError) as err:
             return [e[0], err.strerror or str(err)]
+        if cache is not None:
+            try:
+                after = digestcache.stat_key(os.lstat(path))
+            except OSError:
+                after = None
+            cache.record(e[0], keys.get(e[0]), e[3], e[2], started, after)
         return None
 
     total = sum(e[2] for e in todo)
@@ -152,6 +181,14 @@ def hash_entries(root_b, entries, errors, want=None, workers=None):
     errors.extend(p for p in problems if p)
 
 
+def _cached(cache, e, key):
+    digest = cache.lookup(e[0], key)
+    if digest is None:
+        return False
+    e[3] = digest
+    return True
+
+
 def rules_for(root_b, request):
     """The rule list for this root: before + the root's ignore file (if asked) + after."""
     lines = list(request.get("rules_before") or [])
@@ -162,36 +199,77 @@ def rules_for(root_b, request):
     return Rules(lines)
 
 
+class Scan:
+    """One root looked at for one request: its entries, their stat keys and its digest cache.
+    build() runs it to the end; the local side of a sync keeps it to hash on a thread."""
+
+    def __init__(self, request):
+        self.root = os.path.abspath(os.path.expanduser(request["root"]))
+        self.root_b = fs_name(self.root)
+        self.keys = {}
+        # The box's clock before anything is looked at: whatever a transfer writes afterwards has
+        # a later ctime (see gpuops.onbox.landing).
+        self.doc = {"root": self.root, "now_ns": digestcache.now_ns(),
+                    "exists": os.path.exists(self.root_b), "is_dir": os.path.isdir(self.root_b),
+                    "entries": [], "errors": [], "rules": [], "space": None, "rsync": shutil.which("rsync")}
+        rules = rules_for(self.root_b, request) if self.doc["is_dir"] else Rules(())
+        self.doc["rules"] = rules.lines
+        self.paths = request.get("paths")
+        mode = request.get("cache") if self.doc["is_dir"] else None
+        self.cache = digestcache.DigestCache.for_request(self.root, mode)
+        if self.doc["is_dir"]:
+            errors = self.doc["errors"]
+            self.doc["entries"] = look_at(self.root_b, self.paths, errors, self.keys) if self.paths is not None \
+                else walk(self.root_b, rules, errors, self.keys)
+
+    def restat(self, rels):
+        """Take the size and stat key of these entries again (after gpuops itself rewrote them)."""
+        by_rel = {e[0]: e for e in self.doc["entries"]}
+        for e in look_at(self.root_b, rels, self.doc["errors"], self.keys):
+            if e[0] in by_rel:
+                by_rel[e[0]][2] = e[2]
+
+    def hash(self, entries, want=None, workers=None):
+        hash_entries(self.root_b, entries, self.doc["errors"], want=want, workers=workers, cache=self.cache,
+                     keys=self.keys)
+
+    def finish(self):
+        """Save the digest cache; the hashing counters for the answer."""
+        saved = self.cache.save(self.keys, looked_at=self.paths)
+        return dict(self.cache.counters(), cache_saved=saved)
+
+
 def build(request):
     """The answer document for one request (see the module docstring)."""
-    root = os.path.abspath(os.path.expanduser(request["root"]))
-    root_b = fs_name(root)
-    doc = {"root": root, "exists": os.path.exists(root_b), "is_dir": os.path.isdir(root_b),
-           "entries": [], "errors": [], "rules": [], "space": None,
-           "rsync": shutil.which("rsync")}
-    rules = rules_for(root_b, request) if doc["is_dir"] else Rules(())
-    doc["rules"] = rules.lines
-    errors = doc["errors"]
-    if doc["is_dir"]:
-        paths = request.get("paths")
-        entries = look_at(root_b, paths, errors) if paths is not None else walk(root_b, rules, errors)
-        mode = request.get("hash", "none")
-        if mode == "all":
-            hash_entries(root_b, entries, errors)
-        elif mode == "want":
-            hash_entries(root_b, entries, errors, want=request.get("want") or {})
-        doc["entries"] = entries
+    scan = Scan(request)
+    doc = scan.doc
+    mode = request.get("hash", "none")
+    if mode == "all":
+        scan.hash(doc["entries"])
+    elif mode == "want":
+        scan.hash(doc["entries"], want=request.get("want") or {})
+    doc["hashing"] = scan.finish()
     if request.get("space"):
-        doc["space"] = disk.measure("destination", root)
+        doc["space"] = disk.measure("destination", scan.root)
     return doc
 
 
-def main(argv):
+def serve(answer):
+    """Read one JSON request from stdin, print answer(request) as one JSON document."""
     raw = sys.stdin.buffer.read()
     try:
         request = json.loads(raw.decode("utf-8", "surrogateescape"))
     except ValueError as e:
         sys.stdout.write(json.dumps({"error": "bad request: {}".format(e)}))
         return 2
-    sys.stdout.write(json.dumps(build(request)))
+    doc = answer(request)
+    try:
+        sys.stdout.write(json.dumps(doc))
+        sys.stdout.flush()
+    except (OSError, ValueError):  # the client is gone
+        return 1
     return 0
+
+
+def main(argv):
+    return serve(build)

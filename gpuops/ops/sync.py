@@ -17,6 +17,7 @@ local pull index, which is the evidence `teardown-check` relies on.
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -46,10 +47,15 @@ class Options:
     io_timeout: float = 30.0
     retry_for: float = 300.0
     profile: Optional[str] = None
+    rehash: bool = False
     progress: object = field(default_factory=Silent)
 
     def backoff(self) -> Backoff:
         return Backoff(budget_s=self.retry_for)
+
+    @property
+    def cache(self) -> str:
+        return tree.cache_mode(self.rehash)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,13 +104,13 @@ def _choose_engine(requested, target, remote_rsync, findings):
     return "rsync", local_version
 
 
-def _engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff):
+def _engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False):
     if name == "rsync":
         from ..sync.rsync import RsyncEngine
 
         return RsyncEngine(direction, local_root, remote_root, spec=None if target.is_local else target.spec,
                            io_timeout=opts.io_timeout, backoff=backoff, progress=opts.progress,
-                           rsync_version=version)
+                           rsync_version=version, make_root=make_root)
     from ..sync.sftp import SftpEngine
 
     return SftpEngine(target, direction, local_root, remote_root, src_map, io_timeout=opts.io_timeout,
@@ -134,8 +140,9 @@ def _budget(src_map, dst_map, send, space, root_exists, where, opts, findings):
 
 
 def _vanished(root, src_map, rels):
-    """Source files that were listed but are gone now (a job deleted them mid-sync)."""
-    gone = [r for r in rels if src_map[r][1] == "f" and src_map[r][3] is None
+    """Source files that were listed but are gone now (a job deleted them mid-sync). Asked of the
+    filesystem, not of the digest: a cached digest does not prove the file is still there."""
+    gone = [r for r in rels if src_map[r][1] == "f"
             and not os.path.lexists(os.path.join(os.fsencode(root), r.encode("utf-8", "surrogateescape")))]
     for r in gone:
         del src_map[r]
@@ -170,21 +177,26 @@ def push(target, src, dst, opts: Options) -> dict:
         raise errors.UsageError("--dst (the directory on the box) is required")
     findings = []
     backoff = opts.backoff()
+    tally = tree.Tally()
     local_root = _local_root(src, "--src", must_exist=True)
     profile = _load_profile(opts.profile, findings)
     progress = opts.progress
     progress.stage("walking the source")
-    ldoc = tree.local(local_root, rules.request(opts.excludes, opts.include_git, read_ignore_file=True))
-    lmap = plan.by_path(ldoc["entries"])
-    _crlf(local_root, lmap, opts, findings)
+    scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
+                                   "cache": opts.cache})
+    lmap = plan.by_path(scan.doc["entries"])
+    _crlf(scan, lmap, opts, findings)
     files = {rel: e[2] for rel, e in lmap.items() if e[1] == "f"}
     # Every local file's digest is needed sooner or later (to compare, or to verify what was
     # sent), so hashing starts now and overlaps the round trip and the transfer.
-    hasher = tree.Hasher(local_root, list(lmap.values()))
+    hasher = tree.Hasher(scan)
     progress.stage(f"asking {target.name} what is at {dst}")
-    # First contact fails fast: retries are for a box that answered once and then dropped.
-    rdoc = tree.remote(target, dst, {**rules.fixed(ldoc["rules"]), "hash": "want", "want": files, "space": True},
-                       timeout_s=tree.budget_s(sum(files.values()), len(files)))
+    # One round trip answers both what is there (hashing only same-size files) and how much
+    # room is left. First contact fails fast: retries are for a box that answered once and then
+    # dropped.
+    rdoc = tree.remote(target, dst, {**rules.fixed(scan.doc["rules"]), "hash": "want", "want": files, "space": True,
+                                     "cache": opts.cache},
+                       timeout_s=tree.budget_s(sum(files.values()), len(files)), tally=tally)
     _check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
     rmap = plan.by_path(rdoc["entries"])
@@ -194,40 +206,49 @@ def push(target, src, dst, opts: Options) -> dict:
     verdict = _budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}", opts,
                       findings)
     engine_name, version = _choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
-    if not rdoc["exists"]:
+    # A missing destination is created by the engine on its way in (rsync over ssh runs mkdir
+    # first, SFTP makes every parent); only a local rsync or an empty payload needs a separate call.
+    engine_makes_root = bool(p.send) and not target.is_local
+    if not rdoc["exists"] and not engine_makes_root:
         _mkdir_remote(target, remote_root)
-    engine = _engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff)
+    engine = _engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff,
+                     make_root=not rdoc["exists"])
+    landing = _follow_landing(target, remote_root, p.send, lmap, rdoc["now_ns"], opts, tally)
     outcome = _transfer(target, engine, p.send, lmap, progress, "push")
-    hasher.wait()
     vanished = _vanished(local_root, lmap, p.send)
     deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
     sent = [r for r in p.send if r in lmap]
 
     def remote_check(rels):
         nbytes = sum(lmap[r][2] for r in rels if lmap[r][1] == "f")
-        doc = tree.remote(target, remote_root, {"paths": list(rels) + deleted, "hash": "all"},
-                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff)
+        landing.ready.wait(_FOLLOW_WAIT_S)
+        doc = tree.remote(target, remote_root, {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache},
+                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff, tally=tally)
         found = plan.by_path(doc["entries"])
         for r in list(rels) + deleted:
             rmap.pop(r, None)
         rmap.update(found)
+        # The local digests were computed on a thread meanwhile; by now they are usually done.
+        hasher.wait()
 
     progress.stage("verifying on the box")
     mism = _verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
+    landing.settle(target, _FOLLOW_WAIT_S if sent else 0)
+    hasher.wait()
+    hasher.finish(tally)
     return _result("push", target, local_root, remote_root, engine_name, lmap, p, outcome, mism, verdict,
-                   vanished, deleted, findings, backoff,
-                   rerun=_command("push", target.name, src, dst))
+                   vanished, deleted, findings, backoff, tally, rerun=_command("push", target.name, src, dst))
 
 
-def _crlf(root, lmap, opts, findings):
-    found = crlf.scan(root, lmap.values())
+def _crlf(scan, lmap, opts, findings):
+    found = crlf.scan(scan.root, lmap.values())
     if not found:
         return
     paths = [f["path"] for f in found]
     if opts.fix_crlf:
-        fixed = crlf.fix(root, paths)
-        for rel in fixed:
-            lmap[rel][2] = os.path.getsize(os.path.join(os.fsencode(root), rel.encode("utf-8", "surrogateescape")))
+        fixed = crlf.fix(scan.root, paths)
+        # Rewritten files have a new stat: look again, so no digest of the old bytes is reused.
+        scan.restat(fixed)
         findings.append(Finding("sync.crlf-fixed", "info", f"converted {len(fixed)} shell script(s) from CRLF to LF "
                                 "before sending", evidence={"files": _cut(fixed)}, gotcha="U26"))
         return
@@ -301,16 +322,18 @@ def pull(target, src, dst, opts: Options) -> dict:
         raise errors.UsageError("--src (the directory on the box) is required")
     findings = []
     backoff = opts.backoff()
+    tally = tree.Tally()
     progress = opts.progress
     local_root = _local_root(dst, "--dst", must_exist=False)
-    local_req = rules.request(opts.excludes, opts.include_git, read_ignore_file=False)
-    ldoc = tree.local(local_root, local_req) if os.path.isdir(local_root) else {"entries": []}
-    lmap = plan.by_path(ldoc["entries"])
+    local_req = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=False), "cache": opts.cache}
+    scan = tree.local(local_root, local_req)
+    lmap = plan.by_path(scan.doc["entries"])
     files = {rel: e[2] for rel, e in lmap.items() if e[1] == "f"}
-    hasher = tree.Hasher(local_root, list(lmap.values()))
+    hasher = tree.Hasher(scan)
     progress.stage(f"walking {target.name}:{src}")
     rdoc = tree.remote(target, src, {**rules.request(opts.excludes, opts.include_git), "hash": "want",
-                                     "want": files}, timeout_s=tree.budget_s(sum(files.values()), len(files)))
+                                     "want": files, "cache": opts.cache},
+                       timeout_s=tree.budget_s(sum(files.values()), len(files)), tally=tally)
     _check_remote_root(rdoc, "--src", src, True, target.name)
     remote_root = rdoc["root"]
     source_rules = Rules(rdoc["rules"])
@@ -318,6 +341,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     rmap = plan.by_path(rdoc["entries"])
     hasher.wait(plan.same_size_files(rmap, lmap))
     hasher.stop()  # the other local files are about to be replaced or deleted: their digests do not matter
+    hasher.finish(tally)
     p = plan.make(rmap, lmap)
     from ..onbox import disk
 
@@ -326,30 +350,117 @@ def pull(target, src, dst, opts: Options) -> dict:
     engine_name, version = _choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
     os.makedirs(local_root, exist_ok=True)
     engine = _engine(engine_name, version, target, "pull", local_root, remote_root, rmap, opts, backoff)
+    warming = _warm_sources(target, remote_root, [r for r in p.send if rmap[r][1] == "f"], rmap, opts, tally)
     outcome = _transfer(target, engine, p.send, rmap, progress, "pull")
+    warming.join()
     deleted = _delete_local(local_root, p.extras, opts, findings) if opts.delete else []
 
     def both_check(rels):
         nbytes = sum(rmap[r][2] for r in rels if rmap[r][1] == "f")
-        fresh = plan.by_path(tree.local(local_root, {"paths": list(rels) + deleted})["entries"])
-        local_hasher = tree.Hasher(local_root, list(fresh.values()))
-        doc = tree.remote(target, remote_root, {"paths": list(rels), "hash": "all"},
-                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff)
+        # The local copies are hashed on a thread while the box re-reads the sources.
+        fresh = tree.local(local_root, {"paths": list(rels) + deleted, "cache": opts.cache})
+        local_hasher = tree.Hasher(fresh)
+        doc = tree.remote(target, remote_root, {"paths": list(rels), "hash": "all", "cache": opts.cache},
+                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff, tally=tally)
         local_hasher.wait()
+        local_hasher.finish(tally)
         for r in list(rels) + deleted:
             lmap.pop(r, None)
             rmap.pop(r, None)
-        lmap.update(fresh)
+        lmap.update(plan.by_path(fresh.doc["entries"]))
         rmap.update(plan.by_path(doc["entries"]))
 
     progress.stage("verifying both copies")
     mism = _verify_and_repair(p.send, rmap, lmap, both_check, engine, outcome, progress, "remote", "local")
     vanished = [r for r in p.send if r not in rmap]
     doc = _result("pull", target, local_root, remote_root, engine_name, rmap, p, outcome, mism, verdict, vanished,
-                  deleted, findings, backoff, rerun=_command("pull", target.name, src, dst))
+                  deleted, findings, backoff, tally, rerun=_command("pull", target.name, src, dst))
     if doc["ok"]:
         doc["data"]["manifest"] = _record_pull(target.name, remote_root, local_root, rmap)
     return doc
+
+
+class _Warming(threading.Thread):
+    """Pull: hashes the sources on the box while they are sent (its disk and CPU are idle
+    meanwhile) into the box's digest cache, so the verification round trip after the transfer
+    only stats them. Verification still stats and compares every file exactly as before; it
+    just finds the digests of unchanged files ready. A failure costs only the head start."""
+
+    def __init__(self, target, root, rels, nbytes, cache, tally):
+        super().__init__(daemon=True)
+        self._args = (target, root, {"paths": rels, "hash": "all", "cache": cache}, tree.budget_s(nbytes, len(rels)),
+                      tally)
+        self.start()
+
+    def run(self):
+        target, root, request, timeout_s, tally = self._args
+        try:
+            tree.remote(target, root, request, timeout_s=timeout_s, tally=tally)
+        except errors.GpuopsError:
+            pass
+
+
+class _Landing(threading.Thread):
+    """Push: hashes each file on the box as the transfer puts it in place (gpuops.onbox.landing)
+    instead of reading the whole payload there after the transfer; its connection also opens the
+    multiplexed session that verification then reuses. Verification is the same as without it: it
+    stats every file sent and reuses a digest only for an unchanged stat. The first manifest of
+    verification tells the follower to stop, so it must not start before the follower watches:
+    `ready` is set by the follower's first output (or by its end)."""
+
+    def __init__(self, target, root, expect, since_ns, tally):
+        super().__init__(daemon=True)
+        self.ready = threading.Event()
+        self._args = (target, root, {"expect": expect, "since_ns": since_ns}, tally)
+        self.start()
+
+    def run(self):
+        target, root, request, tally = self._args
+        try:
+            tree.follow(target, root, request, _FOLLOW_LIMIT_S, lambda chunk: self.ready.set(), tally)
+        except errors.GpuopsError:
+            pass
+        finally:
+            self.ready.set()
+
+    def settle(self, target, wait_s):
+        """After verification: collect the follower's answer, or end its connection when it is
+        still waiting for files that never came (verification started before it did)."""
+        self.join(wait_s)
+        if self.is_alive():
+            target.close()
+            self.join()
+
+
+class _Idle:
+    ready = threading.Event()
+    ready.set()
+
+    def join(self, timeout=None):
+        pass
+
+    def settle(self, target, wait_s):
+        pass
+
+
+# A follower ends when verification asks it to (or when every file is in); this only bounds a
+# box-side process whose client vanished without closing the connection.
+_FOLLOW_LIMIT_S = 6 * 3600
+# How long verification waits for a follower to start watching, and then for its answer.
+_FOLLOW_WAIT_S = 10
+
+
+def _warm_sources(target, root, rels, src_map, opts, tally):
+    if not rels or opts.rehash:  # a re-hash reads everything after the transfer anyway
+        return _Idle()
+    return _Warming(target, root, rels, sum(src_map[r][2] for r in rels), opts.cache, tally)
+
+
+def _follow_landing(target, root, rels, src_map, since_ns, opts, tally):
+    expect = {r: src_map[r][2] for r in rels if src_map[r][1] == "f"}
+    if not expect or opts.rehash:  # a re-hash reads everything after the transfer anyway
+        return _Idle()
+    return _Landing(target, root, expect, since_ns, tally)
 
 
 def _delete_local(root, extras, opts, findings):
@@ -422,7 +533,7 @@ def _verify_and_repair(sent, src_map, dst_map, check, engine, outcome, progress,
 
 
 def _result(verb, target, local_root, remote_root, engine_name, src_map, p, outcome, mism, verdict, vanished,
-            deleted, findings, backoff, rerun):
+            deleted, findings, backoff, tally, rerun):
     files = [e for e in src_map.values() if e[1] == "f"]
     bad = {m["path"] for m in mism}
     verified = [e for e in files if e[0] not in bad]
@@ -452,6 +563,7 @@ def _result(verb, target, local_root, remote_root, engine_name, src_map, p, outc
         "vanished": _cut(vanished),
         "skipped_special": _cut(p.skipped),
         "budget": verdict,
+        "hashing": tally.sides,
         "verified": not mism and outcome.failure is None,
     }
     if outcome.file_errors:
@@ -492,14 +604,17 @@ def _result(verb, target, local_root, remote_root, engine_name, src_map, p, outc
 def verify(target, local, remote, opts: Options) -> dict:
     if not remote:
         raise errors.UsageError("--remote (the directory on the box) is required")
+    tally = tree.Tally()
     local_root = _local_root(local, "--local", must_exist=True)
-    ldoc = tree.local(local_root, rules.request(opts.excludes, opts.include_git, read_ignore_file=True))
-    lmap = plan.by_path(ldoc["entries"])
-    hasher = tree.Hasher(local_root, list(lmap.values()))
+    scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
+                                   "cache": opts.cache})
+    lmap = plan.by_path(scan.doc["entries"])
+    hasher = tree.Hasher(scan)
     nbytes = sum(e[2] for e in lmap.values() if e[1] == "f")
-    rdoc = tree.remote(target, remote, {**rules.fixed(ldoc["rules"]), "hash": "all"},
-                       timeout_s=tree.budget_s(nbytes, len(lmap)))
+    rdoc = tree.remote(target, remote, {**rules.fixed(scan.doc["rules"]), "hash": "all", "cache": opts.cache},
+                       timeout_s=tree.budget_s(nbytes, len(lmap)), tally=tally)
     hasher.wait()
+    hasher.finish(tally)
     _check_remote_root(rdoc, "--remote", remote, True, target.name)
     rmap = plan.by_path(rdoc["entries"])
     checked = sorted(lmap)
@@ -520,7 +635,7 @@ def verify(target, local, remote, opts: Options) -> dict:
         "bytes_verified": sum(e[2] for e in files if e[0] not in bad),
         "files_verified": sum(1 for e in files if e[0] not in bad),
         "mismatches": _cut(mism), "mismatch_count": len(mism),
-        "extras": _cut(extras), "extra_count": len(extras), "verified": not mism,
+        "extras": _cut(extras), "extra_count": len(extras), "hashing": tally.sides, "verified": not mism,
     }
     if mism:
         summary = (f"drift: {len(mism)} of {len(checked)} path(s) differ on the box "

@@ -4,7 +4,11 @@ gpuops computes the list of paths to send itself (gitignore semantics, see rules
 to rsync NUL-separated with --files-from, so odd names never meet a shell or a pattern parser.
 `-s` keeps the remote path away from the remote shell. --partial-dir keeps an interrupted file
 out of sight but reusable: the next attempt sends only what is missing from it. --timeout turns a
-stalled link into exit 30 within seconds instead of a hang.
+stalled link into exit 30 within seconds instead of a hang. Every path on the list differs at the
+destination (gpuops compared digests), so the first attempt passes --ignore-times: rsync's quick
+check would skip a file whose size and mtime happen to match and leave it for a repair pass. A
+retry after a cut goes back to the quick check, so files the cut attempt finished are not read
+again; what it skips wrongly, verification catches and the repair pass resends.
 
 Exit codes (rsync(1)): 10 socket I/O, 12 protocol stream (usually a dropped connection), 30 and
 35 timeouts, 255 from ssh itself are transport failures and are retried with backoff; 23 means
@@ -153,7 +157,7 @@ class RsyncEngine:
     name = "rsync"
 
     def __init__(self, direction, local_root, remote_root, spec=None, io_timeout=30, backoff=None,
-                 progress=None, rsync_version=None):
+                 progress=None, rsync_version=None, make_root=False):
         self.direction = direction
         self.local_root = local_root
         self.remote_root = remote_root
@@ -162,6 +166,7 @@ class RsyncEngine:
         self.backoff = backoff
         self.progress = progress
         self.modern = (rsync_version or (3, 1, 0)) >= (3, 1, 0)
+        self.make_root = make_root and direction == "push" and spec is not None
 
     def argv(self, list_file, force=False) -> list:
         from . import sshcmd
@@ -177,6 +182,8 @@ class RsyncEngine:
         if self.spec is not None:
             argv += ["-e", sshcmd.rsh(self.spec)]
             remote = sshcmd.remote(self.spec, remote)
+        if self.make_root:
+            argv += ["--rsync-path", make_root_then_rsync(self.remote_root)]
         return argv + ([local, remote] if self.direction == "push" else [remote, local])
 
     def run(self, rels, force=False) -> Outcome:
@@ -187,7 +194,7 @@ class RsyncEngine:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(b"\0".join(r.encode("utf-8", "surrogateescape") for r in rels) + b"\0")
-            self._loop(self.argv(list_file, force), outcome, rels)
+            self._loop(list_file, force, outcome, rels)
         finally:
             os.unlink(list_file)
         return outcome
@@ -209,9 +216,10 @@ class RsyncEngine:
                 partial += st.st_size
         return max(run.progress, run.completed + partial)
 
-    def _loop(self, argv, outcome, rels):
+    def _loop(self, list_file, force, outcome, rels):
         env = {**os.environ, "LC_ALL": "C"}
         while True:
+            argv = self.argv(list_file, force=force or not outcome.attempts)
             run = Run(argv, self.progress.update if self.progress else None, env, watch_writes=self.direction == "push")
             started, wall = time.monotonic(), time.time()
             try:
@@ -250,6 +258,16 @@ class RsyncEngine:
             outcome.fail(INTERRUPTED if kind == "interrupted" else FATAL,
                          f"rsync exit {code} ({meaning}): {_last_error(run.stderr)}")
             return
+
+
+def make_root_then_rsync(root) -> str:
+    """A --rsync-path that creates the destination (all levels) before the receiving rsync
+    starts: creating it is part of the push, and doing it inside rsync's own connection saves
+    the handshake a separate `mkdir` would cost. rsync appends its server arguments, which
+    reach rsync as "$@"; the remote login shell sees one sh -c line, quoted like every other."""
+    from ..remote import wrap
+
+    return "sh -c " + wrap.quote("mkdir -p -- " + wrap.quote(root) + ' && exec rsync "$@"') + " rsync"
 
 
 def _exit_io(pid) -> dict:

@@ -1,12 +1,12 @@
 """Manifests of both ends: the local tree walked in-process, the remote one in one round trip.
 
-Both ends run the same walker (gpuops.onbox.manifest), so rules, names and hashes agree by
-construction. The remote call survives a dropped connection: it reconnects with the operation's
-backoff, since a sync that just resumed after a cut must still be able to verify.
+Both ends run the same walker (gpuops.onbox.manifest), so rules, names, hashes and the digest
+cache (gpuops.onbox.digestcache) agree by construction. The remote call survives a dropped
+connection: it reconnects with the operation's backoff, since a sync that just resumed after a
+cut must still be able to verify.
 """
 
 import json
-import os
 import threading
 
 from ..errors import AuthFailed, HostError, HostKeyChanged, PythonMissing
@@ -23,24 +23,48 @@ def budget_s(nbytes=0, nentries=0) -> float:
     return _FLOOR_S + nbytes / _HASH_RATE + nentries / _STAT_RATE
 
 
-def local(root, request) -> dict:
-    return walker.build({**request, "root": root})
+FIELDS = ("hashed_files", "hashed_bytes", "cache_hits")
+
+
+def cache_mode(rehash: bool) -> str:
+    """The manifest request's "cache" value: reuse digests of unchanged files, or read everything."""
+    return "rehash" if rehash else "use"
+
+
+class Tally:
+    """Files and bytes read to hash, and digests taken from the caches, per end, over every manifest
+    of one operation: the envelope's proof of what verification actually read."""
+
+    def __init__(self):
+        self.sides = {"local": dict.fromkeys(FIELDS, 0), "remote": dict.fromkeys(FIELDS, 0)}
+        self._lock = threading.Lock()  # manifests running beside the transfer add from their threads
+
+    def add(self, side, counters):
+        with self._lock:
+            for k in FIELDS:
+                self.sides[side][k] += (counters or {}).get(k, 0)
+
+
+def local(root, request) -> walker.Scan:
+    """The local tree looked at (walked, or just `paths`); nothing hashed yet, see Hasher."""
+    return walker.Scan({**request, "root": root})
 
 
 class Hasher:
-    """Hashes local file entries in place on a thread, so the local side's reading overlaps the
-    remote round trip and the transfer. wait(rels) blocks only until those particular files are
-    done; stop() skips the rest when they turn out not to be needed."""
+    """Hashes a local scan's file entries on a thread, so the local side's reading overlaps the
+    remote round trip and the transfer. Digests of unchanged files come from the digest cache.
+    wait(rels) blocks only until those particular files are done; stop() skips the rest when they
+    turn out not to be needed; finish() saves the cache and counts what was read."""
 
-    def __init__(self, root, entries):
-        self._root = os.fsencode(root)
+    def __init__(self, scan, entries=None):
+        self._scan = scan
+        entries = scan.doc["entries"] if entries is None else entries
         self._todo = [e for e in entries if e[1] == "f" and e[3] is None]
         self._index = {e[0]: i for i, e in enumerate(self._todo)}
         self._count = 0  # files are hashed in list order, so a count is a watermark
         self._stopped = False
         self._finished = False
         self._cond = threading.Condition()
-        self.errors = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -49,7 +73,7 @@ class Hasher:
             for e in self._todo:
                 if self._stopped:
                     break
-                walker.hash_entries(self._root, [e], self.errors)
+                self._scan.hash([e])
                 with self._cond:
                     self._count += 1
                     self._cond.notify_all()
@@ -68,9 +92,15 @@ class Hasher:
         self._stopped = True
         self._thread.join()
 
+    def finish(self, tally):
+        """After wait() or stop(): save the digest cache, add what was read to `tally`."""
+        self._thread.join()
+        tally.add("local", self._scan.finish())
 
-def remote(target, root, request, timeout_s, backoff=None) -> dict:
-    """The box's manifest of `root`; reconnects and retries while the backoff allows."""
+
+def remote(target, root, request, timeout_s, backoff=None, tally=None) -> dict:
+    """The box's manifest of `root`; reconnects and retries while the backoff allows. What the
+    box read to hash is added to `tally`."""
     payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")
     while True:
         try:
@@ -84,7 +114,26 @@ def remote(target, root, request, timeout_s, backoff=None) -> dict:
             raise
         if "error" in doc:
             raise HostError(f"{target.name}: the on-box manifest refused the request: {doc['error']}")
+        if tally is not None:
+            tally.add("remote", doc.get("hashing"))
         return doc
+
+
+def follow(target, root, request, timeout_s, on_output, tally) -> dict:
+    """Run the landing follower (gpuops.onbox.landing) on the box: one attempt, no retries (it
+    is only a head start). Unlike run_onbox, its output is passed on as it comes: the first byte
+    says it is watching, so verification can be held back until it would be told to stop."""
+    from .. import onbox
+    from ..remote import wrap
+    from ..remote.result import check_onbox
+
+    src = onbox.script("landing")
+    payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")
+    result = target.run(wrap.python_line(len(src), (), timeout_s), stdin=src + payload, timeout_s=timeout_s,
+                        on_stdout=on_output)
+    doc = check_onbox(result, target.name, timeout_s)
+    tally.add("remote", doc.get("hashing"))
+    return doc
 
 
 def free_space(target, root, backoff=None):

@@ -1,4 +1,8 @@
-"""Fixtures for the sync tests: real sshd boxes (one without rsync), a wire meter, odd trees."""
+"""Fixtures for the sync tests: real sshd boxes (one without rsync), a wire meter, odd trees.
+
+Both ends keep digest caches (gpuops.onbox.digestcache): the boxes' go to a session directory
+(XDG_CACHE_HOME through sshd's SetEnv), this machine's to each test's own directory, so no test
+reads or writes ~/.cache."""
 
 import hashlib
 import json
@@ -63,8 +67,20 @@ def snapshot(root: Path, skip=(".gpuops-manifest.json",)) -> dict:
 
 @pytest.fixture
 def sync_env(rig, tmp_path):
-    """Environment for the CLI: the rig's ssh_config and a private pull index."""
-    return {**rig.env(), "GPUOPS_STATE_DIR": str(tmp_path / "state")}
+    """Environment for the CLI: the rig's ssh_config, a private pull index and digest cache."""
+    return {**rig.env(), "GPUOPS_STATE_DIR": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+@pytest.fixture(scope="session")
+def box_cache(tmp_path_factory):
+    """XDG_CACHE_HOME of the sync boxes."""
+    return tmp_path_factory.mktemp("box-cache")
+
+
+@pytest.fixture(scope="session")
+def rsync_box(rig, box_cache):
+    """A box with rsync, whose digest cache is in `box_cache`."""
+    return rig.box("syncbox", env={"XDG_CACHE_HOME": str(box_cache)})
 
 
 def run_cli(env, *args, timeout=180):
@@ -89,9 +105,9 @@ def no_rsync_path(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def sftp_box(rig, no_rsync_path):
+def sftp_box(rig, no_rsync_path, box_cache):
     """A box whose PATH has no rsync: push and pull must fall back to SFTP."""
-    box = rig.box("norsync", env={"PATH": str(no_rsync_path)})
+    box = rig.box("norsync", env={"PATH": str(no_rsync_path), "XDG_CACHE_HOME": str(box_cache)})
     out = subprocess.run(["ssh", "-F", str(rig.ssh_config), "-o", "StrictHostKeyChecking=accept-new", box.spec,
                           "command -v rsync || echo none"], capture_output=True, text=True, timeout=30).stdout
     assert out.strip() == "none", f"the no-rsync box still finds rsync: {out!r}"

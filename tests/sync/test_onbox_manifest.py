@@ -5,10 +5,11 @@ import glob
 import hashlib
 import json
 import os
+import time
 
 import pytest
 
-from gpuops.onbox import manifest
+from gpuops.onbox import digestcache, manifest
 from gpuops.remote import LocalTarget
 
 
@@ -79,3 +80,16 @@ def test_runs_shipped_on_python36(tmp_path, monkeypatch):
     names = [e[0] for e in doc["entries"]]
     assert "zero" not in names and "d" not in names and "big" in names and ".gpuopsignore" in names
     assert doc["entries"] == manifest.build(request)["entries"]
+
+    # The digest cache and the landing follower run there too.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    time.sleep(digestcache.STORE_AFTER_NS / 1e9 + 0.05)
+    cached = {**request, "cache": "use"}
+    first = LocalTarget().run_onbox("manifest", stdin=json.dumps(cached).encode(), timeout_s=60)
+    again = LocalTarget().run_onbox("manifest", stdin=json.dumps(cached).encode(), timeout_s=60)
+    files = sum(1 for e in doc["entries"] if e[1] == "f")
+    assert first["hashing"]["hashed_files"] == again["hashing"]["cache_hits"] == files == 3
+    assert again["hashing"]["hashed_files"] == 0 and again["entries"] == doc["entries"]
+    follow = {"root": str(root), "expect": {"big": (1 << 20) + 17}, "since_ns": 0}
+    done = LocalTarget().run_onbox("landing", stdin=json.dumps(follow).encode(), timeout_s=60)
+    assert done["left"] == 0 and done["hashing"]["cache_hits"] == 1

@@ -19,12 +19,12 @@ def _files(root):
     return out
 
 
-def test_too_many_bytes_is_refused_before_sending(plain_box, small_fs, sync_env, tmp_path):
+def test_too_many_bytes_is_refused_before_sending(rsync_box, small_fs, sync_env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "model.bin").write_bytes(os.urandom(3 << 20))
     dst = small_fs / "run"
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(dst))
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(dst))
     assert proc.returncode == 5, proc.stdout[-2000:]
     msg = doc["summary"]
     assert doc["error"]["kind"] == "refused" and "short of bytes" in msg
@@ -33,27 +33,27 @@ def test_too_many_bytes_is_refused_before_sending(plain_box, small_fs, sync_env,
     assert not dst.exists(), "a refused push must not even create the destination"
 
 
-def test_too_many_inodes_is_refused_before_sending(plain_box, small_fs, sync_env, tmp_path):
+def test_too_many_inodes_is_refused_before_sending(rsync_box, small_fs, sync_env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     for i in range(80):
         (src / f"sample-{i}.json").write_text("{}")
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(small_fs / "ev"))
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(small_fs / "ev"))
     assert proc.returncode == 5
     assert "short of inodes" in doc["summary"] and "83 inodes" in doc["summary"]  # 80 files, the root, partial dir, temp file, doc["summary"]
 
 
-def test_pull_checks_the_local_destination(plain_box, small_fs, sync_env, tmp_path):
+def test_pull_checks_the_local_destination(rsync_box, small_fs, sync_env, tmp_path):
     remote = tmp_path / "remote"
     remote.mkdir()
     (remote / "ckpt.pt").write_bytes(os.urandom(3 << 20))
-    proc, doc = run_cli(sync_env, "pull", "--host", plain_box.spec, "--src", str(remote), "--dst", str(small_fs / "c"))
+    proc, doc = run_cli(sync_env, "pull", "--host", rsync_box.spec, "--src", str(remote), "--dst", str(small_fs / "c"))
     assert proc.returncode == 5 and "short of bytes" in doc["summary"]
 
 
 @pytest.mark.parametrize("engine", ["rsync", "sftp"])
 def test_filling_up_mid_transfer_fails_cleanly(engine, request, small_fs, sync_env, tmp_path):
-    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
     src = tmp_path / "src"
     src.mkdir()
     (src / "a-first.bin").write_bytes(os.urandom(900 << 10))

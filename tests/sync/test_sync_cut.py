@@ -47,7 +47,7 @@ def _cut_run(env, verb, box, alias, src, dst):
 
 @pytest.mark.parametrize("engine", ["rsync", "sftp"])
 def test_push_resumes_after_cut(engine, request, metered, sync_env, tmp_path):
-    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
     alias, meter = metered(box, RATE)
     payload = _payload(tmp_path / "src")
     proc, doc, record = _cut_run(sync_env, "push", box, alias, tmp_path / "src", tmp_path / "dst")
@@ -56,10 +56,10 @@ def test_push_resumes_after_cut(engine, request, metered, sync_env, tmp_path):
     assert snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
 
 
-def test_pull_resumes_after_cut(plain_box, metered, sync_env, tmp_path):
-    alias, meter = metered(plain_box, RATE)
+def test_pull_resumes_after_cut(rsync_box, metered, sync_env, tmp_path):
+    alias, meter = metered(rsync_box, RATE)
     payload = _payload(tmp_path / "remote")
-    proc, doc, record = _cut_run(sync_env, "pull", plain_box, alias, tmp_path / "remote", tmp_path / "back")
+    proc, doc, record = _cut_run(sync_env, "pull", rsync_box, alias, tmp_path / "remote", tmp_path / "back")
     _check_resumed(proc, doc, record, meter.down, payload)
     assert snapshot(tmp_path / "back") == snapshot(tmp_path / "remote")
 
@@ -68,7 +68,7 @@ def test_pull_resumes_after_cut(plain_box, metered, sync_env, tmp_path):
 def test_stalled_link_is_noticed_within_the_io_timeout(engine, request, metered, sync_env, tmp_path):
     """The sshd serving the transfer is frozen, not killed: the connection stays up and silent.
     The transfer must notice within --io-timeout seconds and go on over a new connection."""
-    box = request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
     alias, meter = metered(box, RATE)
     payload = _payload(tmp_path / "src")
     watch, record = cut_when(tmp_path / "dst", ".big.bin.*", BIG // 2, box, how=freeze_sessions)

@@ -13,7 +13,7 @@ ENGINES = ["rsync", "sftp"]
 
 
 def _box(request, engine):
-    return request.getfixturevalue("plain_box" if engine == "rsync" else "sftp_box")
+    return request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
 
 
 def _expected(src: Path):
@@ -96,23 +96,23 @@ def test_tampered_byte_is_reported_exactly_then_push_repairs_it(engine, request,
     assert victim.read_bytes() == (src / "weights-3.bin").read_bytes()
 
 
-def test_destination_directory_is_created(plain_box, sync_env, tmp_path):
+def test_destination_directory_is_created(rsync_box, sync_env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "f").write_text("x")
     deep = tmp_path / "not" / "yet" / "there"
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(deep))
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(deep))
     assert proc.returncode == 0 and (deep / "f").read_text() == "x"
 
 
-def test_crlf_scripts_reported_then_fixed_and_profile_destination_warning(plain_box, sync_env, tmp_path):
+def test_crlf_scripts_reported_then_fixed_and_profile_destination_warning(rsync_box, sync_env, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "run.sh").write_bytes(b"#!/bin/bash\r\nset -e\r\necho ok\r\n")
     (src / "launcher").write_bytes(b"#!/usr/bin/env sh\r\necho ok\r\n")
     (src / "train.py").write_bytes(b"print('ok')\r\n")  # Python does not care: not reported
     remote = tmp_path / "remote"
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote),
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(remote),
                         "--profile", "runpod")
     assert proc.returncode == 0
     lost = [f for f in doc["findings"] if f["id"] == "sync.destination-lost-on-stop"]
@@ -121,7 +121,7 @@ def test_crlf_scripts_reported_then_fixed_and_profile_destination_warning(plain_
     assert crlf and crlf[0]["severity"] == "warn" and crlf[0]["gotcha"] == "U26"
     assert sorted(crlf[0]["evidence"]["files"]) == ["launcher", "run.sh"]
 
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote),
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(remote),
                         "--fix-crlf", "--profile", "local")
     assert proc.returncode == 0 and doc["data"]["verified"]
     assert not [f for f in doc["findings"] if f["id"] in ("sync.crlf", "sync.destination-lost-on-stop")]
@@ -129,7 +129,7 @@ def test_crlf_scripts_reported_then_fixed_and_profile_destination_warning(plain_
     assert (remote / "train.py").read_bytes() == b"print('ok')\r\n"
 
 
-def test_excludes_and_delete_need_yes(plain_box, sync_env, tmp_path):
+def test_excludes_and_delete_need_yes(rsync_box, sync_env, tmp_path):
     src = tmp_path / "src"
     (src / "data").mkdir(parents=True)
     (src / "data" / "keep").write_text("k")
@@ -138,7 +138,7 @@ def test_excludes_and_delete_need_yes(plain_box, sync_env, tmp_path):
     (remote / "old").mkdir(parents=True)
     (remote / "old" / "stale.py").write_text("s")
     (remote / "local.tmp").write_text("excluded at the source, so protected at the destination")
-    args = ["push", "--host", plain_box.spec, "--src", str(src), "--dst", str(remote), "--exclude", "*.tmp"]
+    args = ["push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(remote), "--exclude", "*.tmp"]
 
     proc, doc = run_cli(sync_env, *args, "--delete")
     assert proc.returncode == 0 and doc["data"]["extras"] == ["old"] and doc["data"]["deleted"] == []
@@ -149,18 +149,18 @@ def test_excludes_and_delete_need_yes(plain_box, sync_env, tmp_path):
     assert not (remote / "old").exists() and (remote / "local.tmp").exists()
 
 
-def test_bad_inputs_exit_with_distinct_codes(plain_box, sync_env, tmp_path):
+def test_bad_inputs_exit_with_distinct_codes(rsync_box, sync_env, tmp_path):
     missing = tmp_path / "nope"
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(missing), "--dst", str(tmp_path))
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(missing), "--dst", str(tmp_path))
     assert proc.returncode == 4 and "does not exist" in doc["summary"]
-    proc, doc = run_cli(sync_env, "pull", "--host", plain_box.spec, "--src", str(missing), "--dst", str(tmp_path / "b"))
+    proc, doc = run_cli(sync_env, "pull", "--host", rsync_box.spec, "--src", str(missing), "--dst", str(tmp_path / "b"))
     assert proc.returncode == 4 and str(missing) in doc["summary"]
     proc, doc = run_cli(sync_env, "push", "--src", str(tmp_path), "--dst", "x")
     assert proc.returncode == 2 and "--host" in doc["summary"]
-    proc, doc = run_cli(sync_env, "push", "--host", plain_box.spec, "--src", str(tmp_path), "--dst", "x",
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(tmp_path), "--dst", "x",
                         "--engine", "scp")
     assert proc.returncode == 2 and "--engine" in doc["summary"]
-    proc, doc = run_cli(sync_env, "pull", "--host", f"{plain_box.spec},{plain_box.spec}", "--src", "x", "--dst", "y")
+    proc, doc = run_cli(sync_env, "pull", "--host", f"{rsync_box.spec},{rsync_box.spec}", "--src", "x", "--dst", "y")
     assert proc.returncode == 2
 
 
