@@ -40,6 +40,9 @@ class SshBox:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.host_key = host_key or keygen(self.dir / "host_ed25519")
         self.port = free_port()
+        # A port freed by an earlier box may come back with a new host key: that is a new box,
+        # not a changed one, so forget whatever known_hosts says about the port.
+        rig.forget_port(self.port)
         self.log = self.dir / "sshd.log"
         self.proc = None
 
@@ -136,6 +139,11 @@ class SshRig:
         self.ssh_config = self.dir / "ssh_config"
         self.boxes = {}
         self._write_config()
+
+    def forget_port(self, port):
+        prefix = f"[127.0.0.1]:{port} "
+        lines = self.known_hosts.read_text().splitlines(keepends=True)
+        self.known_hosts.write_text("".join(line for line in lines if not line.startswith(prefix)))
 
     def box(self, name, env=None, host_key=None) -> SshBox:
         box = SshBox(self, name, env=env, host_key=host_key).start()
