@@ -51,10 +51,8 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
 def _triage(tail):
     if not tail:
         return None
-    try:
-        from ..triage import classify_bytes
-    except ImportError:
-        return None
+    from ..triage import classify_bytes
+
     return classify_bytes(tail.encode("utf-8", "replace"))
 
 

@@ -58,7 +58,7 @@ class SSHTarget:
 
     is_local = False
 
-    def __init__(self, hostspec, connect_factory=None):
+    def __init__(self, hostspec):
         self.spec = hostspec
         self.name = hostspec.spec
         self._conn = None
