@@ -503,7 +503,11 @@ def _wait_gone(targets, deadline):
 def _describe(pids_ticks, gpu):
     out = []
     for pid in sorted(pids_ticks):
-        out.append({"pid": pid, "cmd": procs.cmdline(pid, 120), "gpu": pid in gpu})
+        cmd = procs.cmdline(pid, 120)
+        # a short-lived child can exit between the scan and this read: it is no target any more
+        if cmd is None and not procs.alive(pid, pids_ticks[pid]):
+            continue
+        out.append({"pid": pid, "cmd": cmd, "gpu": pid in gpu})
     return out
 
 
