@@ -1,3 +1,3 @@
 """`inv <verb>` entry point: the same namespace as the `gpuops` program."""
 
-from gpuops.cli import ns  # noqa: F401  (Invoke looks for `ns`)
+from gpuops.cli.program import ns  # noqa: F401  (Invoke looks for `ns`)

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gpuops.cli import ns
+from gpuops.cli.program import ns
 from tests.conftest import ROOT
 
 VERBS = sorted(ns.task_names)

@@ -9,7 +9,9 @@ i.e. trust on first use, record the key, refuse a changed one.
 From a target's second call on, the connection is multiplexed (a ControlMaster in a private
 temp dir that exits on close() or 30 s after its last use), so a verb that needs several exec
 channels pays for two handshakes at most, and a one-call verb pays nothing for a master it
-would not reuse. Each `run` is still exactly one exec channel on the server.
+would not reuse. start_master() opens that master up front instead, in the background, for a
+caller with other work to do before its first call (see warmup). Each `run` is still exactly one
+exec channel on the server.
 """
 
 import os
@@ -17,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from ..errors import AuthFailed, HostKeyChanged, TimedOut, Unreachable
 from . import hostspec, wrap
@@ -50,8 +53,11 @@ class OpenSSHTarget:
         self._multiplex = multiplex
         self._mux_dir = None
         self._in_flight = set()
+        self._master = None
+        self._master_err = None
+        self._master_lock = threading.Lock()
 
-    def argv(self, *extra):
+    def argv(self, *extra, control="auto"):
         """The ssh command line for this host, without the remote command."""
         user, host, port = hostspec.parse(self.spec.spec)
         argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
@@ -64,7 +70,7 @@ class OpenSSHTarget:
         if self.identity:
             argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
         if self._mux_dir:
-            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._mux_dir}/%C",
+            argv += ["-o", f"ControlMaster={control}", "-o", f"ControlPath={self._mux_dir}/%C",
                      "-o", "ControlPersist=30"]
         if user:
             argv += ["-l", user]
@@ -72,7 +78,42 @@ class OpenSSHTarget:
             argv += ["-p", str(port)]
         return argv + list(extra) + [host]
 
+    def start_master(self):
+        """Begin the handshake now, in the background; the first run() waits for it to finish.
+        The master is this target's own ssh command line, so a failure is raised from run() just
+        as a direct connection's would be."""
+        self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
+        self._master_err = tempfile.TemporaryFile()
+        # With ControlPersist the foreground ssh exits once the master is listening, so its exit
+        # status is the handshake's outcome; the master itself lives on in the background.
+        self._master = subprocess.Popen(self.argv("-N", control="yes"), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=self._master_err,
+                                        start_new_session=True)
+
+    def _await_master(self):
+        with self._master_lock:
+            proc, self._master = self._master, None
+            if proc is None:
+                return
+            try:
+                code = proc.wait(timeout=self.spec.connect_timeout + _GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            self._master_err.seek(0)
+            err = self._master_err.read()
+            self._master_err.close()
+            if code == 0:
+                return
+            shutil.rmtree(self._mux_dir, ignore_errors=True)
+            self._mux_dir = None
+            if code == 255:
+                self._raise_for(err)
+            # anything else (the master was killed, say) is no verdict on the host: go direct
+
     def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+        if self._master is not None:
+            self._await_master()
         if self._multiplex and self.channels_opened and self._mux_dir is None:
             self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self.channels_opened += 1
@@ -132,6 +173,9 @@ class OpenSSHTarget:
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
         for proc in list(self._in_flight):
             proc.kill()
+        if self._master is not None:  # still shaking hands: nobody will use it
+            self._master.kill()
+            self._await_master()
         if getattr(self, "_sftp_conn", None) is not None:
             self._sftp_conn.close()
             self._sftp_conn = None

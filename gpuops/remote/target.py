@@ -235,10 +235,13 @@ def open_connection(spec, _hops=0):
 
 def target_for(spec: str, identity=None):
     """The target for a host spec. GPUOPS_TRANSPORT=paramiko|openssh overrides the choice."""
-    from . import hostspec, openssh
+    from . import hostspec, openssh, warmup
 
     if hostspec.is_local(spec):
         return LocalTarget()
+    warmed = warmup.take(spec, identity)
+    if warmed is not None:
+        return warmed
     resolved = hostspec.resolve(spec, identity)
     choice = os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if openssh.available() else "paramiko")
     if choice == "openssh":

@@ -1,0 +1,68 @@
+"""Start the SSH handshake while the program is still starting.
+
+An OpenSSH handshake takes ~0.2 s, and importing Python, Invoke and a verb's modules another
+~0.1 s; a verb may then walk a local tree before its first remote call. `gpuops ... --host H`
+therefore calls start() first thing, before those imports: a background ControlMaster for H
+begins shaking hands at once, and target_for() hands the verb a target that adopts it, so the
+handshake overlaps the start-up instead of following it.
+
+Only plain OpenSSH transports are warmed (not paramiko, not `local`). A master that is never
+adopted (a usage error, a verb that does not connect) is closed when the program exits; if the
+program is killed instead, ControlPersist ends the master within half a minute of idleness.
+"""
+
+import atexit
+import os
+import shutil
+
+from .hostspec import is_local, resolve, split_hosts
+
+_MAX_HOSTS = 8  # the fan-out's pool size: warming more would only queue handshakes
+_waiting = {}
+
+
+def _openssh_chosen() -> bool:
+    choice = os.environ.get("GPUOPS_TRANSPORT")
+    return choice == "openssh" or (not choice and shutil.which("ssh") is not None)
+
+
+def start(host_value, identity=None):
+    """Open a background master for each remote host in `host_value` (as --host takes it).
+    Never raises: a bad spec or an unknown alias is reported later by the verb itself."""
+    if not host_value or not _openssh_chosen():
+        return
+    from .openssh import OpenSSHTarget
+
+    for spec in split_hosts(host_value)[:_MAX_HOSTS]:
+        if is_local(spec) or (spec, identity) in _waiting:
+            continue
+        try:
+            target = OpenSSHTarget(resolve(spec, identity), identity)
+            target.start_master()
+        except Exception:  # noqa: BLE001 - a head start must never be the thing that fails
+            continue
+        _waiting[(spec, identity)] = target
+
+
+def take(spec, identity=None):
+    """The warmed target for this host, once; None when there is none."""
+    return _waiting.pop((spec, identity), None)
+
+
+def flag_values(argv, *names):
+    """The values of these long flags in an argv (`--host H` or `--host=H`), last one wins."""
+    found = {}
+    for i, word in enumerate(argv):
+        for name in names:
+            if word == name and i + 1 < len(argv):
+                found[name] = argv[i + 1]
+            elif word.startswith(name + "="):
+                found[name] = word[len(name) + 1:]
+    return found
+
+
+@atexit.register
+def _close_unused():
+    while _waiting:
+        _, target = _waiting.popitem()
+        target.close()
