@@ -15,6 +15,9 @@ import os
 import re
 
 _PKG = "gpuops_onbox"
+# Entries that never look beyond the standard library (no pynvml, no torch probe): the box runs
+# them with `python3 -S`, which spares the site-packages scan and its .pth files on every call.
+WITHOUT_SITE = frozenset(("manifest", "landing"))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _LOADER = '''import sys, types

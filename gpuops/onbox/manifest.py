@@ -3,7 +3,7 @@
 Reads one JSON request from stdin and prints one JSON document:
 
     request  {"root": PATH, "rules_before": [...], "ignore_file": NAME|null, "rules_after": [...],
-              "hash": "all"|"none"|"want", "want": {REL: SIZE}, "paths": [REL...]|null,
+              "hash": "all"|"none"|"want"|"cached", "want": {REL: SIZE}, "paths": [REL...]|null,
               "space": bool, "cache": "use"|"rehash"|null}
     answer   {"root": ABS, "exists", "is_dir", "entries": [[REL, KIND, SIZE, SHA256|null, LINK|null]],
               "errors": [[REL, MESSAGE]], "rules": [...], "space": {...}|null, "rsync": PATH|null,
@@ -14,7 +14,8 @@ KIND is "f" file, "d" directory, "l" symlink (LINK is its target, never followed
 else (sockets, fifos, devices: never synced). With "paths" the tree is not walked: only those
 entries are looked at (absent ones are left out), which is how a sync re-checks just what it sent.
 "want" hashes a file only when the other side has one of the same size, since a size difference
-already decides it. "space" measures free bytes and inodes where the root is, or at its nearest
+already decides it; "cached" reads no file at all and reports only the digests the cache holds for
+unchanged files, for a caller that asks before it knows which files it will need. "space" measures free bytes and inodes where the root is, or at its nearest
 existing parent when it does not exist yet (creating it is the sync's job, not this probe's).
 "cache" reuses and updates the root's digest cache (see digestcache: a digest is reused only for a
 file whose stat is exactly what it was when hashed); "rehash" reads every file and refreshes it.
@@ -104,8 +105,9 @@ def walk(root_b, rules, errors, keys=None):
         except OSError as e:
             errors.append([rel_name(sub), e.strerror or str(e)])
             continue
+        prefix = sub + b"/" if sub else b""
         for d in it:
-            raw = os.path.join(sub, d.name) if sub else d.name
+            raw = prefix + d.name
             rel = rel_name(raw)
             try:
                 st = d.stat(follow_symlinks=False)
@@ -229,6 +231,12 @@ class Scan:
             if e[0] in by_rel:
                 by_rel[e[0]][2] = e[2]
 
+    def take_cached(self, entries):
+        """Fill in the digests the cache holds for unchanged files; read nothing."""
+        for e in entries:
+            if e[1] == "f":
+                _cached(self.cache, e, self.keys.get(e[0]))
+
     def hash(self, entries, want=None, workers=None):
         hash_entries(self.root_b, entries, self.doc["errors"], want=want, workers=workers, cache=self.cache,
                      keys=self.keys)
@@ -248,6 +256,8 @@ def build(request):
         scan.hash(doc["entries"])
     elif mode == "want":
         scan.hash(doc["entries"], want=request.get("want") or {})
+    elif mode == "cached":
+        scan.take_cached(doc["entries"])
     doc["hashing"] = scan.finish()
     if request.get("space"):
         doc["space"] = disk.measure("destination", scan.root)

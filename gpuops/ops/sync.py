@@ -31,6 +31,10 @@ from ..sync.outcome import DISK_FULL, TRANSPORT, Outcome
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
 
+# Entries the first manifest request is given time to walk before the box's timeout stops it;
+# it is sent before the local walk has counted them.
+_WALK_BOUND = 1_000_000
+
 ENGINES = ("auto", "rsync", "sftp")
 LIST_LIMIT = 200
 
@@ -181,26 +185,28 @@ def push(target, src, dst, opts: Options) -> dict:
     local_root = _local_root(src, "--src", must_exist=True)
     profile = _load_profile(opts.profile, findings)
     progress = opts.progress
-    progress.stage("walking the source")
-    scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
-                                   "cache": opts.cache})
+    progress.stage(f"walking the source; asking {target.name} what is at {dst}")
+    request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
+    # The box needs only the source's rule lines, known before the walk: one round trip, sent
+    # now so that it (and the box's own walk) overlaps the local walk, answers what is there with
+    # the digests its cache holds, and how much room is left. First contact fails fast: retries
+    # are for a box that answered once and then dropped.
+    asked = tree.Pending(target, dst, {**rules.fixed(tree.rule_lines(local_root, request)), "hash": "cached",
+                                       "space": True, "cache": opts.cache},
+                         timeout_s=tree.budget_s(nentries=_WALK_BOUND), tally=tally)
+    scan = tree.local(local_root, request)
     lmap = plan.by_path(scan.doc["entries"])
     _crlf(scan, lmap, opts, findings)
-    files = {rel: e[2] for rel, e in lmap.items() if e[1] == "f"}
     # Every local file's digest is needed sooner or later (to compare, or to verify what was
     # sent), so hashing starts now and overlaps the round trip and the transfer.
     hasher = tree.Hasher(scan)
-    progress.stage(f"asking {target.name} what is at {dst}")
-    # One round trip answers both what is there (hashing only same-size files) and how much
-    # room is left. First contact fails fast: retries are for a box that answered once and then
-    # dropped.
-    rdoc = tree.remote(target, dst, {**rules.fixed(scan.doc["rules"]), "hash": "want", "want": files, "space": True,
-                                     "cache": opts.cache},
-                       timeout_s=tree.budget_s(sum(files.values()), len(files)), tally=tally)
+    rdoc = asked.result()
     _check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
     rmap = plan.by_path(rdoc["entries"])
-    hasher.wait(plan.same_size_files(lmap, rmap))
+    same = plan.same_size_files(lmap, rmap)
+    _hash_uncached(target, remote_root, rmap, same, opts, tally)
+    hasher.wait(same)
     p = plan.make(lmap, rmap)
     _profile(profile, remote_root, findings)
     verdict = _budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}", opts,
@@ -238,6 +244,17 @@ def push(target, src, dst, opts: Options) -> dict:
     hasher.finish(tally)
     return _result("push", target, local_root, remote_root, engine_name, lmap, p, outcome, mism, verdict,
                    vanished, deleted, findings, backoff, tally, rerun=_command("push", target.name, src, dst))
+
+
+def _hash_uncached(target, root, rmap, same, opts, tally):
+    """Hash on the box the same-size files its cache had no digest for (none, on a re-sync of an
+    unchanged tree), and put their digests into `rmap`."""
+    todo = [rel for rel in same if rmap[rel][3] is None]
+    if not todo:
+        return
+    doc = tree.remote(target, root, {"paths": todo, "hash": "all", "cache": opts.cache},
+                      timeout_s=tree.budget_s(sum(same[r] for r in todo), len(todo)), tally=tally)
+    rmap.update(plan.by_path(doc["entries"]))
 
 
 def _crlf(scan, lmap, opts, findings):

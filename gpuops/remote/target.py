@@ -105,7 +105,7 @@ class SSHTarget:
 
 def _run_onbox(target, entry, args, stdin, timeout_s, deps):
     src = onbox.script(entry, tuple(deps))
-    line = wrap.python_line(len(src), args, timeout_s)
+    line = wrap.python_line(len(src), args, timeout_s, site=entry not in onbox.WITHOUT_SITE)
     result = target.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s)
     return check_onbox(result, target.name, timeout_s)
 

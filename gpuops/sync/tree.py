@@ -7,6 +7,7 @@ cut must still be able to verify.
 """
 
 import json
+import os
 import threading
 
 from ..errors import AuthFailed, HostError, HostKeyChanged, PythonMissing
@@ -43,6 +44,12 @@ class Tally:
         with self._lock:
             for k in FIELDS:
                 self.sides[side][k] += (counters or {}).get(k, 0)
+
+
+def rule_lines(root, request) -> list:
+    """The rule lines a walk of local `root` applies (what the other end is told to apply)."""
+    root_b = walker.fs_name(root)
+    return walker.rules_for(root_b, request).lines if os.path.isdir(root_b) else []
 
 
 def local(root, request) -> walker.Scan:
@@ -119,6 +126,29 @@ def remote(target, root, request, timeout_s, backoff=None, tally=None) -> dict:
         return doc
 
 
+class Pending:
+    """remote() on a thread, started before the caller's own work (a local walk) so the two
+    overlap; result() returns its document or raises what it raised."""
+
+    def __init__(self, target, root, request, timeout_s, tally=None):
+        self._out = {}
+        self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, target, root, request, timeout_s, tally):
+        try:
+            self._out["doc"] = remote(target, root, request, timeout_s, tally=tally)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread in result()
+            self._out["error"] = e
+
+    def result(self) -> dict:
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["doc"]
+
+
 def follow(target, root, request, timeout_s, on_output, tally) -> dict:
     """Run the landing follower (gpuops.onbox.landing) on the box: one attempt, no retries (it
     is only a head start). Unlike run_onbox, its output is passed on as it comes: the first byte
@@ -129,7 +159,7 @@ def follow(target, root, request, timeout_s, on_output, tally) -> dict:
 
     src = onbox.script("landing")
     payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")
-    result = target.run(wrap.python_line(len(src), (), timeout_s), stdin=src + payload, timeout_s=timeout_s,
+    result = target.run(wrap.python_line(len(src), (), timeout_s, site=False), stdin=src + payload, timeout_s=timeout_s,
                         on_stdout=on_output)
     doc = check_onbox(result, target.name, timeout_s)
     tally.add("remote", doc.get("hashing"))
