@@ -94,3 +94,13 @@ def test_a_warmed_master_nobody_adopts_is_closed_when_the_program_exits(plain_bo
     mux_dir = out.stdout.strip()
     assert mux_dir.startswith("/") and not os.path.exists(mux_dir)
     assert not _ssh_processes(mux_dir), "the background master outlived the program"
+
+
+def test_closing_a_master_that_already_failed_is_quiet(rig):
+    # Seen in CI: `gpuops triage --host box1 ...` stopped at a usage error, and closing the warmed
+    # master for the unknown `box1` at exit printed the connection error as a traceback.
+    warmup.start("no-such-alias.invalid")
+    target = warmup._waiting[("no-such-alias.invalid", None)]
+    target._master.wait(timeout=30)
+    warmup._close_unused()
+    assert not warmup._waiting and target._mux_dir is None

@@ -27,7 +27,7 @@ from ..envelope import envelope
 from ..findings import Finding, worst_first
 from ..onbox.ignorerules import Rules
 from ..sync import budget, crlf, plan, rules, tree
-from ..sync.outcome import DISK_FULL, TRANSPORT, Outcome
+from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
 
@@ -164,6 +164,27 @@ def _cut(items):
     return items[:LIST_LIMIT]
 
 
+def _full_by_measure(outcome, free_bytes, src_map, sent):
+    """rsync can exit 11 (file I/O error) with its "No space left" message lost on the way back;
+    then the destination's free space decides: too little for the biggest file sent means full."""
+    failure = outcome.failure
+    if not failure or failure["kind"] != FATAL or not outcome.attempts or outcome.attempts[-1].exit != 11:
+        return
+    biggest = max((src_map[r][2] for r in sent if src_map[r][1] == "f"), default=0)
+    try:
+        free = free_bytes()
+    except errors.GpuopsError:
+        return
+    if free is not None and free < biggest:
+        outcome.fail(DISK_FULL, f"the destination filled up: {free} B free, the biggest file is {biggest} B "
+                                f"({failure['message']})")
+
+
+def _local_free(root):
+    st = os.statvfs(root)
+    return st.f_bavail * st.f_frsize
+
+
 def _engine_failure(outcome, verb):
     kind = outcome.failure["kind"]
     message = outcome.failure["message"]
@@ -221,6 +242,7 @@ def push(target, src, dst, opts: Options) -> dict:
                      make_root=not rdoc["exists"])
     landing = _follow_landing(target, remote_root, p.send, lmap, rdoc["now_ns"], opts, tally)
     outcome = _transfer(target, engine, p.send, lmap, progress, "push")
+    _full_by_measure(outcome, lambda: tree.free_space(target, remote_root)[0], lmap, p.send)
     vanished = _vanished(local_root, lmap, p.send)
     deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
     sent = [r for r in p.send if r in lmap]
@@ -369,6 +391,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     engine = _engine(engine_name, version, target, "pull", local_root, remote_root, rmap, opts, backoff)
     warming = _warm_sources(target, remote_root, [r for r in p.send if rmap[r][1] == "f"], rmap, opts, tally)
     outcome = _transfer(target, engine, p.send, rmap, progress, "pull")
+    _full_by_measure(outcome, lambda: _local_free(local_root), rmap, p.send)
     warming.join()
     deleted = _delete_local(local_root, p.extras, opts, findings) if opts.delete else []
 

@@ -90,7 +90,7 @@ class OpenSSHTarget:
                                         stdout=subprocess.DEVNULL, stderr=self._master_err,
                                         start_new_session=True)
 
-    def _await_master(self):
+    def _await_master(self, report=True):
         with self._master_lock:
             proc, self._master = self._master, None
             if proc is None:
@@ -107,7 +107,7 @@ class OpenSSHTarget:
                 return
             shutil.rmtree(self._mux_dir, ignore_errors=True)
             self._mux_dir = None
-            if code == 255:
+            if code == 255 and report:
                 self._raise_for(err)
             # anything else (the master was killed, say) is no verdict on the host: go direct
 
@@ -173,9 +173,9 @@ class OpenSSHTarget:
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
         for proc in list(self._in_flight):
             proc.kill()
-        if self._master is not None:  # still shaking hands: nobody will use it
+        if self._master is not None:  # still shaking hands (or failed unseen): nobody will use it
             self._master.kill()
-            self._await_master()
+            self._await_master(report=False)
         if getattr(self, "_sftp_conn", None) is not None:
             self._sftp_conn.close()
             self._sftp_conn = None
