@@ -92,7 +92,7 @@ class OpenSSHTarget:
 
     def _await_master(self, report=True):
         with self._master_lock:
-            proc, self._master = self._master, None
+            proc = self._master
             if proc is None:
                 return
             try:
@@ -100,6 +100,8 @@ class OpenSSHTarget:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 code = proc.wait()
+            # cleared only now, so a call from another thread waits for the handshake too
+            self._master = None
             self._master_err.seek(0)
             err = self._master_err.read()
             self._master_err.close()
