@@ -180,11 +180,6 @@ def _full_by_measure(outcome, free_bytes, src_map, sent):
                                 f"({failure['message']})")
 
 
-def _local_free(root):
-    st = os.statvfs(root)
-    return st.f_bavail * st.f_frsize
-
-
 def _engine_failure(outcome, verb):
     kind = outcome.failure["kind"]
     message = outcome.failure["message"]
@@ -391,7 +386,7 @@ def pull(target, src, dst, opts: Options) -> dict:
     engine = _engine(engine_name, version, target, "pull", local_root, remote_root, rmap, opts, backoff)
     warming = _warm_sources(target, remote_root, [r for r in p.send if rmap[r][1] == "f"], rmap, opts, tally)
     outcome = _transfer(target, engine, p.send, rmap, progress, "pull")
-    _full_by_measure(outcome, lambda: _local_free(local_root), rmap, p.send)
+    _full_by_measure(outcome, lambda: disk.measure("destination", local_root).get("free_bytes"), rmap, p.send)
     warming.join()
     deleted = _delete_local(local_root, p.extras, opts, findings) if opts.delete else []
 

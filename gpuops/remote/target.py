@@ -233,6 +233,13 @@ def open_connection(spec, _hops=0):
     return conn
 
 
+def transport() -> str:
+    """"openssh" or "paramiko": GPUOPS_TRANSPORT, else the ssh client when it is installed."""
+    from . import openssh
+
+    return os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if openssh.available() else "paramiko")
+
+
 def target_for(spec: str, identity=None):
     """The target for a host spec. GPUOPS_TRANSPORT=paramiko|openssh overrides the choice."""
     from . import hostspec, openssh, warmup
@@ -243,7 +250,6 @@ def target_for(spec: str, identity=None):
     if warmed is not None:
         return warmed
     resolved = hostspec.resolve(spec, identity)
-    choice = os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if openssh.available() else "paramiko")
-    if choice == "openssh":
+    if transport() == "openssh":
         return openssh.OpenSSHTarget(resolved, identity)
     return SSHTarget(resolved)

@@ -12,8 +12,6 @@ program is killed instead, ControlPersist ends the master within half a minute o
 """
 
 import atexit
-import os
-import shutil
 
 from .hostspec import is_local, resolve, split_hosts
 
@@ -21,17 +19,14 @@ _MAX_HOSTS = 8  # the fan-out's pool size: warming more would only queue handsha
 _waiting = {}
 
 
-def _openssh_chosen() -> bool:
-    choice = os.environ.get("GPUOPS_TRANSPORT")
-    return choice == "openssh" or (not choice and shutil.which("ssh") is not None)
-
-
 def start(host_value, identity=None):
     """Open a background master for each remote host in `host_value` (as --host takes it).
     Never raises: a bad spec or an unknown alias is reported later by the verb itself."""
-    if not host_value or not _openssh_chosen():
-        return
     from .openssh import OpenSSHTarget
+    from .target import transport
+
+    if not host_value or transport() != "openssh":
+        return
 
     for spec in split_hosts(host_value)[:_MAX_HOSTS]:
         if is_local(spec) or (spec, identity) in _waiting:
