@@ -5,6 +5,8 @@ Keys are fixed by SCHEMA_VERSION; agents rely on them, so add keys only with a v
 
 import json
 
+from . import errors
+
 SCHEMA_VERSION = 1
 
 
@@ -37,3 +39,25 @@ def fleet(command, *, ok, summary, hosts):
 
 def dumps(doc) -> str:
     return json.dumps(doc, indent=2, sort_keys=False, default=str, ensure_ascii=False)
+
+
+def error_envelope(command, err, host=None):
+    """The envelope of an expected failure (a GpuopsError): ok false, its kind and message."""
+    return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict())
+
+
+# When several hosts answer differently, the worst outcome decides the one exit code.
+_WORST_FIRST = (errors.INTERNAL, errors.HOST, errors.NOT_FOUND, errors.REFUSED, errors.CHECK_FAILED, errors.USAGE,
+                errors.OK)
+
+
+def exit_code(doc) -> int:
+    """The process exit code for an envelope (or a several-host document)."""
+    if "hosts" in doc:
+        codes = {exit_code(h) for h in doc["hosts"]}
+        return next(c for c in _WORST_FIRST if c in codes)
+    if doc.get("error"):
+        return errors.code_for_kind(doc["error"].get("kind"))
+    if doc.get("ok"):
+        return errors.OK
+    return doc.get("exit_code_hint", errors.CHECK_FAILED)

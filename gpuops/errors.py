@@ -68,3 +68,16 @@ class TimedOut(HostError):
 
 class PythonMissing(HostError):
     kind = "python3-missing"
+
+
+KINDS = {cls.kind: cls for cls in (UsageError, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged, TimedOut,
+                                   PythonMissing)}
+
+
+def for_kind(kind):
+    """The error class of a kind as it appears in an envelope or an on-box error document."""
+    return KINDS.get(kind, GpuopsError)
+
+
+def code_for_kind(kind) -> int:
+    return for_kind(kind).exit_code

@@ -281,26 +281,13 @@ def _check_references(profile: Profile, src) -> None:
             raise src.error(path, f"gotcha id {gid!r} is not in references/gotchas.toml")
     if not profile.storage:
         raise src.error(("storage",), "at least one [[storage]] tier is required")
-    module = _thresholds_module()
+    from .checks import thresholds
+
     for key, value in profile.preflight.items():
-        if module is None:
-            numbers = value if isinstance(value, list) else [value]
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
-                raise src.error(("preflight", key), f"expected a number or an array of numbers, got {value!r}")
-            continue
         try:
-            module.merged({key: value})
+            thresholds.merged({key: value})
         except UsageError as e:  # re-raised with the file and line the value came from
             raise src.error(("preflight", key), e.message) from None
-
-
-def _thresholds_module():
-    """gpuops.checks.thresholds when the preflight side has shipped it, else None."""
-    try:
-        from .checks import thresholds
-    except ImportError:
-        return None
-    return thresholds
 
 
 def thresholds(profile: Profile) -> dict:

@@ -69,24 +69,6 @@ def test_cli_gotcha_errors(cli):
     assert missing.returncode == 4 and "no gotcha matches" in missing.stderr
 
 
-def test_citation_scanner_reads_keywords_and_dicts(tmp_path):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "checks.py").write_text(
-        'Finding("disk.inodes", "fail", "t", gotcha="U7")\n'
-        'Finding(id="gpu.xid", severity="fail", title="t", gotcha="U22, U3")\n'
-        'x = {"id": "mem.oom", "gotcha": "U9"}\n'
-        'Finding(fid, "warn", "t", gotcha=variable)\n')
-    cites = {(c.finding, c.gotcha) for c in G.citations(pkg)}
-    assert cites == {("disk.inodes", "U7"), ("gpu.xid", "U22"), ("gpu.xid", "U3"), ("mem.oom", "U9")}
-
-
-def test_no_finding_in_the_code_cites_an_unknown_gotcha():
-    known = G.known_ids()
-    dangling = [f"{c.file}:{c.line} {c.finding or '?'} -> {c.gotcha}" for c in G.citations() if c.gotcha not in known]
-    assert not dangling, "findings cite gotcha ids missing from references/gotchas.toml: " + "; ".join(dangling)
-
-
 def test_every_platform_gotcha_names_real_profiles_and_is_listed_by_them():
     names = set(P.names())
     listed = {g for n in names for g in P.load(n).gotchas}
@@ -117,30 +99,3 @@ def test_bad_index_entry_is_reported_with_line(tmp_path):
     with pytest.raises(UsageError) as err:
         G.load_index(bad)
     assert ":8: U1.see[0]: refers to unknown gotcha 'U99'" in err.value.message
-
-
-def test_coverage_marks_checked_prevented_and_reference():
-    entries = {k: G.index()[k] for k in ("U7", "U12", "U36")}
-    cites = [G.Citation("gpuops/checks/disk.py", 3, "disk.inodes", "U7")]
-    table = G.coverage_markdown(entries, cites)
-    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| U")}
-    assert "| checked |" in rows["U7"] and "`disk.inodes`" in rows["U7"]
-    assert "| prevented |" in rows["U12"] and "`pull`" in rows["U12"]
-    assert "| reference |" in rows["U36"]
-    assert "3 gotchas: 1 checked by a finding, 1 prevented by a verb's design, 1 reference only." in table
-
-
-def test_generated_reference_docs_are_current():
-    stale = [str(p) for p in G.stale_docs()]
-    assert not stale, f"regenerate with `python -m gpuops.gotcha --write`: {stale}"
-
-
-def test_coverage_command_prints_the_table():
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
-    r = subprocess.run([sys.executable, "-m", "gpuops.gotcha", "--coverage"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60)
-    assert r.returncode == 0 and r.stdout == (ROOT / "references" / "COVERAGE.md").read_text()

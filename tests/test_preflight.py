@@ -157,17 +157,6 @@ def test_local_preflight_json_is_a_valid_envelope(cli, tmp_path):
         assert by_id(doc, "gpu.none")[0]["severity"] == "fail"
 
 
-def test_profile_without_the_profiles_module_is_a_usage_error(monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gpuops.profiles" else real(name, *a))
-    from gpuops.errors import UsageError
-
-    with pytest.raises(UsageError, match="profiles are not available"):
-        op.preflight(target_for("local"), profile="runpod")
-
-
 def test_bad_flag_is_usage_exit_2(cli):
     r = cli("preflight", "--hots", "x")
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from gpuops.ops import preflight as op
-from gpuops.remote.target import LocalTarget
+from gpuops.remote import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose
 
 

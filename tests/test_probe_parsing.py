@@ -52,7 +52,7 @@ def test_temperature_report_gives_cuda_version_and_slowdown_per_bus():
     text = ("Driver Version : 535.104.05\nCUDA Version : 12.2\n\nAttached GPUs : 1\nGPU 00000000:3B:00.0\n"
             "    Temperature\n        GPU Current Temp : 34 C\n        GPU Shutdown Temp : 92 C\n"
             "        GPU Slowdown Temp : 89 C\n        GPU Slowdown T.Limit Temp : -2 C\n")
-    assert gpu.parse_temperature_report(text) == ("12.2", {"00000000:3b:00.0": 89.0})
+    assert gpu.parse_temperature_report(text) == ("12.2", {"0000:3b:00": 89.0})
 
 
 class FakeNVMLError(Exception):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.onbox import procs
+from gpuops.onbox import gpu
 from gpuops.onbox import reap as onbox
 from gpuops.ops import reap as op
 
@@ -320,7 +321,7 @@ def test_a_defunct_holders_working_parent_is_left_alone(box):
 def test_a_pid_reused_between_plan_and_kill_is_not_signalled(box):
     victim = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
     opts = onbox._args(["--min-age", "0", "--idle-window", "0", "--term-wait", "1", "--kill-wait", "1"])
-    doc, units = onbox.survey(opts, onbox.GpuReader())
+    doc, units = onbox.survey(opts, gpu.Reader())
     (unit,) = [u for u in units if u["pid"] == victim]
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{victim}"), "the victim to be reaped by init")

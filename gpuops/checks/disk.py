@@ -7,7 +7,7 @@ strictest role among the directories on it (a run's own directories fail, /tmp o
 import shlex
 
 from ..findings import Finding
-from .units import GIB, gib
+from ..units import GIB, gib
 
 RUN_ROLES = ("home", "cwd", "path")
 

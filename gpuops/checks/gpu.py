@@ -4,9 +4,9 @@ its memory held by something nobody can see."""
 import re
 
 from ..findings import Finding
+from ..onbox import busid
 
 # Clock-event (throttle) reason bits, identical in NVML and nvidia-smi's active mask.
-SW_POWER_CAP = 0x4
 HW_SLOWDOWN = 0x8
 SW_THERMAL = 0x20
 HW_THERMAL = 0x40
@@ -17,15 +17,9 @@ RERENT = ("nvidia-smi -q -d PERFORMANCE,ECC   # to confirm; a tenant cannot repa
           "GPU memory: stop this instance and rent another box")
 
 
-def bus_key(bus_id):
-    """(domain, bus, device) as integers, so '0000:3b:00' (kernel log) matches '00000000:3B:00.0' (NVML)."""
-    m = re.search(r"([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})", bus_id or "")
-    return tuple(int(g, 16) for g in m.groups()) if m else None
-
-
 def device_for_bus(devices, bus_id):
-    key = bus_key(bus_id)
-    return next((d for d in devices if key is not None and bus_key(d.get("bus_id")) == key), None)
+    key = busid.key(bus_id)
+    return next((d for d in devices if key is not None and busid.key(d.get("bus_id")) == key), None)
 
 
 def label(d):
@@ -178,8 +172,8 @@ def orphan_memory(facts, t):
         used = d.get("memory_used_mib")
         if used is None:
             return None
-        key = bus_key(d.get("bus_id"))
-        listed = [p for p in g.get("processes") or [] if bus_key(p.get("bus_id")) == key]
+        key = busid.key(d.get("bus_id"))
+        listed = [p for p in g.get("processes") or [] if busid.key(p.get("bus_id")) == key]
         if listed or used <= t["gpu_orphan_mem_mib"]:
             return []
         mine = [h for h in g.get("holders") or [] if _holds_gpu(h, d.get("minor"))][:8]

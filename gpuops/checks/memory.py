@@ -5,7 +5,7 @@ counter describe this container, so they win when present (U41).
 """
 
 from ..findings import Finding
-from .units import GIB, gib
+from ..units import GIB, gib
 
 OOM_FIX = ("grep oom_kill {file}   # then size DataLoader num_workers against the memory limit, not the CPU "
            "count: each forked worker copies the dataset's in-RAM objects (share one memmap instead)")

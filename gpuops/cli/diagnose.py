@@ -1,6 +1,7 @@
 """`diagnose`: explain a run that stopped or vanished (reboot, OOM-kill, hangup, Xid, disk full…)."""
 
-from .common import on_hosts, run
+from ..ops.hosts import on_hosts
+from .common import run
 from .flags import verb
 
 
@@ -18,14 +19,14 @@ def diagnose(c, host="local", identity=None, job=None, pid=None, since=None, job
              timeout=60):
     """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
     from ..ops import diagnose as op
+    from ..render import diagnose as render
 
     def produce():
         when = _epoch(since)
-        return on_hosts("diagnose", host, lambda t: op.diagnose(t, job=job, pid=_pid(pid), since=when,
-                                                                jobs_dir=jobs_dir, timeout_s=float(timeout)),
-                         identity)
+        return on_hosts("diagnose", host, lambda t: op.diagnose(
+            t, job=job, pid=_pid(pid), since=when, jobs_dir=jobs_dir, timeout_s=float(timeout)), identity)
 
-    run("diagnose", json, produce, op.render)
+    run("diagnose", json, produce, render.render)
 
 
 def _pid(value):

@@ -4,11 +4,13 @@ import os
 import sys
 
 from ..errors import UsageError
-from .common import on_hosts, run
+from ..jobs import states
+from ..ops.hosts import on_hosts, one_host
+from .common import run
 from .flags import verb
 
 _COMMON = {
-    "host": "'local' (default), an ssh_config alias or user@host:port; comma-separate several",
+    "host": "'local' (default), an ssh_config alias or user@host:port",
     "identity": "SSH private key file to use",
     "json": "print one JSON envelope instead of tables",
     "jobs_dir": "job records directory on the box (default: $GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)",
@@ -22,13 +24,7 @@ def _help(**extra):
     return dict(_COMMON, **extra)
 
 
-def _one_host(host, verb_name):
-    from ..remote import split_hosts
-
-    hosts = split_hosts(host)
-    if len(hosts) != 1:
-        raise UsageError(f"{verb_name} works on one host at a time, got {len(hosts)}")
-    return hosts[0]
+_SEVERAL = "'local' (default), an ssh_config alias or user@host:port; comma-separate several"
 
 
 def _env_and_secrets(env, secret_env):
@@ -49,6 +45,7 @@ def _check_regex(pattern):
 
 
 @verb(iterable=["label", "env", "secret_env"], help=_help(
+    host=_SEVERAL,
     cmd="the command line to run (bash syntax; stored verbatim and run exactly as given)",
     script="a local script file to copy to the box and run (its #! line is honoured, else bash)",
     name="a name for the job (any text)",
@@ -68,6 +65,7 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid."""
     from ..jobs import spec
     from ..ops import jobs as op
+    from ..render import jobs as render
 
     def produce():
         if bool(cmd) == bool(script):
@@ -93,22 +91,24 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
             gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, profile=prof,
             timeout_s=float(timeout)), identity)
 
-    run("launch", json, produce, op.render_started)
+    run("launch", json, produce, render.started)
 
 
 @verb(iterable=["label"], help=_help(
-    job="one job: its id, --key or --name (default: list recent jobs)",
+    host=_SEVERAL,
+    job="one job: its id, --key or --name (default: list recent jobs). States: " + states.listing(),
     label="only jobs with this k=v label (repeatable)",
     progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
     stall_factor="STALLED when no progress line for this many times the recent step time",
-    stall_min="...and for at least this many seconds",
+    stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
     limit="list at most this many jobs, newest first",
 ))
 def status(c, host="local", identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="60", limit=50, jobs_dir=None, json=False):
-    """Derived job states: RUNNING, STALLED, COMPLETED, FAILED, KILLED, VANISHED, UNREACHABLE."""
+           stall_min="600", limit=50, jobs_dir=None, json=False):
+    """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
+    from ..render import jobs as render
 
     def produce():
         _check_regex(progress_regex)
@@ -121,7 +121,7 @@ def status(c, host="local", identity=None, job=None, label=None, progress_regex=
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
             limit=int(limit), jobs_dir=jobs_dir), identity)
 
-    run("status", json, produce, op.render_status)
+    run("status", json, produce, render.status)
 
 
 @verb(help=_help(
@@ -137,6 +137,7 @@ def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_
     """A job's log: bounded tail, a page from an offset, or --follow to the end."""
     from ..ops import jobs as op
     from ..remote import target_for
+    from ..render import jobs as render
 
     def produce():
         if not job:
@@ -149,7 +150,7 @@ def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_
                 raise UsageError("--from-offset wants a byte offset (an integer)") from None
             if offset < 0:
                 raise UsageError("--from-offset must be >= 0")
-        spec = _one_host(host, "logs")
+        spec = one_host("logs", host)
         sink = None if json else _stdout_sink
         target = target_for(spec, identity)
         try:
@@ -161,7 +162,7 @@ def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_
         doc["host"] = spec
         return doc
 
-    run("logs", json, produce, lambda doc, con: op.render_logs_trailer(doc))
+    run("logs", json, produce, render.logs_trailer)
 
 
 def _stdout_sink(data):
@@ -177,6 +178,7 @@ def _stdout_sink(data):
 def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_dir=None, json=False):
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone."""
     from ..ops import jobs as op
+    from ..render import jobs as render
 
     def produce():
         if not job:
@@ -185,11 +187,11 @@ def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_d
             seconds = float(grace)
         except ValueError:
             raise UsageError("--grace wants seconds") from None
-        spec = _one_host(host, "stop")
+        spec = one_host("stop", host)
         return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=seconds, yes=yes, jobs_dir=jobs_dir),
                         identity)
 
-    run("stop", json, produce, op.render_stop)
+    run("stop", json, produce, render.stop)
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
@@ -203,20 +205,22 @@ def retry(c, host="local", identity=None, job=None, env=None, secret_env=None, r
           jobs_dir=None, json=False):
     """Start a child job from the same immutable command, with parent_job_id set."""
     from ..ops import jobs as op
+    from ..render import jobs as render
 
     def produce():
         if not job:
             raise UsageError("name the job with --job")
         envs, secrets = _env_and_secrets(env, secret_env)
-        spec = _one_host(host, "retry")
+        spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir),
                         identity)
 
-    run("retry", json, produce, op.render_started)
+    run("retry", json, produce, render.started)
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
+    host=_SEVERAL,
     file="local file: one command per line (# comments and blank lines skipped); re-run with more lines "
          "appended to extend a running queue, or unchanged to resume it",
     name="queue name on the box (default: from the file name)",
@@ -232,6 +236,7 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
     """A sequential run queue on the box: each line a normal job, resumable, append-safe."""
     from ..jobs import spec
     from ..ops import jobs as op
+    from ..render import jobs as render
 
     def produce():
         if not file and not name:
@@ -255,7 +260,7 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
             t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
             wait=seconds, cancel=cancel, jobs_dir=jobs_dir), identity)
 
-    run("queue", json, produce, op.render_queue)
+    run("queue", json, produce, render.queue)
 
 
 TASKS = (launch, status, logs, stop, retry, queue)

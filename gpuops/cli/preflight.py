@@ -1,6 +1,7 @@
 """`preflight`: is this box going to hurt the run? One round trip, verdicts with fixes."""
 
-from .common import on_hosts, run
+from ..ops.hosts import on_hosts
+from .common import run
 from .flags import verb
 
 
@@ -15,13 +16,14 @@ from .flags import verb
 def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout=60):
     """Check a GPU box before burning GPU-hours on it."""
     from ..ops import preflight as op
+    from ..render import preflight as render
 
     run(
         "preflight",
         json,
         lambda: on_hosts("preflight", host, lambda t: op.preflight(t, profile=profile, paths=path or [],
                                                                      timeout_s=float(timeout)), identity),
-        op.render,
+        render.render,
     )
 
 

@@ -1,6 +1,7 @@
 """`profiles`, `gotcha` and `teardown-check`: platform facts, the gotcha reference, teardown safety."""
 
-from .common import on_hosts, run
+from ..ops.hosts import on_hosts
+from .common import run
 from .flags import verb
 
 
@@ -13,6 +14,7 @@ from .flags import verb
 def profiles(c, name=None, host=None, identity=None, json=False):
     """List platform profiles, show one, or guess which one a box is on."""
     from ..ops import catalog
+    from ..render import catalog as render
 
     if host:
         produce = lambda: on_hosts("profiles", host, catalog.guess_on, identity)  # noqa: E731
@@ -20,7 +22,7 @@ def profiles(c, name=None, host=None, identity=None, json=False):
         produce = lambda: catalog.show_profile(name)  # noqa: E731
     else:
         produce = catalog.list_profiles
-    run("profiles", json, produce, catalog.render_profiles)
+    run("profiles", json, produce, render.render_profiles)
 
 
 @verb(help={
@@ -31,8 +33,9 @@ def profiles(c, name=None, host=None, identity=None, json=False):
 def gotcha(c, query=None, limit=5, json=False):
     """Look up a gotcha: what you see, why, the fix, and how gpuops checks or prevents it."""
     from ..ops import catalog
+    from ..render import catalog as render
 
-    run("gotcha", json, lambda: catalog.find_gotchas(query, int(limit)), catalog.render_gotchas)
+    run("gotcha", json, lambda: catalog.find_gotchas(query, int(limit)), render.render_gotchas)
 
 
 @verb(iterable=["keep"], help={
@@ -45,8 +48,9 @@ def gotcha(c, query=None, limit=5, json=False):
 def teardown_check(c, host=None, profile=None, keep=None, verb="stop", json=False):
     """Before giving a box back: what gets deleted, and is every kept path pulled and verified? Exit 1 if not."""
     from ..ops import teardown
+    from ..render import teardown as render
 
-    run("teardown-check", json, lambda: teardown.teardown_check(host, profile, keep or [], verb), teardown.render)
+    run("teardown-check", json, lambda: teardown.teardown_check(host, profile, keep or [], verb), render.render)
 
 
 TASKS = (profiles, gotcha, teardown_check)

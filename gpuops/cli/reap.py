@@ -1,6 +1,7 @@
 """`reap`: free GPU memory held by processes nobody needs any more, never touching live work."""
 
-from .common import on_hosts, run
+from ..ops.hosts import on_hosts
+from .common import run
 from .flags import verb
 
 
@@ -33,13 +34,14 @@ def _options(gpu, min_age, idle_window, term_wait):
 def reap(c, host="local", identity=None, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False, json=False):
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
+    from ..render import reap as render
 
     def produce():
         index = _options(gpu, min_age, idle_window, term_wait)
         return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=min_age, idle_window=idle_window,
                                                         term_wait=term_wait, yes=yes), identity)
 
-    run("reap", json, produce, op.render)
+    run("reap", json, produce, render.render)
 
 
 TASKS = (reap,)

@@ -7,7 +7,8 @@ free bytes or inodes (pass --no-budget to try anyway).
 """
 
 from ..errors import UsageError
-from .common import on_hosts, run
+from ..ops.hosts import on_hosts
+from .common import run
 from .flags import verb
 
 _COMMON = {
@@ -65,7 +66,8 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
          engine="auto", no_budget=False, io_timeout=30, retry_for=300, profile=None, rehash=False, identity=None,
          json=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
-    from ..ops import sync as op
+    from ..ops import push as op
+    from ..render import sync as render
 
     def produce():
         hosts = _hosts(host, "push")
@@ -73,7 +75,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
                         io_timeout, retry_for, profile)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
-    run("push", json, produce, op.render)
+    run("push", json, produce, render.render)
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
@@ -81,7 +83,8 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
          no_budget=False, io_timeout=30, retry_for=300, rehash=False, identity=None, json=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
-    from ..ops import sync as op
+    from ..ops import pull as op
+    from ..render import sync as render
 
     def produce():
         hosts = _hosts(host, "pull", single=True)
@@ -89,7 +92,7 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
                         no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
-    run("pull", json, produce, op.render)
+    run("pull", json, produce, render.render)
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
@@ -97,7 +100,8 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, rehash=False, identity=None,
            json=False):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
-    from ..ops import sync as op
+    from ..ops import verify as op
+    from ..render import sync as render
     from ..sync.progress import Silent
 
     def produce():
@@ -105,7 +109,7 @@ def verify(c, host=None, local=None, remote=None, exclude=None, include_git=Fals
         opts = _options(Silent(), exclude, include_git, rehash)
         return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
-    run("verify", json, produce, op.render)
+    run("verify", json, produce, render.render)
 
 
 TASKS = (push, pull, verify)

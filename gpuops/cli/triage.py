@@ -10,30 +10,36 @@ from .flags import verb
     "slurm_id": "a Slurm job id, looked up as <outputs>/<id>-*/log or <outputs>/<id>-*.log",
     "outputs": "the outputs folder that --slurm-id looks in (default ./outputs)",
     "host": "with --job: the box the gpuops job ran on ('local' or an ssh_config alias / user@host:port)",
-    "job": "a gpuops job id: reads <jobs dir>/<id>/log on --host (a bounded head and tail)",
+    "job": "a gpuops job (its id, --key or --name): reads a bounded head and tail of its log on --host",
+    "jobs_dir": "with --job: job records directory on the box (default: $GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)",
+    "profile": "with --job: the platform profile the job was launched with (its job directory applies)",
     "identity": "SSH private key file to use",
     "slurm_state": "the job's scheduler state (RUNNING, CANCELLED, ...); default: scontrol when on PATH, else unknown",
     "now": "the time to judge progress against, ISO 8601 (default: now), so a triage can be repeated",
     "json": "print one JSON envelope instead of the markdown report",
 })
-def triage(c, log=None, dir=None, slurm_id=None, outputs="outputs", host=None, job=None, identity=None,
-           slurm_state=None, now=None, json=False):
+def triage(c, log=None, dir=None, slurm_id=None, outputs="outputs", host=None, job=None, jobs_dir=None, profile=None,
+           identity=None, slurm_state=None, now=None, json=False):
     """Classify a job log: status, failure class, progress projection, next steps (exit 0 completed/running, 1 not)."""
-    from ..triage import op, report
+    from ..ops import triage as op
+    from ..render import triage as render
 
     def produce():
         op.check_inputs(log, dir, slurm_id, host, job)
         when = op.parse_now(now)
         if job:
-            from ..triage import locate
-            from .common import on_hosts
+            from ..ops.hosts import on_hosts, one_host
 
-            locate.check_job_id(job)
-            return on_hosts("triage", host or "local",
-                            lambda t: op.triage_remote(t, job=job, slurm_state=slurm_state, now=when), identity)
+            prof = None
+            if profile:
+                from .. import profiles
+
+                prof = profiles.load(profile)
+            return on_hosts("triage", one_host("triage", host or "local"), lambda t: op.triage_remote(
+                t, job=job, jobs_dir=jobs_dir, profile=prof, slurm_state=slurm_state, now=when), identity)
         return op.triage_local(log=log, dir=dir, slurm_id=slurm_id, outputs=outputs, slurm_state=slurm_state, now=when)
 
-    run("triage", json, produce, report.render)
+    run("triage", json, produce, render.render)
 
 
 TASKS = (triage,)

@@ -8,7 +8,9 @@ the pid, or a cgroup OOM counter that rose since launch, is OOM evidence; exit 1
 log is usually unreadable, so the cgroup counter decides there.
 """
 
-FATAL_XIDS = {48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 140, 143, 150, 154}
+from .. import xid
+from ..jobs.states import STALLED
+
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
 ENOSPC_MARKS = ("No space left on device", "ENOSPC", "Disk quota exceeded")
 NEARLY_FULL_BYTES = 64 << 20
@@ -44,11 +46,15 @@ def _disk_lines(full):
 
 
 def _xid_after_launch(ev):
-    return [x for x in ev.get("xid_after_launch") or [] if x.get("code") in FATAL_XIDS]
+    """The fatal Xids after launch (gpuops.xid): an application Xid is the program's own fault."""
+    return [x for x in ev.get("xid_after_launch") or [] if xid.is_fatal(x.get("code"))]
 
 
 def decide(ev: dict) -> dict:
-    """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal."""
+    """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal.
+
+    `ev["status"]`, when given, is the job's status row (gpuops.jobs.state.derive of the same
+    facts `status` reads), so a live job is "stalled" exactly when status calls it STALLED."""
     record = ev.get("exit") or None
     ruled_out, evidence = [], []
     code = record.get("exit_code") if record else None
@@ -70,6 +76,9 @@ def decide(ev: dict) -> dict:
     ruled_out.append({"cause": "reboot", "why": "boot_id is unchanged since launch"} if ev.get("boot_id_then")
                      else {"cause": "reboot", "why": "process started after the current boot"})
     if ev.get("alive"):
+        row = ev.get("status") or {}
+        if row.get("state") == STALLED:
+            return out("stalled", "high", [f"pid {ev.get('pid')} is alive, but {row.get('reason')}"])
         return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
     if record and code == 0:
         return out("completed", "high", ["exit record: exit code 0"])
@@ -128,6 +137,8 @@ def _oom_ruled_out_reason(ev, kernel_readable):
 
 NEXT = {
     "running": ["gpuops status --host {host} --job {job}", "gpuops logs --host {host} --job {job} --follow"],
+    "stalled": ["gpuops triage --host {host} --job {job}", "gpuops logs --host {host} --job {job} --tail 200",
+                "gpuops stop --host {host} --job {job}"],
     "completed": ["gpuops pull --host {host} --src <outputs> --dst <local>"],
     "reboot": ["gpuops preflight --host {host}", "gpuops retry --host {host} --job {job} --resume-arg <flag>"],
     "oom-kill": ["lower host-RAM use: fewer DataLoader workers, smaller prefetch, no full-dataset preload",

@@ -8,6 +8,7 @@ import os
 import time
 
 from ..pullindex import state_dir
+from .states import UNREACHABLE
 
 _KEEP = 500
 
@@ -30,7 +31,7 @@ def remember(host, rows):
     seen = data.setdefault(host, {})
     now = time.time()
     for r in rows:
-        if r.get("job_id") and r.get("state") and r["state"] != "UNREACHABLE":
+        if r.get("job_id") and r.get("state") and r["state"] != UNREACHABLE:
             seen[r["job_id"]] = {"state": r["state"], "exit_code": r.get("exit_code"), "signal": r.get("signal"),
                                  "key": r.get("key"), "name": r.get("name"), "seen_at": now}
     if len(seen) > _KEEP:

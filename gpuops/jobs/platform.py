@@ -27,8 +27,17 @@ def settings(profile, *, jobs_dir=None, env=None):
             notes.append(f"HF_HOME not set: the profile's {hf!r} has a placeholder; pass --env HF_HOME=...")
         else:
             env["HF_HOME"] = hf
-    root = jobs_dir or (profile.paths.job_root or None)
-    if root and "<" in root:
-        notes.append(f"job directory left at the default: the profile's {root!r} has a placeholder")
-        root = jobs_dir
+    root, note = records_dir(profile, jobs_dir)
+    notes += [note] if note else []
     return root, env, (profile.launch.proxy_hook or None), notes
+
+
+def records_dir(profile, jobs_dir=None):
+    """(jobs dir, note): an explicit --jobs-dir, else the profile's job_root, else None (the box's
+    default); the note says why a profile's directory was not used."""
+    if jobs_dir or profile is None:
+        return jobs_dir, None
+    root = profile.paths.job_root or None
+    if root and "<" in root:
+        return None, f"job directory left at the default: the profile's {root!r} has a placeholder"
+    return root, None

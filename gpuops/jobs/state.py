@@ -1,13 +1,9 @@
 """A job's state, derived from its records and what the box saw just now; never guessed.
 
-    STARTING     the job directory exists but the supervisor has not written meta.json yet
-    RUNNING      the recorded pid is alive AND its start time AND the boot_id match the record
-    STALLED      running, but no progress line for longer than max(factor x step time, floor)
-    COMPLETED    exit record, exit code 0
-    FAILED       exit record, exit code != 0 (the code is kept)
-    KILLED       exit record, ended by a signal (its name is kept)
-    VANISHED     no exit record and the process is gone (reboot, pid reused, supervisor killed)
-    UNREACHABLE  the host could not be asked; says nothing about the job (never "dead")
+The states and what they mean are gpuops.jobs.states; the rules that pick one are here:
+no start record yet and young -> STARTING (old -> VANISHED); an exit record decides COMPLETED,
+FAILED or KILLED; a changed boot_id or a dead process without an exit record is VANISHED; a live
+process is RUNNING, or STALLED by the progress policy (gpuops.onbox.steps).
 
 Times are the box's clock (`now` comes from the box), so a skewed laptop clock cannot make a
 job look stalled.
@@ -15,18 +11,13 @@ job look stalled.
 
 import signal
 
-STARTING, RUNNING, STALLED = "STARTING", "RUNNING", "STALLED"
-COMPLETED, FAILED, KILLED = "COMPLETED", "FAILED", "KILLED"
-VANISHED, UNREACHABLE = "VANISHED", "UNREACHABLE"
-TERMINAL = (COMPLETED, FAILED, KILLED, VANISHED)
-HEALTHY = (STARTING, RUNNING, COMPLETED)
+from ..onbox import steps
+from .states import COMPLETED, FAILED, KILLED, RUNNING, STALLED, STARTING, UNREACHABLE, VANISHED
 
-STALL_FACTOR = 10.0
-STALL_MIN_S = 60.0
 LAUNCH_GRACE_S = 60.0
 
 
-def derive(facts, stall_factor=STALL_FACTOR, stall_min_s=STALL_MIN_S):
+def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S):
     """One status row (dict) from the on-box facts of one job."""
     meta = facts.get("meta")
     now = facts.get("now")
@@ -49,7 +40,7 @@ def derive(facts, stall_factor=STALL_FACTOR, stall_min_s=STALL_MIN_S):
         age_s=_since(now, meta.get("launched_at")),
         log_size=facts.get("log_size"),
     )
-    row["progress"] = _progress(facts, now)
+    row["progress"] = progress(facts, now)
     exit_rec = facts.get("exit")
     if exit_rec is not None:
         _from_exit(row, exit_rec, meta, facts.get("survivors_alive") or [])
@@ -113,11 +104,13 @@ def _since(now, then):
     return max(0.0, float(now) - float(then))
 
 
-def _progress(facts, now):
-    events = ((facts.get("progress") or {}).get("events")) or []
+def progress(facts, now):
+    """{last, step_time_s, silent_s} from the progress lines the box found in the job's log."""
+    found = facts.get("progress") or {}
+    events = found.get("events") or []
     out = {"last": None, "step_time_s": None, "silent_s": None}
-    if (facts.get("progress") or {}).get("regex_error"):
-        out["regex_error"] = facts["progress"]["regex_error"]
+    if found.get("regex_error"):
+        out["regex_error"] = found["regex_error"]
     if not events:
         return out
     last = events[-1]
@@ -125,39 +118,26 @@ def _progress(facts, now):
     if at is None and facts.get("log_size") is not None and last.get("end", 0) >= facts["log_size"] - 1:
         at = facts.get("log_mtime")  # the progress line is the log's last line: mtime is its time
     out["last"] = {"step": last.get("step"), "text": last.get("text"), "at": at}
-    out["step_time_s"] = step_time(events)
+    out["step_time_s"] = step_time(events, found.get("first_step"))
     out["silent_s"] = _since(now, at)
     return out
 
 
-def step_time(events):
-    """Recent seconds per step: the lines' own `seconds:` values, else times between lines."""
-    secs = [e["seconds"] for e in events if e.get("seconds") is not None][-5:]
-    if secs:
-        return sum(secs) / len(secs)
-    timed = [e for e in events if e.get("at") is not None]
-    if len(timed) < 2:
-        return None
-    first, last = timed[0], timed[-1]
-    if first.get("step") is not None and last.get("step") is not None:
-        steps = last["step"] - first["step"]
-    else:
-        steps = len(timed) - 1  # a pattern without a step number: each matching line is one step
-    if steps <= 0:
-        return None
-    return max(0.0, (last["at"] - first["at"]) / steps)
+def step_time(events, first_step=None):
+    """Seconds per step of on-box progress events (dicts with step, seconds, at)."""
+    return steps.step_time(((e.get("step"), e.get("seconds"), e.get("at")) for e in events), first_step)
 
 
 def _stall(row, factor, floor):
     p = row["progress"]
-    if p["step_time_s"] is None or p["silent_s"] is None:
+    if p["silent_s"] is None:
         return
-    threshold = max(factor * p["step_time_s"], floor)
+    threshold = steps.stall_after(p["step_time_s"], factor, floor)
     p["stall_after_s"] = threshold
     if p["silent_s"] > threshold:
         row["state"] = STALLED
-        row["reason"] = "no progress line for %.0fs (step time %.2fs, threshold %.0fs)" % (
-            p["silent_s"], p["step_time_s"], threshold)
+        basis = "step time %.2fs" % p["step_time_s"] if p["step_time_s"] else "step time unknown"
+        row["reason"] = "no progress line for %.0fs (%s, threshold %.0fs)" % (p["silent_s"], basis, threshold)
 
 
 def unreachable(job_id, error_message, last_seen=None):

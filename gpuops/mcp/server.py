@@ -21,7 +21,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__, errors
-from ..envelope import envelope
+from ..envelope import envelope, error_envelope
+from ..jobs import states
 from . import budget
 
 log = logging.getLogger("gpuops.mcp")
@@ -73,8 +74,6 @@ def respond(command, produce, mutates=False) -> CallToolResult:
             refuse_if_readonly(command)
         doc = produce()
     except errors.GpuopsError as e:
-        from ..cli.common import error_envelope
-
         doc = error_envelope(command, e)
     except Exception as e:  # a bug: keep the traceback on the server's stderr, not in the result
         log.exception("tool %s failed", command)
@@ -94,13 +93,9 @@ def refuse_if_readonly(command):
 
 def on_host(command, host, op):
     """`op(target) -> envelope` on exactly one host, the way the CLI's --host does it."""
-    from ..cli.common import on_hosts
-    from ..remote import split_hosts
+    from ..ops.hosts import on_hosts, one_host
 
-    hosts = split_hosts(host)
-    if len(hosts) != 1:
-        raise errors.UsageError(f"{command} takes one host per call, got {len(hosts)}: {', '.join(hosts)}")
-    return on_hosts(command, hosts[0], op)
+    return on_hosts(command, one_host(command, host), op)
 
 
 # ---------------------------------------------------------------- tools
@@ -152,12 +147,14 @@ def job_status(
     job: Annotated[Optional[str], Field(description="one job (default: list recent jobs)")] = None,
     limit: Annotated[int, Field(ge=1, le=200, description="jobs listed, newest first")] = 20,
 ) -> Result:
-    """Job state derived from the box's records: RUNNING, STALLED, COMPLETED, FAILED, KILLED,
-    VANISHED, UNREACHABLE (never read as dead)."""
+    """Job state derived from the box's records (UNREACHABLE is never read as dead)."""
     from ..ops import jobs as op
 
     return respond("status", lambda: on_host(
         "status", host, lambda t: op.status(t, job=job, limit=limit, timeout_s=OP_TIMEOUT_S)))
+
+
+job_status.__doc__ += f"\nStates: {states.listing()}."
 
 
 def job_logs(
@@ -251,15 +248,12 @@ def log_triage(
 ) -> Result:
     """Classify a job log without shipping it: status, failure class with evidence lines,
     progress projection, next steps. Give path, or job (and host)."""
-    from ..triage import op
+    from ..ops import triage as op
 
     def produce():
         op.check_inputs(path, None, None, host, job)
         if path:
             return op.triage_local(log=path)
-        from ..triage import locate
-
-        locate.check_job_id(job)
         return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job))
 
     return respond("triage", produce)
@@ -272,10 +266,11 @@ def data_verify(
 ) -> Result:
     """Compare content hashes of a local tree and its copy on the box; ok only when every file
     matches. Lists what differs or is missing."""
-    from ..ops import sync as op
+    from ..ops.sync import Options
+    from ..ops.verify import verify
 
     return respond("verify", lambda: on_host(
-        "verify", host, lambda t: op.verify(t, local, remote, op.Options(retry_for=OP_TIMEOUT_S))))
+        "verify", host, lambda t: verify(t, local, remote, Options(retry_for=OP_TIMEOUT_S))))
 
 
 # ---------------------------------------------------------------- registration

@@ -15,9 +15,9 @@ import os
 import re
 
 _PKG = "gpuops_onbox"
-# Entries that never look beyond the standard library (no pynvml, no torch probe): the box runs
-# them with `python3 -S`, which spares the site-packages scan and its .pth files on every call.
-WITHOUT_SITE = frozenset(("manifest", "landing"))
+# Entries that look beyond the standard library (pynvml, the torch probe). Every other entry runs
+# with `python3 -S`, which spares the site-packages scan and its .pth files on every call.
+NEEDS_SITE = frozenset(("probe", "reap"))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _LOADER = '''import sys, types
@@ -35,6 +35,12 @@ _pending = []
 def _source(name: str) -> str:
     with open(os.path.join(_HERE, name + ".py"), encoding="utf-8") as f:
         return f.read()
+
+
+def entries() -> list:
+    """The modules that can be shipped and run: those with a main(argv)."""
+    names = sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
+    return [n for n in names if re.search(r"^def main\(argv\)", _source(n), re.M)]
 
 
 _RELATIVE = re.compile(r"^\s*from \.(\w*) import ([\w, ]+)", re.M)
@@ -65,9 +71,9 @@ def closure(entry: str) -> list:
 
 
 @functools.lru_cache(maxsize=None)
-def script(entry: str, deps: tuple = ()) -> bytes:
+def script(entry: str) -> bytes:
     """One self-contained script that runs onbox module `entry` and what it imports."""
-    names = list(dict.fromkeys([n for d in deps for n in closure(d)] + closure(entry)))
+    names = closure(entry)
     parts = [_LOADER.format(pkg=_PKG)]
     for name in names:
         parts.append("_pending.append(_define({!r}, {!r}))\n".format(name, _source(name)))

@@ -1,8 +1,9 @@
 """On-box evidence for `gpuops diagnose`: everything a verdict needs, in one round trip.
 
 For a gpuops job: its records (exit record, boot_id, OOM counter and pid start time at launch),
-the box's boot_id and uptime now, the cgroup OOM counter now, kernel-log OOM-killer lines and
-Xid lines stamped after launch, free bytes and inodes on the job's paths, and the log's tail.
+the facts `status` derives its state from (liveness, progress lines), the box's boot_id and
+uptime now, the cgroup OOM counter now, kernel-log OOM-killer lines and Xid lines stamped after
+launch, free bytes and inodes on the job's paths, and the log's tail.
 For a bare pid (`--pid P --since EPOCH`) the same, minus the records. Reads only.
 """
 
@@ -12,7 +13,7 @@ import re
 import sys
 import time
 
-from . import cgroup, disk, jobrecord, jobs, kernlog, procs
+from . import cgroup, disk, job_facts, jobrecord, kernlog, procs
 
 TAIL_BYTES = 64 * 1024
 _DMESG_STAMP = re.compile(r"^\[\s*(\d+)\.(\d+)\]")
@@ -67,7 +68,7 @@ def gather(job_ref=None, pid=None, since=None):
           "oom_kills_now": cgroup.oom_kills()}
     paths = []
     if job_ref:
-        job_id = jobs.resolve(job_ref)
+        job_id = jobrecord.resolve(job_ref)
         rec = jobrecord.load(job_id)
         meta = rec["meta"]
         pid = meta.get("pid")
@@ -79,6 +80,7 @@ def gather(job_ref=None, pid=None, since=None):
             "boot_changed": bool(meta.get("boot_id")) and meta.get("boot_id") != ev["boot_id_now"],
             "alive": rec["exit"] is None and jobrecord.liveness(meta) == "alive",
             "log_tail": _tail(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG)),
+            "job": job_facts.facts(job_id),
         })
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])
     else:
@@ -116,7 +118,7 @@ def main(argv):
     try:
         ev = gather(opts["job"], int(opts["pid"]) if opts["pid"] else None,
                     float(opts["since"]) if opts["since"] else None)
-    except jobs.JobError as e:
+    except jobrecord.JobError as e:
         ev = {"error": {"kind": e.kind, "message": str(e)}}
     sys.stdout.write(json.dumps(ev))
     return 0

@@ -1,4 +1,4 @@
-"""The job directory contract: what a launched job leaves on the box for a post-mortem.
+"""The job directory contract: what a launched job leaves on the box, and how a job is found.
 
     <jobs_dir>/<job_id>/
         cmd         immutable copy of the command or script (0500; never rewritten while it runs)
@@ -18,14 +18,30 @@ The job's processes carry GPUOPS_JOB_ID=<job_id> in their environment. Run queue
 <jobs_dir> is $GPUOPS_JOBS_DIR when set, else ~/.gpuops/jobs (a profile may move it). Records
 are written to a temp file in the same directory and renamed into place, so a reader sees the
 old record or the new one, never half of one.
+
+Every on-box job action is an entry of its own (job_launch, job_facts, job_stream, job_stop,
+job_queue, diagnose): argv[0] names the action, its options arrive as one JSON object on stdin
+(after the shipped source), so commands, names and secret values never appear in argv or `ps`.
+Each prints one JSON document; errors are documents too: {"error": {"kind", "message"}}.
 """
 
+import fcntl
 import json
 import os
+import sys
 
 from . import procs
 
-CMD, META, LOG, EXIT = "cmd", "meta.json", "log", "exit.json"
+CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
+QUEUES, LOCK = ".queues", ".lock"
+
+
+class JobError(Exception):
+    """An expected refusal, reported to the caller as {"error": {kind, message}}."""
+
+    def __init__(self, kind, message):
+        Exception.__init__(self, message)
+        self.kind = kind
 
 
 def jobs_dir():
@@ -33,31 +49,35 @@ def jobs_dir():
 
 
 def job_dir(job_id):
-    if not job_id or "/" in job_id or job_id in (".", ".."):
+    if not job_id or "/" in job_id or job_id in (".", "..") or "\0" in job_id:
         raise ValueError("bad job id %r" % (job_id,))
     return os.path.join(jobs_dir(), job_id)
 
 
-def atomic_write(path, data, mode=0o600):
+def path(job_id, name):
+    return os.path.join(job_dir(job_id), name)
+
+
+def atomic_write(target, data, mode=0o600):
     if isinstance(data, str):
         data = data.encode("utf-8")
-    tmp = "%s.tmp.%d" % (path, os.getpid())
+    tmp = "%s.tmp.%d" % (target, os.getpid())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.rename(tmp, path)
+    os.rename(tmp, target)
 
 
-def write_json(path, obj, mode=0o600):
-    atomic_write(path, json.dumps(obj, sort_keys=True), mode)
+def write_json(target, obj, mode=0o600):
+    atomic_write(target, json.dumps(obj, sort_keys=True), mode)
 
 
-def read_json(path):
+def read_json(source):
     try:
-        with open(path, "rb") as f:
+        with open(source, "rb") as f:
             return json.loads(f.read().decode("utf-8"))
     except (OSError, IOError, ValueError):
         return None
@@ -88,3 +108,82 @@ def liveness(meta):
     if pid and procs.alive(pid, meta.get("start_ticks")):
         return "alive"
     return "gone"
+
+
+def metas():
+    """[(job_id, meta)] newest launch first."""
+    out = []
+    for job_id in all_ids():
+        meta = read_json(path(job_id, META))
+        if meta:
+            out.append((job_id, meta))
+    out.sort(key=lambda item: (item[1].get("launched_at") or 0, item[0]), reverse=True)
+    return out
+
+
+def by_key(key):
+    return next((jid for jid, m in metas() if m.get("key") == key), None)
+
+
+def resolve(ref):
+    """A job id from an id, an idempotency key or a name (newest wins)."""
+    if not ref:
+        raise JobError("usage", "name a job with --job (an id, a --key or a --name)")
+    try:
+        if os.path.isdir(job_dir(ref)):
+            return ref
+    except ValueError:
+        pass
+    found = metas()
+    for field in ("key", "name"):
+        hit = next((jid for jid, m in found if m.get(field) == ref), None)
+        if hit:
+            return hit
+    raise JobError("not-found", "no job %r in %s" % (ref, jobs_dir()))
+
+
+def ensure_root():
+    root = jobs_dir()
+    try:
+        os.makedirs(root, 0o700)
+    except OSError:
+        if not os.path.isdir(root):
+            raise JobError("usage", "cannot create the jobs directory %s" % root)
+    return root
+
+
+class Locked(object):
+    """flock on a file for the duration of a with-block (serialises key checks and appends)."""
+
+    def __init__(self, lock_path):
+        self.path = lock_path
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *_):
+        os.close(self.fd)
+
+
+def serve(actions, argv):
+    """An entry's main: run actions[argv[0]] on the JSON options from stdin, print its document."""
+    action = argv[0] if argv else ""
+    raw = sys.stdin.buffer.read()
+    try:
+        opts = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+    except ValueError:
+        opts = None
+    fn = actions.get(action)
+    try:
+        if fn is None or not isinstance(opts, dict):
+            raise JobError("usage", "unknown job action %r or unreadable options" % (action,))
+        if opts.get("jobs_dir"):
+            os.environ["GPUOPS_JOBS_DIR"] = os.path.expanduser(opts["jobs_dir"])
+        doc = fn(opts)
+    except JobError as e:
+        doc = {"error": {"kind": e.kind, "message": str(e)}}
+    if doc is not None:
+        sys.stdout.write(json.dumps(doc) + "\n")
+    return 0

@@ -1,9 +1,7 @@
 """Reading a job log on the box: tail offsets, training-progress lines, and when a line was written.
 
 Progress is judged from step lines, never from the log's mtime: a hung run can keep printing
-warnings while no step advances (the log-triage procedure's rule). The default patterns cover
-`completed step: N` (with an optional `seconds: X` step time on the same line), `step N` /
-`global_step=N`, `iter N` and tqdm's `N/M [`; a user pattern is tried first.
+warnings while no step advances. Which lines are steps is the progress policy's (gpuops.onbox.steps).
 
 The time a line was written comes from the supervisor's `growth` samples ("epoch size" lines):
 the first sample whose size covers the line's end offset is an upper bound on its write time.
@@ -17,20 +15,10 @@ import os
 import re
 import struct
 
-DEFAULT_PROGRESS = (
-    r"completed step:\s*(\d+)",
-    r"(?i)\b(?:global[_ ])?step\b\s*[:=#]?\s*(\d+)",
-    r"(?i)\biter(?:ation)?\b\s*[:=#]?\s*(\d+)",
-    r"(\d+)/\d+ \[\d",
-)
-_SECONDS = re.compile(br"seconds:\s*([0-9]+(?:\.[0-9]+)?)")
+from . import steps
+
+HEAD_BYTES = 256 << 10
 _LINE_END = re.compile(br"[\r\n]")
-
-
-def compile_patterns(user_regex=None):
-    """Byte patterns, the user's first. Raises re.error on a bad user pattern."""
-    sources = ([user_regex] if user_regex else []) + list(DEFAULT_PROGRESS)
-    return [re.compile(s.encode("utf-8")) for s in sources]
 
 
 def read_range(path, start, length):
@@ -69,7 +57,16 @@ def tail_offset(path, lines, window=1 << 20):
     return start
 
 
-def progress(path, patterns, window, keep=8):
+def form(data, patterns, user=False):
+    """The patterns that count in this log: a user pattern (the first one, when `user`), and of
+    the default forms only the first that occurs at all. A log that prints MaxText's step lines
+    is judged by them alone, so its noise (`iteration 1234` in a busy-wait warning) never passes
+    for progress."""
+    head, defaults = (patterns[:1], patterns[1:]) if user else ([], patterns)
+    return head + [next((p for p in defaults if p.search(data)), defaults[0])] if defaults else head
+
+
+def progress(path, patterns, window, keep=8, user=False):
     """Up to `keep` most recent progress lines: [{end, step, seconds, text}], oldest first."""
     size = size_of(path) or 0
     start = max(0, size - window)
@@ -79,6 +76,7 @@ def progress(path, patterns, window, keep=8):
         if not cut:
             return []
         data, start = data[cut.end():], start + cut.end()
+    patterns = form(data, patterns, user)
     found = []
     end = len(data)
     while end > 0 and len(found) < keep:
@@ -96,20 +94,35 @@ def progress(path, patterns, window, keep=8):
     return found
 
 
+def _step_of(match):
+    if not match.groups():
+        return None
+    try:
+        return int(match.group(1))
+    except (TypeError, ValueError):
+        return None
+
+
 def _event(match, line, end):
-    step = None
-    if match.groups():
-        try:
-            step = int(match.group(1))
-        except (TypeError, ValueError):
-            step = None
-    sec = _SECONDS.search(line)
     return {
         "end": end,
-        "step": step,
-        "seconds": float(sec.group(1)) if sec else None,
+        "step": _step_of(match),
+        "seconds": steps.seconds_on(line, match.end()),
         "text": line.decode("utf-8", "replace").strip()[:200],
     }
+
+
+def first_step(path, patterns, head=HEAD_BYTES, user=False):
+    """The step number of the first progress line in the log's head, or None (warm-up is counted
+    from it)."""
+    data = read_range(path, 0, head)
+    patterns = form(data, patterns, user)
+    for line in _LINE_END.split(data):
+        for pat in patterns:
+            m = pat.search(line)
+            if m:
+                return _step_of(m)
+    return None
 
 
 def growth_samples(path, tail_bytes=65536, cap=32 << 20):

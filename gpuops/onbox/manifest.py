@@ -5,13 +5,14 @@ Reads one JSON request from stdin and prints one JSON document:
     request  {"root": PATH, "rules_before": [...], "ignore_file": NAME|null, "rules_after": [...],
               "hash": "all"|"none"|"want"|"cached", "want": {REL: SIZE}, "paths": [REL...]|null,
               "space": bool, "cache": "use"|"rehash"|null}
-    answer   {"root": ABS, "exists", "is_dir", "entries": [[REL, KIND, SIZE, SHA256|null, LINK|null]],
+    answer   {"root": ABS, "exists", "is_dir", "entries": [Entry...],
               "errors": [[REL, MESSAGE]], "rules": [...], "space": {...}|null, "rsync": PATH|null,
               "now_ns": BOX CLOCK,
               "hashing": {"hashed_files", "hashed_bytes", "cache_hits", "cache_saved"}}
 
-KIND is "f" file, "d" directory, "l" symlink (LINK is its target, never followed), "o" anything
-else (sockets, fifos, devices: never synced). With "paths" the tree is not walked: only those
+An Entry is (rel, kind, size, sha256, link), a list on the wire: kind is "f" file, "d" directory,
+"l" symlink (link is its target, never followed), "o" anything else (sockets, fifos, devices:
+never synced); sha256 is null until hashed. With "paths" the tree is not walked: only those
 entries are looked at (absent ones are left out), which is how a sync re-checks just what it sent.
 "want" hashes a file only when the other side has one of the same size, since a size difference
 already decides it; "cached" reads no file at all and reports only the digests the cache holds for
@@ -32,9 +33,14 @@ import os
 import shutil
 import stat
 import sys
+import threading
+from collections import namedtuple
 
 from . import digestcache, disk
 from .ignorerules import Rules, read_lines
+
+Entry = namedtuple("Entry", "rel kind size sha256 link")
+KINDS = ("f", "d", "l", "o")
 
 CHUNK = 1 << 20
 _PARALLEL_BYTES = 32 << 20  # below this, thread start-up costs more than it saves
@@ -84,12 +90,12 @@ def _entry(root_b, rel, st):
             target = rel_name(os.readlink(os.path.join(root_b, fs_name(rel))))
         except OSError:
             target = None
-        return [rel, "l", 0, None, target]
+        return Entry(rel, "l", 0, None, target)
     if stat.S_ISDIR(mode):
-        return [rel, "d", 0, None, None]
+        return Entry(rel, "d", 0, None, None)
     if stat.S_ISREG(mode):
-        return [rel, "f", st.st_size, None, None]
-    return [rel, "o", 0, None, None]
+        return Entry(rel, "f", st.st_size, None, None)
+    return Entry(rel, "o", 0, None, None)
 
 
 def walk(root_b, rules, errors, keys=None):
@@ -122,7 +128,7 @@ def walk(root_b, rules, errors, keys=None):
                 keys[rel] = digestcache.stat_key(st)
             if is_dir:
                 stack.append(raw)
-    entries.sort(key=lambda e: e[0])
+    entries.sort(key=lambda e: e.rel)
     return entries
 
 
@@ -140,55 +146,57 @@ def look_at(root_b, rels, errors, keys=None):
         entries.append(_entry(root_b, rel, st))
         if keys is not None and stat.S_ISREG(st.st_mode):
             keys[rel] = digestcache.stat_key(st)
-    entries.sort(key=lambda e: e[0])
+    entries.sort(key=lambda e: e.rel)
     return entries
 
 
 def hash_entries(root_b, entries, errors, want=None, workers=None, cache=None, keys=None):
-    """Fill in sha256 (and the hashed size) of file entries; with `want`, only same-size ones.
-    With a `cache` (and the walk's stat `keys`), a file whose stat is unchanged is not read."""
-    todo = [e for e in entries if e[1] == "f" and (want is None or want.get(e[0]) == e[2])]
+    """The file entries with their sha256 (and the size hashed) filled in; with `want`, only the
+    same-size ones. With a `cache` (and the walk's stat `keys`), a file whose stat is unchanged is
+    not read. Returns the entries that got a digest."""
+    todo = [e for e in entries if e.kind == "f" and (want is None or want.get(e.rel) == e.size)]
     keys = keys or {}
+    done = []
     if cache is not None:
-        todo = [e for e in todo if not _cached(cache, e, keys.get(e[0]))]
+        rest = []
+        for e in todo:
+            digest = cache.lookup(e.rel, keys.get(e.rel))
+            if digest is None:
+                rest.append(e)
+            else:
+                done.append(e._replace(sha256=digest))
+        todo = rest
     if not todo:
-        return
+        return done
 
     def one(e):
-        path = os.path.join(root_b, fs_name(e[0]))
+        path = os.path.join(root_b, fs_name(e.rel))
         started = digestcache.now_ns()
         try:
-            e[3], e[2] = sha256_file(path)
+            digest, size = sha256_file(path)
         except (IOError, OSError) as err:
-            return [e[0], err.strerror or str(err)]
+            errors.append([e.rel, err.strerror or str(err)])
+            return None
         if cache is not None:
             try:
                 after = digestcache.stat_key(os.lstat(path))
             except OSError:
                 after = None
-            cache.record(e[0], keys.get(e[0]), e[3], e[2], started, after)
-        return None
+            cache.record(e.rel, keys.get(e.rel), digest, size, started, after)
+        return e._replace(sha256=digest, size=size)
 
-    total = sum(e[2] for e in todo)
+    total = sum(e.size for e in todo)
     workers = workers or min(4, os.cpu_count() or 1)
     if workers < 2 or total < _PARALLEL_BYTES:
-        problems = [one(e) for e in todo]
+        hashed = [one(e) for e in todo]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         # Big files first, so one large file does not run alone at the end.
-        todo.sort(key=lambda e: -e[2])
+        todo.sort(key=lambda e: -e.size)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            problems = list(pool.map(one, todo))
-    errors.extend(p for p in problems if p)
-
-
-def _cached(cache, e, key):
-    digest = cache.lookup(e[0], key)
-    if digest is None:
-        return False
-    e[3] = digest
-    return True
+            hashed = list(pool.map(one, todo))
+    return done + [e for e in hashed if e is not None]
 
 
 def rules_for(root_b, request):
@@ -202,13 +210,15 @@ def rules_for(root_b, request):
 
 
 class Scan:
-    """One root looked at for one request: its entries, their stat keys and its digest cache.
-    build() runs it to the end; the local side of a sync keeps it to hash on a thread."""
+    """One root looked at for one request: its entries (`entries`, {rel: Entry} in path order),
+    their stat keys and its digest cache. build() runs it to the end; the local side of a sync
+    keeps it to hash on a thread while it reads `entries`, whose files only ever gain digests."""
 
     def __init__(self, request):
         self.root = os.path.abspath(os.path.expanduser(request["root"]))
         self.root_b = fs_name(self.root)
         self.keys = {}
+        self._lock = threading.Lock()
         # The box's clock before anything is looked at: whatever a transfer writes afterwards has
         # a later ctime (see gpuops.onbox.landing).
         self.doc = {"root": self.root, "now_ns": digestcache.now_ns(),
@@ -219,27 +229,43 @@ class Scan:
         self.paths = request.get("paths")
         mode = request.get("cache") if self.doc["is_dir"] else None
         self.cache = digestcache.DigestCache.for_request(self.root, mode)
+        found = []
         if self.doc["is_dir"]:
             errors = self.doc["errors"]
-            self.doc["entries"] = look_at(self.root_b, self.paths, errors, self.keys) if self.paths is not None \
+            found = look_at(self.root_b, self.paths, errors, self.keys) if self.paths is not None \
                 else walk(self.root_b, rules, errors, self.keys)
+        self.entries = dict((e.rel, e) for e in found)
+
+    def _store(self, entries):
+        with self._lock:
+            for e in entries:
+                if e.rel in self.entries:
+                    self.entries[e.rel] = e
+
+    def drop(self, rels):
+        """Forget these entries (files that vanished meanwhile)."""
+        with self._lock:
+            for rel in rels:
+                self.entries.pop(rel, None)
 
     def restat(self, rels):
-        """Take the size and stat key of these entries again (after gpuops itself rewrote them)."""
-        by_rel = {e[0]: e for e in self.doc["entries"]}
-        for e in look_at(self.root_b, rels, self.doc["errors"], self.keys):
-            if e[0] in by_rel:
-                by_rel[e[0]][2] = e[2]
+        """Look at these entries again (after gpuops itself rewrote them): new size, no digest."""
+        self._store(look_at(self.root_b, rels, self.doc["errors"], self.keys))
 
-    def take_cached(self, entries):
+    def take_cached(self, rels=None):
         """Fill in the digests the cache holds for unchanged files; read nothing."""
-        for e in entries:
-            if e[1] == "f":
-                _cached(self.cache, e, self.keys.get(e[0]))
+        found = []
+        for rel in list(self.entries) if rels is None else rels:
+            e = self.entries.get(rel)
+            digest = self.cache.lookup(rel, self.keys.get(rel)) if e is not None and e.kind == "f" else None
+            if digest is not None:
+                found.append(e._replace(sha256=digest))
+        self._store(found)
 
-    def hash(self, entries, want=None, workers=None):
-        hash_entries(self.root_b, entries, self.doc["errors"], want=want, workers=workers, cache=self.cache,
-                     keys=self.keys)
+    def hash(self, rels=None, want=None, workers=None):
+        todo = [self.entries[r] for r in (list(self.entries) if rels is None else rels) if r in self.entries]
+        self._store(hash_entries(self.root_b, todo, self.doc["errors"], want=want, workers=workers,
+                                 cache=self.cache, keys=self.keys))
 
     def finish(self):
         """Save the digest cache; the hashing counters for the answer."""
@@ -253,11 +279,12 @@ def build(request):
     doc = scan.doc
     mode = request.get("hash", "none")
     if mode == "all":
-        scan.hash(doc["entries"])
+        scan.hash()
     elif mode == "want":
-        scan.hash(doc["entries"], want=request.get("want") or {})
+        scan.hash(want=request.get("want") or {})
     elif mode == "cached":
-        scan.take_cached(doc["entries"])
+        scan.take_cached()
+    doc["entries"] = list(scan.entries.values())
     doc["hashing"] = scan.finish()
     if request.get("space"):
         doc["space"] = disk.measure("destination", scan.root)

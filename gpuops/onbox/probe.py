@@ -20,7 +20,6 @@ import time
 from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo
 
 PROBE_VERSION = 2
-# Every on-box module this entry needs, in an order where each one's imports come first.
 DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 

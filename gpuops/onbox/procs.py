@@ -81,6 +81,19 @@ def alive(pid, start_ticks=None):
     return start_ticks is None or st["start_ticks"] == int(start_ticks)
 
 
+def live_threads(pid):
+    """Thread ids of `pid` other than the leader that have not exited (a zombie leader's threads
+    can live on and keep its device files open)."""
+    out = []
+    for tid in sysroot.listdir("/proc/%d/task" % pid):
+        if tid.isdigit() and int(tid) != pid:
+            text = sysroot.read("/proc/%d/task/%s/stat" % (pid, tid)) or ""
+            state = text.rpartition(")")[2].split()[:1]
+            if state and state[0] not in ("Z", "X"):
+                out.append(int(tid))
+    return out
+
+
 def ancestry(pid=None):
     """The set of pids from `pid` (default: this process) up to init."""
     chain = set()

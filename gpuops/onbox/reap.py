@@ -9,21 +9,11 @@ container, so a PID it names is trusted only when that PID, in our own /proc, ho
 node of the GPU it is named on and is still the process we scanned (same start time). Nothing is
 ever signalled because NVML named it.
 
-Each holder gets one class and the reason for it; the first rule that fits wins:
-  protected     never touched: PID 1, kernel threads, our own chain and session, GPU and system
-                daemons, systemd services, processes of other users
-  live          part of a running gpuops job
-  defunct       exited, but its threads still hold the device; its parent is signalled too
-                when the parent could be reaped in its own right
-  live          its GPU is busy (any utilisation in the sampled window)
-  finished-job  left behind by a gpuops job whose exit record exists
-  live          holds no GPU node, its GPU is not provably idle, or it is younger than --min-age
-  orphan        reparented to init or a subreaper (its launcher is gone), its GPU idle
-  idle          its GPU idle, its parent still there
-Dry run unless --yes. Acting: SIGTERM to the process group when every member of the group may be
-signalled (else to the pid alone), wait, SIGKILL the survivors. The start time is re-read before
-every signal, so a pid reused in the meantime is never hit. A holder still in state D at the end
-needs a GPU reset or a reboot: it is reported, not retried.
+Each holder gets one class and its reason (gpuops.onbox.reap_rules). Dry run unless --yes.
+Acting: SIGTERM to the process group when every member of the group may be signalled (else to the
+pid alone), wait, SIGKILL the survivors (gpuops.onbox.signals re-reads every start time before a
+signal, so a pid reused in the meantime is never hit). A holder still in state D at the end needs
+a GPU reset or a reboot: it is reported, not retried.
 """
 
 import argparse
@@ -33,120 +23,14 @@ import pwd
 import re
 import signal
 import sys
-import time
 
-from . import gpu, jobrecord, procs, runcmd, sysroot
+from . import busid, gpu, jobrecord, procs, signals, sysroot
+from .reap_rules import REAPABLE, classify, job_of, protected_reason
 
-REAPABLE = ("defunct", "orphan", "finished-job", "idle")
-
-# Compared with comm (cut by the kernel to 15 characters) and with argv[0]'s basename.
-PROTECTED_NAMES = (
-    "sshd", "sshd-session", "sshd-auth", "nvidia-persistenced", "nv-hostengine", "dcgm-exporter",
-    "nvidia-dcgm", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-smi", "nvidia-powerd",
-    "nvidia-fabricmanager", "nv-fabricmanager", "Xorg", "X", "Xwayland", "gnome-shell",
-)
-_EXPORTER = re.compile(r"[-_]exporter$")
-# Parents that adopt orphans: a process whose parent is one of these lost its launcher.
-INIT_LIKE = ("systemd", "init", "tini", "dumb-init", "docker-init", "catatonit", "s6-svscan")
 # Units that only host login sessions (sshd without pam_systemd keeps its sessions in its unit).
 _SESSION_UNITS = re.compile(r"^(ssh|sshd|user@\d+)\.service$")
 _GPU_NODE = re.compile(r"^/dev/nvidia(\d+)$")
 _PF_KTHREAD = 0x00200000  # task flag (field 9 of /proc/PID/stat): a kernel thread
-
-SMI_TIMEOUT_S = 10
-_LIGHT_FIELDS = [
-    ("index", "index", int),
-    ("minor_number", "minor", int),
-    ("pci.bus_id", "bus_id", str),
-    ("utilization.gpu", "util_pct", float),
-    ("memory.used", "memory_used_mib", float),
-    ("memory.total", "memory_total_mib", float),
-]
-_APP_FIELDS = [("pid", "pid", int), ("used_memory", "used_mib", float), ("gpu_bus_id", "bus_id", str)]
-_DEVICE_KEYS = ("index", "minor", "bus_id", "util_pct", "memory_used_mib", "memory_total_mib")
-
-
-# ----------------------------------------------------------------------------- GPU readings
-
-class GpuReader(object):
-    """Per-GPU utilisation, memory and compute processes: NVML when pynvml works here, else nvidia-smi.
-
-    The source is chosen on the first reading and kept, so the samples of one window compare.
-    """
-
-    def __init__(self):
-        self.nvml = None
-        if sysroot.overlay_active():
-            return  # fixture device nodes: the GPU answers come from the nvidia-smi on PATH
-        try:
-            import pynvml
-            doc, _ = gpu.from_nvml(pynvml)
-            if doc is not None and not doc.get("error"):
-                self.nvml = pynvml
-        except Exception:  # absent or broken here: nvidia-smi may still answer
-            self.nvml = None
-
-    def read(self, apps=True):
-        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib}], processes}."""
-        if self.nvml is not None:
-            doc, err = gpu.from_nvml(self.nvml)
-            if doc is None:
-                return {"source": "nvml", "error": err, "devices": [], "processes": []}
-            doc["devices"] = [dict((k, d.get(k)) for k in _DEVICE_KEYS) for d in doc["devices"]]
-            return doc
-        return read_smi(apps)
-
-
-def read_smi(apps=True):
-    """The light CSV queries only; `apps` adds the compute-process list (one more nvidia-smi run)."""
-    query = ",".join(f for f, _, _ in _LIGHT_FIELDS)
-    r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
-    doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
-    if r["error"] or r["rc"] != 0:
-        why = r["error"] or ((r["err"] or r["out"]).strip() or "exit %s" % r["rc"]).splitlines()[-1]
-        doc["error"] = "nvidia-smi --query-gpu: %s" % why[:300]
-        return doc
-    doc["devices"] = gpu.parse_csv(r["out"], _LIGHT_FIELDS)
-    if not apps:
-        return doc
-    a = runcmd.run(["nvidia-smi", "--query-compute-apps=" + ",".join(f for f, _, _ in _APP_FIELDS),
-                    "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
-    if a["error"] is None and a["rc"] == 0:
-        doc["processes"] = gpu.parse_csv(a["out"], _APP_FIELDS)
-    else:
-        doc["error"] = "nvidia-smi --query-compute-apps: %s" % (a["error"] or a["err"].strip()[:200])
-    return doc
-
-
-def bus_key(bus_id):
-    """'00000000:1B:00.0' and '0000:1b:00.0' name the same GPU."""
-    if not bus_id:
-        return None
-    dom, _, rest = bus_id.strip().lower().partition(":")
-    try:
-        return "%x:%s" % (int(dom, 16), rest)
-    except ValueError:
-        return bus_id.strip().lower()
-
-
-def sample(reader, window_s, interval_s=1.0):
-    """(first reading, {index: peak util or None}, samples) over `window_s` seconds.
-
-    A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
-    """
-    first = reader.read(apps=False)
-    peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
-    samples = 1
-    deadline = time.time() + max(0.0, window_s)
-    while time.time() < deadline:
-        time.sleep(max(0.0, min(interval_s, deadline - time.time())))
-        again = reader.read(apps=False)
-        samples += 1
-        seen = dict((d["index"], d.get("util_pct")) for d in again["devices"])
-        for index in list(peak):
-            now, before = seen.get(index), peak[index]
-            peak[index] = None if now is None or before is None else max(now, before)
-    return first, peak, samples
 
 
 # ----------------------------------------------------------------------------- facts on processes
@@ -180,22 +64,10 @@ def service_unit(pid):
     return None
 
 
-def live_threads(pid):
-    """Thread ids of `pid` other than the leader that have not exited."""
-    out = []
-    for tid in sysroot.listdir("/proc/%d/task" % pid):
-        if tid.isdigit() and int(tid) != pid:
-            text = sysroot.read("/proc/%d/task/%s/stat" % (pid, tid)) or ""
-            state = text.rpartition(")")[2].split()[:1]
-            if state and state[0] not in ("Z", "X"):
-                out.append(int(tid))
-    return out
-
-
 def _task_devices(pid):
     """Device links held by the live threads of a zombie leader (its own fd table is gone)."""
     found = set()
-    for tid in live_threads(pid):
+    for tid in procs.live_threads(pid):
         fd_dir = "/proc/%d/task/%d/fd" % (pid, tid)
         try:
             fds = os.listdir(fd_dir)
@@ -255,7 +127,7 @@ def scan_holders(table, minor_to_index):
         f["minors"] = sorted(int(m.group(1)) for m in (_GPU_NODE.match(d) for d in devices[pid]) if m)
         f["gpus"] = sorted(set(minor_to_index.get(m, m) for m in f["minors"]))
         if st["state"] == "Z":
-            f["threads"] = len(live_threads(pid))
+            f["threads"] = len(procs.live_threads(pid))
         holders.append(f)
     return holders, unreadable
 
@@ -270,11 +142,11 @@ def nested_pid_namespace():
 
 def attach_memory(holders, reading, nested):
     """Put NVML's per-process memory on the holders it verifiably belongs to; return the rest."""
-    by_bus = dict((bus_key(d.get("bus_id")), d) for d in reading["devices"])
+    by_bus = dict((busid.key(d.get("bus_id")), d) for d in reading["devices"])
     by_pid = dict((h["pid"], h) for h in holders)
     unverified = []
     for app in reading["processes"]:
-        pid, dev = app.get("pid"), by_bus.get(bus_key(app.get("bus_id")))
+        pid, dev = app.get("pid"), by_bus.get(busid.key(app.get("bus_id")))
         h = by_pid.get(pid)
         why = None
         if nested:
@@ -325,134 +197,6 @@ def load_jobs(boot_id, btime):
             "survivors": survivors,
         })
     return jobs
-
-
-def _descends_from(pid, ancestor, start_ticks, table):
-    seen = set()
-    while pid in table and pid not in seen:
-        seen.add(pid)
-        st = table[pid]
-        if pid == ancestor:
-            return start_ticks is None or st["start_ticks"] == start_ticks
-        pid = st["ppid"]
-    return False
-
-
-def job_of(f, jobs, table):
-    """The job a process belongs to: its recorded pid, the survivors its exit record lists, its group
-    or session, or (running) its descent from the job or from the supervisor that adopts its orphans.
-
-    Groups outlive their leader and their ids come back, so a match by group also needs the process
-    to have started after the job did and, for an ended job, before it ended.
-    """
-    for job in jobs:
-        me = (f["pid"], f["start_ticks"])
-        if me == (job["pid"], job["start_ticks"]) or me in job.get("survivors", ()):
-            return job
-        if job["running"] and job.get("wrapper_pid") and _descends_from(
-                f["ppid"], job["wrapper_pid"], job.get("wrapper_start_ticks"), table):
-            return job
-        if job["start_ticks"] is not None and f["start_ticks"] < job["start_ticks"]:
-            continue
-        if job["ended_ticks"] is not None and f["start_ticks"] > job["ended_ticks"]:
-            continue
-        group = job["pgid"]
-        if group and (f["pgid"] == group or f["sid"] == group or (job["sid"] and f["sid"] == job["sid"])):
-            return job
-        if job["running"] and job["pid"] and _descends_from(f["pid"], job["pid"], job["start_ticks"], table):
-            return job
-    return None
-
-
-# ----------------------------------------------------------------------------- rules (pure)
-
-def daemon_name(f):
-    for name in (f.get("comm") or "", f.get("argv0") or ""):
-        if not name:
-            continue
-        for known in PROTECTED_NAMES:
-            if name == known or (len(name) == 15 and known.startswith(name)):
-                return known
-        if _EXPORTER.search(name):
-            return name
-    return None
-
-
-def protected_reason(f, ctx):
-    if f["pid"] == 1:
-        return "PID 1, the init of this PID namespace"
-    if f.get("kthread"):
-        return "kernel thread"
-    if f["pid"] in ctx["ancestry"]:
-        return "the reaper's own process chain"
-    if f["sid"] == ctx["sid"]:
-        return "in the reaper's own session"
-    name = daemon_name(f)
-    if name:
-        return "system/GPU daemon (%s)" % name
-    if f.get("unit"):
-        return "runs under systemd service %s (manage it with systemctl)" % f["unit"]
-    if f["uid"] is None:
-        return "owner unknown"
-    if f["uid"] != ctx["uid"]:
-        return "belongs to user %s; only your own processes are reaped" % f["user"]
-    return None
-
-
-def _gpu_list(indexes):
-    return ",".join(str(i) for i in indexes)
-
-
-def orphaned(f, table):
-    if f["ppid"] in (0, 1):
-        return "reparented to PID 1 (its launcher is gone)"
-    parent = table.get(f["ppid"])
-    if parent and parent["comm"] in INIT_LIKE:
-        return "reparented to subreaper %d (%s)" % (f["ppid"], parent["comm"])
-    return None
-
-
-def _ended(job):
-    ex = job["exit"] or {}
-    if ex.get("signal"):
-        return "killed by %s" % ex["signal"]
-    if ex.get("exit_code") is not None:
-        return "exit %s" % ex["exit_code"]
-    return "ended"
-
-
-def classify(f, ctx):
-    """(class, reason, job id) for one process; everything it reads is in `f` and `ctx`."""
-    why = protected_reason(f, ctx)
-    if why:
-        return "protected", why, None
-    job = job_of(f, ctx["jobs"], ctx["table"])
-    job_id = job["id"] if job else None
-    if job and job["running"]:
-        return "live", "part of running gpuops job %s" % job["id"], job_id
-    window = "the %gs window" % ctx["idle_window"] if ctx["idle_window"] > 0 else "a single sample"
-    if f["state"] == "Z":
-        return ("defunct", "exited, but %s live thread(s) still hold %s; parent %d has not reaped it"
-                % (f["threads"], ", ".join(f["devices"]), f["ppid"]), job_id)
-    util = ctx["util"]
-    busy = [i for i in f["gpus"] if util.get(i)]
-    if busy:
-        peak = max(util[i] for i in busy)
-        return "live", "GPU %s busy (up to %g%% over %s)" % (_gpu_list(busy), peak, window), job_id
-    if job:
-        return "finished-job", "left behind by gpuops job %s, which ended (%s)" % (job["id"], _ended(job)), job_id
-    if not f["gpus"]:
-        return "live", "holds only %s: no GPU device node, no GPU memory to free" % ", ".join(f["devices"]), None
-    unknown = [i for i in f["gpus"] if util.get(i, None) is None]
-    if unknown:
-        return "live", "utilisation of GPU %s could not be read: not provably idle" % _gpu_list(unknown), None
-    if f["age_s"] is None or f["age_s"] < ctx["min_age"]:
-        return "live", "younger than --min-age (%ss < %gs)" % (f["age_s"], ctx["min_age"]), None
-    idle = "GPU %s at 0%% over %s" % (_gpu_list(f["gpus"]), window)
-    lost = orphaned(f, ctx["table"])
-    if lost:
-        return "orphan", "%s; %s" % (lost, idle), None
-    return "idle", "%s; parent %d still runs" % (idle, f["ppid"]), None
 
 
 # ----------------------------------------------------------------------------- plan
@@ -538,33 +282,13 @@ def plan(holders, ctx, selected, term_wait):
 
 # ----------------------------------------------------------------------------- act
 
-def identity(unit):
-    """'there', 'gone' or 'reused' for the process a unit was planned for."""
-    st = procs.stat(unit["pid"])
-    if st is None:
-        return "gone"
-    if st["start_ticks"] != unit["start_ticks"]:
-        return "reused"
-    if st["state"] in ("Z", "X") and not live_threads(unit["pid"]):
-        return "gone"
-    return "there"
-
-
-def _group_unchanged(unit):
-    """Every process now in the group was in it at planning time (nothing new joined, no reuse)."""
-    planned = set((p, s) for p, s in unit["members"])
-    for st in process_table().values():
-        if st["pgid"] == unit["pgid"] and (st["pid"], st["start_ticks"]) not in planned:
-            return False
-    return True
-
-
 def _send(unit, sig, record, first, groups_done):
     """Signal one unit after re-reading its identity; the group only if nobody new joined it."""
+    what = signals.name(sig)
     if unit["scope"] == "group" and unit["pgid"] in groups_done:
-        record["signals"].append("%s to group %d (sent once for the group)" % (_signame(sig), unit["pgid"]))
+        record["signals"].append("%s to group %d (sent once for the group)" % (what, unit["pgid"]))
         return
-    state = identity(unit)
+    state = signals.identity(unit["pid"], unit["start_ticks"])
     if state != "there":
         if first:
             record["outcome"] = "pid-reused" if state == "reused" else "gone"
@@ -572,73 +296,52 @@ def _send(unit, sig, record, first, groups_done):
         else:
             record["outcome"] = "reaped"
             why = "it exited after SIGTERM"
-        record["signals"].append("%s not sent: %s" % (_signame(sig), why))
+        record["signals"].append("%s not sent: %s" % (what, why))
         return
-    try:
-        if unit["scope"] == "group" and _group_unchanged(unit):
-            os.killpg(unit["pgid"], sig)
-            groups_done.add(unit["pgid"])
-            record["signals"].append("%s to group %d" % (_signame(sig), unit["pgid"]))
-        else:
-            os.kill(unit["pid"], sig)
-            record["signals"].append("%s to pid %d" % (_signame(sig), unit["pid"]))
-    except ProcessLookupError:
-        record["signals"].append("%s: no such process" % _signame(sig))
-    except PermissionError:
+    planned = set((p, s) for p, s in unit["members"]) if unit["scope"] == "group" else None
+    if planned is not None and signals.send_group(unit["pgid"], sig, allowed=planned):
+        groups_done.add(unit["pgid"])
+        record["signals"].append("%s to group %d" % (what, unit["pgid"]))
+        return
+    sent = signals.send(unit["pid"], unit["start_ticks"], sig)
+    if sent == "sent":
+        record["signals"].append("%s to pid %d" % (what, unit["pid"]))
+    elif sent == "not-permitted":
         record["outcome"] = "not-permitted"
-        record["signals"].append("%s: not permitted" % _signame(sig))
-
-
-def _signame(sig):
-    return "SIGTERM" if sig == signal.SIGTERM else "SIGKILL"
-
-
-def _wait(units, records, timeout_s, poll_s=0.05):
-    deadline = time.time() + timeout_s
-    while True:
-        pending = [u for u in units if records[u["pid"]]["outcome"] is None and identity(u) == "there"]
-        if not pending or time.time() >= deadline:
-            return
-        time.sleep(poll_s)
+        record["signals"].append("%s: not permitted" % what)
+    else:
+        record["signals"].append("%s: no such process" % what)
 
 
 def act(units, term_wait, kill_wait):
     """Signal every unit (SIGTERM, then SIGKILL for survivors); one record per unit, in order."""
     records = dict((u["pid"], {"pid": u["pid"], "start_ticks": u["start_ticks"], "scope": u["scope"],
                                "signals": [], "outcome": None}) for u in units)
-    for sig, wait_s in ((signal.SIGTERM, term_wait), (signal.SIGKILL, kill_wait)):
-        pending = [u for u in units if records[u["pid"]]["outcome"] is None]
+
+    def send_round(items, sig):
         groups_done = set()
-        for u in pending:
+        for u in items:
             _send(u, sig, records[u["pid"]], sig == signal.SIGTERM, groups_done)
-        signalled = [u for u in pending if records[u["pid"]]["outcome"] is None]
-        _wait(signalled, records, wait_s)
-        for u in signalled:
-            if identity(u) != "there":
-                records[u["pid"]]["outcome"] = "reaped"
+
+    def still_there(u):
+        return records[u["pid"]]["outcome"] is None and signals.identity(u["pid"], u["start_ticks"]) == "there"
+
+    signals.ladder(units, term_wait, kill_wait, send_round, still_there)
     for u in units:
         rec = records[u["pid"]]
-        if rec["outcome"] is None:
-            st = procs.stat(u["pid"]) or {}
-            if st.get("state") == "D":
-                rec["outcome"] = "stuck"
-                rec["why"] = "in uninterruptible sleep (D) inside the driver: needs a GPU reset or a reboot"
-            else:
-                rec["outcome"] = "remains"
-                rec["why"] = "still there after SIGKILL (state %s)" % st.get("state")
+        if rec["outcome"] is not None:
+            continue
+        if signals.identity(u["pid"], u["start_ticks"]) != "there":
+            rec["outcome"] = "reaped"
+            continue
+        st = procs.stat(u["pid"]) or {}
+        if st.get("state") == "D":
+            rec["outcome"] = "stuck"
+            rec["why"] = "in uninterruptible sleep (D) inside the driver: needs a GPU reset or a reboot"
+        else:
+            rec["outcome"] = "remains"
+            rec["why"] = "still there after SIGKILL (state %s)" % st.get("state")
     return [records[u["pid"]] for u in units]
-
-
-def settle_memory(reader, timeout_s, poll_s=0.5):
-    """Per-GPU used memory once it stops falling (the driver frees a context after its last fd closes)."""
-    deadline = time.time() + timeout_s
-    last = None
-    while True:
-        now = dict((d["index"], d.get("memory_used_mib")) for d in reader.read(apps=False)["devices"])
-        if now == last or time.time() >= deadline:
-            return now
-        last = now
-        time.sleep(poll_s)
 
 
 # ----------------------------------------------------------------------------- main
@@ -663,7 +366,7 @@ def context(table, jobs, util, min_age, idle_window):
 
 def survey(opts, reader):
     """(document, signal units): every holder classified and, when reapable, planned. Signals nothing."""
-    first, util, samples = sample(reader, opts.idle_window)
+    first, util, samples = gpu.sample(reader, opts.idle_window)
     minor_to_index = dict((d["minor"], d["index"]) for d in first["devices"] if d.get("minor") is not None)
     table = process_table()
     holders, unreadable = scan_holders(table, minor_to_index)
@@ -707,7 +410,7 @@ def apply(doc, units, opts, reader):
     by_pid = dict((r["pid"], r) for r in records)
     for h in doc["holders"]:
         h["outcome"] = (by_pid.get(h["pid"]) or {}).get("outcome")
-    after = settle_memory(reader, opts.release_wait)
+    after = gpu.settle_memory(reader, opts.release_wait)
     for row in doc["gpus"]:
         now = after.get(row["index"])
         if now is not None and row["memory_used_mib"] is not None:
@@ -732,14 +435,10 @@ def _gpu_rows(devices, util, holders):
 
 def main(argv):
     opts = _args(argv)
-    reader = GpuReader()
+    reader = gpu.Reader()
     doc, units = survey(opts, reader)
     if opts.yes and units:
         apply(doc, units, opts, reader)
     doc["applied"] = bool(opts.yes)
     sys.stdout.write(json.dumps(doc))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

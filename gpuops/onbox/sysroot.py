@@ -51,16 +51,6 @@ def read(p, default=None):
         return default
 
 
-def read_int(p, default=None):
-    text = read(p)
-    if text is None:
-        return default
-    try:
-        return int(text.split()[0])
-    except (ValueError, IndexError):
-        return default
-
-
 def listdir(p):
     """Entries of directory `p` from the real system and the overlay together."""
     names = set()

@@ -33,7 +33,6 @@ import time
 
 from . import jobrecord, procs
 
-GROWTH = "growth"
 _FAST_SAMPLE_S, _SLOW_SAMPLE_S, _FAST_PERIOD_S = 1.0, 5.0, 600.0
 _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 15, 36
 _RESET = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGUSR1", "SIGUSR2")
@@ -100,7 +99,7 @@ def start(job_dir, argv, env, workdir, meta, timeout_s=30.0):
 
     detach(body, log_path, keep_fd=w)
     os.close(w)
-    data = _read_until_eof(r, timeout_s)
+    data = read_until_eof(r, timeout_s)
     os.close(r)
     try:
         return json.loads(data.decode("utf-8"))
@@ -108,7 +107,7 @@ def start(job_dir, argv, env, workdir, meta, timeout_s=30.0):
         raise RuntimeError("the job supervisor did not report a start within %gs" % timeout_s)
 
 
-def _read_until_eof(fd, timeout_s):
+def read_until_eof(fd, timeout_s):
     chunks, deadline = [], time.time() + timeout_s
     while True:
         left = deadline - time.time()
@@ -252,7 +251,7 @@ def _sample(job_dir, growth, force=False):
     if size == growth.get("size"):
         return
     growth.update(at=now, size=size)
-    fd = os.open(os.path.join(job_dir, GROWTH), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(os.path.join(job_dir, jobrecord.GROWTH), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, ("%.2f %d\n" % (now, size)).encode("ascii"))
     finally:

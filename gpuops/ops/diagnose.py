@@ -1,12 +1,11 @@
 """Diagnose: why a run stopped. One round trip gathers the evidence; the verdict is pure."""
 
+from datetime import datetime
+
 from .. import errors
 from ..diagnose import verdict
 from ..envelope import envelope
-
-_KINDS = {"not-found": errors.NotFound, "usage": errors.UsageError}
-TAIL_FOR_TRIAGE = 64 * 1024
-
+from ..jobs import state
 
 def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0):
     if bool(job) == bool(pid):
@@ -17,11 +16,14 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     ev = target.run_onbox("diagnose", args, timeout_s=timeout_s)
     if ev.get("error"):
         err = ev["error"]
-        raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
+        raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+    row = state.derive(ev["job"]) if ev.get("job") else None
+    if row is not None:
+        ev["status"] = row
     v = verdict.decide(ev)
     if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
         v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
-    triaged = _triage(ev.get("log_tail"))
+    triaged = _triage(ev, row)
     nxt = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"))
     if triaged and triaged.get("primary"):
         nxt = [f"log tail triage: {triaged['primary']} ({triaged['status']})"] + list(triaged.get("next") or [])[:3] + nxt
@@ -40,6 +42,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         "oom_kills": {"at_launch": ev.get("oom_kills_at_launch"), "now": ev.get("oom_kills_now")},
         "disks": ev.get("disks"),
         "triage": triaged,
+        "state": row["state"] if row else None,
     }
     ok = v["verdict"] in ("running", "completed")
     summary = f"{what}: {v['verdict']} ({v['confidence']} confidence)"
@@ -48,25 +51,13 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     return envelope("diagnose", ok=ok, summary=summary, data=data, next=nxt)
 
 
-def _triage(tail):
+def _triage(ev, row):
+    """The log tail triaged against the box's clock and the job's state, as status sees it."""
+    tail = ev.get("log_tail")
     if not tail:
         return None
     from ..triage import classify_bytes
 
-    return classify_bytes(tail.encode("utf-8", "replace"))
-
-
-def render(doc, con):
-    from rich.table import Table
-
-    from ..render import summary_line
-
-    d = doc["data"]
-    table = Table(show_header=False, box=None)
-    table.add_row("[bold]verdict[/]", f"[bold]{d['verdict']}[/] ({d['confidence']} confidence)")
-    for line in d["evidence"]:
-        table.add_row("evidence", line)
-    for r in d["ruled_out"]:
-        table.add_row("ruled out", f"{r['cause']}: {r['why']}")
-    con.print(table)
-    summary_line(doc, con)
+    now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
+    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=row["state"] if row else None,
+                          exit_record=ev.get("exit"))

@@ -1,33 +1,42 @@
 """Detached jobs: launch, status, logs, stop, retry, queue. Each returns one envelope.
 
-Every operation is one exec channel to the box running gpuops/onbox/jobs.py (options and
-secrets travel in its stdin), except `logs --follow`, which holds a framed stream open and
-reconnects from the last byte it delivered when the link drops.
+Every operation is one exec channel to the box running one on-box job entry (options and
+secrets travel in its stdin; see gpuops.onbox.jobrecord), except `logs --follow`, which holds a
+framed stream open and reconnects from the last byte it delivered when the link drops.
 """
 
 import json
 import os
-import sys
 import threading
 import time
 
 from .. import errors
 from ..envelope import envelope
-from ..jobs import frames, lastseen, state
+from ..jobs import frames, lastseen, state, states
+from ..onbox import steps
+from ..units import duration
 
-_KINDS = {"not-found": errors.NotFound, "usage": errors.UsageError, "refused": errors.Refused}
+# The on-box entry that carries out each job action.
+ENTRIES = {"launch": "job_launch", "retry": "job_launch", "status": "job_facts", "excerpt": "job_facts",
+           "stream": "job_stream", "stop": "job_stop", "queue": "job_queue"}
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_BYTES = 1 << 20
 KEEP_BYTES = 4 << 20
 
 
+def _payload(opts):
+    return json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
+
+
+def _raise_reported(target, err):
+    raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+
+
 def call(target, action, opts, timeout_s=60):
     """Run one on-box job action; its document, or the typed error it reported."""
-    payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
-    doc = target.run_onbox("jobs", [action], stdin=payload, timeout_s=timeout_s)
-    err = doc.get("error")
-    if err:
-        raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
+    doc = target.run_onbox(ENTRIES[action], [action], stdin=_payload(opts), timeout_s=timeout_s)
+    if doc.get("error"):
+        _raise_reported(target, doc["error"])
     return doc
 
 
@@ -95,8 +104,8 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
 # ------------------------------------------------------------------ status
 
 
-def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=state.STALL_FACTOR,
-           stall_min_s=state.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0):
+def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=steps.STALL_STEPS,
+           stall_min_s=steps.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0):
     opts = {"job": job, "labels": labels or {}, "progress_regex": progress_regex, "limit": limit,
             "jobs_dir": jobs_dir}
     try:
@@ -106,7 +115,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         rows = [state.unreachable(job, e.message, seen)] if job else []
         message = e.message
         if seen:
-            message += f" (job last seen {seen['state']} {_age(time.time() - seen['seen_at'])} ago)"
+            message += f" (job last seen {seen['state']} {duration(time.time() - seen['seen_at'])} ago)"
         error = dict(e.as_dict(), message=message)
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
@@ -114,7 +123,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
     if job:
         row = rows[0]
-        ok = row["state"] in state.HEALTHY
+        ok = row["state"] in states.HEALTHY
         summary = _one_line(row)
         nxt = [_cmd(target.name, "logs", row["job_id"], "--tail", "50", jobs_dir=jobs_dir)] if not ok else []
     else:
@@ -168,12 +177,8 @@ class _Stream:
 def stream_once(target, opts, s):
     """One channel of the on-box `stream` action, feeding the _Stream `s` (whose header and byte
     count stay valid even when this raises; its end is None if the link dropped)."""
-    from .. import onbox
     from ..remote import wrap
 
-    src = onbox.script("jobs")
-    line = wrap.python_line(len(src), ["stream"], None)
-    payload = json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
     done = threading.Event()
 
     def watchdog():
@@ -189,7 +194,7 @@ def stream_once(target, opts, s):
     if not target.is_local:
         guard.start()
     try:
-        result = target.run(line, stdin=src + payload, timeout_s=None, on_stdout=s.on_chunk)
+        result = target.ship(ENTRIES["stream"], ["stream"], stdin=_payload(opts), timeout_s=None, on_stdout=s.on_chunk)
     finally:
         done.set()
         if guard.is_alive():
@@ -202,8 +207,7 @@ def stream_once(target, opts, s):
         tail = (result.err_text.strip().splitlines() or [f"exit {result.exit}, no output"])[-1]
         raise errors.GpuopsError(f"{target.name}: log stream failed: {tail[:300]}")
     if s.end and s.end.get("error"):
-        err = s.end["error"]
-        raise _KINDS.get(err.get("kind"), errors.GpuopsError)(f"{target.name}: {err.get('message')}")
+        _raise_reported(target, s.end["error"])
     return s
 
 
@@ -309,7 +313,7 @@ def _logs_envelope(target, job_id, start, offset, end, reconnects, save, kept, s
         row = state.derive({"job_id": job_id, "meta": {}, "exit": rec, "liveness": "gone"})
         data["state"] = row["state"]
         data["exit"] = rec
-        ok = row["state"] == state.COMPLETED
+        ok = row["state"] == states.COMPLETED
         summary += f"; job ended: {_one_line(row).split(': ', 1)[1]}"
     elif end.get("reason") == "eof":
         data["ended"] = bool(end.get("ended"))
@@ -365,12 +369,12 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
     entries = []
     for e in doc["entries"]:
-        row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": "PENDING"}
+        row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": states.PENDING}
         entries.append({"line": e["line"], "command": e["command"], "job_id": row.get("job_id"),
                         "state": row["state"], "exit_code": row.get("exit_code"), "signal": row.get("signal")})
     done = doc.get("done")
-    finished = sum(1 for e in entries if e["state"] in state.TERMINAL)
-    failed = [e["line"] for e in entries if e["state"] in state.TERMINAL and e["state"] != state.COMPLETED]
+    finished = sum(1 for e in entries if e["state"] in states.TERMINAL)
+    failed = [e["line"] for e in entries if e["state"] in states.TERMINAL and e["state"] != states.COMPLETED]
     data = {"queue": name, "entries": entries, "done": done, "runner_alive": doc.get("runner_alive"),
             "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}
     if done:
@@ -380,7 +384,7 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
             summary += f" (lines {', '.join(map(str, failed))})"
         ok = not failed and not done.get("error")
     else:
-        running = next((e for e in entries if e["state"] in (state.RUNNING, state.STALLED, state.STARTING)), None)
+        running = next((e for e in entries if e["state"] in (states.RUNNING, states.STALLED, states.STARTING)), None)
         summary = f"queue {name}: {finished}/{len(entries)} finished"
         if running:
             summary += f", running line {running['line']} ({running['job_id']})"
@@ -388,94 +392,3 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
             summary += "; no runner (re-run with --file to resume)"
         ok = not failed
     return envelope("queue", ok=ok, summary=summary, data=data)
-
-
-# ------------------------------------------------------------------ rendering
-
-
-def _age(seconds):
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s >= 86400:
-        return f"{s // 86400}d{(s % 86400) // 3600}h"
-    if s >= 3600:
-        return f"{s // 3600}h{(s % 3600) // 60}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60}s"
-    return f"{s}s"
-
-
-_STATE_STYLE = {"RUNNING": "green", "COMPLETED": "green", "STARTING": "cyan", "STALLED": "yellow",
-                "FAILED": "bold red", "KILLED": "bold red", "VANISHED": "bold red", "UNREACHABLE": "yellow",
-                "PENDING": "dim"}
-
-
-def _state_text(row):
-    s = row.get("state") or "?"
-    extra = f" {row['exit_code']}" if row.get("exit_code") is not None else ""
-    extra += f" {row['signal']}" if row.get("signal") else ""
-    return f"[{_STATE_STYLE.get(s, '')}]{s}{extra}[/]"
-
-
-def render_status(doc, con):
-    from rich.table import Table
-
-    from ..render import summary_line
-
-    rows = doc["data"].get("jobs") or []
-    table = Table(title=f"jobs on {doc.get('host') or ''}".strip(), expand=False)
-    for col in ("job", "name", "state", "age", "last progress", "pid"):
-        table.add_column(col, no_wrap=col != "last progress")
-    for r in rows:
-        p = (r.get("progress") or {}).get("last") or {}
-        prog = "-"
-        if p:
-            prog = (f"step {p['step']}" if p.get("step") is not None else p.get("text", "")[:40])
-            silent = (r.get("progress") or {}).get("silent_s")
-            prog += f", {_age(silent)} ago" if silent is not None else ""
-        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), _state_text(r), _age(r.get("age_s")),
-                      prog, str(r.get("pid") or "-"))
-    if rows:
-        con.print(table)
-    for r in rows:
-        for label, key in (("reason", "reason"), ("hint", "hint")):
-            if r.get(key):
-                con.print(f"  {r['job_id']}: {label}: {r[key]}", markup=False, soft_wrap=True)
-    summary_line(doc, con)
-
-
-def render_started(doc, con):
-    from ..render import summary_line
-
-    summary_line(doc, con)
-
-
-def render_stop(doc, con):
-    from ..render import summary_line
-
-    for t in doc["data"].get("targets") or []:
-        con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
-                  soft_wrap=True)
-    summary_line(doc, con)
-
-
-def render_queue(doc, con):
-    from rich.table import Table
-
-    from ..render import summary_line
-
-    table = Table(title=f"queue {doc['data'].get('queue')}", expand=False)
-    for col in ("line", "state", "job", "command"):
-        table.add_column(col, no_wrap=col != "command")
-    for e in doc["data"].get("entries") or []:
-        table.add_row(str(e["line"]), _state_text(e), e.get("job_id") or "-", e["command"])
-    con.print(table)
-    summary_line(doc, con)
-
-
-def render_logs_trailer(doc, stream=None):
-    """After raw log bytes on stdout: one line on stderr with the outcome and the next offset."""
-    stream = stream or sys.stderr
-    d = doc["data"]
-    stream.write(f"gpuops: {doc['summary']}; next offset {d.get('next_offset')}\n")

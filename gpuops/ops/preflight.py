@@ -4,12 +4,9 @@ The box does the looking (gpuops/onbox/probe.py, one round trip); the verdicts a
 run locally (gpuops/checks), so thresholds and profiles never travel to the box.
 """
 
-import importlib.util
-
 from .. import checks
 from ..checks.thresholds import merged
 from ..envelope import envelope
-from ..errors import UsageError
 from ..findings import any_failed
 
 NEXT_MAX = 4
@@ -19,9 +16,6 @@ def profile_inputs(name):
     """(threshold overrides, directories, {directory: inode cap}) from profile `name`."""
     if not name:
         return {}, [], {}
-    if importlib.util.find_spec("gpuops.profiles") is None:
-        raise UsageError(f"--profile {name}: profiles are not available in this gpuops build; "
-                         "pass the directories with --path instead")
     from .. import profiles
 
     prof = profiles.load(name)
@@ -68,24 +62,3 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
     data = dict(facts, thresholds=thresholds, profile=profile)
     return envelope("preflight", ok=not any_failed(findings), summary=summarize(findings), data=data,
                     findings=findings, next=next_steps(findings, getattr(target, "name", None), all_paths))
-
-
-def headline(data):
-    """One line of what the box is, above the table."""
-    g = data.get("gpu") or {}
-    devices = g.get("devices") or []
-    names = sorted({d.get("name") or "?" for d in devices})
-    gpus = f"{len(devices)}x {', '.join(names)}" if devices else "no GPU"
-    driver = f", driver {g['driver']} (CUDA <= {g.get('cuda_max') or '?'})" if g.get("driver") else ""
-    torch = data.get("torch") or {}
-    torch_text = f"; torch {torch['version']} (CUDA {torch.get('cuda')})" if torch.get("version") else ""
-    cpu = data.get("cpu") or {}
-    return f"{gpus}{driver}{torch_text}; {cpu.get('visible')} CPUs visible"
-
-
-def render(doc, con):
-    from ..render import findings_table, summary_line
-
-    con.print(headline(doc.get("data") or {}), markup=False, soft_wrap=True)
-    con.print(findings_table(doc["findings"], title=f"preflight {doc.get('host') or ''}".strip()))
-    summary_line(doc, con)

@@ -8,8 +8,8 @@ the result, sets the exit code and says what to do next.
 from .. import errors
 from ..envelope import envelope
 from ..findings import Finding, worst_first
+from ..onbox.reap_rules import CLASSES
 
-REAPABLE = ("defunct", "orphan", "finished-job", "idle")
 FAILED_OUTCOMES = ("stuck", "remains", "not-permitted")
 # GPU memory in use that no process here accounts for, above the driver's own few hundred MiB.
 UNATTRIBUTED_MIB = 1024
@@ -39,7 +39,7 @@ def _count_by_class(holders):
     counts = {}
     for h in holders:
         counts[h["class"]] = counts.get(h["class"], 0) + 1
-    return ", ".join("%s %d" % (c, counts[c]) for c in REAPABLE + ("live", "protected") if c in counts)
+    return ", ".join("%s %d" % (c, counts[c]) for c in CLASSES if c in counts)
 
 
 def findings_for(facts):
@@ -114,81 +114,3 @@ def build(facts, rerun):
     if hint != errors.OK:
         doc["exit_code_hint"] = hint
     return doc
-
-
-def _age(seconds):
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    if s < 120:
-        return "%ds" % s
-    if s < 7200:
-        return "%dm" % (s // 60)
-    if s < 172800:
-        return "%dh%02dm" % (s // 3600, s % 3600 // 60)
-    return "%dd" % (s // 86400)
-
-
-_CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
-                "idle": "bold yellow", "live": "green", "protected": "dim"}
-
-
-def _mem(h):
-    values = [v for v in h["gpu_mem_mib"].values() if v is not None]
-    return "%d" % sum(values) if values else "-"
-
-
-def plan_table(facts, title):
-    from rich.markup import escape
-    from rich.table import Table
-
-    applied = facts["applied"]
-    table = Table(title=title, expand=False)
-    for name in ("pid", "user", "age", "gpu", "MiB", "class", "reason", "outcome" if applied else "would send",
-                 "command"):
-        table.add_column(name, no_wrap=name in ("pid", "user", "age", "gpu", "MiB", "class"))
-    order = dict((c, i) for i, c in enumerate(REAPABLE + ("live", "protected")))
-    for h in sorted(facts["holders"], key=lambda h: (order.get(h["class"], 9), h["pid"])):
-        doing = (h["outcome"] if applied else h["action"]) or "-"
-        style = _CLASS_STYLE.get(h["class"], "")
-        table.add_row(str(h["pid"]), h["user"] or "?", _age(h["age_s"]), ",".join(str(g) for g in h["gpus"]) or "-",
-                      _mem(h), "[%s]%s[/]" % (style, h["class"]), escape(h["reason"]), escape(doing),
-                      escape(h["command"][:80]))
-    return table
-
-
-def gpu_table(facts):
-    from rich.table import Table
-
-    table = Table(title="GPU memory", expand=False)
-    for name in ("gpu", "util peak %", "used MiB", "by listed procs", "after MiB", "freed MiB"):
-        table.add_column(name, justify="right")
-    for g in facts["gpus"]:
-        cells = [g["index"], g["util_peak_pct"], g["memory_used_mib"], g["attributed_mib"], g["memory_after_mib"],
-                 g["freed_mib"]]
-        table.add_row(*("-" if v is None else "%g" % v for v in cells))
-    return table
-
-
-def render(doc, con):
-    from ..render import findings_table, summary_line
-
-    facts = doc["data"]
-    host = doc.get("host") or ""
-    if facts["holders"]:
-        con.print(plan_table(facts, title=("reap %s" if facts["applied"] else "reap plan (dry run) %s") % host))
-    if facts["actions"]:
-        from rich.table import Table
-
-        acts = Table(title="signals", expand=False)
-        for name in ("pid", "scope", "signals", "outcome"):
-            acts.add_column(name)
-        for a in facts["actions"]:
-            acts.add_row(str(a["pid"]), a["scope"], "; ".join(a["signals"]), a["outcome"] + (
-                ": " + a["why"] if a.get("why") else ""), style=None if a["outcome"] in ("reaped", "gone") else "red")
-        con.print(acts)
-    if facts["gpus"]:
-        con.print(gpu_table(facts))
-    if doc["findings"]:
-        con.print(findings_table(doc["findings"]))
-    summary_line(doc, con)

@@ -116,10 +116,3 @@ def teardown_check(host: str, profile_name: str, keeps=(), verb: str = "stop") -
             "keeps": records}
     return envelope("teardown-check", ok=not any_failed(findings), summary=summary, host=host, data=data,
                     findings=worst_first(findings), next=next_steps)
-
-
-def render(doc, con):
-    from ..render import findings_table, summary_line
-
-    con.print(findings_table(doc["findings"], title=f"teardown-check {doc.get('host') or ''}".strip()))
-    summary_line(doc, con)

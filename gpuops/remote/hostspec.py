@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import UsageError
@@ -30,11 +30,6 @@ class HostSpec:
     known_hosts: tuple = ()
     connect_timeout: int = 10
     keepalive_s: int = 15
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def is_local(self) -> bool:
-        return False
 
     @property
     def known_hosts_name(self) -> str:

@@ -6,6 +6,10 @@ agents), and it starts in milliseconds where importing paramiko costs ~100 ms pe
 Host keys follow the same policy as the paramiko transport: StrictHostKeyChecking=accept-new,
 i.e. trust on first use, record the key, refuse a changed one.
 
+`ssh_argv` is the one place the ssh command line is built: exec channels, the background master
+and rsync's `-e` all use it, so they share the host-key policy, keepalives and, once there is one,
+the master connection.
+
 From a target's second call on, the connection is multiplexed (a ControlMaster in a private
 temp dir that exits on close() or 30 s after its last use), so a verb that needs several exec
 channels pays for two handshakes at most, and a one-call verb pays nothing for a master it
@@ -23,10 +27,10 @@ import threading
 
 from ..errors import AuthFailed, HostKeyChanged, TimedOut, Unreachable
 from . import hostspec, wrap
-from .result import Result
-from .target import _pump, _StderrReader
+from .base import GRACE_S, Target
 
-_GRACE_S = 15
+ALIVE_COUNT = 3
+PERSIST_S = 30
 # What the ssh client itself says (exit 255) when the connection, not the command, failed.
 _FAILURES = (
     (HostKeyChanged, re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed")),
@@ -42,9 +46,53 @@ def available() -> bool:
     return shutil.which("ssh") is not None
 
 
-class OpenSSHTarget:
-    is_local = False
+def chosen() -> str:
+    """"openssh" or "paramiko": GPUOPS_TRANSPORT, else the ssh client when it is installed."""
+    return os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if available() else "paramiko")
 
+
+def ssh_argv(spec, identity=None, mux_dir=None, control="auto"):
+    """The ssh command line for host spec `spec`, up to and including the host (no remote command).
+
+    The host is the name as given (an alias or an address), so ssh applies the user's ssh_config
+    to it exactly as it would for `ssh HOST`; GPUOPS_SSH_CONFIG pins that file."""
+    user, host, port = hostspec.parse(spec.spec)
+    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
+            "-o", f"ConnectTimeout={spec.connect_timeout}",
+            "-o", f"ServerAliveInterval={spec.keepalive_s}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}",
+            "-o", "LogLevel=ERROR"]
+    config = os.environ.get("GPUOPS_SSH_CONFIG")
+    if config:
+        argv += ["-F", config]
+    if identity:
+        argv += ["-i", os.path.expanduser(identity), "-o", "IdentitiesOnly=yes"]
+    if mux_dir:
+        argv += ["-o", f"ControlMaster={control}", "-o", f"ControlPath={mux_dir}/%C",
+                 "-o", f"ControlPersist={PERSIST_S}"]
+    if user:
+        argv += ["-l", user]
+    if port:
+        argv += ["-p", str(port)]
+    return argv + [host]
+
+
+class _Process:
+    def __init__(self, argv):
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      start_new_session=True)
+        self.stdin, self.stdout, self.stderr = self._proc.stdin, self._proc.stdout, self._proc.stderr
+
+    def kill(self):
+        self._proc.kill()
+
+    def wait(self):
+        return self._proc.wait()
+
+    def done(self):
+        return self._proc.returncode is not None
+
+
+class OpenSSHTarget(Target):
     def __init__(self, spec, identity=None, multiplex=True):
         self.spec = spec
         self.name = spec.spec
@@ -53,30 +101,14 @@ class OpenSSHTarget:
         self._multiplex = multiplex
         self._mux_dir = None
         self._in_flight = set()
+        self._in_flight_lock = threading.Lock()
         self._master = None
         self._master_err = None
         self._master_lock = threading.Lock()
 
-    def argv(self, *extra, control="auto"):
-        """The ssh command line for this host, without the remote command."""
-        user, host, port = hostspec.parse(self.spec.spec)
-        argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
-                "-o", f"ConnectTimeout={self.spec.connect_timeout}",
-                "-o", f"ServerAliveInterval={self.spec.keepalive_s}", "-o", "ServerAliveCountMax=3",
-                "-o", "LogLevel=ERROR"]
-        config = os.environ.get("GPUOPS_SSH_CONFIG")
-        if config:
-            argv += ["-F", config]
-        if self.identity:
-            argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
-        if self._mux_dir:
-            argv += ["-o", f"ControlMaster={control}", "-o", f"ControlPath={self._mux_dir}/%C",
-                     "-o", "ControlPersist=30"]
-        if user:
-            argv += ["-l", user]
-        if port:
-            argv += ["-p", str(port)]
-        return argv + list(extra) + [host]
+    def ssh_argv(self, control="auto"):
+        """This target's ssh command line (with its master's socket once there is one)."""
+        return ssh_argv(self.spec, self.identity, self._mux_dir, control)
 
     def start_master(self):
         """Begin the handshake now, in the background; the first run() waits for it to finish.
@@ -86,9 +118,9 @@ class OpenSSHTarget:
         self._master_err = tempfile.TemporaryFile()
         # With ControlPersist the foreground ssh exits once the master is listening, so its exit
         # status is the handshake's outcome; the master itself lives on in the background.
-        self._master = subprocess.Popen(self.argv("-N", control="yes"), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=self._master_err,
-                                        start_new_session=True)
+        argv = self.ssh_argv(control="yes")
+        self._master = subprocess.Popen(argv[:-1] + ["-N", argv[-1]], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=self._master_err, start_new_session=True)
 
     def _await_master(self, report=True):
         with self._master_lock:
@@ -96,7 +128,7 @@ class OpenSSHTarget:
             if proc is None:
                 return
             try:
-                code = proc.wait(timeout=self.spec.connect_timeout + _GRACE_S)
+                code = proc.wait(timeout=self.spec.connect_timeout + GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 code = proc.wait()
@@ -113,31 +145,24 @@ class OpenSSHTarget:
                 self._raise_for(err)
             # anything else (the master was killed, say) is no verdict on the host: go direct
 
-    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+    def _spawn(self, command):
         if self._master is not None:
             self._await_master()
         if self._multiplex and self.channels_opened and self._mux_dir is None:
             self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self.channels_opened += 1
-        proc = subprocess.Popen(self.argv() + [wrap.sh(line)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        self._in_flight.add(proc)
-        try:
-            reader = _StderrReader(proc.stderr)
-            limit = (timeout_s + wrap.KILL_AFTER_S + _GRACE_S) if timeout_s else None
-            out = _pump(proc.stdin, proc.stdout, stdin, on_stdout, limit, proc.kill)
-            code = proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s") from None
-        finally:
-            self._in_flight.discard(proc)
-        err = reader.join()
-        if code == 255:
-            self._raise_for(err)
-        if code < 0:  # our ssh client was killed: close() from another thread, or the deadline
+        proc = _Process(self.ssh_argv() + [wrap.sh(command)])
+        with self._in_flight_lock:
+            self._in_flight = set(p for p in self._in_flight if not p.done())
+            self._in_flight.add(proc)
+        return proc
+
+    def _checked(self, result):
+        if result.exit == 255:
+            self._raise_for(result.stderr)
+        if result.exit < 0:  # our ssh client was killed: close() from another thread
             raise Unreachable(f"{self.name}: the connection was closed before the command finished")
-        return Result(out, err, code)
+        return result
 
     def _raise_for(self, err: bytes):
         text = err.decode("utf-8", "replace")
@@ -158,14 +183,9 @@ class OpenSSHTarget:
             return f"{where}: authentication failed for user {self.spec.user!r}: {last[-1] if last else ''}"
         return f"{where}: {last[-1] if last else 'ssh failed'}"
 
-    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, deps=()):
-        from .target import _run_onbox
-
-        return _run_onbox(self, entry, args, stdin, timeout_s, deps)
-
     def sftp(self):
         """A paramiko SFTP client on a connection of its own (the OpenSSH master cannot lend one)."""
-        from .target import open_connection
+        from .connection import open_connection
 
         if getattr(self, "_sftp_conn", None) is None:
             self._sftp_conn = open_connection(self.spec)
@@ -173,7 +193,9 @@ class OpenSSHTarget:
 
     def close(self):
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
-        for proc in list(self._in_flight):
+        with self._in_flight_lock:
+            running, self._in_flight = self._in_flight, set()
+        for proc in running:
             proc.kill()
         if self._master is not None:  # still shaking hands (or failed unseen): nobody will use it
             self._master.kill()
@@ -183,6 +205,7 @@ class OpenSSHTarget:
             self._sftp_conn = None
         if self._mux_dir:
             if os.listdir(self._mux_dir):
-                subprocess.run(self.argv("-O", "exit"), capture_output=True, timeout=10)
+                subprocess.run(self.ssh_argv()[:-1] + ["-O", "exit", self.ssh_argv()[-1]], capture_output=True,
+                               timeout=10)
             shutil.rmtree(self._mux_dir, ignore_errors=True)
             self._mux_dir = None

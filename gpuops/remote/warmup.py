@@ -22,10 +22,9 @@ _waiting = {}
 def start(host_value, identity=None):
     """Open a background master for each remote host in `host_value` (as --host takes it).
     Never raises: a bad spec or an unknown alias is reported later by the verb itself."""
-    from .openssh import OpenSSHTarget
-    from .target import transport
+    from .openssh import OpenSSHTarget, chosen
 
-    if not host_value or transport() != "openssh":
+    if not host_value or chosen() != "openssh":
         return
 
     for spec in split_hosts(host_value)[:_MAX_HOSTS]:

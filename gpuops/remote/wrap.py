@@ -36,12 +36,12 @@ def with_timeout(argv, timeout_s) -> str:
     return "if command -v timeout >/dev/null 2>&1; then exec {} {}; else exec {}; fi".format(t, cmd, cmd)
 
 
-def python_line(script_len: int, args=(), timeout_s=None, site=True) -> str:
+def python_line(script_len: int, args=(), site=True) -> str:
     """The sh line that runs a shipped onbox script of `script_len` bytes with `args`; `site`
     False skips site-packages (and every .pth file in them), for scripts that need none."""
     check = "command -v python3 >/dev/null 2>&1 || {{ echo {} >&2; exit 127; }}; ".format(NO_PYTHON_MARK)
     python = ["python3"] if site else ["python3", "-S"]
-    return check + with_timeout(python + ["-c", _BOOTSTRAP, str(script_len)] + [str(a) for a in args], timeout_s)
+    return check + "exec " + join(python + ["-c", _BOOTSTRAP, str(script_len)] + [str(a) for a in args])
 
 
 def sh(line: str) -> str:

@@ -10,8 +10,8 @@ and then proven by comparing manifests again. Success means verified, never "the
     budget     pure: bytes and inodes needed vs free, with a margin
     retry      bounded exponential backoff
     outcome    what an engine reports: attempts, bytes sent and reused, how it ended
-    sshcmd     the `ssh` command rsync uses, built from the transport's resolved settings
-    rsync      the rsync engine: argv, progress and stats parsing, exit-code classes, retries
+    rsync      the rsync engine: argv (over the target's own ssh command line), progress and stats
+               parsing, exit-code classes, retries
     sftp       the SFTP engine: per-file resume from the partial size, atomic rename
     crlf       shell scripts with CRLF line endings (U26)
     progress   a rich progress bar for people; nothing for machines

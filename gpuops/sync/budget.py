@@ -7,6 +7,8 @@ file is counted in whole filesystem blocks, since ten thousand 100-byte files oc
 beside the old one and renamed over it.
 """
 
+from ..units import human_bytes
+
 BLOCK = 4096
 MARGIN_BYTES = 1 << 20
 MARGIN_INODES = 16
@@ -23,9 +25,9 @@ def need(src: dict, dst: dict, send, root_exists=True) -> dict:
     inodes = 0 if root_exists else 1
     for rel in send:
         e = src[rel]
-        if e[1] == "f":
-            nbytes += blocks(e[2])
-        elif e[1] == "d":
+        if e.kind == "f":
+            nbytes += blocks(e.size)
+        elif e.kind == "d":
             nbytes += BLOCK
         if rel not in dst:
             inodes += 1
@@ -52,16 +54,6 @@ def check(needed: dict, space: dict) -> dict:
         "free_bytes": free_b, "free_inodes": free_i if inodes_known else None,
         "at": space.get("measured_at") or space.get("path"),
     }
-
-
-def human_bytes(n) -> str:
-    if n is None:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def refusal(verdict: dict, where: str) -> str:

@@ -33,15 +33,15 @@ def scan(root, entries) -> list:
     """[{path, crlf_lines}] for shell scripts among file `entries` with at least one CRLF."""
     found = []
     for e in entries:
-        if e[1] != "f" or e[2] > MAX_BYTES or e[2] == 0 or not _candidate(e[0]):
+        if e.kind != "f" or e.size > MAX_BYTES or e.size == 0 or not _candidate(e.rel):
             continue
         try:
-            with open(_path(root, e[0]), "rb") as f:
+            with open(_path(root, e.rel), "rb") as f:
                 data = f.read(MAX_BYTES)
         except OSError:
             continue
-        if b"\r\n" in data and is_shell_script(e[0], data[:256]):
-            found.append({"path": e[0], "crlf_lines": data.count(b"\r\n")})
+        if b"\r\n" in data and is_shell_script(e.rel, data[:256]):
+            found.append({"path": e.rel, "crlf_lines": data.count(b"\r\n")})
     return found
 
 

@@ -1,41 +1,44 @@
 """Pure comparison of two manifests: what to send, what differs, what is extra.
 
-An entry is [rel, kind, size, sha256|None, link|None] as the tree walker reports it (kind "f"
-file, "d" directory, "l" symlink, "o" other). A file counts as equal only when both sizes match
-and both sha256 digests are known and equal: an unhashed file is never assumed to be in sync.
+An entry is the tree walker's Entry(rel, kind, size, sha256, link) (gpuops.onbox.manifest; kind
+"f" file, "d" directory, "l" symlink, "o" other). A file counts as equal only when both sizes
+match and both sha256 digests are known and equal: an unhashed file is never assumed in sync.
 """
 
 from dataclasses import dataclass, field
+
+from ..onbox.manifest import Entry
 
 KIND_WORDS = {"f": "file", "d": "directory", "l": "symlink", "o": "special file"}
 
 
 def by_path(entries) -> dict:
-    return {e[0]: e for e in entries}
+    """{rel: Entry} from Entries or their JSON lists."""
+    return {e[0]: e if isinstance(e, Entry) else Entry(*e) for e in entries}
 
 
 def same_size_files(src: dict, dst: dict) -> dict:
     """{rel: size} of source files whose destination counterpart is a file of the same size:
     only these need hashing before the plan, since any other difference already decides."""
-    return {rel: e[2] for rel, e in src.items()
-            if e[1] == "f" and (dst.get(rel) or [None, None])[1] == "f" and dst[rel][2] == e[2]}
+    return {rel: e.size for rel, e in src.items()
+            if e.kind == "f" and rel in dst and dst[rel].kind == "f" and dst[rel].size == e.size}
 
 
 def problem(s, d):
     """Why destination entry `d` does not match source entry `s` (None when it does)."""
     if d is None:
         return "missing"
-    if s[1] != d[1]:
+    if s.kind != d.kind:
         return "type"
-    if s[1] == "l":
-        return None if s[4] == d[4] else "link"
-    if s[1] != "f":
+    if s.kind == "l":
+        return None if s.link == d.link else "link"
+    if s.kind != "f":
         return None
-    if s[2] != d[2]:
+    if s.size != d.size:
         return "size"
-    if not s[3] or not d[3]:
+    if not s.sha256 or not d.sha256:
         return "unreadable"
-    return None if s[3] == d[3] else "content"
+    return None if s.sha256 == d.sha256 else "content"
 
 
 @dataclass
@@ -50,7 +53,7 @@ def make(src: dict, dst: dict) -> Plan:
     plan = Plan()
     for rel in sorted(src):
         s = src[rel]
-        if s[1] == "o":
+        if s.kind == "o":
             plan.skipped.append(rel)
         elif problem(s, dst.get(rel)) is None:
             plan.equal.append(rel)
@@ -75,11 +78,11 @@ def extras(src: dict, dst: dict) -> list:
 def _side(e):
     if e is None:
         return None
-    doc = {"kind": KIND_WORDS.get(e[1], e[1])}
-    if e[1] == "f":
-        doc.update(size=e[2], sha256=e[3])
-    elif e[1] == "l":
-        doc["target"] = e[4]
+    doc = {"kind": KIND_WORDS.get(e.kind, e.kind)}
+    if e.kind == "f":
+        doc.update(size=e.size, sha256=e.sha256)
+    elif e.kind == "l":
+        doc["target"] = e.link
     return doc
 
 
@@ -88,7 +91,7 @@ def mismatches(src: dict, dst: dict, rels, src_name="source", dst_name="destinat
     out = []
     for rel in rels:
         s, d = src.get(rel), dst.get(rel)
-        if s is None or s[1] == "o":  # special files are never synced, so never compared
+        if s is None or s.kind == "o":  # special files are never synced, so never compared
             continue
         why = problem(s, d)
         if why:

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 
+from ..errors import UsageError
 from .outcome import DISK_FULL, FATAL, INTERRUPTED, PARTIAL, TRANSPORT, Attempt, Outcome
 from .rules import PARTIAL_DIR
 
@@ -84,6 +85,11 @@ def _number(raw: bytes) -> int:
 class Run:
     """One rsync process: feeds progress to a callback, keeps stats and the tail of stderr."""
 
+    # Over a shared (multiplexed) connection the ssh master holds rsync's pipes, not rsync's own
+    # ssh: after rsync exits, its output is read only this much longer, never until the master
+    # lets go (over a frozen link, most of a minute).
+    DRAIN_S = 2.0
+
     def __init__(self, argv, on_bytes=None, env=None, watch_writes=False):
         self.argv = argv
         self.on_bytes = on_bytes
@@ -99,30 +105,35 @@ class Run:
         proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env)
         err_chunks = []
-        reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True)
-        reader.start()
+        readers = [threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True),
+                   threading.Thread(target=self._read_stdout, args=(proc.stdout,), daemon=True)]
+        for r in readers:
+            r.start()
         if self.watch_writes and self.on_bytes:
             threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
-        pending = b""
         try:
-            while True:
-                chunk = proc.stdout.read1(65536)
-                if not chunk:
-                    break
-                pending += chunk
-                *lines, pending = re.split(rb"[\r\n]", pending)
-                for line in lines:
-                    self._line(line)
-            self._line(pending)
             self.io = _exit_io(proc.pid)
             code = proc.wait()
         except KeyboardInterrupt:
             proc.terminate()
             proc.wait()
             raise
-        reader.join()
+        for r in readers:
+            r.join(self.DRAIN_S)
         self.stderr = b"".join(err_chunks).decode("utf-8", "replace")[-65536:]
         return code
+
+    def _read_stdout(self, stream):
+        pending = b""
+        while True:
+            chunk = stream.read1(65536)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = re.split(rb"[\r\n]", pending)
+            for line in lines:
+                self._line(line)
+        self._line(pending)
 
     def _watch(self, proc):
         """A sending rsync reports progress only when a new file is done; what it has written
@@ -156,21 +167,19 @@ class RsyncEngine:
 
     name = "rsync"
 
-    def __init__(self, direction, local_root, remote_root, spec=None, io_timeout=30, backoff=None,
+    def __init__(self, direction, local_root, remote_root, target=None, io_timeout=30, backoff=None,
                  progress=None, rsync_version=None, make_root=False):
         self.direction = direction
         self.local_root = local_root
         self.remote_root = remote_root
-        self.spec = spec
+        self.target = target
         self.io_timeout = int(io_timeout)
         self.backoff = backoff
         self.progress = progress
         self.modern = (rsync_version or (3, 1, 0)) >= (3, 1, 0)
-        self.make_root = make_root and direction == "push" and spec is not None
+        self.make_root = make_root and direction == "push" and target is not None
 
     def argv(self, list_file, force=False) -> list:
-        from . import sshcmd
-
         argv = ["rsync", "-lpt", "-s", "--from0", f"--files-from={list_file}",
                 f"--partial-dir={PARTIAL_DIR}", f"--timeout={self.io_timeout}", "--stats"]
         if self.modern:
@@ -179,9 +188,14 @@ class RsyncEngine:
             argv.append("--ignore-times")
         local = self.local_root.rstrip("/") + "/"
         remote = self.remote_root.rstrip("/") + "/"
-        if self.spec is not None:
-            argv += ["-e", sshcmd.rsh(self.spec)]
-            remote = sshcmd.remote(self.spec, remote)
+        if self.target is not None:
+            # The target's own ssh command line: same host-key policy and keepalives, and its
+            # master connection when it has one (looked up afresh for every attempt). rsync's ssh
+            # never becomes a master itself: a backgrounded master would inherit rsync's pipes
+            # and outlive a killed attempt.
+            ssh = self.target.ssh_argv(control="no")
+            argv += ["-e", " ".join(rsh_quote(a) for a in ssh[:-1])]
+            remote = remote_path(ssh[-1], remote)
         if self.make_root:
             argv += ["--rsync-path", make_root_then_rsync(self.remote_root)]
         return argv + ([local, remote] if self.direction == "push" else [remote, local])
@@ -243,6 +257,9 @@ class RsyncEngine:
             if kind == "retry":
                 if self.progress:
                     self.progress.note(f"rsync: {meaning}; retrying")
+                if self.target is not None:
+                    # The link that failed may be the target's shared connection: retry on a new one.
+                    self.target.close()
                 if self.backoff is not None and self.backoff.wait():
                     continue
                 outcome.fail(TRANSPORT, f"rsync kept failing ({meaning}, exit {code}) after "
@@ -258,6 +275,22 @@ class RsyncEngine:
             outcome.fail(INTERRUPTED if kind == "interrupted" else FATAL,
                          f"rsync exit {code} ({meaning}): {_last_error(run.stderr)}")
             return
+
+
+def rsh_quote(arg: str) -> str:
+    """Quote one word for rsync's -e parser (spaces split words; '' and "" group; no backslashes)."""
+    if arg and not any(c in arg for c in " '\"\t"):
+        return arg
+    if "'" not in arg:
+        return f"'{arg}'"
+    if '"' not in arg:
+        return f'"{arg}"'
+    raise UsageError(f"cannot pass {arg!r} to rsync's ssh command: it holds both quote characters")
+
+
+def remote_path(host: str, path: str) -> str:
+    """rsync's HOST:PATH (an IPv6 address in brackets)."""
+    return f"[{host}]:{path}" if ":" in host else f"{host}:{path}"
 
 
 def make_root_then_rsync(root) -> str:

@@ -124,14 +124,14 @@ class SftpEngine:
 
     def _one(self, sftp, rel, force, sent):
         e = self.entries[rel]
-        if e[1] == "d":
+        if e.kind == "d":
             if self.direction == "push":
                 self._rmkdir(sftp, self.remote_root + b"/" + _b(rel))
             else:
                 os.makedirs(os.path.join(self.local_root, _b(rel)), exist_ok=True)
-        elif e[1] == "l":
-            self._link(sftp, rel, e[4])
-        elif e[1] == "f":
+        elif e.kind == "l":
+            self._link(sftp, rel, e.link)
+        elif e.kind == "f":
             restart = force and rel not in self._restarted
             self._restarted.add(rel)
             if self.direction == "push":

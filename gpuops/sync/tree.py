@@ -58,16 +58,16 @@ def local(root, request) -> walker.Scan:
 
 
 class Hasher:
-    """Hashes a local scan's file entries on a thread, so the local side's reading overlaps the
-    remote round trip and the transfer. Digests of unchanged files come from the digest cache.
-    wait(rels) blocks only until those particular files are done; stop() skips the rest when they
-    turn out not to be needed; finish() saves the cache and counts what was read."""
+    """Hashes a local scan's file entries on a thread (into scan.entries), so the local side's
+    reading overlaps the remote round trip and the transfer. Digests of unchanged files come from
+    the digest cache. wait(rels) blocks only until those particular files are done; stop() skips
+    the rest when they turn out not to be needed; finish() saves the cache and counts what was
+    read."""
 
-    def __init__(self, scan, entries=None):
+    def __init__(self, scan):
         self._scan = scan
-        entries = scan.doc["entries"] if entries is None else entries
-        self._todo = [e for e in entries if e[1] == "f" and e[3] is None]
-        self._index = {e[0]: i for i, e in enumerate(self._todo)}
+        self._todo = [rel for rel, e in scan.entries.items() if e.kind == "f" and e.sha256 is None]
+        self._index = {rel: i for i, rel in enumerate(self._todo)}
         self._count = 0  # files are hashed in list order, so a count is a watermark
         self._stopped = False
         self._finished = False
@@ -77,10 +77,10 @@ class Hasher:
 
     def _run(self):
         try:
-            for e in self._todo:
+            for rel in self._todo:
                 if self._stopped:
                     break
-                self._scan.hash([e])
+                self._scan.hash([rel])
                 with self._cond:
                     self._count += 1
                     self._cond.notify_all()
@@ -151,17 +151,10 @@ class Pending:
 
 def follow(target, root, request, timeout_s, on_output, tally) -> dict:
     """Run the landing follower (gpuops.onbox.landing) on the box: one attempt, no retries (it
-    is only a head start). Unlike run_onbox, its output is passed on as it comes: the first byte
-    says it is watching, so verification can be held back until it would be told to stop."""
-    from .. import onbox
-    from ..remote import wrap
-    from ..remote.result import check_onbox
-
-    src = onbox.script("landing")
+    is only a head start). Its output is passed on as it comes: the first byte says it is
+    watching, so verification can be held back until it would be told to stop."""
     payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")
-    result = target.run(wrap.python_line(len(src), (), timeout_s, site=False), stdin=src + payload, timeout_s=timeout_s,
-                        on_stdout=on_output)
-    doc = check_onbox(result, target.name, timeout_s)
+    doc = target.run_onbox("landing", stdin=payload, timeout_s=timeout_s, on_stdout=on_output)
     tally.add("remote", doc.get("hashing"))
     return doc
 

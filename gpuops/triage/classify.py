@@ -10,7 +10,7 @@ Status (the procedure's table):
 Logs without the harness's summary also end on: a gpuops exit record (--host --job), Slurm's
 CANCELLED state, torchrun's / DeepSpeed's failure report (failed), HF Trainer's completion line.
 Whether steps advance is judged from the time of the last `completed step:` line against `now`,
-never from the file's mtime.
+never from the file's mtime, with the stall bar of the progress policy (gpuops.onbox.steps).
 
 Primary class. The classes found compete in this order:
   1. specific causes (role root) and generic causes (tracebacks, crash signals, Ray actor errors),
@@ -40,11 +40,15 @@ logged the coordination service's error (it was alive to print it).
 from datetime import datetime
 
 from .. import findings as _findings
+from ..jobs import states
+from ..onbox import steps
+from ..units import duration
 from . import progress as P
 from . import signatures as S
 
-_ALIVE = set(S.SLURM_ALIVE) | {"ALIVE", "STARTING", "STALLED", "PENDING"}
-_ENDED = set(S.SLURM_ENDED) | {"ENDED", "VANISHED", "KILLED", "DEAD", "GONE"}
+# A job state from Slurm or from gpuops' own records (gpuops.jobs.states), plus plain words.
+_ALIVE = set(S.SLURM_ALIVE) | set(states.ALIVE) | {"ALIVE"}
+_ENDED = set(S.SLURM_ENDED) | set(states.TERMINAL) | {"ENDED", "DEAD", "GONE"}
 _SHORT_STATES = {"R": "RUNNING", "PD": "PENDING", "CG": "COMPLETING", "CD": "COMPLETED", "F": "FAILED",
                  "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
                  "S": "SUSPENDED", "DL": "DEADLINE", "BF": "BOOT_FAIL"}
@@ -120,7 +124,7 @@ class _Verdict:
         alive, ended = self.state in _ALIVE, self.state in _ENDED
         if ended:
             return "unknown"
-        stall = P.stalled(self.last_epoch, self.step_time, self.now_epoch) if f.last_step is not None else None
+        stall = steps.stalled(self.last_epoch, self.step_time, self.now_epoch) if f.last_step is not None else None
         if stall is None:
             return "running" if alive else "unknown"
         if not stall:
@@ -205,7 +209,7 @@ class _Verdict:
         # the training time limit (a job that failed on its own was not "still running").
         if status == "cancelled" or "train-timeout" in f.classes:
             ref = self.end_epoch if self.end_epoch is not None else self.now_epoch
-            return P.stalled(self.last_epoch, self.step_time, ref) is True
+            return steps.stalled(self.last_epoch, self.step_time, ref) is True
         return False
 
     def _mechanism_line(self, status):
@@ -377,7 +381,7 @@ class _Verdict:
         elif status == "completed":
             steps.append("Nothing to fix: the job completed" + (f" (last step {f.last_step})." if f.last_step is not None else "."))
         elif status == "running":
-            left = f", about {P.duration(prog['eta_s'])} left" if prog["eta_s"] is not None else ""
+            left = f", about {duration(prog['eta_s'])} left" if prog["eta_s"] is not None else ""
             at = f" (step {f.last_step}" + (f" of {self.total}" if self.total else "") + f"{left})" if f.last_step is not None else ""
             steps.append(f"Training is advancing{at}; nothing to fix. Triage again later to confirm it still advances.")
         else:

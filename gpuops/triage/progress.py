@@ -23,7 +23,7 @@ healthy running one (failed=False) has lost nothing either.
 
 import math
 
-from .signatures import PROGRESS_KEYS, STALL_MIN_S, STALL_NO_STEP_TIME_S, STALL_STEPS
+from .signatures import PROGRESS_KEYS
 
 
 def checkpoint_period(cfg_period, arg_period, checkpointing_enabled, default_period):
@@ -55,27 +55,3 @@ def project(*, first_step, last_step, total_steps, period, step_time, last_step_
     if step_time and total_steps:
         out["eta_s"] = round(max(0, total_steps - 1 - last_step) * step_time, 1)
     return out
-
-
-def stalled(last_step_epoch, step_time, ref_epoch):
-    """True/False: has the run gone too long without a step? None when it cannot be told."""
-    if last_step_epoch is None or ref_epoch is None:
-        return None
-    bar = max(STALL_STEPS * step_time, STALL_MIN_S) if step_time else STALL_NO_STEP_TIME_S
-    return ref_epoch - last_step_epoch > bar
-
-
-def duration(seconds):
-    """'3h 05m', '12m 30s', '45s' for people."""
-    if seconds is None:
-        return "unknown"
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    if h >= 48:
-        return f"{h // 24}d {h % 24:02d}h"
-    if h:
-        return f"{h}h {m:02d}m"
-    if m:
-        return f"{m}m {s:02d}s"
-    return f"{s}s"

@@ -24,6 +24,8 @@ import shutil
 import subprocess
 from collections import deque
 
+from .. import xid
+from ..onbox import steps
 from . import signatures as S
 from . import timestamps
 from .matcher import CHUNK_RXS, LINE_RX, SIG_BY_ID, STEP_RX, grep_patterns
@@ -39,7 +41,7 @@ MAX_TRACKED = 4096
 HEARTBEAT_LIST_BYTES = 4096
 SUMMARY_SPAN_LINES = 200
 
-_STEP = S.STEP_LITERAL
+_STEP = steps.STEP_LITERAL
 _NUM = re.compile(rb"-?\d+")
 _TASK_RX = re.compile(S.TASK_PREFIX_PATTERN.encode("ascii"))
 _ACCUSED_RX = re.compile(S.ACCUSED_TASK_PATTERN.encode("ascii"))
@@ -47,6 +49,7 @@ _EXIT_RX = {k: re.compile(v.encode("ascii")) for k, v in S.EXIT_CODE_PATTERNS.it
 _LINEHAS = {s.id: re.compile(s.rule[len("linehas:"):].encode("ascii"))
             for s in S.SIGNATURES if s.rule and s.rule.startswith("linehas:")}
 _SIGNAL_RX = re.compile(rb"SIG[A-Z0-9]+|[Ss]ignal:? (\d+)")
+_XID_CODE = re.compile(rb"NVRM: Xid \([^)]{0,40}\): (\d+)")
 _KILLED_RX = re.compile(rb"(?:^|\s)\d+ Killed(?:\s|$)")
 _BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>[A-Z]{2,})\b(?P<rest>[^\r\n]*)")
 _STATUS_RX = re.compile(rb"Status:[ \t]*(?P<word>[A-Z]+)(?P<rest>[^\r\n]*)")
@@ -366,6 +369,12 @@ class Scanner:
             return routes.get(name) or S.SIGNAL_ROUTES.get(name) or target, name
         elif rule == "banner":
             return self._banner(buf, ls, le)
+        elif rule == "xid":
+            code = _XID_CODE.search(buf, m.start(), ve)
+            if code is None:
+                return target, None
+            entry = xid.lookup(int(code.group(1)))
+            return ("gpu-fault" if entry.fatal else "cuda-error"), f"Xid {entry.code} ({entry.name})"
         if target in S.CLASS_BY_NAME:
             return target, None
         self._aux(sig, m, buf, ls, le, vs, ve, line_no, task)
@@ -485,20 +494,18 @@ class Scanner:
         f, win = self.f, self.window
         rows = []
         for m in STEP_RX.finditer(win):
-            secs = float(m.group(2)) if m.group(2) else None
-            rows.append((m.start(), int(m.group(1)), secs))
+            end = win.find(b"\n", m.end())
+            rows.append((m.start(), int(m.group(1)), steps.seconds_on(win, m.end(), len(win) if end < 0 else end)))
         if not rows:
             return
         first_seen = {}
         for pos, step, secs in rows:
             first_seen.setdefault(step, (pos, secs))
-        recent = sorted(first_seen)[-S.RECENT_STEPS:]
-        floor = recent[0]
         first = f.first_step if f.first_step is not None else rows[0][1]
-        steady = [secs for _, step, secs in rows if secs is not None and step >= floor and step >= first + S.WARMUP_STEPS]
-        if steady:
-            f.step_time = sum(steady) / len(steady)
-            f.steady_steps = len({step for _, step, _ in rows if step >= floor and step >= first + S.WARMUP_STEPS})
+        events = [(step, secs, None) for _, step, secs in rows]
+        f.step_time = steps.step_time(events, first)
+        if f.step_time is not None:
+            f.steady_steps = len({e[0] for e in steps.steady(events, first)})
         for pos, step, _ in rows:
             ls = win.rfind(b"\n", 0, pos) + 1
             t = _task(win, ls, min(len(win), ls + 48))

@@ -23,12 +23,9 @@ from typing import NamedTuple, Optional
 
 # ---------------------------------------------------------------------- constants of the procedure
 
-WARMUP_STEPS = 5            # steps 0-4 relative to the first step are not steady state
+# Step lines, the steady-state step time and the stall bar are the progress policy shared with
+# `gpuops status` (gpuops.onbox.steps).
 DEFAULT_CHECKPOINT_PERIOD = 200   # enable_checkpointing=true without an explicit period
-RECENT_STEPS = 1000         # steady-state step time: the most recent steps (by step number)
-STALL_STEPS = 10            # stalled when this many step times passed without a new step...
-STALL_MIN_S = 600.0         # ...and at least this long (checkpoint saves and evals pause steps)
-STALL_NO_STEP_TIME_S = 1800.0   # the bar when no steady-state step time is known yet
 TRACEBACK_SPAN = 200        # a cause printed this many lines after a traceback header belongs to it
 CANCEL_EXITS = (130, 143)   # SIGINT / SIGTERM: the job was stopped, which is not a cause
 EVIDENCE_MAX = 20           # evidence lines in the result
@@ -161,9 +158,16 @@ CLASSES = (
        "Try the previous checkpoint; the newest one may be partial.",
        "If torch refused to unpickle (weights_only), load with weights_only=False only for checkpoints you wrote yourself."),
     _c("gpu-fault", "extension", "root", "Training",
-       "The GPU reported a hardware-level fault (Xid, uncorrectable ECC error, or it fell off the bus).",
+       "The GPU reported a hardware-level fault (a fatal Xid, an uncorrectable ECC error, or it fell off the bus).",
        "Read the kernel log on the node for NVRM Xid lines around the failure time (dmesg -T | grep -i xid).",
        "Drain the node and resubmit elsewhere; a GPU that fell off the bus needs a reset or a reboot."),
+    _c("cuda-error", "extension", "root", "Training",
+       "A CUDA operation failed inside the application (an illegal memory access, a device-side assert, an "
+       "application-level Xid): the program's fault, and the GPU itself is fine.",
+       "Re-run with CUDA_LAUNCH_BLOCKING=1 so the traceback names the kernel that failed.",
+       "Look for an out-of-range index (embedding ids, labels beyond the class count) or a dtype mismatch near "
+       "the failing call; a device-side assert prints the condition that broke.",
+       "If it recurs on one GPU across different jobs, check the box: gpuops preflight (Xid, ECC)."),
     _c("nccl-timeout", "training", "root", "Training",
        "A collective (NCCL/RCCL) failed or timed out: a network or GPU problem on at least one rank.",
        "Check network health on the nodes: ip link, ethtool -S, RDMA error counters.",
@@ -237,6 +241,7 @@ TIMEOUT_CLASS_BY_STAGE = {
 #   "linehas:RX"  the same line must also match RX
 #   "exit"        the line carries an exit code; EXIT_ROUTES decides the class
 #   "signal"      the line names a signal; SIGNAL_ROUTES decides the class
+#   "xid"         an NVRM Xid line: a fatal code (gpuops.xid) is gpu-fault, any other cuda-error
 #   "banner"      a harness stage banner (== Stage VERB): starts the line, after a task prefix
 #                 and an optional [timestamp]
 
@@ -344,9 +349,11 @@ SIGNATURES = (
     _s("ckpt_state_dict", "checkpoint-load-fail", r"Error\(s\) in loading state_dict"),
     _s("ckpt_load_text", "checkpoint-load-fail", r"Failed to load checkpoint"),
     _s("ckpt_weights_only", "checkpoint-load-fail", r"Weights only load failed"),
-    _s("gpu_xid", "gpu-fault", r"NVRM: Xid"),
+    _s("gpu_xid", "gpu-fault", r"NVRM: Xid", "xid"),
     _s("gpu_off_bus", "gpu-fault", r"fallen off the bus"),
     _s("gpu_ecc", "gpu-fault", r"uncorrectable ECC error"),
+    _s("cuda_illegal_access", "cuda-error", r"an illegal memory access was encountered"),
+    _s("cuda_device_assert", "cuda-error", r"device-side assert triggered"),
     _s("nccl_warn_timeout", "nccl-timeout", r"NCCL WARN Timeout"),
     _s("nccl_error", "nccl-timeout", r"NCCL error"),
     _s("nccl_warn", "nccl-timeout", r"NCCL WARN", "training"),
@@ -402,11 +409,6 @@ SIGNATURES = (
     _s("slurm_id", AUX_SLURM_ID, r"SLURM_JOB_ID=\d+"),
     _s("hf_done", AUX_SUCCESS, r"Training completed\. Do not forget to share your model"),
 )
-
-# The step line of MaxText: `completed step: N, seconds: X, ...`. Scanned apart from the
-# signatures (it is by far the most frequent line), with cheap literal searches.
-STEP_LITERAL = b"completed step: "
-STEP_PATTERN = r"completed step: (\d+)(?:,? seconds: ([0-9]+(?:\.[0-9]+)?))?"
 
 # Exit-code routing for "exit" rules: which class an exit code means on that kind of line.
 # "cancel" marks the cancellation mechanism (130/143); None drops the line.

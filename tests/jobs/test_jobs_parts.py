@@ -4,8 +4,8 @@ import pytest
 
 from gpuops import errors
 from gpuops.jobs import frames, spec
-from gpuops.onbox import jobs as onbox_jobs
-from gpuops.onbox import logscan
+from gpuops.onbox import job_queue, logscan, steps
+from gpuops.remote.base import Target
 
 
 def test_pairs_keep_equals_in_values_and_reject_bad_names():
@@ -66,13 +66,23 @@ def test_tail_offset_counts_lines_from_the_end(tmp_path):
 
 def test_progress_lines_including_carriage_return_updates(tmp_path):
     f = tmp_path / "log"
-    f.write_bytes(b"boot\ncompleted step: 4, seconds: 1.5\nwarning: noise\n"
+    f.write_bytes(b"boot\nwarning: noise\n"
                   b" 10%|# | 20/200 [00:02<00:18]\r 11%|# | 22/200 [00:02<00:18]\rnoise\n")
-    events = logscan.progress(str(f), logscan.compile_patterns(), 1 << 20)
-    assert [e["step"] for e in events] == [4, 20, 22]
-    assert events[0]["seconds"] == 1.5
-    custom = logscan.progress(str(f), logscan.compile_patterns(r"noise"), 1 << 20)
+    events = logscan.progress(str(f), steps.compile_patterns(), 1 << 20)
+    assert [e["step"] for e in events] == [20, 22]
+    custom = logscan.progress(str(f), steps.compile_patterns(r"noise"), 1 << 20, user=True)
     assert [e["text"] for e in custom][-1] == "noise" and custom[-1]["step"] is None
+
+
+def test_a_maxtext_log_is_judged_by_its_step_lines_alone(tmp_path):
+    """A hung MaxText job kept printing `rccl busy wait, iteration N`: status read that as progress
+    while triage, which reads only `completed step:` lines, called the job hanging."""
+    f = tmp_path / "log"
+    f.write_bytes(b"completed step: 4, seconds: 1.5\n 10%|# | 20/200 [00:02<00:18]\n"
+                  b"(raylet) rccl busy wait, iteration 99\n")
+    events = logscan.progress(str(f), steps.compile_patterns(), 1 << 20)
+    assert [(e["step"], e["seconds"]) for e in events] == [(4, 1.5)]
+    assert logscan.first_step(str(f), steps.compile_patterns()) == 4
 
 
 def test_written_at_maps_offsets_to_first_covering_sample(tmp_path):
@@ -84,13 +94,12 @@ def test_written_at_maps_offsets_to_first_covering_sample(tmp_path):
 
 def test_queue_lines_keep_physical_numbers():
     text = "# header\necho a\n\n  echo b\n#skip\necho c"
-    assert onbox_jobs.queue_entries(text) == [(2, "echo a"), (4, "  echo b"), (6, "echo c")]
+    assert job_queue.queue_entries(text) == [(2, "echo a"), (4, "  echo b"), (6, "echo c")]
 
 
-class _ScriptedTarget:
+class _ScriptedTarget(Target):
     """Stands in for a transport whose link dies mid-stream by raising (as ssh exit 255 does)."""
 
-    is_local = False
     name = "scripted"
 
     def __init__(self, log):

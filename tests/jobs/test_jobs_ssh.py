@@ -169,14 +169,14 @@ def test_changed_boot_id_means_vanished(box, boot_root, jobs_dir):
 
 
 def test_stalled_when_progress_stops_but_output_continues(box, jobs_dir):
-    cmd = ("for i in 1 2 3 4 5; do echo \"completed step: $i, seconds: 0.1\"; sleep 0.1; done; "
+    cmd = ("for i in 1 2 3 4 5 6 7 8; do echo \"completed step: $i, seconds: 0.1\"; sleep 0.1; done; "
            "while :; do echo 'NCCL WARN still waiting'; sleep 0.2; done")
     job = launched(box, jobs_dir, cmd)
     assert job_state(box, jobs_dir, job, stall_factor=3, stall_min_s=2)["state"] == "RUNNING"
     row = wait_for(lambda: (r := job_state(box, jobs_dir, job, stall_factor=3, stall_min_s=2))["state"]
                    == "STALLED" and r, timeout=8, every=0.5)
     assert row, "the job never read as STALLED"
-    assert row["progress"]["last"]["step"] == 5 and row["progress"]["step_time_s"] == pytest.approx(0.1)
+    assert row["progress"]["last"]["step"] == 8 and row["progress"]["step_time_s"] == pytest.approx(0.1)
     custom = job_state(box, jobs_dir, job, progress_regex=r"still (waiting)", stall_factor=3, stall_min_s=2)
     assert custom["state"] == "RUNNING", "a user progress regex that matches the live lines clears the stall"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuops.jobs import state
+from gpuops.jobs import state, states
 
 NOW = 1_000_000.0
 
@@ -92,9 +92,12 @@ def test_lines_without_step_numbers_count_one_step_each():
     assert state.step_time(events) == pytest.approx(1.0)
 
 
-def test_no_step_time_no_stall_verdict():
+def test_without_a_step_time_the_bar_is_half_an_hour_as_in_triage():
+    """status once never called such a job stalled while triage called it hanging after 30 min."""
+    quiet = state.derive(facts(progress={"events": [ev(3, at=NOW - 1700)]}), stall_factor=1, stall_min_s=0)
+    assert quiet["state"] == "RUNNING" and quiet["progress"]["stall_after_s"] == 1800
     row = state.derive(facts(progress={"events": [ev(3, at=NOW - 9999)]}), stall_factor=1, stall_min_s=0)
-    assert row["state"] == "RUNNING"
+    assert row["state"] == "STALLED" and "step time unknown" in row["reason"]
 
 
 def test_last_line_without_growth_sample_uses_log_mtime():
@@ -116,7 +119,7 @@ def test_survivors_still_alive_are_reported():
 
 def test_unreachable_is_not_dead():
     row = state.unreachable("j1", "no route", last_seen={"state": "RUNNING", "seen_at": NOW})
-    assert row["state"] == "UNREACHABLE" and row["state"] not in state.TERMINAL
+    assert row["state"] == "UNREACHABLE" and row["state"] not in states.TERMINAL
     assert row["last_seen"]["state"] == "RUNNING"
 
 

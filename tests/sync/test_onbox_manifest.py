@@ -28,14 +28,15 @@ def _tree(root):
 def test_entries_kinds_and_digests(tmp_path):
     root = _tree(tmp_path / "t")
     doc = manifest.build({"root": str(root), "hash": "all", "space": True})
-    by = {e[0]: e for e in doc["entries"]}
-    assert by["d"][1] == "d" and by["ln"] == ["ln", "l", 0, None, "d/f"] and by["fifo"][1] == "o"
-    assert by["d/f"] == ["d/f", "f", 5, hashlib.sha256(b"hello").hexdigest(), None]
-    assert by["big"][3] == hashlib.sha256((root / "big").read_bytes()).hexdigest()
-    assert by["zero"][2:4] == [0, hashlib.sha256(b"").hexdigest()]
+    by = {e.rel: e for e in doc["entries"]}
+    assert by["d"].kind == "d" and by["ln"] == ("ln", "l", 0, None, "d/f") and by["fifo"].kind == "o"
+    assert by["d/f"] == manifest.Entry("d/f", "f", 5, hashlib.sha256(b"hello").hexdigest(), None)
+    assert by["big"].sha256 == hashlib.sha256((root / "big").read_bytes()).hexdigest()
+    assert (by["zero"].size, by["zero"].sha256) == (0, hashlib.sha256(b"").hexdigest())
     odd = [rel for rel in by if rel.startswith("latin1-")][0]
     assert odd.encode("utf-8", "surrogateescape") == b"latin1-\xe9"
-    assert json.loads(json.dumps(doc))["entries"] == doc["entries"]  # survives the JSON trip
+    # a JSON list on the wire, the same Entry after it
+    assert [manifest.Entry(*e) for e in json.loads(json.dumps(doc))["entries"]] == doc["entries"]
     assert doc["space"]["free_bytes"] > 0 and doc["errors"] == [] and doc["rsync"]
 
 
@@ -79,7 +80,7 @@ def test_runs_shipped_on_python36(tmp_path, monkeypatch):
     doc = LocalTarget().run_onbox("manifest", stdin=json.dumps(request).encode(), timeout_s=60)
     names = [e[0] for e in doc["entries"]]
     assert "zero" not in names and "d" not in names and "big" in names and ".gpuopsignore" in names
-    assert doc["entries"] == manifest.build(request)["entries"]
+    assert [manifest.Entry(*e) for e in doc["entries"]] == manifest.build(request)["entries"]
 
     # The digest cache and the landing follower run there too.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from gpuops.sync import plan
 from tests.sync.conftest import run_cli
 
 
@@ -76,10 +77,10 @@ def test_filling_up_mid_transfer_fails_cleanly(engine, request, small_fs, sync_e
 def test_rsync_exit_11_without_its_message_is_judged_by_the_free_space_left():
     # Seen in CI: the receiver's "No space left on device" never reached the client, and the push
     # was reported as a bare "rsync exit 11 (file I/O error)".
-    from gpuops.ops.sync import _full_by_measure
+    from gpuops.ops.sync import full_by_measure
     from gpuops.sync.outcome import Attempt, Outcome
 
-    src = {"a.bin": ["a.bin", "f", 900 << 10, None, None], "b.bin": ["b.bin", "f", 1500 << 10, None, None]}
+    src = plan.by_path([["a.bin", "f", 900 << 10, None, None], ["b.bin", "f", 1500 << 10, None, None]])
 
     def failed():
         o = Outcome("rsync", attempts=[Attempt(11, "fatal", "file I/O error", 0.1, 0)])
@@ -87,8 +88,8 @@ def test_rsync_exit_11_without_its_message_is_judged_by_the_free_space_left():
         return o
 
     full = failed()
-    _full_by_measure(full, lambda: 4096, src, ["a.bin", "b.bin"])
+    full_by_measure(full, lambda: 4096, src, ["a.bin", "b.bin"])
     assert full.failure["kind"] == "disk-full" and "4096 B free" in full.failure["message"]
     roomy = failed()
-    _full_by_measure(roomy, lambda: 64 << 20, src, ["a.bin", "b.bin"])
+    full_by_measure(roomy, lambda: 64 << 20, src, ["a.bin", "b.bin"])
     assert roomy.failure["kind"] == "fatal"

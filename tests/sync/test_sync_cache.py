@@ -5,7 +5,8 @@ everything. The operations run in-process, to keep the test quick; the CLI is th
 
 import os
 
-from gpuops.ops import sync as op
+from gpuops.ops import push, verify
+from gpuops.ops.sync import Options
 from gpuops.remote import target_for
 from tests.sync.conftest import run_cli
 from tests.sync.test_digestcache import wait_storable
@@ -27,7 +28,7 @@ def _rewrite_keeping_mtime(path, data):
 def _op(fn, box, *roots):
     target = target_for(box.spec)
     try:
-        doc = fn(target, *map(str, roots), op.Options())
+        doc = fn(target, *map(str, roots), Options())
     finally:
         target.close()
     return doc
@@ -43,14 +44,14 @@ def test_caches_on_both_ends_are_used_and_never_trusted_after_a_stat_change(rsyn
         (src / name).write_bytes(os.urandom(10_000))
     wait_storable(*(src / n for n in NAMES))
 
-    doc = _op(op.push, rsync_box, src, dst)
+    doc = _op(push.push, rsync_box, src, dst)
     assert doc["ok"], doc["summary"]
     # Each file read once per end: locally before sending, on the box as it landed or after.
     assert _hashing(doc)["local"] == (5, 0) and _hashing(doc)["remote"][0] == 5
     wait_storable(*(dst / n for n in NAMES))
-    _op(op.verify, rsync_box, src, dst)  # stores any digest the push read while its file was too fresh
+    _op(verify.verify, rsync_box, src, dst)  # stores any digest the push read while its file was too fresh
 
-    doc = _op(op.push, rsync_box, src, dst)
+    doc = _op(push.push, rsync_box, src, dst)
     assert doc["ok"] and doc["data"]["sent_paths"] == 0 and doc["data"]["verified"]
     assert _hashing(doc) == {"local": (0, 5), "remote": (0, 5)}  # not one file read
 
@@ -63,12 +64,12 @@ def test_caches_on_both_ends_are_used_and_never_trusted_after_a_stat_change(rsyn
     os.utime(part, ns=(os.stat(dst / "c").st_atime_ns, os.stat(dst / "c").st_mtime_ns))
     os.replace(part, dst / "c")
 
-    doc = _op(op.verify, rsync_box, src, dst)
+    doc = _op(verify.verify, rsync_box, src, dst)
     assert not doc["ok"]
     assert sorted(m["path"] for m in doc["data"]["mismatches"]) == ["b", "c", "d"]
     assert _hashing(doc) == {"local": (2, 3), "remote": (2, 3)}  # exactly the changed files were read
 
-    doc = _op(op.push, rsync_box, src, dst)
+    doc = _op(push.push, rsync_box, src, dst)
     assert doc["ok"] and doc["data"]["verified"] and doc["data"]["sent_paths"] == 3
     assert all((dst / n).read_bytes() == (src / n).read_bytes() for n in NAMES)
 

@@ -1,5 +1,5 @@
-"""The pure parts of sync: plan and comparison, budget, backoff, rsync exit classes and argv,
-the ssh command for rsync, CRLF detection."""
+"""The pure parts of sync: plan and comparison, budget, backoff, rsync exit classes and argv
+(over the target's own ssh command line), CRLF detection."""
 
 import os
 import shlex
@@ -9,7 +9,8 @@ import pytest
 
 from gpuops.errors import UsageError
 from gpuops.remote.hostspec import HostSpec
-from gpuops.sync import budget, crlf, plan, rsync, sshcmd
+from gpuops.remote.openssh import OpenSSHTarget
+from gpuops.sync import budget, crlf, plan, rsync
 from gpuops.sync.retry import Backoff
 
 A = "a" * 64
@@ -99,36 +100,39 @@ def test_rsync_exit_codes_map_to_outcomes(code, stderr, outcome):
 
 
 def _spec(**kw):
-    base = dict(spec="gpu1", hostname="10.0.0.5", user="ubuntu", port=2222, identity_files=("/keys/my key",),
+    base = dict(spec="ubuntu@gpu1:2222", hostname="10.0.0.5", user="ubuntu", port=2222, identity_files=("/keys/k",),
                 identities_only=True, proxy_jump="bastion", known_hosts=("/kh/a", "/kh/b"), connect_timeout=7,
                 keepalive_s=15)
     base.update(kw)
     return HostSpec(**base)
 
 
-def test_rsync_ssh_command_carries_the_transport_settings(monkeypatch):
-    monkeypatch.delenv("GPUOPS_SSH_CONFIG", raising=False)
-    rsh = sshcmd.rsh(_spec())
-    words = shlex.split(rsh)  # rsync splits -e like a shell without backslashes
-    assert words[:5] == ["ssh", "-p", "2222", "-l", "ubuntu"]
-    assert ["-i", "/keys/my key"] == words[5:7]
-    for opt in ("BatchMode=yes", "StrictHostKeyChecking=accept-new", "ServerAliveInterval=15", "ConnectTimeout=7",
-                "IdentitiesOnly=yes", "UserKnownHostsFile=/kh/a /kh/b", "ProxyJump=bastion"):
-        assert opt in words
+def test_rsync_rides_the_targets_own_ssh_command_line(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUOPS_SSH_CONFIG", "/cfg/ssh config")
-    assert shlex.split(sshcmd.rsh(_spec()))[1:3] == ["-F", "/cfg/ssh config"]
-    assert sshcmd.remote(_spec(hostname="::1"), "/d/") == "[::1]:/d/"
+    target = OpenSSHTarget(_spec(), identity="/keys/my key")
+    eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", target=target, io_timeout=12,
+                            rsync_version=(3, 2, 7))
+    argv = eng.argv("/tmp/list", force=True)
+    rsh = shlex.split(argv[argv.index("-e") + 1])  # rsync splits -e like a shell without backslashes
+    assert rsh == target.ssh_argv()[:-1]
+    for opt in ("BatchMode=yes", "StrictHostKeyChecking=accept-new", "ServerAliveInterval=15", "ConnectTimeout=7"):
+        assert opt in rsh
+    assert rsh[rsh.index("-F") + 1] == "/cfg/ssh config" and rsh[rsh.index("-i") + 1] == "/keys/my key"
+    assert argv[-2:] == ["gpu1:/remote/-dir/", "/local dir/"]  # the name as given: ssh applies ssh_config to it
+    target._mux_dir = str(tmp_path)  # once the target has a master connection, rsync reuses it
+    rsh = shlex.split((lambda a: a[a.index("-e") + 1])(eng.argv("/tmp/list")))
+    assert f"ControlPath={tmp_path}/%C" in rsh
+    assert rsync.remote_path("::1", "/d/") == "[::1]:/d/"
     with pytest.raises(UsageError):
-        sshcmd.rsh_quote("it's \"both\"")
+        rsync.rsh_quote("it's \"both\"")
 
 
 def test_rsync_argv_protects_names_and_keeps_partials():
-    eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", spec=_spec(), io_timeout=12,
+    eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", target=OpenSSHTarget(_spec()), io_timeout=12,
                             rsync_version=(3, 2, 7))
     argv = eng.argv("/tmp/list", force=True)
     assert "-s" in argv and "--from0" in argv and "--partial-dir=.gpuops-partial" in argv and "--timeout=12" in argv
     assert "--ignore-times" in argv and "--info=progress2" in argv
-    assert argv[-2:] == ["10.0.0.5:/remote/-dir/", "/local dir/"]
     old = rsync.RsyncEngine("push", "/l", "/r", rsync_version=(3, 0, 9)).argv("/tmp/list")
     assert "--info=progress2" not in old and old[-2:] == ["/l/", "/r/"]
 
@@ -154,7 +158,7 @@ def test_crlf_only_in_shell_scripts(tmp_path):
              "notes": b"plain text\r\n", "ok.sh": b"echo\n", "c.BASH": b"x\r\ny\r\n"}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
-    entries = [[n, "f", len(d), None, None] for n, d in files.items()]
+    entries = plan.by_path([n, "f", len(d), None, None] for n, d in files.items()).values()
     found = {f["path"]: f["crlf_lines"] for f in crlf.scan(str(tmp_path), entries)}
     assert found == {"a.sh": 1, "launch": 2, "c.BASH": 2}
     os.chmod(tmp_path / "launch", 0o755)

@@ -54,13 +54,21 @@ def test_markdown_report_for_people(cli):
     (["--host", "box1", "--log", "a.log"], "--host needs --job"),
     (["--log", "x.log", "--now", "yesterday"], "--now must be an ISO 8601 time"),
     (["--slurm-id", "12ab"], "--slurm-id must be a Slurm job id"),
-    (["--job", "../etc"], "--job must be a gpuops job id"),
+    (["--host", "a,b", "--job", "j1"], "triage takes one host at a time"),
 ])
 def test_usage_errors_exit_2_with_one_line(cli, args, message):
     proc = cli("triage", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_job_is_looked_up_like_status_does_by_id_key_or_name(cli, tmp_path):
+    """A --job is resolved by the job's own records on the box, as for status and logs: a path-like
+    name is just a name nobody has."""
+    env = {**os.environ, "GPUOPS_JOBS_DIR": str(tmp_path)}
+    proc = cli("triage", "--job", "../etc", "--json", env=env)
+    assert proc.returncode == 4 and "no job '../etc'" in json.loads(proc.stdout)["error"]["message"]
 
 
 def test_missing_things_exit_4(cli, tmp_path):

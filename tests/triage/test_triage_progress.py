@@ -78,15 +78,3 @@ def test_unknowns_stay_null():
 ])
 def test_checkpoint_period_sources(cfg, arg, enabled, expected):
     assert P.checkpoint_period(cfg, arg, enabled, S.DEFAULT_CHECKPOINT_PERIOD) == expected
-
-
-def test_stall_bar_is_ten_step_times_but_at_least_ten_minutes():
-    assert P.stalled(T, 2.0, T + 599) is False
-    assert P.stalled(T, 2.0, T + 601) is True
-    assert P.stalled(T, 120.0, T + 1199) is False and P.stalled(T, 120.0, T + 1201) is True
-    assert P.stalled(T, None, T + 1799) is False and P.stalled(T, None, T + 1801) is True
-    assert P.stalled(None, 2.0, T) is None
-
-
-def test_duration_words():
-    assert [P.duration(s) for s in (5, 125, 3 * 3600 + 300, 3 * 86400)] == ["5s", "2m 05s", "3h 05m", "3d 00h"]

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
+from gpuops.ops.triage import read_excerpt
 from gpuops.remote import LocalTarget
-from gpuops.triage import locate, triage_pieces
+from gpuops.triage import triage_pieces
 from tests.jobs.helpers import kill_everything
 from tests.triage.helpers import EXPECTED, log, now_of
 
@@ -40,12 +41,12 @@ def wait_state(cli, box, job, states, timeout=20):
     raise AssertionError(f"job {job} never reached {states}")
 
 
-def test_ended_job_uses_its_exit_record_in_two_round_trips(cli, triagebox):
+def test_ended_job_uses_its_exit_record_in_one_round_trip(cli, triagebox):
     job = launch(cli, triagebox, f"cat {log('bash_killed')}; exit 137")
     assert wait_state(cli, triagebox, job, ("FAILED",)) == "FAILED"
     before = triagebox.exec_requests()
     proc = cli("triage", "--host", triagebox.spec, "--job", job, "--json", "--now", "2025-03-02T11:00:00")
-    assert triagebox.exec_requests() - before == 2  # the log read, the job-record status
+    assert triagebox.exec_requests() - before == 1  # the log excerpt comes with the job's records
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and doc["host"] == triagebox.spec
     # Without the exit record this log is an unknown death; the record makes it a failure.
@@ -68,7 +69,7 @@ def test_live_job_is_running(cli, triagebox):
 def test_unknown_job_exits_4(cli, triagebox):
     proc = cli("triage", "--host", triagebox.spec, "--job", "no-such-job", "--json")
     assert proc.returncode == 4
-    assert "no readable log" in json.loads(proc.stdout)["error"]["message"]
+    assert "no job 'no-such-job'" in json.loads(proc.stdout)["error"]["message"]
 
 
 def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
@@ -83,7 +84,7 @@ def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
     noise = b"".join(b"0: [2025-03-02 14:00:00] (raylet) rccl busy wait, iteration %d\n" % i for i in range(40_000))
     (tmp_path / "j1").mkdir()
     (tmp_path / "j1" / "log").write_bytes(raw + noise)
-    pieces, size = locate.read_remote(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
+    _, pieces, size, _ = read_excerpt(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
     assert size == len(raw) + len(noise)
     data = triage_pieces(pieces, now=now_of("status_hanging"), slurm_state="RUNNING").data
     assert data["status"] == "hanging" and data["primary"] == "hang"

@@ -4,7 +4,6 @@ lines, truncated last lines, and logs split over many chunks or read only in hea
 import pytest
 
 from gpuops.triage import classify_bytes, scan, signatures as S, triage_bytes, triage_file, triage_pieces
-from gpuops.triage.locate import split_pieces
 from tests.triage.helpers import EXPECTED, log, now_of, state_of
 
 NAMES = sorted(EXPECTED)
@@ -102,15 +101,21 @@ def test_a_tail_keeps_the_real_line_numbers_it_is_given():
     assert data["evidence"][0] == {"line": 5002, "text": "0: Killed"}
 
 
-def test_head_and_tail_pieces_keep_real_line_numbers():
+def test_head_and_tail_pieces_keep_real_line_numbers(tmp_path, monkeypatch):
+    import base64
+
+    from gpuops.onbox import job_facts
+
     raw = log("status_hanging").read_bytes()
-    head, tail = 4096, 60_000
-    body = raw[:head] + raw[-tail:]
-    pieces = split_pieces(body, len(raw), raw.count(b"\n"), head, tail)
-    assert len(pieces) == 2
+    (tmp_path / "j1").mkdir()
+    (tmp_path / "j1" / "log").write_bytes(raw)
+    monkeypatch.setenv("GPUOPS_JOBS_DIR", str(tmp_path))
+    doc = job_facts.excerpt({"job": "j1", "head": 4096, "tail": 60_000})
+    pieces = [(n, base64.b64decode(b)) for n, b in doc["pieces"]]
+    assert doc["size"] == len(raw) and doc["lines"] == raw.count(b"\n") and len(pieces) > 2
     lines = raw.split(b"\n")
-    first_line, data = pieces[1]
-    assert lines[first_line - 1] == data.split(b"\n")[0]
+    for first_line, data in pieces:
+        assert lines[first_line - 1] == data.split(b"\n")[0]
     name = "status_hanging"
     whole = baseline(name)
     part = triage_pieces(pieces, now=now_of(name), slurm_state=state_of(name)).data

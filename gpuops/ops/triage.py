@@ -1,11 +1,12 @@
 """The triage operation: resolve the input, scan, classify, and build the envelope."""
 
+import base64
 import os
 from datetime import datetime
 
 from ..envelope import envelope
 from ..errors import UsageError
-from . import locate, timestamps, triage_file, triage_pieces
+from ..triage import locate, timestamps, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
 
@@ -54,13 +55,26 @@ def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_
     return build(result)
 
 
-def triage_remote(target, *, job, slurm_state=None, now=None):
-    pieces, size = locate.read_remote(target, job)
-    state, record, box_now = (slurm_state, None, None) if slurm_state is not None else locate.remote_job_state(target, job)
+def read_excerpt(target, job, jobs_dir=None, head=None, tail=None):
+    """(job facts, [(first line number, bytes)] pieces, log size, box clock) from one round trip."""
+    from .jobs import call
+
+    doc = call(target, "excerpt", {"job": job, "jobs_dir": jobs_dir, "head": head, "tail": tail})
+    pieces = [(int(first), base64.b64decode(data)) for first, data in doc["pieces"]]
+    return doc["job"], pieces, int(doc["size"]), doc.get("now")
+
+
+def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
+    from ..jobs import platform, state
+
+    jobs_dir, _ = platform.records_dir(profile, jobs_dir)
+    facts, pieces, size, box_now = read_excerpt(target, job, jobs_dir)
+    row = state.derive(facts)
     if now is None and box_now:
         now = datetime.fromtimestamp(float(box_now))
-    context = {"host": target.name, "job": job, "log_bytes_total": size,
-               "job_dir": os.path.join(os.environ.get("GPUOPS_JOBS_DIR") or "~/.gpuops/jobs", job)
-               if target.name == "local" else f"<jobs dir on {target.name}>/{job}"}
-    result = triage_pieces(pieces, now=now, slurm_state=state, exit_record=record, context=context)
+    meta = facts.get("meta") or {}
+    context = {"host": target.name, "job": row["job_id"], "log_bytes_total": size,
+               "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
+    result = triage_pieces(pieces, now=now, slurm_state=slurm_state or row["state"], exit_record=facts.get("exit"),
+                           context=context)
     return build(result, host=target.name)

@@ -4,7 +4,7 @@ Same sections as the procedure's report: status / primary / stage, what happened
 the progress projection, other findings, dashboards of RAY=1 jobs, numbered next steps.
 """
 
-from .progress import duration
+from ..units import duration
 
 
 def _findings(doc):

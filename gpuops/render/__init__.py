@@ -1,4 +1,8 @@
-"""Human output: rich tables, worst first. Machines get the envelope instead (gpuops.envelope)."""
+"""Human output, one module per verb; machines get the envelope instead (gpuops.envelope).
+
+Every renderer takes the envelope an operation returned and a rich Console, and reads nothing
+else, so what a person sees can be redesigned here without touching an operation.
+"""
 
 import sys
 
@@ -18,7 +22,7 @@ def severity_text(sev):
 def findings_table(findings, title=None):
     from rich.table import Table
 
-    from .findings import SEVERITIES
+    from ..findings import SEVERITIES
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
     rows = sorted(findings, key=lambda f: (-order[f["severity"]], f["id"]))
@@ -49,3 +53,13 @@ def summary_line(doc, con):
     con.print(f"[{style}]{host}{doc.get('summary')}[/]", soft_wrap=True)
     for step in doc.get("next") or []:
         con.print(f"  next: {step}", markup=False, soft_wrap=True)
+
+
+def state_text(row):
+    """A job's state in its style, with the exit code or signal."""
+    from ..jobs.states import style
+
+    s = row.get("state") or "?"
+    extra = f" {row['exit_code']}" if row.get("exit_code") is not None else ""
+    extra += f" {row['signal']}" if row.get("signal") else ""
+    return f"[{style(s)}]{s}{extra}[/]"

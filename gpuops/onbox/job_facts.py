@@ -1,0 +1,186 @@
+"""On-box job facts: `status` (records, liveness, log size, progress lines and when they were
+written) and `excerpt` (a bounded view of a log for triage, with the job's facts). Entry: main(argv).
+
+Only facts are gathered here; the state (RUNNING, STALLED, VANISHED ...) is derived on the
+caller's side (gpuops.jobs.state), so the rule is pure and tested without a box.
+"""
+
+import base64
+import os
+import socket
+import time
+from collections import deque
+
+from . import jobrecord, logscan, procs, steps
+from .jobrecord import EXIT, GROWTH, LOG, META, STOP, JobError
+
+_LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
+EXCERPT_HEAD, EXCERPT_TAIL, EXCERPT_STEP_LINES = 256 << 10, 4 << 20, 300
+_SCAN_CHUNK = 8 << 20
+_STEP_LINE_MAX = 4096
+
+
+def facts(job_id, progress_regex=None):
+    """Everything status needs about one job, as observed now (liveness read before exit)."""
+    jdir = jobrecord.job_dir(job_id)
+    meta = jobrecord.read_json(os.path.join(jdir, META))
+    out = {"job_id": job_id, "now": time.time()}
+    if meta is None:
+        try:
+            out["dir_age_s"] = time.time() - os.stat(jdir).st_mtime
+        except OSError:
+            out["dir_age_s"] = None
+        out["meta"] = None
+        out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
+        return out
+    out["meta"] = meta
+    out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
+    out["pid_reused"] = pid_reused(meta)
+    out["wrapper_alive"] = wrapper_alive(meta)
+    out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
+    out["stop"] = jobrecord.read_json(os.path.join(jdir, STOP))
+    if out["exit"] and out["liveness"] != "rebooted":
+        out["survivors_alive"] = [s["pid"] for s in out["exit"].get("survivors") or []
+                                  if isinstance(s, dict) and procs.alive(s.get("pid"), s.get("start_ticks"))]
+    log = os.path.join(jdir, LOG)
+    try:
+        st = os.stat(log)
+        out["log_size"], out["log_mtime"] = st.st_size, st.st_mtime
+    except OSError:
+        out["log_size"] = out["log_mtime"] = None
+    out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
+                                _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
+    return out
+
+
+def pid_reused(meta):
+    st = procs.stat(meta["pid"]) if meta.get("pid") else None
+    same_boot = not meta.get("boot_id") or meta.get("boot_id") == procs.boot_id()
+    return bool(st and same_boot and meta.get("start_ticks") is not None
+                and st["start_ticks"] != int(meta["start_ticks"]))
+
+
+def wrapper_alive(meta):
+    if not meta.get("wrapper_pid") or (meta.get("boot_id") and meta.get("boot_id") != procs.boot_id()):
+        return False if meta.get("wrapper_pid") else None
+    return procs.alive(meta["wrapper_pid"], meta.get("wrapper_start_ticks"))
+
+
+def _progress(jdir, log, user_regex, window):
+    try:
+        patterns = steps.compile_patterns(user_regex)
+    except Exception as e:  # re.error: reported, the defaults still apply
+        return {"events": [], "regex_error": str(e)}
+    user = bool(user_regex)
+    events = logscan.progress(log, patterns, window, user=user)
+    when = logscan.written_at(os.path.join(jdir, GROWTH), [e["end"] for e in events])
+    for e in events:
+        e["at"] = when.get(e["end"])
+    return {"events": events, "first_step": logscan.first_step(log, patterns, user=user) if events else None}
+
+
+def listing():
+    """All job ids, including directories whose launch is still in flight (no meta yet)."""
+    root = jobrecord.jobs_dir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(root, n, jobrecord.CMD)))
+
+
+def status(opts):
+    labels = opts.get("labels") or {}
+    if opts.get("job"):
+        ids = [jobrecord.resolve(opts["job"])]
+    else:
+        ids = list(reversed(listing()))
+    jobs = []
+    for job_id in ids:
+        if labels:
+            meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+            if any((meta.get("labels") or {}).get(k) != v for k, v in labels.items()):
+                continue
+        jobs.append(facts(job_id, opts.get("progress_regex")))
+        if len(jobs) >= int(opts.get("limit") or 50):
+            break
+    return {"jobs": jobs, "now": time.time(), "boot_id": procs.boot_id(), "hostname": socket.gethostname(),
+            "jobs_dir": jobrecord.jobs_dir(), "total": len(ids)}
+
+
+# ---------------------------------------------------------------- excerpt (triage)
+
+
+def _b64(data):
+    return base64.b64encode(data).decode("ascii")
+
+
+def excerpt(opts):
+    """The job's facts plus its log in pieces [first line number, base64 bytes]: the whole log
+    when small, else its head, the first and the last EXCERPT_STEP_LINES step lines between head
+    and tail, and its tail. The step lines keep the projection right when the first step is past
+    the head (long config dumps) or a hung job printed more noise after its last step than the
+    tail holds."""
+    job_id = jobrecord.resolve(opts.get("job"))
+    head, tail = int(opts.get("head") or EXCERPT_HEAD), int(opts.get("tail") or EXCERPT_TAIL)
+    log = jobrecord.path(job_id, LOG)
+    try:
+        f = open(log, "rb")
+    except (OSError, IOError):
+        raise JobError("not-found", "job %s has no readable log (%s)" % (job_id, log))
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= head + tail:
+            data = f.read(size)
+            pieces = [[1, _b64(data)]]
+            lines = data.count(b"\n")
+        else:
+            pieces, lines = _pieces(f, size, head, tail)
+    return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time()}
+
+
+def _pieces(f, size, head, tail):
+    first = f.read(head)
+    first = first[:first.rfind(b"\n") + 1]
+    tail_start = size - tail
+    newlines = first.count(b"\n")
+    first_step, recent = None, deque(maxlen=EXCERPT_STEP_LINES)
+    pos, carry = len(first), b""
+    f.seek(pos)
+    while pos < size:
+        chunk = f.read(min(_SCAN_CHUNK, size - pos))
+        if not chunk:
+            break
+        data, start = carry + chunk, pos - len(carry)
+        pos += len(chunk)
+        cut = data.rfind(b"\n") + 1 if pos < size else len(data)
+        counted, line_no = 0, newlines
+        at = data.find(steps.STEP_LITERAL, 0, cut)
+        while at >= 0:
+            ls = data.rfind(b"\n", 0, at) + 1
+            if start + ls >= tail_start:
+                break
+            le = data.find(b"\n", at, cut)
+            le = cut if le < 0 else le
+            line_no += data.count(b"\n", counted, ls)
+            counted = ls
+            line = (line_no + 1, data[ls:min(le, ls + _STEP_LINE_MAX)] + b"\n")
+            if first_step is None:
+                first_step = line
+            else:
+                recent.append(line)
+            at = data.find(steps.STEP_LITERAL, le, cut)
+        newlines += data.count(b"\n", 0, cut)
+        carry = data[cut:]
+    f.seek(tail_start)
+    rest = f.read(tail)
+    pieces = [[1, _b64(first)]]
+    pieces += [[n, _b64(text)] for n, text in ([first_step] if first_step else []) + list(recent)]
+    cut = rest.find(b"\n") + 1
+    if cut:
+        pieces.append([newlines - rest.count(b"\n") + 2, _b64(rest[cut:])])
+    return pieces, newlines
+
+
+def main(argv):
+    return jobrecord.serve({"status": status, "excerpt": excerpt}, argv)

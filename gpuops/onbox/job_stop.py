@@ -1,0 +1,119 @@
+"""On-box `stop`: TERM a job's processes, KILL what is left after the grace period, confirm they
+are gone. Dry run unless `yes`. Entry: main(argv)."""
+
+import os
+import time
+
+from . import job_facts, jobrecord, procs, signals
+from .jobrecord import EXIT, META, STOP
+
+KILL_WAIT_S = 5.0
+
+
+def _environ_tag(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = f.read()
+    except (OSError, IOError):
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"GPUOPS_JOB_ID="):
+            return item[len(b"GPUOPS_JOB_ID="):].decode("utf-8", "replace")
+    return None
+
+
+def job_processes(job_id, meta):
+    """{pid: start_ticks} of every live process of the job: its group, its descendants, and any
+    process carrying GPUOPS_JOB_ID=<job_id> in its environment (children that left the group)."""
+    mine = procs.ancestry()
+    same_boot = not meta.get("boot_id") or meta.get("boot_id") == procs.boot_id()
+    leader = meta.get("pid")
+    group_ok = bool(same_boot and leader and not job_facts.pid_reused(meta))
+    found = {}
+    table = {}
+    for pid in procs.pids():
+        st = procs.stat(pid)
+        if st is None or st["state"] in ("Z", "X") or pid in mine or pid == meta.get("wrapper_pid"):
+            continue
+        table[pid] = st
+        if (group_ok and st["pgid"] == meta.get("pgid")) or _environ_tag(pid) == job_id:
+            found[pid] = st["start_ticks"]
+    if group_ok and procs.alive(leader, meta.get("start_ticks")):
+        kids = {}
+        for pid, st in table.items():
+            kids.setdefault(st["ppid"], []).append(pid)
+        for pid in procs.descendants(leader, kids):
+            if pid in table:
+                found[pid] = table[pid]["start_ticks"]
+    return found
+
+
+def _signal(targets, meta, sig):
+    """Signal the job's group (its leader re-checked: the group is the job's own session, so every
+    member is the job's) and every other target that still is the process recorded. The pids
+    signalled."""
+    sent, in_group = [], set()
+    pgid = meta.get("pgid")
+    if pgid and not job_facts.pid_reused(meta):
+        members = [p for p, _ in targets if (procs.stat(p) or {}).get("pgid") == pgid]
+        if members and signals.send_group(pgid, sig):
+            in_group.update(members)
+    for pid, ticks in targets:
+        if pid in in_group or signals.send(pid, ticks, sig) == "sent":
+            sent.append(pid)
+    return sent
+
+
+def _describe(pids_ticks, gpu):
+    out = []
+    for pid in sorted(pids_ticks):
+        cmd = procs.cmdline(pid, 120)
+        # a short-lived child can exit between the scan and this read: it is no target any more
+        if cmd is None and not procs.alive(pid, pids_ticks[pid]):
+            continue
+        out.append({"pid": pid, "cmd": cmd, "gpu": pid in gpu})
+    return out
+
+
+def stop(opts):
+    job_id = jobrecord.resolve(opts.get("job"))
+    jdir = jobrecord.job_dir(job_id)
+    meta = jobrecord.read_json(os.path.join(jdir, META)) or {}
+    targets = job_processes(job_id, meta)
+    holders, _ = procs.device_holders(exclude=procs.ancestry())
+    gpu = set(h["pid"] for h in holders if h["pid"] in targets)
+    grace = float(opts.get("grace") or 10)
+    doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
+    if not opts.get("yes") or not targets:
+        doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets, after=job_facts.facts(job_id))
+        return doc
+    record = {"requested_at": time.time(), "signals": []}
+    stop_path = os.path.join(jdir, STOP)
+
+    def send_round(items, sig):
+        sent = _signal(items, meta, sig)
+        record["signals"].append({"signal": signals.name(sig), "pids": sent, "at": time.time()})
+        jobrecord.write_json(stop_path, record)
+        return sent
+
+    rounds = signals.ladder(list(targets.items()), grace, KILL_WAIT_S, send_round, lambda t: procs.alive(*t),
+                            more=lambda: list(job_processes(job_id, meta).items()))
+    signalled = set(pid for _, items, _ in rounds for pid, _ in items)
+    left = job_processes(job_id, meta)
+    still_gpu = [h["pid"] for h in procs.device_holders(exclude=procs.ancestry())[0]
+                 if h["pid"] in signalled or h["pid"] in left]
+    record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
+    jobrecord.write_json(stop_path, record)
+    _wait_exit_record(jdir, meta, 3.0)
+    doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu)),
+               gpu_holders_left=still_gpu, after=job_facts.facts(job_id))
+    return doc
+
+
+def _wait_exit_record(jdir, meta, seconds):
+    signals.wait_until(lambda: not job_facts.wrapper_alive(meta) or os.path.exists(os.path.join(jdir, EXIT)),
+                       seconds)
+
+
+def main(argv):
+    return jobrecord.serve({"stop": stop}, argv)

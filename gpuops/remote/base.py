@@ -1,0 +1,120 @@
+"""What every target shares: how a command runs and how its answer comes back.
+
+    target.run(line, stdin=b"", timeout_s=None, on_stdout=None) -> Result
+    target.ship(entry, args=(), stdin=b"", timeout_s=60, on_stdout=None) -> Result
+    target.run_onbox(entry, args=(), stdin=b"", timeout_s=60, on_stdout=None) -> dict
+
+`line` is a POSIX sh line. `run` puts it under the box's own deadline (`timeout -k`, which kills
+the remote command when it overruns: a local timer alone would leave it running and holding the
+GPU), hands it to `sh` untouched by any login shell, feeds stdin, collects stdout (passing chunks
+to `on_stdout` as they come) and stderr, and gives up locally GRACE_S after the box's deadline.
+`ship` runs an on-box entry (gpuops.onbox), its source sent through stdin ahead of the caller's
+stdin; `run_onbox` also reads the entry's one JSON document. Each call is exactly one exec
+channel, so a verb's round trips can be counted.
+
+A subclass only says how to start a command (`_spawn`, returning an object with stdin, stdout,
+stderr, kill() and wait()), how to close its connection, and what its own failures look like.
+"""
+
+import socket
+import threading
+
+from .. import onbox
+from ..errors import TimedOut
+from . import wrap
+from .result import Result, check_onbox
+
+# How long the local side waits past the box's deadline (and timeout's own -k grace) before it
+# stops waiting: long enough for a slow link to bring back the killed command's exit status.
+GRACE_S = 15
+
+
+class Target:
+    name = "?"
+    is_local = False
+
+    def _spawn(self, command):
+        raise NotImplementedError
+
+    def _checked(self, result):
+        """The Result, or the transport's own failure raised as a typed error."""
+        return result
+
+    def close(self):
+        pass
+
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+        command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
+        proc = self._spawn(command)
+        expired = threading.Event()
+
+        def expire():
+            expired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout_s + wrap.KILL_AFTER_S + GRACE_S, expire) if timeout_s else None
+        if timer:
+            timer.daemon = True
+            timer.start()
+        try:
+            reader = _StderrReader(proc.stderr)
+            out = _pump(proc, stdin, on_stdout)
+            code = proc.wait()
+        finally:
+            if timer:
+                timer.cancel()
+        err = reader.join()
+        if expired.is_set():
+            raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s")
+        return self._checked(Result(out, err, code))
+
+    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
+        src = onbox.script(entry)
+        line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE)
+        return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout)
+
+    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
+        result = self.ship(entry, args, stdin, timeout_s, on_stdout)
+        return check_onbox(result, self.name, timeout_s)
+
+
+class _StderrReader(threading.Thread):
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.data = b""
+        self.start()
+
+    def run(self):
+        try:
+            self.data = self.stream.read()
+        except (OSError, ValueError, socket.timeout):
+            pass
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        return self.data
+
+
+def _pump(proc, payload, on_stdout):
+    """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF."""
+    def feed():
+        try:
+            if payload:
+                proc.stdin.write(payload)
+            proc.stdin.close()
+        except (OSError, EOFError, ValueError):
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    chunks = []
+    while True:
+        chunk = proc.stdout.read1(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if on_stdout:
+            on_stdout(chunk)
+    writer.join()
+    return b"".join(chunks)

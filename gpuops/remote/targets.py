@@ -1,0 +1,18 @@
+"""Which target a host spec gets: this machine, the OpenSSH client, or paramiko."""
+
+from . import hostspec, openssh, warmup
+from .local import LocalTarget
+from .paramiko_ssh import SSHTarget
+
+
+def target_for(spec: str, identity=None):
+    """The target for a host spec. GPUOPS_TRANSPORT=paramiko|openssh overrides the choice."""
+    if hostspec.is_local(spec):
+        return LocalTarget()
+    warmed = warmup.take(spec, identity)
+    if warmed is not None:
+        return warmed
+    resolved = hostspec.resolve(spec, identity)
+    if openssh.chosen() == "openssh":
+        return openssh.OpenSSHTarget(resolved, identity)
+    return SSHTarget(resolved)

@@ -1,0 +1,17 @@
+"""diagnose for people: the verdict, its evidence and what was ruled out."""
+
+from . import summary_line
+
+
+def render(doc, con):
+    from rich.table import Table
+
+    d = doc["data"]
+    table = Table(show_header=False, box=None)
+    table.add_row("[bold]verdict[/]", f"[bold]{d['verdict']}[/] ({d['confidence']} confidence)")
+    for line in d["evidence"]:
+        table.add_row("evidence", line)
+    for r in d["ruled_out"]:
+        table.add_row("ruled out", f"{r['cause']}: {r['why']}")
+    con.print(table)
+    summary_line(doc, con)

@@ -1,0 +1,22 @@
+"""Preflight for people: what the box is, then the findings worst first."""
+
+from . import findings_table, summary_line
+
+
+def headline(data):
+    """One line of what the box is, above the table."""
+    g = data.get("gpu") or {}
+    devices = g.get("devices") or []
+    names = sorted({d.get("name") or "?" for d in devices})
+    gpus = f"{len(devices)}x {', '.join(names)}" if devices else "no GPU"
+    driver = f", driver {g['driver']} (CUDA <= {g.get('cuda_max') or '?'})" if g.get("driver") else ""
+    torch = data.get("torch") or {}
+    torch_text = f"; torch {torch['version']} (CUDA {torch.get('cuda')})" if torch.get("version") else ""
+    cpu = data.get("cpu") or {}
+    return f"{gpus}{driver}{torch_text}; {cpu.get('visible')} CPUs visible"
+
+
+def render(doc, con):
+    con.print(headline(doc.get("data") or {}), markup=False, soft_wrap=True)
+    con.print(findings_table(doc["findings"], title=f"preflight {doc.get('host') or ''}".strip()))
+    summary_line(doc, con)
