@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuops.ops import push  # noqa: E402
+from gpuops.ops.push import push as push_op  # noqa: E402
 from gpuops.ops.sync import Options  # noqa: E402
 from gpuops.remote import target_for  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
@@ -201,7 +201,7 @@ def noop(env, cfg, box, work, n, runs):
         t_g.append(secs)
         target = target_for(box.spec)
         try:
-            t_op.append(timed(lambda: push.push(target, str(src), str(dst_g), Options()))[0])
+            t_op.append(timed(lambda: push_op(target, str(src), str(dst_g), Options()))[0])
         finally:
             target.close()
     r, g, o = statistics.median(t_r), statistics.median(t_g), statistics.median(t_op)

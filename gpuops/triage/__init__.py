@@ -17,7 +17,7 @@ the real file; data should start at a line start).
 """
 
 from .classify import classify as _classify
-from .scan import scan_file, scan_pieces
+from .engines import scan_file, scan_pieces
 from .signatures import CLASS_NAMES, DATA_KEYS, PROGRESS_KEYS, STATUSES
 
 __all__ = ["classify_bytes", "classify_file", "triage_bytes", "triage_file", "triage_pieces",

@@ -1,16 +1,12 @@
-"""One pass over a job log, as bytes, into bounded facts (`Facts`) for classify.py.
+"""One pass over a job log, as bytes, into bounded facts (gpuops.triage.facts) for classify.py.
 
-The log is read in chunks cut at line ends, so memory stays bounded whatever its size (a line
-longer than MAX_LINE_BYTES is cut for scanning; its line number does not change). Bytes are never
-decoded as a whole: invalid UTF-8, CRLF, bare-CR progress bars and NULs are just bytes.
+Chunks come from an engine (gpuops.triage.engines). Bytes are never decoded as a whole: invalid
+UTF-8, CRLF, bare-CR progress bars and NULs are just bytes.
 
 Per chunk:
-  * candidate lines: offsets where some signature matched, from one of two engines,
-      - python: one literal-prefix regex per first character (matcher.CHUNK_RXS) over the chunk;
-      - grep:   `grep -aobE` over the file, started beside the scan (several times faster on
-                big logs; used for files of GREP_MIN_BYTES or more when grep is on PATH),
-    and each candidate line is re-read with every signature (matcher.LINE_RX), so both engines
-    give the same facts. A line holding a known-harmless pattern is dropped whole.
+  * candidate lines: offsets where some signature matched, from the engine; each candidate line
+    is re-read with every signature (matcher.LINE_RX), so both engines give the same facts. A
+    line holding a known-harmless pattern is dropped whole.
   * step lines (`completed step: N`, the most frequent line by far) are not matched one by one:
     literal searches find the first step, the step just before each candidate line (to tell an
     error that training survived from one that ended it), and the last step; the step times
@@ -18,26 +14,19 @@ Per chunk:
   * times are read only from bounded windows (see timestamps.py).
 """
 
-import os
 import re
-import shutil
-import subprocess
-from collections import deque
 
 from .. import xid
 from ..onbox import steps
 from . import signatures as S
 from . import timestamps
-from .matcher import CHUNK_RXS, LINE_RX, SIG_BY_ID, STEP_RX, grep_patterns
+from .facts import MAX_TRACKED, Facts, Occ
+from .matcher import LINE_RX, SIG_BY_ID, STEP_RX
 
-CHUNK_BYTES = 8 << 20
-MAX_LINE_BYTES = 16 << 20
 VIEW_BYTES = 64 << 10
 STEP_WINDOW_BYTES = 2 << 20
 TS_TAIL_BYTES = 64 << 10
 TEXT_BYTES = 600
-GREP_MIN_BYTES = 1 << 20
-MAX_TRACKED = 4096
 HEARTBEAT_LIST_BYTES = 4096
 SUMMARY_SPAN_LINES = 200
 
@@ -62,101 +51,6 @@ _TUNNEL_L = re.compile(rb"-L ?(?:[\w.]+:)?(\d+):([\w.-]+):(\d+)")
 _HOST = re.compile(rb"host=(\S+)")
 _STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
 _TRUE = (b"true", b"True", b"TRUE", b"1", b"yes")
-
-
-class Occ:
-    """One matched line: where, what (bounded bytes), which task printed it, the step before it."""
-
-    __slots__ = ("line", "text", "task", "step_at", "sig", "detail", "event")
-
-    def __init__(self, line, text, task=None, step_at=None, sig=None, detail=None, event=None):
-        self.line, self.text, self.task, self.step_at, self.sig, self.detail = line, text, task, step_at, sig, detail
-        # The line of the event this belongs to: a cause printed inside a traceback counts from
-        # the traceback's first line.
-        self.event = line if event is None else event
-
-    def decoded(self):
-        return self.text.decode("utf-8", "replace").replace("\x00", "\\0")
-
-
-def _key(step_at):
-    return -1 << 62 if step_at is None else step_at
-
-
-class Hits:
-    """The occurrences of one class, bounded: the first few, the last few, and the first one at
-    each of the three highest 'step before it' values (which is where a terminal error is)."""
-
-    __slots__ = ("count", "first", "last", "by_step")
-
-    def __init__(self):
-        self.count = 0
-        self.first = []
-        self.last = deque(maxlen=2)
-        self.by_step = {}
-
-    def add(self, occ):
-        self.count += 1
-        if len(self.first) < 3:
-            self.first.append(occ)
-        else:
-            self.last.append(occ)
-        if occ.step_at in self.by_step:
-            return
-        if len(self.by_step) >= 3:
-            lowest = min(self.by_step, key=_key)
-            if _key(occ.step_at) < _key(lowest):
-                return
-            del self.by_step[lowest]
-        self.by_step[occ.step_at] = occ
-
-    def all(self):
-        return self.first + list(self.last)
-
-
-class Facts:
-    """Everything classify needs, bounded in size whatever the log's size."""
-
-    def __init__(self):
-        self.lines = 0
-        self.bytes = 0
-        self.truncated = False
-        self.last_line = None
-        self.classes = {}
-        self.cancel_hint = None
-        self.summary_marker = None
-        self.summary = None
-        self.success = None
-        self.pt_steps = self.pt_ckpt = self.pt_period = None
-        self.cfg_steps = self.cfg_ckpt = self.cfg_period = None
-        self.ray = None
-        self.tunnel = None
-        self.tunnel_specs = []
-        self.prometheus_port = None
-        self.self_death = {}
-        self.accused = set()
-        self.crash_by_task = {}
-        self.restore = None
-        self.slurm_id = None
-        self.node_exits = {}
-        self.stage_now = None
-        self.first_step = None
-        self.last_step = None
-        self.last_step_occ = None
-        self.step_time = None
-        self.steady_steps = 0
-        self.task_last_steps = {}
-        self.last_step_basis = None   # (Stamp, seconds to add, steps to add at step time)
-        self.end_stamp = None
-        self.year_hint = None
-        self.engine = "python"
-        self.pieces = 0
-
-    def add(self, cls, occ):
-        hits = self.classes.get(cls)
-        if hits is None:
-            hits = self.classes[cls] = Hits()
-        hits.add(occ)
 
 
 def _step_number(buf, pos):
@@ -530,173 +424,3 @@ class Scanner:
             else:
                 steps_after = max(0, f.last_step - step_then)
             f.last_step_basis = (stamp, 0.0, steps_after)
-
-
-# ---------------------------------------------------------------------- engines
-
-
-def _python_candidates(chunk, offset):
-    found = []
-    for rx in CHUNK_RXS:
-        found.extend(m.start() for m in rx.finditer(chunk))
-    found.sort()
-    return found
-
-
-def _chunks(read):
-    """(chunk, offset) pieces of the stream, cut after a newline (or at MAX_LINE_BYTES)."""
-    carry = b""
-    offset = 0
-    while True:
-        block = read(CHUNK_BYTES)
-        if not block:
-            break
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            if len(data) < MAX_LINE_BYTES:
-                carry = data
-                continue
-            cut = len(data)
-        chunk, carry = data[:cut], data[cut:]
-        yield chunk, offset
-        offset += len(chunk)
-    if carry:
-        yield carry, offset
-
-
-def _run(scanner, read, candidates):
-    truncated = False
-    for chunk, offset in _chunks(read):
-        truncated = not chunk.endswith(b"\n")
-        scanner.feed(chunk, candidates(chunk, offset))
-    return truncated
-
-
-class _GrepUnusable(Exception):
-    pass
-
-
-class _GrepFeed:
-    """Match offsets from a running grep -aob, handed out chunk by chunk (in order)."""
-
-    def __init__(self, stream, limit):
-        self.stream = stream
-        self.limit = limit
-        self.pending = None
-        self.eof = False
-
-    def _next(self):
-        if self.pending is not None:
-            value, self.pending = self.pending, None
-            return value
-        line = self.stream.readline()
-        if not line:
-            self.eof = True
-            return None
-        colon = line.find(b":")
-        if colon <= 0 or not line[:colon].isdigit():
-            raise _GrepUnusable(f"unexpected grep output: {line[:80]!r}")
-        return int(line[:colon])
-
-    def take(self, chunk, offset):
-        end = min(offset + len(chunk), self.limit)
-        out = []
-        while True:
-            value = self._next()
-            if value is None:
-                return out
-            if value >= end:
-                self.pending = value
-                return out
-            if value >= offset:
-                out.append(value - offset)
-
-
-def _reader(fh, size):
-    """read(n) over the first `size` bytes of fh: a log that grows meanwhile is read as it was."""
-    remaining = [size]
-
-    def read(n):
-        n = min(n, remaining[0])
-        data = fh.read(n) if n > 0 else b""
-        remaining[0] -= len(data)
-        return data
-
-    return read
-
-
-def _scan_grep(fh, path, size):
-    argv = ["grep", "-a", "-o", "-b", "-E"]
-    for pattern in grep_patterns():
-        argv += ["-e", pattern]
-    argv += ["--", path]
-    env = {"LC_ALL": "C", "PATH": os.environ.get("PATH", os.defpath)}
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env=env)
-    except OSError as e:
-        raise _GrepUnusable(str(e)) from None
-    feed = _GrepFeed(proc.stdout, size)
-    scanner = Scanner()
-    scanner.f.engine = "grep"
-    try:
-        truncated = _run(scanner, _reader(fh, size), feed.take)
-    finally:
-        if not feed.eof and proc.poll() is None:
-            proc.kill()  # the file grew past the size we read: the rest is not ours to scan
-        proc.stdout.close()
-        rc = proc.wait()
-    if feed.eof and rc not in (0, 1):
-        raise _GrepUnusable(f"grep exited {rc}")
-    return scanner.finish(truncated)
-
-
-def _scan_python(fh, size):
-    scanner = Scanner()
-    return scanner.finish(_run(scanner, _reader(fh, size), _python_candidates))
-
-
-def scan_file(path, engine=None):
-    """Facts of the log at `path` (as it is now; bytes appended meanwhile are left out).
-
-    engine: 'auto' (grep for big files when available), 'grep' or 'python'; the environment
-    variable GPUOPS_TRIAGE_ENGINE sets the default.
-    """
-    engine = (engine or os.environ.get("GPUOPS_TRIAGE_ENGINE") or "auto").lower()
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        want_grep = engine == "grep" or (engine == "auto" and size >= GREP_MIN_BYTES)
-        if want_grep and shutil.which("grep"):
-            try:
-                return _scan_grep(fh, path, size)
-            except _GrepUnusable:
-                fh.seek(0)
-        return _scan_python(fh, size)
-
-
-def scan_bytes(data):
-    """Facts of a log held in memory."""
-    return scan_pieces([(1, data)])
-
-
-def scan_pieces(pieces):
-    """Facts of a log known only in pieces: [(line number of the piece's first line, bytes)].
-
-    Each piece must start at a line start; the line numbers let evidence point into the real
-    file even when only its head and its tail were read.
-    """
-    scanner = Scanner()
-    truncated = False
-    for first_line, data in pieces:
-        scanner.begin_piece(first_line, data[:STEP_WINDOW_BYTES])
-        view = memoryview(data)
-        pos = [0]
-
-        def read(n, view=view, pos=pos):
-            out = bytes(view[pos[0]:pos[0] + n])
-            pos[0] += len(out)
-            return out
-
-        truncated = _run(scanner, read, _python_candidates)
-    return scanner.finish(truncated)

@@ -3,7 +3,7 @@ lines, truncated last lines, and logs split over many chunks or read only in hea
 
 import pytest
 
-from gpuops.triage import classify_bytes, scan, signatures as S, triage_bytes, triage_file, triage_pieces
+from gpuops.triage import classify_bytes, engines, signatures as S, triage_bytes, triage_file, triage_pieces
 from tests.triage.helpers import EXPECTED, log, now_of, state_of
 
 NAMES = sorted(EXPECTED)
@@ -36,7 +36,7 @@ def test_invalid_utf8_and_nuls_change_nothing(name):
 @pytest.mark.parametrize("engine", ["python", "grep"])
 def test_tiny_chunks_and_cut_long_lines_give_the_same_result(monkeypatch, engine):
     expected = {n: baseline(n) for n in NAMES}
-    monkeypatch.setattr(scan, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
     for name in NAMES:
         got = triage_file(log(name), now=now_of(name), slurm_state=state_of(name), engine=engine).data
         assert verdict(got) == verdict(expected[name]), name
@@ -51,8 +51,8 @@ def test_a_100k_character_line_is_scanned_and_quoted_in_bounds():
 
 
 def test_a_line_longer_than_the_scan_limit_is_cut_not_held(monkeypatch):
-    monkeypatch.setattr(scan, "MAX_LINE_BYTES", 10_000)
-    monkeypatch.setattr(scan, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(engines, "MAX_LINE_BYTES", 10_000)
+    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
     blob = b"z" * 50_000 + b" No space left on device " + b"z" * 50_000
     data = classify_bytes(b"first\n" + blob + b"\nlast\n")
     assert data["primary"] == "disk-full"
@@ -91,7 +91,7 @@ def test_many_matches_keep_bounded_facts():
     body = b"".join(b"%d: Traceback (most recent call last):\n%d: ValueError: bad %d\n" % (i % 8, i % 8, i)
                     for i in range(20_000))
     result = triage_bytes(body)
-    hits = scan.scan_bytes(body).classes["python-exception"]
+    hits = engines.scan_bytes(body).classes["python-exception"]
     assert hits.count == 20_000 and len(hits.all()) <= 5
     assert len(result.data["evidence"]) <= S.EVIDENCE_MAX
 

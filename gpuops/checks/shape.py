@@ -1,0 +1,90 @@
+"""The shape of the facts the probe (gpuops.onbox.probe) returns and the checks read.
+
+Every key the probe may answer with is declared here, nested as it comes: a dict of keys, `[...]`
+for a list of such items, and "*" for a map whose keys are data (a tool or a variable name).
+A leaf says what the value is. tests/test_probe_shape.py holds both sides to it: the probe never
+answers with an undeclared key, and no check reads one (a typo would read None forever).
+"""
+
+_PROC = {"pid": "int", "comm": "str", "state": "str", "ppid": "int", "uid": "int", "age_s": "seconds"}
+
+DEVICE = {
+    "index": "int", "uuid": "str", "name": "str", "bus_id": "PCI address", "minor": "int", "compute_cap": "'9.0'",
+    "memory_total_mib": "MiB", "memory_used_mib": "MiB", "util_pct": "%", "temp_c": "C", "slowdown_temp_c": "C",
+    "sm_clock_mhz": "MHz", "sm_clock_max_mhz": "MHz", "power_w": "W", "power_limit_w": "W",
+    "throttle_mask": "clock-event reason bits", "ecc_dbe_volatile": "int", "retired_pages_dbe": "int",
+    "retired_pages_pending": "bool", "remap_failure": "bool", "remap_pending": "bool",
+    "unavailable": {"*": "why a value could not be read"},
+}
+
+FACTS = {
+    "probe_version": "int",
+    "errors": {"*": "why a fact area could not be gathered"},
+    "host": {"hostname": "str", "kernel": "str", "python": "str", "python_executable": "path", "uid": "int",
+             "user": "str"},
+    "boot": {"boot_id": "str", "uptime_s": "seconds", "btime": "epoch", "now": "epoch"},
+    "memory": {"host_total_bytes": "bytes", "host_available_bytes": "bytes"},
+    "cgroup": {
+        "version": "v1|v2|none",
+        "memory": {"dir": "path", "limit_bytes": "bytes", "usage_bytes": "bytes", "working_set_bytes": "bytes",
+                   "oom_kills": "int", "oom_events": "int", "counter_file": "path", "failcnt": "int"},
+        "cpu": {"dir": "path", "quota_cores": "float"},
+        "pids": {"limit": "int", "current": "int"},
+    },
+    "cpu": {"visible": "int", "host": "int", "quota_cores": "float"},
+    "env": {"*": "the value of a thread or device variable"},
+    "disks": [{"role": "home|cwd|shm|tmp|path", "path": "path", "exists": "bool", "measured_at": "path",
+               "device": "int", "mount": "path", "total_bytes": "bytes", "free_bytes": "bytes",
+               "total_inodes": "int", "free_inodes": "int", "error": "str"}],
+    "tools": {"*": "bool"},
+    "listeners": [{"port": "int", "address": "str", "family": "ipv4|ipv6", "inode": "int", "owners": [_PROC]}],
+    "kernlog": {
+        "readable": "bool", "source": "str", "tried": [{"source": "str", "why": "str"}],
+        "xid": [{"code": "int", "pci": "PCI address", "count": "int", "last_line": "str"}],
+        "fallen_off_bus": [{"pci": "PCI address", "count": "int", "last_line": "str"}],
+        "oom_kill_count": "int", "oom_kills": [{"pid": "int", "comm": "str", "kind": "cgroup|global", "line": "str"}],
+        "lines_scanned": "int",
+    },
+    "gpu": {
+        "source": "nvml|nvidia-smi", "driver": "str", "cuda_max": "'12.4'", "error": "str", "nvml": "str",
+        "notes": ["str"], "devices": [DEVICE],
+        "processes": [{"pid": "int", "name": "str", "used_mib": "MiB", "bus_id": "PCI address"}],
+        "device_nodes": ["path"], "kernel_module": "str",
+        "holders": [dict(_PROC, devices=["path"])], "holders_unreadable": "int",
+    },
+    "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str"},
+    "probe": {"pid": "int", "seconds": "seconds"},
+    # Added by gpuops.ops.preflight from a profile, not by the probe.
+    "inode_caps": {"*": "a platform's inode quota for a directory"},
+}
+
+
+def keys(shape=FACTS):
+    """Every key name the shape declares, at any depth."""
+    out = set()
+    if isinstance(shape, dict):
+        for k, v in shape.items():
+            if k != "*":
+                out.add(k)
+            out |= keys(v)
+    elif isinstance(shape, list):
+        for item in shape:
+            out |= keys(item)
+    return out
+
+
+def undeclared(doc, shape=FACTS, where="facts"):
+    """['facts.gpu.devices[0].bogus', ...]: the keys of `doc` the shape does not declare."""
+    out = []
+    if isinstance(doc, dict) and isinstance(shape, dict):
+        for k, v in doc.items():
+            if k in shape:
+                out += undeclared(v, shape[k], f"{where}.{k}")
+            elif "*" in shape:
+                out += undeclared(v, shape["*"], f"{where}.{k}")
+            else:
+                out.append(f"{where}.{k}")
+    elif isinstance(doc, list) and isinstance(shape, list) and shape:
+        for i, item in enumerate(doc):
+            out += undeclared(item, shape[0], f"{where}[{i}]")
+    return out
