@@ -70,8 +70,15 @@ class PythonMissing(HostError):
     kind = "python3-missing"
 
 
+class BadAnswer(HostError):
+    """The box answered with something that is not gpuops's: too big, not JSON, the wrong shape,
+    or a path that would lead out of where it belongs. A box is untrusted input."""
+
+    kind = "bad-answer"
+
+
 KINDS = {cls.kind: cls for cls in (UsageError, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged, TimedOut,
-                                   PythonMissing)}
+                                   PythonMissing, BadAnswer)}
 
 
 def for_kind(kind):
