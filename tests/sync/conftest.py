@@ -140,11 +140,12 @@ def freeze_sessions(box):
     return pids
 
 
-def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60, how=None):
+def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60, how=None, wire=None):
     """Start a thread that kills the box's live connections (or does `how(box)`) once a file
-    matching `pattern` under `path_glob_dir` reaches `threshold` bytes; returns (thread, record)."""
+    matching `pattern` under `path_glob_dir` reaches `threshold` bytes; returns (thread, record).
+    `wire()`, when given, is read at that moment: the bytes the meter had passed by then."""
     how = how or (lambda b: b.kill_session_children())
-    record = {"cut_at": None, "killed": []}
+    record = {"cut_at": None, "killed": [], "wire_at_cut": None}
 
     def watch():
         deadline = time.monotonic() + timeout
@@ -156,6 +157,7 @@ def cut_when(path_glob_dir: Path, pattern, threshold, box, timeout=60, how=None)
                     continue
                 if size >= threshold:
                     record["cut_at"] = size
+                    record["wire_at_cut"] = wire() if wire else None
                     record["killed"] = how(box)
                     return
             time.sleep(0.01)

@@ -25,21 +25,29 @@ def _payload(src):
 
 
 def _check_resumed(proc, doc, record, meter_bytes, payload):
+    """What the cut itself destroys is the data in flight: past the meter but not yet on the
+    receiver's disk (socket buffers, ssh's 2 MiB channel window, rsync's own buffers). That
+    depends on the kernel and OpenSSH, not on gpuops, and on a busy CI machine it alone has
+    reached 13% of this payload. The bound is on the rest: what the resume sends again."""
     assert proc.returncode == 0, proc.stderr + proc.stdout[-2000:]
     assert record["cut_at"] and record["killed"], "the transfer finished before it could be cut"
     data = doc["data"]
     assert data["verified"] and data["mismatch_count"] == 0
     assert data["retries"] >= 1 and data["attempts"][0]["outcome"] == "retry"
     assert data["bytes_verified"] == payload
-    resent = meter_bytes - payload
-    assert resent <= RESENT_BOUND * payload, f"{resent} bytes beyond the payload crossed the wire ({resent / payload:.1%})"
+    in_flight = max(0, record["wire_at_cut"] - record["cut_at"])
+    resent = meter_bytes - payload - in_flight
+    assert resent <= RESENT_BOUND * payload, (
+        f"{resent} bytes beyond the payload and the {in_flight} in flight at the cut crossed the wire "
+        f"({resent / payload:.1%})")
     return resent
 
 
-def _cut_run(env, verb, box, alias, src, dst):
+def _cut_run(env, verb, box, alias, meter, src, dst):
     """Run push/pull through the metered alias, cutting the box's connections halfway through
     the big file (rsync writes it as .big.bin.XXXXXX, the SFTP engine as .big.bin.gpuops-part)."""
-    watch, record = cut_when(dst, ".big.bin.*", BIG // 2, box)
+    direction = "up" if verb == "push" else "down"
+    watch, record = cut_when(dst, ".big.bin.*", BIG // 2, box, wire=lambda: getattr(meter, direction))
     proc, doc = run_cli(env, verb, "--host", alias, "--src", str(src), "--dst", str(dst), "--retry-for", "60")
     watch.join(1)
     return proc, doc, record
@@ -50,7 +58,7 @@ def test_push_resumes_after_cut(engine, request, metered, sync_env, tmp_path):
     box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
     alias, meter = metered(box, RATE)
     payload = _payload(tmp_path / "src")
-    proc, doc, record = _cut_run(sync_env, "push", box, alias, tmp_path / "src", tmp_path / "dst")
+    proc, doc, record = _cut_run(sync_env, "push", box, alias, meter, tmp_path / "src", tmp_path / "dst")
     assert doc["data"]["engine"] == engine
     _check_resumed(proc, doc, record, meter.up, payload)
     assert snapshot(tmp_path / "dst") == snapshot(tmp_path / "src")
@@ -59,7 +67,7 @@ def test_push_resumes_after_cut(engine, request, metered, sync_env, tmp_path):
 def test_pull_resumes_after_cut(rsync_box, metered, sync_env, tmp_path):
     alias, meter = metered(rsync_box, RATE)
     payload = _payload(tmp_path / "remote")
-    proc, doc, record = _cut_run(sync_env, "pull", rsync_box, alias, tmp_path / "remote", tmp_path / "back")
+    proc, doc, record = _cut_run(sync_env, "pull", rsync_box, alias, meter, tmp_path / "remote", tmp_path / "back")
     _check_resumed(proc, doc, record, meter.down, payload)
     assert snapshot(tmp_path / "back") == snapshot(tmp_path / "remote")
 
