@@ -7,8 +7,14 @@ from header.start + that count never loses or repeats a byte.
 
 import struct
 
+from ..errors import BadAnswer
+
 HEADER, DATA, KEEPALIVE, END = b"H", b"D", b"K", b"E"
+KINDS = (HEADER, DATA, KEEPALIVE, END)
 _HEAD = 5
+# The box writes data frames of 64 KiB and small JSON frames: anything bigger is not gpuops's,
+# and buffering it on this side's trust would let a box fill this machine's memory.
+MAX_FRAME = 1 << 20
 
 
 class FrameReader:
@@ -21,9 +27,12 @@ class FrameReader:
         out = []
         while len(self._buf) >= _HEAD:
             (size,) = struct.unpack(">I", bytes(self._buf[1:_HEAD]))
+            kind = bytes(self._buf[:1])
+            if kind not in KINDS or size > MAX_FRAME:
+                raise BadAnswer(f"the log stream is not gpuops's: a {kind!r} frame of {size} bytes")
             if len(self._buf) < _HEAD + size:
                 break
-            out.append((bytes(self._buf[:1]), bytes(self._buf[_HEAD:_HEAD + size])))
+            out.append((kind, bytes(self._buf[_HEAD:_HEAD + size])))
             del self._buf[:_HEAD + size]
         return out
 

@@ -46,9 +46,11 @@ def stream(opts):
         if end is None and (sent >= _STREAM_MAX or time.time() - began > _STREAM_MAX_S):
             end = {"reason": "rotate"}  # bounded per channel: the caller reconnects from `next`
         if end is not None:
-            if end["reason"] in ("exited", "vanished"):
-                tail = logscan.read_range(log, pos, 1 << 30)
-                if tail and not _emit(out, logscan.frame(b"D", tail)):
+            while end["reason"] in ("exited", "vanished"):
+                tail = logscan.read_range(log, pos, _STREAM_CHUNK)
+                if not tail:
+                    break
+                if not _emit(out, logscan.frame(b"D", tail)):
                     return None
                 pos += len(tail)
             end.update(next=pos, job_id=job_id)

@@ -3,9 +3,17 @@
 from datetime import datetime
 
 from .. import errors
+from ..boundary import expect
 from ..diagnose import verdict
 from ..envelope import envelope
-from ..jobs import state
+from ..jobs import answers, state
+
+_NUMBER = (int, float, type(None))
+_EVIDENCE = {"now": _NUMBER, "job_id": (str, type(None)), "pid": (int, type(None)), "exit": (dict, type(None)),
+             "job": (dict, type(None)), "log_tail": (str, type(None)), "disks": (list, type(None)),
+             "xid_after_launch": (list, type(None)), "kernel_oom_named": (list, type(None)),
+             "kernel_oom_other": (list, type(None)), "oom_kills_now": (int, type(None)),
+             "oom_kills_at_launch": (int, type(None)), "uptime_s": _NUMBER}
 
 def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0):
     if bool(job) == bool(pid):
@@ -15,9 +23,12 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         args += ["--jobs-dir", jobs_dir]
     ev = target.run_onbox("diagnose", args, timeout_s=timeout_s)
     if ev.get("error"):
-        err = ev["error"]
+        err = expect(ev, {"error": dict}, target.name)["error"]
         raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
-    row = state.derive(ev["job"]) if ev.get("job") else None
+    expect(ev, _EVIDENCE, target.name, "diagnose evidence")
+    if ev.get("job_id") is not None:
+        answers.job_id(ev["job_id"], target.name)
+    row = state.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
     if row is not None:
         ev["status"] = row
     v = verdict.decide(ev)

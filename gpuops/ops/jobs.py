@@ -10,9 +10,10 @@ import os
 import threading
 import time
 
-from .. import errors
+from .. import contained, errors
 from ..envelope import envelope
-from ..jobs import frames, lastseen, state, states
+from ..boundary import answer, expect
+from ..jobs import answers, frames, lastseen, state, states
 from ..onbox import steps
 from ..units import duration
 
@@ -33,11 +34,32 @@ def _raise_reported(target, err):
 
 
 def call(target, action, opts, timeout_s=60):
-    """Run one on-box job action; its document, or the typed error it reported."""
+    """Run one on-box job action; its document once its shape is gpuops's, or the typed error
+    it reported."""
     doc = target.run_onbox(ENTRIES[action], [action], stdin=_payload(opts), timeout_s=timeout_s)
     if doc.get("error"):
-        _raise_reported(target, doc["error"])
+        err = expect(doc, {"error": dict}, target.name)["error"]
+        _raise_reported(target, expect(err, {"kind": str, "message": str}, target.name, "error"))
+    expect(doc, ANSWERS[action], target.name, f"{action} answer")
+    for facts in _facts_in(action, doc):
+        answers.facts(facts, target.name)
     return doc
+
+
+# What each action's answer must hold, and where its job records are.
+ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict}, "status": {"jobs": list, "now": (int, float)},
+           "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
+           "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}}
+
+
+def _facts_in(action, doc):
+    if action == "status":
+        return doc["jobs"]
+    if action == "stop":
+        return [doc["after"]]
+    if action == "queue":
+        return [e["job"] for e in doc["entries"] if isinstance(e, dict) and e.get("job") is not None]
+    return [doc["job"]]
 
 
 def _cmd(host, verb, job, *extra, jobs_dir=None):
@@ -153,7 +175,8 @@ def _one_line(row):
 class _Stream:
     """One framed stream call: delivers D payloads to `sink`, remembers header and end."""
 
-    def __init__(self, sink):
+    def __init__(self, sink, host):
+        self.host = host
         self.reader = frames.FrameReader()
         self.sink = sink
         self.header = None
@@ -166,12 +189,12 @@ class _Stream:
         self.heard = time.monotonic()
         for kind, payload in self.reader.feed(chunk):
             if kind == frames.HEADER:
-                self.header = json.loads(payload)
+                self.header = expect(answer(payload, self.host), {"start": int, "size": int}, self.host, "log header")
             elif kind == frames.DATA:
                 self.sink(payload)
                 self.received += len(payload)
             elif kind == frames.END:
-                self.end = json.loads(payload)
+                self.end = answer(payload, self.host)
 
 
 def stream_once(target, opts, s):
@@ -246,13 +269,15 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
     give_up = None
     try:
         while True:
-            s, err = _Stream(deliver), None
+            s, err = _Stream(deliver, target.name), None
             try:
                 stream_once(target, opts, s)
+            except errors.BadAnswer:
+                raise  # a lying box is not a dropped link: resuming would not help
             except errors.HostError as e:
                 err = e
             if s.header is not None:
-                job_id = s.header.get("job_id", job_id)
+                job_id = answers.job_id(s.header.get("job_id", job_id), target.name)
                 if start is None:
                     start = s.header["start"]
                 offset = s.header["start"] + s.received
@@ -261,7 +286,7 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
                 end = s.end
                 if end.get("reason") == "rotate":
                     opts.pop("tail", None)
-                    opts["from_offset"] = end["next"]
+                    opts["from_offset"] = expect(end, {"next": int}, target.name, "log stream's end")["next"]
                     continue
                 break
             # the link dropped mid-stream (or could not be opened): reconnect and resume
@@ -288,16 +313,26 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
 def _open_save(target, job, save, jobs_dir):
     """The local mirror file (append mode) and the offset to resume from; saves meta/exit too."""
     doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir})
-    facts = doc["jobs"][0]
-    folder = os.path.join(save, facts["job_id"])
-    os.makedirs(folder, exist_ok=True)
+    if not doc["jobs"]:
+        raise errors.BadAnswer(f"{target.name}: the box's answer is not gpuops's: no record of job {job!r}")
+    return save_records(save, doc["jobs"][0])
+
+
+def save_records(save, facts):
+    """Write a job's meta and exit records to SAVE/<job id>/ and open its log there for appending:
+    (file, bytes it already holds). The id and the records come from the box, so every write goes
+    through gpuops.contained and stays in SAVE, whatever they say and whatever links SAVE holds."""
+    os.makedirs(save, exist_ok=True)
+    root = contained.Root(save)
+    folder = contained.one_name(facts["job_id"])
+    root.makedirs(folder)
     for name, rec in (("meta.json", facts.get("meta")), ("exit.json", facts.get("exit"))):
         if rec is not None:
-            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
-                json.dump(rec, f, indent=2, sort_keys=True)
-    path = os.path.join(folder, "log")
-    have = os.path.getsize(path) if os.path.exists(path) else 0
-    return open(path, "ab"), have
+            root.write_atomic(f"{folder}/{name}", json.dumps(rec, indent=2, sort_keys=True).encode("utf-8"))
+    with root.parent(f"{folder}/log") as (d, name):
+        fd = d.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log = os.fdopen(fd, "ab")
+    return log, os.fstat(fd).st_size
 
 
 def _logs_envelope(target, job_id, start, offset, end, reconnects, save, kept, sink, jobs_dir):

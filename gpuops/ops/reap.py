@@ -6,6 +6,7 @@ the result, sets the exit code and says what to do next.
 """
 
 from .. import errors
+from ..boundary import expect
 from ..envelope import envelope
 from ..findings import Finding, worst_first
 from ..onbox.reap_rules import CLASSES
@@ -24,7 +25,7 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False)
     if yes:
         args.append("--yes")
     timeout_s = idle_window + term_wait + _KILL_WAIT_S + _RELEASE_WAIT_S + _SLACK_S
-    facts = target.run_onbox("reap", args, timeout_s=timeout_s)
+    facts = checked(target.run_onbox("reap", args, timeout_s=timeout_s), target.name)
     rerun = ["gpuops", "reap", "--host", target.name]
     if gpu is not None:
         rerun += ["--gpu", str(gpu)]
@@ -33,6 +34,26 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False)
     if idle_window != 10:
         rerun += ["--idle-window", str(idle_window)]
     return build(facts, rerun=" ".join(rerun) + " --yes")
+
+
+_NUMBER = (int, float, type(None))
+_FACTS = {"holders": list, "actions": list, "gpus": list, "applied": bool, "nested_pid_namespace": bool,
+          "gpu": (int, type(None)), "gpu_error": (str, type(None)), "unreadable": int, "nvml_unverified": list}
+_HOLDER = {"pid": int, "class": str, "reason": str, "gpus": list, "gpu_mem_mib": dict, "user": (str, type(None)),
+           "age_s": _NUMBER, "command": str, "action": (str, type(None)), "outcome": (str, type(None))}
+_ACTION = {"pid": int, "outcome": str, "signals": list, "scope": str}
+_GPU = {"index": int, "holders": list, "memory_used_mib": _NUMBER, "attributed_mib": _NUMBER,
+        "util_peak_pct": _NUMBER, "memory_after_mib": _NUMBER, "freed_mib": _NUMBER}
+
+
+def checked(facts, host):
+    """The reaper's answer once its shape is the one gpuops' on-box reaper writes."""
+    expect(facts, _FACTS, host, "reap answer")
+    for items, fields, what in ((facts["holders"], _HOLDER, "holder"), (facts["actions"], _ACTION, "action"),
+                                (facts["gpus"], _GPU, "GPU row")):
+        for item in items:
+            expect(item if isinstance(item, dict) else {}, fields, host, f"reap {what}")
+    return facts
 
 
 def _count_by_class(holders):

@@ -5,7 +5,7 @@ import os
 from datetime import datetime
 
 from ..envelope import envelope
-from ..errors import UsageError
+from ..errors import BadAnswer, UsageError
 from ..triage import locate, timestamps, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
@@ -60,8 +60,18 @@ def read_excerpt(target, job, jobs_dir=None, head=None, tail=None):
     from .jobs import call
 
     doc = call(target, "excerpt", {"job": job, "jobs_dir": jobs_dir, "head": head, "tail": tail})
-    pieces = [(int(first), base64.b64decode(data)) for first, data in doc["pieces"]]
-    return doc["job"], pieces, int(doc["size"]), doc.get("now")
+    return doc["job"], [_piece(p, target.name) for p in doc["pieces"]], doc["size"], doc["now"]
+
+
+def _piece(piece, host):
+    """(first line number, bytes) of one piece of a log excerpt from the box."""
+    try:
+        first, data = piece
+        if isinstance(first, int) and not isinstance(first, bool) and first >= 1:
+            return first, base64.b64decode(data.encode("ascii"), validate=True)
+    except (TypeError, ValueError, AttributeError, UnicodeEncodeError):
+        pass
+    raise BadAnswer(f"{host}: the box's log excerpt is not gpuops's: a piece {str(piece)[:80]!r}")
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):

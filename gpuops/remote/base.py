@@ -12,6 +12,10 @@ to `on_stdout` as they come) and stderr, and gives up locally GRACE_S after the 
 stdin; `run_onbox` also reads the entry's one JSON document. Each call is exactly one exec
 channel, so a verb's round trips can be counted.
 
+The box is untrusted: what it prints is read up to a bound (`max_bytes`; for an entry's answer,
+ANSWER_BYTES), past which the command is killed and the call fails with BadAnswer (exit 3)
+instead of filling this machine's memory.
+
 A subclass only says how to start a command (`_spawn`, returning an object with stdin, stdout,
 stderr, kill() and wait()), how to close its connection, and what its own failures look like.
 """
@@ -20,13 +24,19 @@ import socket
 import threading
 
 from .. import onbox
-from ..errors import TimedOut
+from ..errors import BadAnswer, TimedOut
+from ..units import human_bytes
 from . import wrap
 from .result import Result, check_onbox
 
 # How long the local side waits past the box's deadline (and timeout's own -k grace) before it
 # stops waiting: long enough for a slow link to bring back the killed command's exit status.
 GRACE_S = 15
+# What a command may print before it is cut off. An entry's JSON answer is far smaller than this
+# (a probe ~100 KiB, a status page well under 1 MiB); a manifest lists every file of a tree.
+OUTPUT_BYTES = 64 << 20
+ANSWER_BYTES = {"manifest": 256 << 20}
+STDERR_BYTES = 1 << 20
 
 
 class Target:
@@ -43,35 +53,57 @@ class Target:
     def close(self):
         pass
 
-    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None):
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
-        proc = self._spawn(command)
+        started = {}
         expired = threading.Event()
 
         def expire():
+            # The whole call is bounded, the handshake and channel setup included: a box that
+            # trickles a byte now and then must not hold the caller past its deadline.
             expired.set()
-            proc.kill()
+            if "proc" in started:
+                started["proc"].kill()
+            else:
+                self.close()
 
         timer = threading.Timer(timeout_s + wrap.KILL_AFTER_S + GRACE_S, expire) if timeout_s else None
         if timer:
             timer.daemon = True
             timer.start()
         try:
+            try:
+                proc = started["proc"] = self._spawn(command)
+            except Exception:
+                if expired.is_set():
+                    raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s") from None
+                raise
             reader = _StderrReader(proc.stderr)
-            out = _pump(proc, stdin, on_stdout)
+            try:
+                out = _pump(proc, stdin, on_stdout, max_bytes)
+            except BaseException:  # the caller's on_stdout refused what came: the command ends too
+                proc.kill()
+                proc.wait()
+                raise
+            if out is None:
+                proc.kill()
             code = proc.wait()
         finally:
             if timer:
                 timer.cancel()
         err = reader.join()
+        if out is None:
+            raise BadAnswer(f"{self.name}: the box answered more than {human_bytes(max_bytes)}, the most gpuops "
+                            "reads from one command; it was stopped")
         if expired.is_set():
             raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s")
         return self._checked(Result(out, err, code))
 
-    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
+    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None):
         src = onbox.script(entry)
         line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE)
-        return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout)
+        return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
+                        max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES))
 
     def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
         result = self.ship(entry, args, stdin, timeout_s, on_stdout)
@@ -86,18 +118,27 @@ class _StderrReader(threading.Thread):
         self.start()
 
     def run(self):
+        # Keep only the first STDERR_BYTES but read on: a command blocked on a full pipe never ends.
+        kept = []
         try:
-            self.data = self.stream.read()
+            while True:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+                if not chunk:
+                    break
+                if sum(len(c) for c in kept) < STDERR_BYTES:
+                    kept.append(chunk)
         except (OSError, ValueError, socket.timeout):
             pass
+        self.data = b"".join(kept)[:STDERR_BYTES]
 
     def join(self, timeout=None):
         super().join(timeout)
         return self.data
 
 
-def _pump(proc, payload, on_stdout):
-    """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF."""
+def _pump(proc, payload, on_stdout, max_bytes):
+    """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF; None
+    once it printed more than `max_bytes` (None: no bound, for a stream the caller consumes)."""
     def feed():
         try:
             if payload:
@@ -108,11 +149,14 @@ def _pump(proc, payload, on_stdout):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    chunks = []
+    chunks, size = [], 0
     while True:
         chunk = proc.stdout.read1(65536)
         if not chunk:
             break
+        size += len(chunk)
+        if max_bytes is not None and size > max_bytes:
+            return None
         chunks.append(chunk)
         if on_stdout:
             on_stdout(chunk)

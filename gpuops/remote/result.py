@@ -1,8 +1,8 @@
 """What one remote (or local) command returned."""
 
-import json
 from dataclasses import dataclass
 
+from ..boundary import answer
 from ..errors import GpuopsError, PythonMissing, TimedOut
 from .wrap import NO_PYTHON_MARK
 
@@ -23,13 +23,16 @@ class Result:
 
 
 def check_onbox(result: Result, host: str, timeout_s) -> dict:
-    """Turn the result of a shipped onbox script into its JSON document, or a typed error."""
+    """Turn the result of a shipped onbox script into its JSON document, or a typed error.
+
+    Nothing printed at all is gpuops' own code failing on the box (exit 70, its last stderr
+    line); something printed that is not one JSON object is not gpuops's answer (BadAnswer, exit
+    3, its first bytes quoted): a broken or hostile python3 on the box, never a crash here."""
     if result.exit == 127 and NO_PYTHON_MARK in result.err_text:
         raise PythonMissing(f"{host}: python3 is not on the remote PATH (the on-box code needs python3 >= 3.6)")
     if result.exit in (124, 137) and timeout_s:
         raise TimedOut(f"{host}: the remote command ran past {timeout_s:g}s and was killed on the box")
-    try:
-        return json.loads(result.stdout)
-    except ValueError:
+    if not result.stdout.strip():
         tail = result.err_text.strip().splitlines()[-1:] or [f"exit {result.exit}, no output"]
-        raise GpuopsError(f"{host}: on-box code failed: {tail[0][:300]}") from None
+        raise GpuopsError(f"{host}: on-box code failed: {tail[0][:300]}")
+    return answer(result.stdout, host)
