@@ -4,6 +4,7 @@ Keys are fixed by SCHEMA_VERSION; agents rely on them, so add keys only with a v
 """
 
 import json
+import re
 
 from . import errors
 
@@ -37,8 +38,16 @@ def fleet(command, *, ok, summary, hosts):
     }
 
 
+# A file name that is not UTF-8 reaches a document as lone surrogates (surrogateescape), which no
+# UTF-8 stream can print.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(doc) -> str:
-    return json.dumps(doc, indent=2, sort_keys=False, default=str, ensure_ascii=False)
+    """The document as JSON text; a surrogate is written as its \\uXXXX escape, which reads back as
+    the same string, and everything else as it is."""
+    text = json.dumps(doc, indent=2, sort_keys=False, default=str, ensure_ascii=False)
+    return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
 
 
 def error_envelope(command, err, host=None):

@@ -1,26 +1,39 @@
 """pull: fetch a tree from the box, verify both copies, and record the verified pull (the evidence
-`teardown-check` relies on)."""
+`teardown-check` relies on).
+
+Every name written under --dst comes from the box: the SFTP engine, the deletion of extras and the
+manifest left next to the data all write through gpuops.contained, never out of --dst. One pull
+at a time writes a destination (gpuops.sync.lock).
+"""
 
 import json
 import os
 import threading
 import time
 
-from .. import errors, pullindex
+from .. import contained, errors, pullindex
 from ..findings import Finding
 from ..onbox.ignorerules import Rules
-from ..sync import plan, rules, tree
+from ..sync import lock, plan, rules, tree
 from . import sync as S
 
 
 def pull(target, src, dst, opts: S.Options) -> dict:
     if not src:
         raise errors.UsageError("--src (the directory on the box) is required")
+    local_root = S.local_root(dst, "--dst", must_exist=False)
+    held = lock.Here(local_root, "pull")
+    try:
+        return _pull(target, src, dst, local_root, opts)
+    finally:
+        held.release()
+
+
+def _pull(target, src, dst, local_root, opts):
     findings = []
     backoff = opts.backoff()
     tally = tree.Tally()
     progress = opts.progress
-    local_root = S.local_root(dst, "--dst", must_exist=False)
     local_req = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=False), "cache": opts.cache}
     scan = tree.local(local_root, local_req)
     files = {rel: e.size for rel, e in scan.entries.items() if e.kind == "f"}
@@ -32,7 +45,7 @@ def pull(target, src, dst, opts: S.Options) -> dict:
     S.check_remote_root(rdoc, "--src", src, True, target.name)
     remote_root = rdoc["root"]
     source_rules = Rules(rdoc["rules"])
-    rmap = plan.by_path(rdoc["entries"])
+    rmap = plan.by_path(rdoc["entries"], target.name)
     hasher.wait(plan.same_size_files(rmap, scan.entries))
     hasher.stop()  # the other local files are about to be replaced or deleted: their digests do not matter
     hasher.finish(tally)
@@ -64,7 +77,7 @@ def pull(target, src, dst, opts: S.Options) -> dict:
             lmap.pop(r, None)
             rmap.pop(r, None)
         lmap.update(fresh.entries)
-        rmap.update(plan.by_path(doc["entries"]))
+        rmap.update(plan.by_path(doc["entries"], target.name))
 
     progress.stage("verifying both copies")
     mism = S.verify_and_repair(p.send, rmap, lmap, both_check, engine, outcome, progress, "remote", "local")
@@ -103,17 +116,11 @@ def _warm_sources(target, root, rels, src_map, opts, tally):
 
 
 def _delete_local(root, extras, opts, findings):
-    import shutil
-
     if not S.may_delete(extras, opts, findings):
         return []
-    base = os.fsencode(root)
+    inside = contained.Root(root)
     for rel in extras:
-        path = os.path.join(base, rel.encode("utf-8", "surrogateescape"))
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
+        inside.remove(rel)
     findings.append(Finding("sync.deleted", "info", f"deleted {len(extras)} local path(s) that are not on the box",
                             evidence={"paths": S.cut(extras)}))
     return extras
@@ -126,10 +133,10 @@ def _record_pull(host, remote_root, local_root, rmap):
     manifest_path = os.path.join(local_root, pullindex.MANIFEST_NAME)
     doc = {"schema": 1, "host": host, "remote": remote_root, "local": local_root, "verified_at": verified_at,
            "files": files}
-    tmp = manifest_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False)
-    os.replace(tmp, manifest_path)
+    # ASCII JSON: a name that is not UTF-8 is kept as its \udcXX escape, which reads back as the
+    # same bytes. The temporary name is a partial file's, which no walk lists if a crash leaves it.
+    contained.Root(local_root).write_atomic(pullindex.MANIFEST_NAME, json.dumps(doc).encode("ascii"),
+                                            temp_suffix=rules.PART_SUFFIX)
     pullindex.record({"host": host, "remote": remote_root, "local": local_root, "manifest": manifest_path,
                       "files": len(files), "bytes": sum(f["size"] for f in files), "verified_at": verified_at})
     return manifest_path

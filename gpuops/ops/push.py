@@ -5,7 +5,7 @@ import threading
 
 from .. import errors
 from ..findings import Finding
-from ..sync import crlf, plan, rules, tree
+from ..sync import crlf, lock, plan, rules, tree
 from . import sync as S
 
 # Entries the first manifest request is given time to walk before the box's timeout stops it;
@@ -16,21 +16,30 @@ _WALK_BOUND = 1_000_000
 def push(target, src, dst, opts: S.Options) -> dict:
     if not dst:
         raise errors.UsageError("--dst (the directory on the box) is required")
+    local_root = S.local_root(src, "--src", must_exist=True)
+    profile = _load_profile(opts.profile)
+    # One writer per destination: asked for now, on its own channel, held until verification ends.
+    held = lock.OnBox(target, dst, "push")
+    try:
+        return _push(target, src, dst, local_root, profile, held, opts)
+    finally:
+        held.release()
+
+
+def _push(target, src, dst, local_root, profile, held, opts):
     findings = []
     backoff = opts.backoff()
     tally = tree.Tally()
-    local_root = S.local_root(src, "--src", must_exist=True)
-    profile = _load_profile(opts.profile)
     progress = opts.progress
     progress.stage(f"walking the source; asking {target.name} what is at {dst}")
     request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
     # The box needs only the source's rule lines, known before the walk: one round trip, sent
-    # now so that it (and the box's own walk) overlaps the local walk, answers what is there with
-    # the digests its cache holds, and how much room is left. First contact fails fast: retries
-    # are for a box that answered once and then dropped.
+    # once the lock is held so that it (and the box's own walk) overlaps the local walk, answers
+    # what is there with the digests its cache holds, and how much room is left. First contact
+    # fails fast: retries are for a box that answered once and then dropped.
     asked = tree.Pending(target, dst, {**rules.fixed(tree.rule_lines(local_root, request)), "hash": "cached",
                                        "space": True, "cache": opts.cache},
-                         timeout_s=tree.budget_s(nentries=_WALK_BOUND), tally=tally)
+                         timeout_s=tree.budget_s(nentries=_WALK_BOUND), tally=tally, first=held.acquire)
     scan = tree.local(local_root, request)
     lmap = scan.entries  # live: the hasher fills in digests as it goes
     _crlf(scan, opts, findings)
@@ -40,7 +49,7 @@ def push(target, src, dst, opts: S.Options) -> dict:
     rdoc = asked.result()
     S.check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
-    rmap = plan.by_path(rdoc["entries"])
+    rmap = plan.by_path(rdoc["entries"], target.name)
     same = plan.same_size_files(lmap, rmap)
     _hash_uncached(target, remote_root, rmap, same, opts, tally)
     hasher.wait(same)
@@ -69,7 +78,7 @@ def push(target, src, dst, opts: S.Options) -> dict:
         landing.ready.wait(_FOLLOW_WAIT_S)
         doc = tree.remote(target, remote_root, {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache},
                           timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff, tally=tally)
-        found = plan.by_path(doc["entries"])
+        found = plan.by_path(doc["entries"], target.name)
         for r in list(rels) + deleted:
             rmap.pop(r, None)
         rmap.update(found)
@@ -78,6 +87,8 @@ def push(target, src, dst, opts: S.Options) -> dict:
 
     progress.stage("verifying on the box")
     mism = S.verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
+    held.release()
+    held.check()
     landing.settle(target, _FOLLOW_WAIT_S if sent else 0)
     hasher.wait()
     hasher.finish(tally)
@@ -100,7 +111,7 @@ def _hash_uncached(target, root, rmap, same, opts, tally):
         return
     doc = tree.remote(target, root, {"paths": todo, "hash": "all", "cache": opts.cache},
                       timeout_s=tree.budget_s(sum(same[r] for r in todo), len(todo)), tally=tally)
-    rmap.update(plan.by_path(doc["entries"]))
+    rmap.update(plan.by_path(doc["entries"], target.name))
 
 
 def _crlf(scan, opts, findings):

@@ -23,7 +23,7 @@ def verify(target, local, remote, opts: S.Options) -> dict:
     hasher.wait()
     hasher.finish(tally)
     S.check_remote_root(rdoc, "--remote", remote, True, target.name)
-    rmap = plan.by_path(rdoc["entries"])
+    rmap = plan.by_path(rdoc["entries"], target.name)
     checked = sorted(lmap)
     mism = plan.mismatches(lmap, rmap, checked, "local", "remote")
     extras = plan.extras(lmap, rmap)

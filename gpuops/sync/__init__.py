@@ -6,13 +6,15 @@ and then proven by comparing manifests again. Success means verified, never "the
 
     rules      what is sent: .git, .gpuopsignore and --exclude, plus gpuops' own leftovers
     tree       local manifests (the on-box walker, imported) and the request sent to the box
-    plan       pure: what to send, what is extra, what differs (the comparison verify reports)
+    plan       pure: what to send, what is extra, what differs (the comparison verify reports);
+               the box's manifest entries are checked here before anything uses them
     budget     pure: bytes and inodes needed vs free, with a margin
     retry      bounded exponential backoff
     outcome    what an engine reports: attempts, bytes sent and reused, how it ended
     rsync      the rsync engine: argv (over the target's own ssh command line), progress and stats
                parsing, exit-code classes, retries
     sftp       the SFTP engine: per-file resume from the partial size, atomic rename
+    lock       one writer per destination: pull's here, push's on the box (gpuops.onbox.destlock)
     crlf       shell scripts with CRLF line endings (U26)
     progress   a rich progress bar for people; nothing for machines
 """

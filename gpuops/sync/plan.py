@@ -3,18 +3,63 @@
 An entry is the tree walker's Entry(rel, kind, size, sha256, link) (gpuops.onbox.manifest; kind
 "f" file, "d" directory, "l" symlink, "o" other). A file counts as equal only when both sizes
 match and both sha256 digests are known and equal: an unhashed file is never assumed in sync.
+
+The box's manifests are untrusted: their entries come in here, through by_path, and each is checked
+before any of it is used, since a rel becomes a local path and a link target a local symlink.
 """
 
+import re
 from dataclasses import dataclass, field
 
-from ..onbox.manifest import Entry
+from ..contained import problem as path_problem
+from ..errors import BadAnswer
+from ..onbox.manifest import KINDS, Entry
 
 KIND_WORDS = {"f": "file", "d": "directory", "l": "symlink", "o": "special file"}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_QUOTED = 120
 
 
-def by_path(entries) -> dict:
-    """{rel: Entry} from Entries or their JSON lists."""
-    return {e[0]: e if isinstance(e, Entry) else Entry(*e) for e in entries}
+def by_path(entries, host="the box") -> dict:
+    """{rel: Entry} from Entries (this machine's own walk) or their JSON lists (the box's answer,
+    each checked by `entry`)."""
+    if isinstance(entries, (str, bytes, dict)):
+        raise BadAnswer(f"{host}: the box's manifest is not gpuops's: its entries are a {type(entries).__name__}")
+    found = {}
+    for e in entries:
+        e = e if isinstance(e, Entry) else entry(e, host)
+        found[e.rel] = e
+    return found
+
+
+def entry(raw, host="the box") -> Entry:
+    """One entry of the box's manifest, once it is one gpuops's walker could have written: a
+    relative path that stays inside the root, a known kind, a size, a digest, a link target.
+    Anything else is BadAnswer (exit 3) quoting the offending value."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != 5:
+        _bad(host, f"an entry {_quote(raw)} is not [path, kind, size, sha256, link]")
+    rel, kind, size, sha256, link = raw
+    why = path_problem(rel)
+    if why:
+        _bad(host, f"the path {_quote(rel)} {why}")
+    if not isinstance(kind, str) or kind not in KINDS:
+        _bad(host, f"{_quote(rel)} has the kind {_quote(kind)}")
+    if type(size) is not int or size < 0:
+        _bad(host, f"{_quote(rel)} has the size {_quote(size)}")
+    if sha256 is not None and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+        _bad(host, f"{_quote(rel)} has the sha256 {_quote(sha256)}")
+    if link is not None and not (isinstance(link, str) and "\0" not in link):
+        _bad(host, f"{_quote(rel)} has the link target {_quote(link)}")
+    return Entry(rel, kind, size, sha256, link)
+
+
+def _quote(value) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= _QUOTED else shown[:_QUOTED] + " ..."
+
+
+def _bad(host, what):
+    raise BadAnswer(f"{host}: the box's manifest is not gpuops's: {what}")
 
 
 def same_size_files(src: dict, dst: dict) -> dict:

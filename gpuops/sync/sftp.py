@@ -7,6 +7,11 @@ size is checked, its mode and mtime are set, and it is renamed over the final na
 file under its final name, even when the destination fills up. A stalled channel raises after
 the I/O timeout; a dead connection is reopened with backoff and the transfer goes on from the
 file it was in.
+
+Names come from the box's manifest (checked in gpuops.sync.plan), and no write may leave its root
+through a symlink: downstream every local write goes through gpuops.contained, upstream every
+directory below the destination is lstat'ed, and a symlink where the source has a directory is
+replaced by a directory, never followed (rsync's receiver does the same on both ends).
 """
 
 import contextlib
@@ -17,6 +22,7 @@ import socket
 import stat
 import time
 
+from .. import contained
 from .outcome import DISK_FULL, PARTIAL, TRANSPORT, Attempt, Outcome
 from .rules import PART_SUFFIX
 
@@ -50,6 +56,7 @@ class SftpEngine:
         self.target = target
         self.direction = direction
         self.local_root = os.fsencode(local_root)
+        self.local = contained.Root(local_root)
         self.remote_root = _b(remote_root)
         self.entries = entries
         self.io_timeout = io_timeout
@@ -128,8 +135,10 @@ class SftpEngine:
             if self.direction == "push":
                 self._rmkdir(sftp, self.remote_root + b"/" + _b(rel))
             else:
-                os.makedirs(os.path.join(self.local_root, _b(rel)), exist_ok=True)
+                self.local.makedirs(rel)
         elif e.kind == "l":
+            if e.link is None:
+                raise FileProblem("its link target could not be read")
             self._link(sftp, rel, e.link)
         elif e.kind == "f":
             restart = force and rel not in self._restarted
@@ -156,21 +165,30 @@ class SftpEngine:
     # push ---------------------------------------------------------------------------------
 
     def _rmkdir(self, sftp, path: bytes):
+        """Make `path` a directory on the box. Below the destination each component is made in
+        turn and lstat'ed, so a symlink there is replaced, never written through; the destination
+        and what is above it are the user's to name and are followed."""
         if path in self._made:
             return
-        try:
-            st = sftp.stat(path)
-            if not stat.S_ISDIR(st.st_mode):
-                raise FileProblem(f"{os.fsdecode(path)} exists and is not a directory")
-        except FileNotFoundError:
-            parent = posixpath.dirname(path)
-            if parent and parent != path:
+        below = path.startswith(self.remote_root + b"/")
+        parent = posixpath.dirname(path)
+        if below:
+            self._rmkdir(sftp, parent)
+        st = _lstat(sftp, path) if below else _stat(sftp, path)
+        if st is not None and below and stat.S_ISLNK(st.st_mode):
+            sftp.remove(path)
+            st = None
+        if st is None:
+            if not below and parent and parent != path:
                 self._rmkdir(sftp, parent)
             try:
                 sftp.mkdir(path)
             except IOError:
-                if not stat.S_ISDIR(sftp.stat(path).st_mode):
+                st = _lstat(sftp, path)
+                if st is None or not stat.S_ISDIR(st.st_mode):
                     raise
+        elif not stat.S_ISDIR(st.st_mode):
+            raise FileProblem(f"{os.fsdecode(path)} exists and is not a directory")
         self._made.add(path)
 
     def _upload(self, sftp, rel, restart, sent):
@@ -242,52 +260,56 @@ class SftpEngine:
                 sftp.remove(path)
             sftp.symlink(_b(target), path)
         else:
-            path = os.path.join(self.local_root, _b(rel))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if os.path.lexists(path):
-                if os.path.isdir(path) and not os.path.islink(path):
-                    raise FileProblem("a directory is in the way of the symlink")
-                os.unlink(path)
-            os.symlink(_b(target), path)
+            try:
+                self.local.symlink(_b(target), rel)
+            except IsADirectoryError as err:
+                raise FileProblem(err.strerror) from None
 
     # pull ---------------------------------------------------------------------------------
 
     def _download(self, sftp, rel, restart, sent):
         remote = self.remote_root + b"/" + _b(rel)
-        final = os.path.join(self.local_root, _b(rel))
-        part = part_name(final)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
         try:
             rst = sftp.stat(remote)
         except FileNotFoundError:
             raise FileProblem("vanished on the box before it was sent") from None
-        have = os.path.getsize(part) if os.path.exists(part) else 0
-        if restart or have > rst.st_size:
-            have = 0
-        try:
-            with open(part, "r+b" if have else "wb") as lf:
-                lf.seek(have)
-                lf.truncate()
-                rf = sftp.open(remote, "r")
-                with _closing(rf, sftp):
-                    rf.seek(have)
-                    if rst.st_size > have:
-                        rf.prefetch(rst.st_size, max_concurrent_requests=PREFETCH_REQUESTS)
-                    self._copy(rf.read, lf.write, sent)
-        except OSError as err:
-            if err.errno in _FULL_ERRNOS:
-                _quietly(lambda: os.unlink(part))
-                raise DiskFull(f"writing {os.fsdecode(part)} failed: {err.strerror}; the partial file was "
-                               f"removed, no final name was written") from None
-            raise
-        got = os.path.getsize(part)
-        if got != rst.st_size:
-            raise FileProblem(f"received {got} of {rst.st_size} bytes")
-        os.chmod(part, stat.S_IMODE(rst.st_mode))
-        os.utime(part, (rst.st_atime, rst.st_mtime))
-        if os.path.isdir(final) and not os.path.islink(final):
-            raise FileProblem("a directory is in the way of the file")
-        os.replace(part, final)
+        with self.local.parent(rel) as (d, name):
+            part = part_name(name)
+            old = d.lstat(part)
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                d.unlink(part)  # not a partial of ours: never written through
+                old = None
+            have = old.st_size if old is not None else 0
+            if restart or have > rst.st_size:
+                have = 0
+            try:
+                with os.fdopen(d.open(part, os.O_RDWR | os.O_CREAT), "r+b") as lf:
+                    lf.seek(have)
+                    lf.truncate()
+                    rf = sftp.open(remote, "r")
+                    with _closing(rf, sftp):
+                        rf.seek(have)
+                        if rst.st_size > have:
+                            rf.prefetch(rst.st_size, max_concurrent_requests=PREFETCH_REQUESTS)
+                        self._copy(rf.read, lf.write, sent)
+                    lf.flush()
+                    got = os.fstat(lf.fileno()).st_size
+                    if got == rst.st_size:
+                        os.fchmod(lf.fileno(), stat.S_IMODE(rst.st_mode))
+                        os.utime(lf.fileno(), (rst.st_atime, rst.st_mtime))
+            except OSError as err:
+                if err.errno in _FULL_ERRNOS:
+                    _quietly(lambda: d.unlink(part))
+                    shown = os.fsdecode(part_name(os.path.join(self.local_root, _b(rel))))
+                    raise DiskFull(f"writing {shown} failed: {err.strerror}; the partial file was removed, no "
+                                   f"final name was written") from None
+                raise
+            if got != rst.st_size:
+                raise FileProblem(f"received {got} of {rst.st_size} bytes")
+            final = d.lstat(name)
+            if final is not None and stat.S_ISDIR(final.st_mode):
+                raise FileProblem("a directory is in the way of the file")
+            d.replace(part, name)
 
 
 class _Lost(Exception):
@@ -319,6 +341,13 @@ def _closing(handle, sftp):
 def _lstat(sftp, path):
     try:
         return sftp.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _stat(sftp, path):
+    try:
+        return sftp.stat(path)
     except FileNotFoundError:
         return None
 

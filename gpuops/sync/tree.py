@@ -128,16 +128,20 @@ def remote(target, root, request, timeout_s, backoff=None, tally=None) -> dict:
 
 class Pending:
     """remote() on a thread, started before the caller's own work (a local walk) so the two
-    overlap; result() returns its document or raises what it raised."""
+    overlap; result() returns its document or raises what it raised. `first`, when given, runs on
+    that thread before the request (a push waits there for its destination lock, so what it is
+    told is there is what no other transfer is changing)."""
 
-    def __init__(self, target, root, request, timeout_s, tally=None):
+    def __init__(self, target, root, request, timeout_s, tally=None, first=None):
         self._out = {}
-        self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally),
+        self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally, first),
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, target, root, request, timeout_s, tally):
+    def _run(self, target, root, request, timeout_s, tally, first):
         try:
+            if first is not None:
+                first()
             self._out["doc"] = remote(target, root, request, timeout_s, tally=tally)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread in result()
             self._out["error"] = e

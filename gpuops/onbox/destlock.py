@@ -1,0 +1,120 @@
+"""One writer per destination: a push holds this lock on the box for as long as it writes there,
+and a pull holds the same kind of lock on this machine (imported, not shipped).
+
+Reads one JSON request from stdin and prints one line:
+
+    request  {"path": DESTINATION, "owner": {"verb", "pid", "host", "token"}, "wait_s": SECONDS}
+    answer   {"holding": LOCK FILE}       then holds it until the client is gone
+             {"held_by": OWNER + {"started_at", "lock_pid"}}   another writer has it; exits
+
+The lock is an flock(2) on a file in the per-user cache directory ($XDG_CACHE_HOME/gpuops/locks/,
+default ~/.cache), named by a hash of the destination's real path. The kernel drops it when the
+process holding it dies, so a lock whose owner died is simply free for the next taker; the JSON
+kept in the file only names the holder for the refusal. Lock files are never removed: a removed
+one could be locked by two takers at once, each through its own inode.
+
+The client's channel closes stdin as soon as the request is sent, so the end of the push is seen
+on stdout instead: when the client closes the channel (the push is over) or loses it (the client
+died, the link dropped), stdout breaks, and the lock goes with this process. A heartbeat (a space
+every BEAT_S) both tests stdout and gives the client a moment to end the channel.
+"""
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import select
+import sys
+import time
+
+BEAT_S = 0.5
+POLL_S = 0.05
+HOLDER_BYTES = 4096
+
+
+def directory(environ=None):
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpuops", "locks")
+
+
+def file_for(path, where):
+    """The lock file of destination `path` (resolved: two spellings of one directory share it)."""
+    real = os.path.realpath(os.path.expanduser(path))
+    return os.path.join(where, hashlib.sha256(os.fsencode(real)).hexdigest()[:40] + ".lock")
+
+
+def take(lock_file, owner, wait_s=0.0):
+    """(descriptor, None) holding the lock, which closing the descriptor releases; or (None, the
+    holder's record) when another holds it for longer than `wait_s`."""
+    os.makedirs(os.path.dirname(lock_file), mode=0o700, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    deadline = time.time() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                os.close(fd)
+                raise
+        if time.time() >= deadline:
+            holder = _holder(fd)
+            os.close(fd)
+            return None, holder
+        time.sleep(POLL_S)
+    record = dict(owner, started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), lock_pid=os.getpid())
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(record).encode("ascii"), 0)
+    return fd, None
+
+
+def _holder(fd):
+    try:
+        doc = json.loads(os.pread(fd, HOLDER_BYTES, 0).decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        doc = None
+    return doc if isinstance(doc, dict) else {}
+
+
+def hold(out):
+    """Until stdout breaks: the client closed the channel or lost it."""
+    poller = select.poll()
+    poller.register(out.fileno(), select.POLLERR | select.POLLHUP)
+    while not poller.poll(BEAT_S * 1000):
+        try:
+            out.write(b" ")
+            out.flush()
+        except (OSError, ValueError):
+            return
+
+
+def main(argv):
+    out = sys.stdout.buffer
+    try:
+        request = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))
+        path, owner = request["path"], dict(request.get("owner") or {})
+        wait_s = float(request.get("wait_s") or 0)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        out.write(json.dumps({"error": "bad request: {}".format(e)}).encode("ascii") + b"\n")
+        return 2
+    lock_file = file_for(path, directory())
+    try:
+        fd, holder = take(lock_file, owner, wait_s)
+    except OSError as e:
+        out.write(json.dumps({"error": "cannot lock {}: {}".format(lock_file, e.strerror or e)}).encode("ascii")
+                  + b"\n")
+        return 1
+    if fd is None:
+        out.write(json.dumps({"held_by": holder}).encode("ascii") + b"\n")
+        return 0
+    try:
+        out.write(json.dumps({"holding": lock_file}).encode("ascii") + b"\n")
+        out.flush()
+        hold(out)
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(fd)
+    return 0

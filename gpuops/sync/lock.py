@@ -1,0 +1,154 @@
+"""One writer per destination, on either end: a push or pull to a destination that another
+transfer is writing is refused (exit 5) with the holder named, instead of ending "verified" with a
+destination that mixes both trees.
+
+Both ends use the flock of gpuops.onbox.destlock. Here (pull's --dst) the lock file is in the
+per-user state directory, keyed by the destination's path, so the data tree holds no lock file.
+On the box (push's --dst) the destlock entry holds it on a channel of its own for the whole push;
+if that channel drops mid-push, the lock is taken again. A holder that died has released its lock
+with its last breath (the kernel drops an flock with its process), so it is simply taken over.
+"""
+
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+
+from .. import errors, pullindex
+from ..boundary import answer
+from ..onbox import destlock
+
+# A writer that has just finished lets go of the box's lock a heartbeat later: a taker waits this
+# long before calling the destination busy.
+RELEASE_WAIT_S = 2.0
+# How long the box may take to say whether the lock is free.
+ANSWER_S = 120.0
+RETAKE_PAUSE_S = 1.0
+LINE_BYTES = 64 << 10
+_SHOWN = 80
+
+
+def owner(verb) -> dict:
+    return {"verb": verb, "pid": os.getpid(), "host": socket.gethostname(), "token": secrets.token_hex(8)}
+
+
+def refused(where, holder) -> errors.Refused:
+    def shown(key):
+        value = holder.get(key)
+        text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else "?"
+        return "".join(c if c.isprintable() else "?" for c in text[:_SHOWN])
+
+    return errors.Refused(f"{where} is being written by another transfer (gpuops {shown('verb')}, pid {shown('pid')} "
+                          f"on {shown('host')}, started {shown('started_at')}); run this again once it has ended")
+
+
+class Here:
+    """The lock on a destination on this machine, held from construction to release()."""
+
+    def __init__(self, path, verb):
+        where = os.path.join(pullindex.state_dir(), "locks")
+        self._fd, holder = destlock.take(destlock.file_for(path, where), owner(verb))
+        if self._fd is None:
+            raise refused(path, holder)
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _Released(Exception):
+    """Raised into the lock's channel by its own output callback: the command is ended with it."""
+
+
+class OnBox(threading.Thread):
+    """The lock on a destination on the box, asked for at once and held on its own channel until
+    release(). acquire() waits for the box's answer and raises Refused when another holds it."""
+
+    def __init__(self, target, path, verb):
+        super().__init__(daemon=True)
+        self.target = target
+        self.where = f"{target.name}:{path}"
+        self._owner = owner(verb)
+        self._request = json.dumps({"path": path, "owner": self._owner, "wait_s": RELEASE_WAIT_S}).encode("ascii")
+        self._answered = threading.Event()
+        self._released = threading.Event()
+        self.held = False
+        self.holder = None  # who has it, when the box refused it
+        self.error = None
+        self.lost = None    # who took it while a dropped channel was being replaced
+        self.start()
+
+    def acquire(self):
+        if not self._answered.wait(ANSWER_S):
+            raise errors.TimedOut(f"{self.target.name}: no answer about the destination lock within {ANSWER_S:g}s")
+        if self.error is not None:
+            raise self.error
+        if not self.held:
+            raise refused(self.where, self.holder)
+
+    def release(self):
+        """Let go: the channel ends at its next heartbeat (or is gone already)."""
+        self._released.set()
+
+    def check(self):
+        """Refused when another transfer took the lock while this one's channel was down."""
+        if self.lost is not None:
+            raise refused(self.where, self.lost)
+
+    def run(self):
+        while not self._released.is_set():
+            doc, err = self._one_channel()
+            if self._released.is_set():
+                return
+            holder = _holder(doc)
+            if not self.held:  # the first answer decides
+                if holder is None:
+                    self.error = err or errors.HostError(
+                        f"{self.target.name}: the destination lock failed: {str((doc or {}).get('error'))[:300]}")
+                self.holder = holder
+                self._answered.set()
+                return
+            if holder is not None and holder.get("token") != self._owner["token"]:
+                self.lost = holder
+                return
+            # The channel dropped, or the process of an earlier one of ours still holds the lock
+            # for us: take it again once that one has gone.
+            time.sleep(RETAKE_PAUSE_S)
+
+    def _one_channel(self):
+        """(first line, error) of one run of the destlock entry, which held the lock for as long as
+        its channel lived when that line said so."""
+        heard, found = bytearray(), {}
+
+        def on_stdout(chunk):
+            if self._released.is_set():
+                raise _Released()
+            if "doc" in found:
+                return
+            heard.extend(chunk)
+            if b"\n" not in heard and len(heard) > LINE_BYTES:
+                raise errors.BadAnswer(f"{self.target.name}: the destination lock answered no line in "
+                                       f"{LINE_BYTES} bytes")
+            if b"\n" in heard:
+                found["doc"] = doc = answer(bytes(heard.split(b"\n", 1)[0]), self.target.name)
+                if "holding" in doc:
+                    self.held = True
+                    self._answered.set()
+
+        try:
+            self.target.run_onbox("destlock", stdin=self._request, timeout_s=None, on_stdout=on_stdout)
+        except _Released:
+            pass
+        except errors.GpuopsError as e:
+            return found.get("doc"), e
+        return found.get("doc"), None
+
+
+def _holder(doc):
+    """The holder's record from a refusal (an empty one when the box's is not a record)."""
+    if doc is None or "held_by" not in doc:
+        return None
+    return doc["held_by"] if isinstance(doc["held_by"], dict) else {}

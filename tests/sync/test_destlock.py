@@ -1,0 +1,65 @@
+"""gpuops.onbox.destlock, the flock one writer per destination holds: in-process, and as the
+shipped entry whose lock lasts exactly as long as its client's channel."""
+
+import json
+import os
+import subprocess
+import threading
+
+from gpuops import onbox
+from gpuops.onbox import destlock
+from gpuops.remote import wrap
+
+OWNER = {"verb": "push", "pid": 4242, "host": "laptop", "token": "t"}
+
+
+def test_a_held_lock_names_its_holder_and_is_free_once_closed(tmp_path):
+    path = destlock.file_for(str(tmp_path / "dst"), str(tmp_path / "locks"))
+    fd, _ = destlock.take(path, OWNER)
+    again, holder = destlock.take(path, {"pid": 1})
+    assert again is None and holder["pid"] == 4242 and holder["host"] == "laptop" and holder["started_at"]
+    os.close(fd)
+    fd, holder = destlock.take(path, {"pid": 1})
+    assert fd is not None and holder is None
+    os.close(fd)
+
+
+def test_a_taker_waits_for_a_holder_that_is_letting_go(tmp_path):
+    path = destlock.file_for(str(tmp_path / "dst"), str(tmp_path / "locks"))
+    fd, _ = destlock.take(path, OWNER)
+    threading.Timer(0.2, os.close, [fd]).start()
+    taken, holder = destlock.take(path, {"pid": 1}, wait_s=5)
+    assert taken is not None and holder is None
+    os.close(taken)
+
+
+def test_two_spellings_of_one_destination_share_a_lock(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    where = str(tmp_path / "locks")
+    spellings = [str(tmp_path / "real"), str(tmp_path / "alias") + "/", str(tmp_path / "real" / ".." / "real")]
+    assert len({destlock.file_for(p, where) for p in spellings}) == 1
+    assert destlock.file_for(str(tmp_path / "other"), where) != destlock.file_for(spellings[0], where)
+
+
+def _entry(env, path):
+    src = onbox.script("destlock")
+    proc = subprocess.Popen(["sh", "-c", wrap.python_line(len(src), (), site=False)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+    proc.stdin.write(src + json.dumps({"path": path, "owner": OWNER}).encode())
+    proc.stdin.close()
+    return proc, json.loads(proc.stdout.readline())
+
+
+def test_the_entry_holds_the_lock_until_its_client_is_gone(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    first, said = _entry(env, str(tmp_path / "dst"))
+    assert said == {"holding": destlock.file_for(str(tmp_path / "dst"), destlock.directory(env))}
+    second, said = _entry(env, str(tmp_path / "dst"))
+    assert second.wait(10) == 0 and said["held_by"]["pid"] == 4242 and said["held_by"]["lock_pid"]
+    first.stdout.close()  # the channel is gone: stdout breaks, and the lock goes with the process
+    assert first.wait(10) == 0
+    third, said = _entry(env, str(tmp_path / "dst"))
+    assert "holding" in said
+    third.kill()
+    third.wait()
