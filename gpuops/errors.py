@@ -62,6 +62,18 @@ class HostKeyChanged(HostError):
     kind = "host-key-changed"
 
 
+class HostKeyRevoked(HostError):
+    """known_hosts marks the key the box offered as @revoked: never to be trusted again."""
+
+    kind = "host-key-revoked"
+
+
+class HostKeyUnverifiable(HostError):
+    """known_hosts trusts the box through a certificate authority this transport cannot check."""
+
+    kind = "host-key-unverifiable"
+
+
 class TimedOut(HostError):
     kind = "timed-out"
 
@@ -77,8 +89,8 @@ class BadAnswer(HostError):
     kind = "bad-answer"
 
 
-KINDS = {cls.kind: cls for cls in (UsageError, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged, TimedOut,
-                                   PythonMissing, BadAnswer)}
+KINDS = {cls.kind: cls for cls in (UsageError, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged,
+                                   HostKeyRevoked, HostKeyUnverifiable, TimedOut, PythonMissing, BadAnswer)}
 
 
 def for_kind(kind):

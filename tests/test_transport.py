@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -91,3 +92,112 @@ def test_onbox_script_reads_rest_of_stdin(plain_box):
         t.close()
     assert doc["boot"]["boot_id"]
     json.dumps(doc)
+
+
+def test_a_handshake_that_trickles_is_given_up_at_the_deadline(rig, monkeypatch, transport):
+    """A server that sends a byte every half second never finishes a handshake, and restarts
+    every per-step timer paramiko has: the call as a whole must still end."""
+    import socket
+    import threading
+    import time
+
+    from gpuops.remote import base, connection
+
+    monkeypatch.setattr(base, "GRACE_S", 1)
+    monkeypatch.setattr(connection, "CONNECT_GRACE_S", 1)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def serve():
+        conns = []
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conns.append(server.accept()[0])
+            except OSError:
+                pass
+            for c in conns:
+                try:
+                    c.sendall(b"S")
+                except OSError:
+                    pass
+            time.sleep(0.3)
+        for c in conns:
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    rig.alias("trickler", port=server.getsockname()[1], ConnectTimeout="1")
+    started = time.monotonic()
+    try:
+        with pytest.raises(errors.HostError):
+            target_for("trickler").run("true", timeout_s=1)
+    finally:
+        stop.set()
+        server.close()
+    assert time.monotonic() - started < 15
+
+
+def _known_hosts(rig, tmp_path, box, name, lines):
+    """An alias of `box` whose known_hosts holds exactly `lines` ({key} is the box's host key)."""
+    key = (box.host_key.parent / (box.host_key.name + ".pub")).read_text().split()
+    kh = tmp_path / f"known_hosts-{name}"
+    kh.write_text("".join(line.format(key=" ".join(key[:2]), port=box.port) + "\n" for line in lines))
+    rig.alias(name, port=box.port, UserKnownHostsFile=str(kh))
+    return name
+
+
+def test_markers_and_broken_lines_in_known_hosts_are_honoured_not_fatal(rig, tmp_path, transport, cli):
+    """A @cert-authority line broke the SFTP engine (exit 70 InvalidHostKey) even under the OpenSSH
+    transport, and under paramiko a @revoked or malformed line broke every call."""
+    from tests.rig.sshd import keygen
+
+    box = rig.box(f"kh-markers-{transport}")
+    ca = keygen(tmp_path / "ca")
+    ca_key = " ".join((ca.parent / (ca.name + ".pub")).read_text().split()[:2])
+    other = keygen(tmp_path / "other")
+    other_key = " ".join((other.parent / (other.name + ".pub")).read_text().split()[:2])
+    alias = _known_hosts(rig, tmp_path, box, f"kh-markers-{transport}-alias", [
+        f"@cert-authority *.example.com {ca_key}", f"@revoked elsewhere.example.com {other_key}",
+        "this line is not a known_hosts line", "[127.0.0.1]:{port} ssh-ed25519 notbase64!!", "[127.0.0.1]:{port} {key}"])
+    t = target_for(alias)
+    try:
+        assert t.run("echo ok").stdout == b"ok\n"
+    finally:
+        t.close()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("hello\n")
+    env = {**os.environ, "GPUOPS_TRANSPORT": transport}
+    proc = cli("push", "--host", alias, "--src", str(src), "--dst", str(tmp_path / "dst"), "--engine", "sftp",
+               "--json", env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert json.loads(proc.stdout)["data"]["engine"] == "sftp" and (tmp_path / "dst" / "a.txt").read_text() == "hello\n"
+
+
+def test_a_revoked_host_key_is_refused_as_revoked_without_the_remove_advice(rig, tmp_path, transport):
+    """For a @revoked key the OpenSSH path advised `ssh-keygen -R`, which would delete the revocation."""
+    box = rig.box(f"kh-revoked-{transport}")
+    alias = _known_hosts(rig, tmp_path, box, f"kh-revoked-{transport}-alias", ["@revoked * {key}"])
+    with pytest.raises(errors.HostKeyRevoked) as err:
+        target_for(alias).run("true")
+    assert "revoked" in err.value.message and "ssh-keygen -R" not in err.value.message
+    assert errors.code_for_kind(err.value.kind) == errors.HOST
+
+
+def test_paramiko_will_not_take_a_ca_trusted_host_on_first_use(rig, tmp_path, transport):
+    """paramiko cannot check a host certificate: a host whose trust the owner gave to a CA is not
+    pinned on first use behind the CA's back (OpenSSH checks CA lines itself)."""
+    from tests.rig.sshd import keygen
+
+    if transport != "paramiko":
+        pytest.skip("the OpenSSH client judges @cert-authority lines itself")
+    box = rig.box("kh-ca-only")
+    ca = keygen(tmp_path / "ca")
+    ca_key = " ".join((ca.parent / (ca.name + ".pub")).read_text().split()[:2])
+    alias = _known_hosts(rig, tmp_path, box, "kh-ca-only-alias", [f"@cert-authority * {ca_key}"])
+    with pytest.raises(errors.HostKeyUnverifiable) as err:
+        target_for(alias).run("true")
+    assert "certificate authority" in err.value.message
+    assert "kh-ca-only" not in (tmp_path / "known_hosts-kh-ca-only-alias").read_text().split("\n", 1)[1]

@@ -2,10 +2,14 @@
 paramiko transport's, and the one the SFTP engine uses under either transport."""
 
 import socket
+import threading
 
-from ..errors import AuthFailed, HostKeyChanged, TimedOut, Unreachable
+from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
 
 MAX_HOPS = 8
+# paramiko bounds each step of a handshake, not the whole: a server that trickles a byte every
+# few seconds keeps every step alive. The whole handshake gets this long past the connect timeout.
+CONNECT_GRACE_S = 20
 
 
 def open_connection(spec, _hops=0):
@@ -37,8 +41,10 @@ def open_connection(spec, _hops=0):
     policy = hostkeys.install(conn.client, spec.known_hosts)
     where = f"{spec.spec} ({spec.hostname}:{spec.port})"
     try:
-        conn.open()
+        _open_within(conn, spec.connect_timeout + CONNECT_GRACE_S, where)
     except paramiko.BadHostKeyException as e:
+        if policy.known.revoked_for(spec.known_hosts_name, e.key):
+            raise HostKeyRevoked(hostkeys.revoked_message(where, e.key, policy.files)) from None
         raise HostKeyChanged(
             f"{where}: host key changed: the server offered {hostkeys.fingerprint(e.key)}, known_hosts "
             f"expects {hostkeys.fingerprint(e.expected_key)}. If the box was re-provisioned, remove the old "
@@ -55,5 +61,31 @@ def open_connection(spec, _hops=0):
     except (OSError, EOFError) as e:
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         raise Unreachable(f"{where}: cannot connect: {reason}") from None
+    # A revoked key that is also listed as a plain one passed paramiko's own check.
+    offered = conn.transport.get_remote_server_key()
+    if policy.known.revoked_for(spec.known_hosts_name, offered):
+        conn.close()
+        raise HostKeyRevoked(hostkeys.revoked_message(where, offered, policy.files))
     conn.transport.set_keepalive(spec.keepalive_s)
     return conn
+
+
+def _open_within(conn, seconds, where):
+    """conn.open(), given up (and the half-open connection closed) after `seconds`."""
+    outcome = {}
+
+    def attempt():
+        try:
+            conn.open()
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
+            outcome["error"] = e
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        conn.client.close()
+        worker.join(5)
+        raise TimedOut(f"{where}: the SSH handshake did not finish within {seconds:g}s")
+    if "error" in outcome:
+        raise outcome["error"]

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 
-from ..errors import AuthFailed, HostKeyChanged, TimedOut, Unreachable
+from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
 from . import hostspec, wrap
 from .base import GRACE_S, Target
 
@@ -33,6 +33,7 @@ ALIVE_COUNT = 3
 PERSIST_S = 30
 # What the ssh client itself says (exit 255) when the connection, not the command, failed.
 _FAILURES = (
+    (HostKeyRevoked, re.compile(r"REVOKED HOST KEY|marked as revoked")),
     (HostKeyChanged, re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed")),
     (AuthFailed, re.compile(r"Permission denied|Too many authentication failures|no mutual signature")),
     (TimedOut, re.compile(r"timed out|Timeout, server .* not responding")),
@@ -173,6 +174,10 @@ class OpenSSHTarget(Target):
     def _message(self, cls, text):
         last = [line.strip() for line in text.splitlines() if line.strip()]
         where = f"{self.name} ({self.spec.hostname}:{self.spec.port})"
+        if cls is HostKeyRevoked:
+            known = ", ".join(self.spec.known_hosts) or "~/.ssh/known_hosts"
+            return (f"{where}: the host key it offered is marked @revoked in {known}: refusing it. A revoked "
+                    "key is never to be trusted again; do not remove the line, ask the box's provider")
         if cls is HostKeyChanged:
             fp = re.search(r"(SHA256:[A-Za-z0-9+/=]+)", text)
             known = self.spec.known_hosts[0] if self.spec.known_hosts else "~/.ssh/known_hosts"
@@ -184,12 +189,11 @@ class OpenSSHTarget(Target):
         return f"{where}: {last[-1] if last else 'ssh failed'}"
 
     def sftp(self):
-        """A paramiko SFTP client on a connection of its own (the OpenSSH master cannot lend one)."""
-        from .connection import open_connection
+        """An SFTP client speaking through this target's own ssh command line (and its master,
+        when there is one), so the box is trusted exactly as for every other call."""
+        from .sftp_pipe import open_sftp
 
-        if getattr(self, "_sftp_conn", None) is None:
-            self._sftp_conn = open_connection(self.spec)
-        return self._sftp_conn.client.open_sftp()
+        return open_sftp(self.ssh_argv(control="no"))
 
     def close(self):
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
@@ -200,9 +204,6 @@ class OpenSSHTarget(Target):
         if self._master is not None:  # still shaking hands (or failed unseen): nobody will use it
             self._master.kill()
             self._await_master(report=False)
-        if getattr(self, "_sftp_conn", None) is not None:
-            self._sftp_conn.close()
-            self._sftp_conn = None
         if self._mux_dir:
             if os.listdir(self._mux_dir):
                 subprocess.run(self.ssh_argv()[:-1] + ["-O", "exit", self.ssh_argv()[-1]], capture_output=True,

@@ -163,8 +163,9 @@ class SshRig:
             blocks.append(
                 f"Host {name}\n  HostName {getattr(box, 'hostname', '127.0.0.1')}\n  Port {box.port}\n"
                 f"  User {self.user}\n  IdentityFile {opts.get('IdentityFile', self.client_key)}\n"
-                f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.known_hosts}\n  ConnectTimeout 5\n"
-                + "".join(f"  {k} {v}\n" for k, v in opts.items() if k != "IdentityFile")
+                f"  IdentitiesOnly yes\n  UserKnownHostsFile {opts.get('UserKnownHostsFile', self.known_hosts)}\n"
+                f"  ConnectTimeout 5\n"
+                + "".join(f"  {k} {v}\n" for k, v in opts.items() if k not in ("IdentityFile", "UserKnownHostsFile"))
             )
         # No IdentityFile under `Host *`: OpenSSH adds IdentityFile lines up, and an alias with a
         # stranger's key must offer only that key.
