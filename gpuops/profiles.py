@@ -3,8 +3,9 @@
 A profile is a TOML file named `<name>.toml`. Shipped ones live in the repository's `profiles/`;
 a user's own live in `$GPUOPS_PROFILES_DIR`, else `$XDG_CONFIG_HOME/gpuops/profiles`, else
 `~/.config/gpuops/profiles`, and win over a shipped profile of the same name. The dataclasses
-below ARE the schema (see gpuops.tomlschema): an unknown key, a wrong type or a missing required
-key is a one-line usage error naming the file, the line and the key.
+below ARE the schema (see gpuops.tomlschema): an unknown key, a wrong type, a missing required
+key, a negative count or price, nan or inf is a one-line usage error naming the file, the line and
+the key.
 
 Verbs use `load(name)`: preflight reads `paths` and `preflight` (threshold overrides, checked
 against gpuops.checks.thresholds.DEFAULTS when that module exists) and each tier's `inode_cap`;
@@ -95,7 +96,7 @@ class Tier:
     survives_destroy: bool = _f("data kept after the instance is destroyed/terminated/released")
     medium: str = _f("what it is (local NVMe, overlay, NFS, block volume …)", "")
     size: str = _f("typical or default size", "")
-    inode_cap: int = _f("hard inode limit of the tier; 0 = none known", 0)
+    inode_cap: int = _f("hard inode limit of the tier; 0 = none known", 0, min=0)
     bills_when_stopped: bool = _f("storage keeps billing while the instance is stopped or gone", False)
     shared: bool = _f("visible from other instances", False)
     note: str = _f("locks, speeds and traps", "")
@@ -105,7 +106,7 @@ class Tier:
 class Clock:
     name: str = _f("what the clock is called")
     trigger: str = _f("what starts it")
-    after_s: int = _f("seconds until it fires")
+    after_s: int = _f("seconds until it fires", min=0)
     effect: str = _f("what happens when it fires")
     gotcha: str = _f("gotcha id with details", "", pattern=GOTCHA_ID)
 
@@ -113,7 +114,7 @@ class Clock:
 @dataclasses.dataclass(frozen=True)
 class Interruption:
     spot: bool = _f("a preemptible tier exists")
-    grace_s: Optional[float] = _f("seconds between the stop signal and SIGKILL, when known", None)
+    grace_s: Optional[float] = _f("seconds between the stop signal and SIGKILL, when known", None, min=0)
     signal: str = _f("how an interruption shows up on the box", "")
     notes: str = _f("resume advice", "")
 
@@ -121,7 +122,7 @@ class Interruption:
 @dataclasses.dataclass(frozen=True)
 class Network:
     egress: str = _f("how outbound traffic is priced", choices=EGRESS)
-    egress_per_gb_usd: Optional[float] = _f("price per GB out, when metered", None)
+    egress_per_gb_usd: Optional[float] = _f("price per GB out, when metered", None, min=0)
     behind_gfw: bool = _f("pulls from HF/PyPI/GitHub need mirrors or a proxy", False)
     ports: str = _f("how service ports (TensorBoard, Jupyter) are exposed", "")
     notes: str = _f("proxies, mirrors, SSH flavour", "")

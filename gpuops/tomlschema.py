@@ -1,10 +1,13 @@
 """Typed, line-aware loading of TOML data files (platform profiles, the gotcha index).
 
 A schema is a frozen dataclass: its fields are the allowed keys, a field without a default is
-required, and the annotation is the type. `metadata` may carry `choices` (allowed strings) and
-`doc` (one line for the generated schema docs); `metadata={"file": False}` marks a field the
-loader fills in itself. Every mistake becomes one UsageError line that names the file, the line
-and the key, e.g. `profiles/x.toml:12: billing.meter_stop_verb: expected a string, got 3`.
+required, and the annotation is the type. `metadata` may carry `choices` (allowed strings), `min`
+(the least allowed number) and `doc` (one line for the generated schema docs);
+`metadata={"file": False}` marks a field the loader fills in itself. A float is always finite:
+TOML's nan and inf are never a meaningful duration, price or size. Every mistake becomes one
+UsageError line that names the file, the line and the key, e.g.
+`profiles/x.toml:12: billing.meter_stop_verb: expected a string, got 3`. A document nested deeper
+than MAX_DEPTH is refused before tomllib, which recurses, reads it.
 
 tomllib reports line numbers only for syntax errors, so `key_lines` scans the text itself: it
 understands tables, arrays of tables, dotted keys and multi-line strings/arrays, which is all
@@ -12,6 +15,7 @@ our files use. An unlocatable key falls back to its table's header line, then li
 """
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -23,6 +27,16 @@ _HEADER = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEYVAL = re.compile(r"""^((?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*=\s*(.*)$""")
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+# tomllib parses nested arrays and inline tables recursively: a few thousand levels end in a
+# RecursionError. Our files nest two or three deep.
+MAX_DEPTH = 32
+_NESTING = re.compile(r"""[\[\]{}#"']""")
+_STRINGS = [re.compile(p, re.S) for p in (  # the multi-line kinds first: they open with the same quote
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""(?:"{1,2})?',  # up to two quotes may end the body
+    r"'''(?:[^']|'(?!''))*'''(?:'{1,2})?",
+    r'"(?:[^"\\\n]|\\.)*"?',  # one left open ends with its line (tomllib then reports it)
+    r"'[^'\n]*'?",
+)]
 
 
 def _split_dotted(key: str) -> tuple:
@@ -117,10 +131,35 @@ class Source:
         return UsageError(f"{self.name}:{line}: {dotted(path)}: {problem}")
 
 
+def _too_deep(text: str) -> int:
+    """The line where arrays and inline tables (outside strings and comments) nest deeper than
+    MAX_DEPTH, else 0. Exact for valid TOML, which is all tomllib would recurse into."""
+    depth, i = 0, 0
+    while True:
+        found = _NESTING.search(text, i)
+        if not found:
+            return 0
+        ch, i = found.group(), found.end()
+        if ch == "#":
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+        elif ch in "\"'":
+            i = next(m.end() for m in (rx.match(text, found.start()) for rx in _STRINGS) if m)
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return text.count("\n", 0, i) + 1
+        else:
+            depth = max(0, depth - 1)
+
+
 def parse(name: str, text: str):
     """(data, Source) for TOML text; a syntax error names the file, the line and the key there."""
     import tomllib
 
+    deep = _too_deep(text)
+    if deep:
+        raise UsageError(f"{name}:{deep}: arrays or tables nested more than {MAX_DEPTH} deep")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -188,9 +227,13 @@ def _convert(tp, value, path, src, meta):
     if tp is float:
         if not _is_number(value):
             raise src.error(path, f"expected a number, got {_describe(value)}")
-        return value
+        if not math.isfinite(value):
+            raise src.error(path, f"expected a finite number, got {_describe(value)}")
     if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise src.error(path, f"expected an integer, got {_describe(value)}")
+    least = meta.get("min")
+    if least is not None and _is_number(value) and value < least:
+        raise src.error(path, f"must be at least {least}, got {_describe(value)}")
     if tp in (str, bool) and not isinstance(value, tp):
         raise src.error(path, f"expected {_TYPE_WORDS[tp]}, got {_describe(value)}")
     choices = meta.get("choices")

@@ -331,3 +331,10 @@ def test_facts_from_an_odd_box_never_crash_the_verdicts():
     assert not by_id(findings, "check.crashed")
     assert by_id(findings, "probe.partial")[0].evidence == {"disks": "OSError: boom"}
     assert by_id(findings, "gpu.none")[0].severity == "fail"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_merged_rejects_nan_and_inf_which_no_comparison_catches(value):
+    # Found in review: nan slipped past `< 0`, and every verdict compared against it was False.
+    with pytest.raises(UsageError, match="'disk_min_free_gib' must be a finite number"):
+        merged({"disk_min_free_gib": value})

@@ -80,6 +80,80 @@ def test_preflight_overrides_are_checked_against_the_thresholds(fixture, problem
     assert f"{fixture}.toml:35: preflight." in err.value.message and problem in err.value.message
 
 
+def _minimal(tmp_path, name, replace=None, extra=""):
+    """The minimal valid fixture profile (bad-threshold-value.toml without its bad [preflight]),
+    with one line replaced or text added, written as tmp_path/<name>.toml."""
+    text = (FIX / "broken" / "bad-threshold-value.toml").read_text().split("[preflight]")[0]
+    if replace:
+        assert replace[0] in text
+        text = text.replace(replace[0], replace[1])
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text + extra)
+    return path
+
+
+GRACE = "interruption.grace_s"
+
+
+@pytest.mark.parametrize("replace,line,key,problem", [
+    (("spot = false", "spot = false\ngrace_s = nan"), 27, GRACE, "expected a finite number, got number nan"),
+    (("spot = false", "spot = false\ngrace_s = -inf"), 27, GRACE, "expected a finite number"),
+    (("spot = false", "spot = false\ngrace_s = -1.5"), 27, GRACE, "must be at least 0, got number -1.5"),
+    (("survives_destroy = false", "survives_destroy = false\ninode_cap = -5"), 24, "storage[0].inode_cap",
+     "must be at least 0, got integer -5"),
+    (('egress = "unknown"', 'egress = "unknown"\negress_per_gb_usd = inf'), 30, "network.egress_per_gb_usd",
+     "expected a finite number, got number inf"),
+])
+def test_a_profile_number_out_of_range_names_file_line_and_key(tmp_path, replace, line, key, problem):
+    # Found in review: `grace_s = nan` and `inode_cap = -5` loaded without a word.
+    path = _minimal(tmp_path, "odd", replace)
+    with pytest.raises(UsageError) as err:
+        P.load_file(path)
+    assert err.value.message.startswith(f"{path}:{line}: {key}: ") and problem in err.value.message
+
+
+def test_a_nan_threshold_override_is_refused(tmp_path):
+    path = _minimal(tmp_path, "nan-threshold", extra="[preflight]\ndisk_min_free_gib = nan\n")
+    with pytest.raises(UsageError) as err:
+        P.load_file(path)
+    assert err.value.message == (f"{path}:35: preflight.disk_min_free_gib: preflight threshold 'disk_min_free_gib' "
+                                 "must be a finite number, got nan")
+
+
+def test_deeply_nested_toml_is_a_one_line_usage_error(cli, tmp_path):
+    # Found in review: a 3000-deep nested array exited 70 (RecursionError inside tomllib).
+    path = _minimal(tmp_path, "deep", extra="[preflight]\nrendezvous_ports = " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(UsageError) as err:
+        P.load_file(path)
+    assert err.value.message == f"{path}:35: arrays or tables nested more than 32 deep"
+    env = dict(os.environ, GPUOPS_PROFILES_DIR=str(tmp_path))
+    r = cli("profiles", "--name", "deep", env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    assert "deep.toml:35: arrays or tables nested more than 32 deep" in r.stderr
+    j = cli("profiles", "--name", "deep", "--json", env=env)
+    assert j.returncode == 2 and json.loads(j.stdout)["error"]["kind"] == "usage"
+
+
+BRACKETS = "[{" * 40
+
+
+@pytest.mark.parametrize("text", [
+    f'a = "{BRACKETS}"', f"a = '{BRACKETS}'", f'a = """\n{BRACKETS}\n"""', f"a = '''{BRACKETS}'''",
+    f'a = """x\\"""{BRACKETS}"""', f'a = """x""""\nb = 1 # {BRACKETS}', f"# {BRACKETS}\nb = 1",
+    "a = " + "[" * 32 + "]" * 32,
+])
+def test_brackets_in_strings_and_comments_are_no_nesting(text):
+    assert tomlschema._too_deep(text) == 0
+
+
+@pytest.mark.parametrize("text,line", [
+    ("a = " + "[" * 33 + "]" * 33, 1),
+    ('a = """x""""\nb = [\n' + "{ x = " * 40 + "1" + " }" * 40 + "\n]", 3),
+])
+def test_nesting_deeper_than_the_bound_is_found_on_its_line(text, line):
+    assert tomlschema._too_deep(text) == line
+
+
 def test_cli_reports_a_broken_user_profile_in_one_line(cli, tmp_path):
     env = dict(os.environ, GPUOPS_PROFILES_DIR=str(FIX / "broken"))
     r = cli("profiles", "--name", "unknown-key", env=env)

@@ -499,4 +499,4 @@ def test_cli_over_ssh_plans_then_reaps(remote_box, cli, rig):
 def test_cli_rejects_a_bad_gpu_index_in_one_line(cli):
     r = cli("reap", "--gpu", "first")
     assert r.returncode == 2
-    assert r.stderr.strip() == "gpuops: --gpu takes a GPU index (0, 1, ...), not 'first'"
+    assert r.stderr.strip() == "gpuops: --gpu takes a GPU index from 0 to 1023, not 'first'"

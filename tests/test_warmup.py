@@ -1,14 +1,21 @@
 """The early SSH handshake: the program starts a master for --host before its imports, the verb's
 target adopts it, a failed one reports like a direct connection, and an unused one is closed."""
 
+import inspect
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+from invoke.exceptions import ParseError
+from invoke.parser import Parser
 
 from gpuops import errors
+from gpuops.cli.program import ns
+from gpuops.cli.switches import SWITCHES, connect_flags
 from gpuops.remote import target_for, warmup
+from tests.jobs.helpers import wait_for
 from tests.rig.sshd import keygen
 
 
@@ -27,10 +34,103 @@ def _ssh_processes(marker) -> str:
     return subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout
 
 
-def test_flag_values_reads_both_spellings_and_the_last_wins():
-    argv = ["preflight", "--host", "a,b", "--json", "--identity=~/.ssh/k", "--host=c"]
-    assert warmup.flag_values(argv, "--host", "--identity") == {"--host": "c", "--identity": "~/.ssh/k"}
-    assert warmup.flag_values(["preflight", "--host"], "--host") == {}
+def _connections(box) -> int:
+    return box.log.read_text(errors="replace").count("Connection from")
+
+
+def _invoke_reads(argv):
+    """(host, identity) as Invoke's own parser gives them to the verb; None when it refuses argv."""
+    try:
+        result = Parser(contexts=ns.to_contexts()).parse_argv(argv)
+    except ParseError:
+        return None
+    args = result[0].args
+    return tuple(args[k].raw_value if k in args else None for k in ("host", "identity"))
+
+
+def test_connect_flags_reads_both_spellings():
+    argv = ["preflight", "--host", "a,b", "--json", "--identity=~/.ssh/k"]
+    assert connect_flags(argv) == ("a,b", "~/.ssh/k")
+    assert connect_flags(["preflight", "--host=a=b"]) == ("a=b", None)
+    assert connect_flags(["push", "--delete", "--yes", "--host", "box", "--exclude", "*.ckpt"]) == ("box", None)
+    assert connect_flags(["logs", "--host", "box", "--follow", "--job", "j"]) == ("box", None)
+
+
+# Found in review: the warm-up read `--host=` from any word, so this also logged into `evil`
+# (Invoke gives `--host=evil` to --name as its value).
+HIDDEN = [
+    ["launch", "--host", "box", "--name", "--host=evil", "--cmd", "true"],
+    ["launch", "--name", "--host=evil", "--cmd", "true"],
+    ["status", "--host", "box", "--job", "--host=evil"],
+    ["push", "--host", "box", "--exclude", "--host=evil", "--src", ".", "--dst", "d"],
+    ["retry", "--host", "box", "--job", "j", "--resume-arg", "--host=evil"],
+    ["launch", "--host", "box", "--cmd", "--identity=/tmp/evil-key"],
+]
+
+
+@pytest.mark.parametrize("argv", HIDDEN)
+def test_a_host_inside_another_flags_value_is_not_warmed(argv):
+    host, identity = connect_flags(argv)
+    assert host in (None, "box") and identity is None
+    assert (host, identity) == _invoke_reads(argv)
+
+
+# Nothing the warm-up cannot read exactly as Invoke will: no head start, and never a wrong host.
+AMBIGUOUS = [
+    ["launch", "--name", "--host", "evil", "--cmd", "true"],  # Invoke refuses: --name got no value
+    ["launch", "--host", "box", "--name"],
+    ["status", "--host", "box", "stray"],
+    ["preflight", "--host", "a", "--host=b"],  # Invoke refuses a second --host
+    ["status", "--host", "box", "preflight", "--host", "evil"],  # a second task
+    ["status", "--json=yes", "--host", "evil"],
+    ["status", "--host", "box", "--help"],
+    ["--debug", "status", "--host", "box"],
+    ["gotcha", "--host", "evil"],  # no --host to connect to
+    ["teardown-check", "--host", "box"],  # its --host only names the box in the pull index
+    ["status", "--job", "--", "--host", "evil"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", AMBIGUOUS)
+def test_argv_the_warm_up_cannot_read_like_invoke_warms_nothing(argv):
+    assert connect_flags(argv) == (None, None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["preflight", "--host", "a", "--json", "--path", "/x", "--path=/y", "--timeout", "5"],
+    ["push", "--host=box", "--src", "--delete", "--dst", "d", "--yes", "--no-budget", "--identity", "k"],
+    ["status", "--label", "--host", "--job", "j"],
+    ["retry", "--host", "box", "--resume-arg", "--resume last.pt"],
+    ["verify", "--include-git", "--rehash", "--host", "box", "--local", ".", "--remote", "r"],
+] + HIDDEN + AMBIGUOUS)
+def test_the_warm_up_never_names_a_host_invoke_would_not(argv):
+    host, identity = connect_flags(argv)
+    if host is not None:
+        assert (host, identity) == _invoke_reads(argv)
+
+
+def test_the_boolean_flags_the_warm_up_knows_are_every_tasks_own():
+    # The warm-up runs before Invoke and the tasks are imported, so it keeps its own table; a new
+    # boolean flag left out of it would make it read the next word as that flag's value.
+    expected = {}
+    for name in ns.task_names:
+        params = list(inspect.signature(ns[name].body).parameters.values())[1:]
+        if name != "teardown-check" and any(p.name == "host" for p in params):
+            expected[name] = {"--" + p.name.replace("_", "-") for p in params if isinstance(p.default, bool)}
+        assert not any(p.default is True for p in params), f"{name}: Invoke would add a --no- flag"
+    assert {k: set(v) for k, v in SWITCHES.items()} == expected
+
+
+def test_a_host_hidden_in_a_value_gets_no_connection(cli, rig, plain_box, tmp_path):
+    evil = rig.box("warm-evil")
+    assert wait_for(lambda: _connections(evil) == 1, timeout=5)  # the rig's own probe that sshd is up
+    before = _connections(evil)
+    r = cli("launch", "--host", plain_box.spec, "--jobs-dir", str(tmp_path / "jobs"), "--name",
+            f"--host={evil.spec}", "--cmd", "true", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["data"]["job"]["name"] == f"--host={evil.spec}"
+    assert _connections(evil) == before, "the warm-up connected to a host that was a job's name"
 
 
 def test_the_cli_makes_one_connection_and_one_exec_channel_per_preflight(cli, plain_box):

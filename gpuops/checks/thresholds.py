@@ -1,8 +1,11 @@
 """Every number a preflight verdict turns on, in one place, with the reason for its default.
 
 A profile's `[preflight]` table overrides them by name (the profile loader calls `merged`); an
-unknown name or a value of the wrong type is a usage error, never silently ignored.
+unknown name, a value of the wrong type, a negative value, nan or inf is a usage error, never silently
+ignored.
 """
+
+import math
 
 from ..errors import UsageError
 
@@ -40,6 +43,8 @@ DEFAULTS = {
 def _number(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"preflight threshold {name!r} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # nan slips past `< 0`; inf is no threshold
+        raise UsageError(f"preflight threshold {name!r} must be a finite number, got {value!r}")
     if value < 0:
         raise UsageError(f"preflight threshold {name!r} must not be negative, got {value!r}")
     return value

@@ -7,9 +7,9 @@ import sys
 
 def main():
     from ..remote import warmup
+    from .switches import connect_flags
 
-    flags = warmup.flag_values(sys.argv[1:], "--host", "--identity")
-    warmup.start(flags.get("--host"), flags.get("--identity"))
+    warmup.start(*connect_flags(sys.argv[1:]))
     from .program import program
 
     try:

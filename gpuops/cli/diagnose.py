@@ -2,7 +2,9 @@
 
 from ..ops.hosts import on_hosts
 from .common import run
-from .flags import verb
+from .flags import number, seconds, verb
+
+PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT
 
 
 @verb(help={
@@ -16,28 +18,18 @@ from .flags import verb
     "timeout": "seconds the on-box evidence gathering may run",
 })
 def diagnose(c, host="local", identity=None, job=None, pid=None, since=None, jobs_dir=None, json=False,
-             timeout=60):
+             timeout="60"):
     """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
     from ..ops import diagnose as op
     from ..render import diagnose as render
 
     def produce():
-        when = _epoch(since)
+        when, timeout_s = _epoch(since), seconds("--timeout", timeout, low=1, whole=True)
+        pid_n = number("--pid", pid, 1, PID_MAX, integer=True, what="a process id")
         return on_hosts("diagnose", host, lambda t: op.diagnose(
-            t, job=job, pid=_pid(pid), since=when, jobs_dir=jobs_dir, timeout_s=float(timeout)), identity)
+            t, job=job, pid=pid_n, since=when, jobs_dir=jobs_dir, timeout_s=timeout_s), identity)
 
     run("diagnose", json, produce, render.render)
-
-
-def _pid(value):
-    from ..errors import UsageError
-
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise UsageError(f"--pid must be a process id, got {value!r}") from None
 
 
 def _epoch(value):
@@ -48,13 +40,13 @@ def _epoch(value):
     if value is None:
         return None
     try:
-        return float(value)
+        float(value)
     except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        raise UsageError(f"--since must be epoch seconds or an ISO time, got {value!r}") from None
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            raise UsageError(f"--since must be epoch seconds or an ISO time, got {value!r}") from None
+    return number("--since", value, 0, 2 ** 32, what="epoch seconds")
 
 
 TASKS = (diagnose,)

@@ -7,7 +7,7 @@ from ..errors import UsageError
 from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
 from .common import run
-from .flags import verb
+from .flags import DAY, number, seconds, verb
 
 _COMMON = {
     "host": "'local' (default), an ssh_config alias or user@host:port",
@@ -32,6 +32,18 @@ def _env_and_secrets(env, secret_env):
 
     envs = spec.pairs(env, "--env", env_names=True)
     return envs, spec.secrets(secret_env, os.environ, taken=envs)
+
+
+def _check_words(resume_arg):
+    """The box splits --resume-arg into words for a script job (and bash would for a command): an
+    unbalanced quote is the caller's mistake, reported before anything is sent."""
+    if resume_arg:
+        import shlex
+
+        try:
+            shlex.split(resume_arg)
+        except ValueError as e:
+            raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
 
 
 def _check_regex(pattern):
@@ -61,13 +73,14 @@ def _check_regex(pattern):
 ))
 def launch(c, host="local", identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
-           timeout=60):
+           timeout="60"):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
+        timeout_s = seconds("--timeout", timeout, low=1, whole=True)
         if bool(cmd) == bool(script):
             raise UsageError("give exactly one of --cmd or --script")
         if script:
@@ -89,7 +102,7 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
         return on_hosts("launch", host, lambda t: op.launch(
             t, command=cmd, script=script, name=name, labels=labels, env=envs, secrets=secrets, workdir=workdir,
             gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, profile=prof,
-            timeout_s=float(timeout)), identity)
+            timeout_s=timeout_s), identity)
 
     run("launch", json, produce, render.started)
 
@@ -104,22 +117,21 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
     limit="list at most this many jobs, newest first",
 ))
 def status(c, host="local", identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit=50, jobs_dir=None, json=False):
+           stall_min="600", limit="50", jobs_dir=None, json=False):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
+        factor = number("--stall-factor", stall_factor, 0, 1000)
+        floor = seconds("--stall-min", stall_min, high=30 * DAY)
+        most = number("--limit", limit, 1, 10000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
-        try:
-            factor, floor = float(stall_factor), float(stall_min)
-        except ValueError:
-            raise UsageError("--stall-factor and --stall-min want numbers") from None
         return on_hosts("status", host, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
-            limit=int(limit), jobs_dir=jobs_dir), identity)
+            limit=most, jobs_dir=jobs_dir), identity)
 
     run("status", json, produce, render.status)
 
@@ -132,8 +144,8 @@ def status(c, host="local", identity=None, job=None, label=None, progress_regex=
     save="copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
     reconnect="seconds --follow keeps trying to reconnect after the link drops",
 ))
-def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_offset=None, save=None,
-         reconnect=120, jobs_dir=None, json=False):
+def logs(c, host="local", identity=None, job=None, tail="100", follow=False, from_offset=None, save=None,
+         reconnect="120", jobs_dir=None, json=False):
     """A job's log: bounded tail, a page from an offset, or --follow to the end."""
     from ..ops import jobs as op
     from ..remote import target_for
@@ -142,20 +154,15 @@ def logs(c, host="local", identity=None, job=None, tail=100, follow=False, from_
     def produce():
         if not job:
             raise UsageError("name the job with --job")
-        offset = None
-        if from_offset is not None:
-            try:
-                offset = int(from_offset)
-            except ValueError:
-                raise UsageError("--from-offset wants a byte offset (an integer)") from None
-            if offset < 0:
-                raise UsageError("--from-offset must be >= 0")
+        lines = number("--tail", tail, 0, 1000000, integer=True)
+        offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
+        patience = seconds("--reconnect", reconnect)
         spec = one_host("logs", host)
         sink = None if json else _stdout_sink
         target = target_for(spec, identity)
         try:
-            doc = op.logs(target, job=job, tail=int(tail), follow=follow, from_offset=offset, save=save,
-                          jobs_dir=jobs_dir, sink=sink, reconnect_s=float(reconnect),
+            doc = op.logs(target, job=job, tail=lines, follow=follow, from_offset=offset, save=save,
+                          jobs_dir=jobs_dir, sink=sink, reconnect_s=patience,
                           notice=lambda m: print(m, file=sys.stderr, flush=True))
         finally:
             target.close()
@@ -183,12 +190,9 @@ def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_d
     def produce():
         if not job:
             raise UsageError("name the job with --job")
-        try:
-            seconds = float(grace)
-        except ValueError:
-            raise UsageError("--grace wants seconds") from None
+        wait = seconds("--grace", grace)
         spec = one_host("stop", host)
-        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=seconds, yes=yes, jobs_dir=jobs_dir),
+        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, jobs_dir=jobs_dir),
                         identity)
 
     run("stop", json, produce, render.stop)
@@ -210,6 +214,7 @@ def retry(c, host="local", identity=None, job=None, env=None, secret_env=None, r
     def produce():
         if not job:
             raise UsageError("name the job with --job")
+        _check_words(resume_arg)
         envs, secrets = _env_and_secrets(env, secret_env)
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
@@ -241,6 +246,7 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
     def produce():
         if not file and not name:
             raise UsageError("give --file (start, extend or resume a queue) or --name (show one)")
+        patience = seconds("--wait", wait, high=7 * DAY)
         content = None
         if file:
             try:
@@ -252,13 +258,9 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
                 raise UsageError(f"--file {file}: not UTF-8 text") from None
         qname = name or spec.slug(os.path.splitext(os.path.basename(file))[0])
         envs, secrets = _env_and_secrets(env, secret_env)
-        try:
-            seconds = float(wait)
-        except ValueError:
-            raise UsageError("--wait wants seconds") from None
         return on_hosts("queue", host, lambda t: op.queue(
             t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
-            wait=seconds, cancel=cancel, jobs_dir=jobs_dir), identity)
+            wait=patience, cancel=cancel, jobs_dir=jobs_dir), identity)
 
     run("queue", json, produce, render.queue)
 

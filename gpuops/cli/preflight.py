@@ -2,7 +2,7 @@
 
 from ..ops.hosts import on_hosts
 from .common import run
-from .flags import verb
+from .flags import seconds, verb
 
 
 @verb(iterable=["path"], help={
@@ -13,18 +13,17 @@ from .flags import verb
     "path": "extra directory whose free bytes and inodes to check (repeatable)",
     "timeout": "seconds the on-box probe may run before it is killed on the box",
 })
-def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout=60):
+def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout="60"):
     """Check a GPU box before burning GPU-hours on it."""
     from ..ops import preflight as op
     from ..render import preflight as render
 
-    run(
-        "preflight",
-        json,
-        lambda: on_hosts("preflight", host, lambda t: op.preflight(t, profile=profile, paths=path or [],
-                                                                     timeout_s=float(timeout)), identity),
-        render.render,
-    )
+    def produce():
+        timeout_s = seconds("--timeout", timeout, low=1, whole=True)
+        return on_hosts("preflight", host, lambda t: op.preflight(t, profile=profile, paths=path or [],
+                                                                    timeout_s=timeout_s), identity)
+
+    run("preflight", json, produce, render.render)
 
 
 TASKS = (preflight,)

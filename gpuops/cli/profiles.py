@@ -2,7 +2,7 @@
 
 from ..ops.hosts import on_hosts
 from .common import run
-from .flags import verb
+from .flags import number, verb
 
 
 @verb(help={
@@ -30,12 +30,13 @@ def profiles(c, name=None, host=None, identity=None, json=False):
     "limit": "at most this many entries (default 5)",
     "json": "print one JSON envelope instead of text",
 })
-def gotcha(c, query=None, limit=5, json=False):
+def gotcha(c, query=None, limit="5", json=False):
     """Look up a gotcha: what you see, why, the fix, and how gpuops checks or prevents it."""
     from ..ops import catalog
     from ..render import catalog as render
 
-    run("gotcha", json, lambda: catalog.find_gotchas(query, int(limit)), render.render_gotchas)
+    run("gotcha", json, lambda: catalog.find_gotchas(query, number("--limit", limit, 1, 1000, integer=True)),
+        render.render_gotchas)
 
 
 @verb(iterable=["keep"], help={

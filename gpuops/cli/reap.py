@@ -2,23 +2,13 @@
 
 from ..ops.hosts import on_hosts
 from .common import run
-from .flags import verb
+from .flags import DAY, number, seconds, verb
 
 
 def _options(gpu, min_age, idle_window, term_wait):
-    from ..errors import UsageError
-
-    if gpu is not None:
-        try:
-            gpu = int(gpu)
-        except ValueError:
-            raise UsageError(f"--gpu takes a GPU index (0, 1, ...), not {gpu!r}") from None
-        if gpu < 0:
-            raise UsageError(f"--gpu takes a GPU index (0, 1, ...), not {gpu}")
-    for flag, value in (("--min-age", min_age), ("--idle-window", idle_window), ("--term-wait", term_wait)):
-        if value < 0:
-            raise UsageError(f"{flag} takes seconds >= 0, not {value}")
-    return gpu
+    return (number("--gpu", gpu, 0, 1023, integer=True, what="a GPU index"),
+            seconds("--min-age", min_age, high=366 * DAY), seconds("--idle-window", idle_window, high=3600),
+            seconds("--term-wait", term_wait))
 
 
 @verb(help={
@@ -31,15 +21,16 @@ def _options(gpu, min_age, idle_window, term_wait):
     "yes": "signal the reapable holders (without it: print the plan, change nothing, exit 5 if any)",
     "json": "print one JSON envelope instead of tables",
 })
-def reap(c, host="local", identity=None, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False, json=False):
+def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="10", term_wait="10", yes=False,
+         json=False):
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
     from ..render import reap as render
 
     def produce():
-        index = _options(gpu, min_age, idle_window, term_wait)
-        return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=min_age, idle_window=idle_window,
-                                                        term_wait=term_wait, yes=yes), identity)
+        index, age, window, wait = _options(gpu, min_age, idle_window, term_wait)
+        return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
+                                                        term_wait=wait, yes=yes), identity)
 
     run("reap", json, produce, render.render)
 

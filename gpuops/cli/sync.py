@@ -9,7 +9,7 @@ free bytes or inodes (pass --no-budget to try anyway).
 from ..errors import UsageError
 from ..ops.hosts import on_hosts
 from .common import run
-from .flags import verb
+from .flags import seconds, verb
 
 _COMMON = {
     "host": "an ssh_config alias or user@host:port (push and verify: comma-separate several)",
@@ -31,14 +31,15 @@ _TRANSFER = {
 
 
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
-             no_budget=False, io_timeout=30, retry_for=300, profile=None):
+             no_budget=False, io_timeout="30", retry_for="300", profile=None):
     from ..ops.sync import Options
 
-    if float(io_timeout) <= 0 or float(retry_for) < 0:
-        raise UsageError("--io-timeout must be > 0 and --retry-for >= 0")
+    # rsync's --timeout takes whole seconds, and 0 would switch its stall detection off.
+    stall_s = seconds("--io-timeout", io_timeout, low=1, whole=True)
+    budget_s = seconds("--retry-for", retry_for)
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
-                   fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=float(io_timeout),
-                   retry_for=float(retry_for), profile=profile, rehash=rehash, progress=progress)
+                   fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=stall_s,
+                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress)
 
 
 def _hosts(host, verb_name, single=False):
@@ -63,7 +64,7 @@ def _progress(as_json, hosts):
                                       fix_crlf="convert shell scripts with CRLF line endings to LF before sending",
                                       profile="platform profile: warn when --dst is deleted by the platform's stop"))
 def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
-         engine="auto", no_budget=False, io_timeout=30, retry_for=300, profile=None, rehash=False, identity=None,
+         engine="auto", no_budget=False, io_timeout="30", retry_for="300", profile=None, rehash=False, identity=None,
          json=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
@@ -81,7 +82,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
                                       dst="local directory (created if missing)"))
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
-         no_budget=False, io_timeout=30, retry_for=300, rehash=False, identity=None, json=False):
+         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, json=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render

@@ -6,9 +6,11 @@ therefore calls start() first thing, before those imports: a background ControlM
 begins shaking hands at once, and target_for() hands the verb a target that adopts it, so the
 handshake overlaps the start-up instead of following it.
 
-Only plain OpenSSH transports are warmed (not paramiko, not `local`). A master that is never
-adopted (a usage error, a verb that does not connect) is closed when the program exits; if the
-program is killed instead, ControlPersist ends the master within half a minute of idleness.
+Only plain OpenSSH transports are warmed (not paramiko, not `local`). The program reads the host
+from argv with gpuops.cli.switches, the way Invoke will, so a `--host=` that is really another
+flag's value is never contacted. A master that is never adopted (a usage error, a verb that does
+not connect) is closed when the program exits; if the program is killed instead, ControlPersist
+ends the master within half a minute of idleness.
 """
 
 import atexit
@@ -41,18 +43,6 @@ def start(host_value, identity=None):
 def take(spec, identity=None):
     """The warmed target for this host, once; None when there is none."""
     return _waiting.pop((spec, identity), None)
-
-
-def flag_values(argv, *names):
-    """The values of these long flags in an argv (`--host H` or `--host=H`), last one wins."""
-    found = {}
-    for i, word in enumerate(argv):
-        for name in names:
-            if word == name and i + 1 < len(argv):
-                found[name] = argv[i + 1]
-            elif word.startswith(name + "="):
-                found[name] = word[len(name) + 1:]
-    return found
 
 
 @atexit.register

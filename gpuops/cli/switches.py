@@ -1,0 +1,59 @@
+"""Which box `gpuops <verb> ...` will connect to, read from argv before Invoke or any verb is
+imported, so the SSH warm-up (gpuops.remote.warmup) can start first.
+
+It must read argv exactly as Invoke will: a flag that takes a value takes the next word whatever
+it looks like (`--name --host=evil` names the job "--host=evil"), and only the boolean flags below
+take none. Anything it cannot read the same way (core flags, a stray word, a second verb, a value
+that may be a flag) means no warm-up: warming is only a head start, never worth a wrong host.
+tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
+"""
+
+# The verbs that connect to their --host (teardown-check's --host only names the box in the pull
+# index), each with its boolean flags.
+SWITCHES = {
+    "diagnose": frozenset({"--json"}),
+    "launch": frozenset({"--json"}),
+    "logs": frozenset({"--follow", "--json"}),
+    "preflight": frozenset({"--json"}),
+    "profiles": frozenset({"--json"}),
+    "pull": frozenset({"--delete", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
+    "push": frozenset({"--delete", "--fix-crlf", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
+    "queue": frozenset({"--cancel", "--json"}),
+    "reap": frozenset({"--json", "--yes"}),
+    "retry": frozenset({"--json"}),
+    "status": frozenset({"--json"}),
+    "stop": frozenset({"--json", "--yes"}),
+    "triage": frozenset({"--json"}),
+    "verify": frozenset({"--include-git", "--json", "--rehash"}),
+}
+
+
+def _maybe_a_flag(word):
+    """Invoke takes a word that is one of the verb's flags as that flag, not as a value."""
+    return word.startswith("--") and word[2:].replace("-", "").isalnum()
+
+
+def connect_flags(argv):
+    """(--host, --identity) of argv (the words after the program name); (None, None) unless argv
+    is one connecting verb followed by its flags only, each of these two at most once."""
+    if "--" in argv:  # Invoke leaves everything after it unparsed
+        argv = argv[:argv.index("--")]
+    if not argv or argv[0] not in SWITCHES:
+        return None, None
+    switches, found = SWITCHES[argv[0]], {}
+    words = iter(argv[1:])
+    for word in words:
+        name, eq, value = word.partition("=")
+        if name in switches and not eq:
+            continue
+        if name in switches or not word.startswith("--") or name in ("--help", "--version"):
+            return None, None
+        if not eq:
+            value = next(words, None)
+            if value is None or _maybe_a_flag(value):
+                return None, None
+        if name in ("--host", "--identity"):
+            if name in found:  # Invoke refuses a second value for a flag that is not a list
+                return None, None
+            found[name] = value
+    return found.get("--host"), found.get("--identity")
