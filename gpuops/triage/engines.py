@@ -5,10 +5,13 @@
                 logs; used for files of GREP_MIN_BYTES or more when grep is on PATH).
 Each candidate line is re-read with every signature by the Scanner, so both engines give the same
 facts. Chunks are cut at line ends, so memory stays bounded whatever the log's size (a line longer
-than MAX_LINE_BYTES is cut for scanning).
+than MAX_LINE_BYTES is cut for scanning). grep holds a whole line in memory, so it runs under an
+address-space cap (GREP_AS_BYTES): a log with one 2 GB line makes it fail with "memory exhausted",
+and the scan starts over with the python engine instead of growing with the line.
 """
 
 import os
+import resource
 import shutil
 import subprocess
 
@@ -18,6 +21,7 @@ from .scan import STEP_WINDOW_BYTES, Scanner
 CHUNK_BYTES = 8 << 20
 MAX_LINE_BYTES = 16 << 20
 GREP_MIN_BYTES = 1 << 20
+GREP_AS_BYTES = 128 << 20   # grep with these patterns runs in under 16 MiB on ordinary logs
 
 
 def _python_candidates(chunk, offset):
@@ -111,6 +115,10 @@ def _reader(fh, size):
     return read
 
 
+def _cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (GREP_AS_BYTES, GREP_AS_BYTES))
+
+
 def _scan_grep(fh, path, size):
     argv = ["grep", "-a", "-o", "-b", "-E"]
     for pattern in grep_patterns():
@@ -119,7 +127,7 @@ def _scan_grep(fh, path, size):
     env = {"LC_ALL": "C", "PATH": os.environ.get("PATH", os.defpath)}
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env=env)
+                                env=env, preexec_fn=_cap_memory)
     except OSError as e:
         raise _GrepUnusable(str(e)) from None
     feed = _GrepFeed(proc.stdout, size)

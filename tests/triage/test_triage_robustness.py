@@ -123,3 +123,33 @@ def test_head_and_tail_pieces_keep_real_line_numbers(tmp_path, monkeypatch):
     assert part["progress"]["last_step"] == 316 and part["progress"]["first_step"] == 0
     assert part["progress"]["total_steps"] == 2000
     assert [e for e in part["evidence"] if e["line"] > 100] == [e for e in whole["evidence"] if e["line"] > 100]
+
+
+_PEAK_RSS = """
+import resource, sys
+from gpuops.triage import triage_file
+result = triage_file(sys.argv[1], engine="grep")
+print(result.data["primary"], result.context["engine"],
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def test_one_huge_line_keeps_grep_and_the_scan_small(tmp_path):
+    """The `grep -o` child held a whole line: a 2 GB single-line log peaked at 4.2 GB. grep now
+    runs under a memory cap and the python engine takes over, so the peak stays far below the line."""
+    import subprocess
+    import sys
+
+    line = 3 * engines.GREP_AS_BYTES // 2
+    path = tmp_path / "one-line.log"
+    with open(path, "wb") as fh:
+        fh.write(b"step 1 loss 2.0\n")
+        block = b"x" * (1 << 20)
+        for _ in range(line >> 20):
+            fh.write(block)
+        fh.write(b"\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    out = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(path)], capture_output=True, text=True, check=True)
+    primary, engine, own_kb, child_kb = out.stdout.split()
+    assert primary == "oom-gpu" and engine == "python"
+    assert int(own_kb) << 10 < 200 << 20, f"the scan itself peaked at {int(own_kb) >> 10} MiB"
+    assert int(child_kb) << 10 <= engines.GREP_AS_BYTES, f"grep peaked at {int(child_kb) >> 10} MiB"
