@@ -11,13 +11,16 @@ import socket
 import time
 from collections import deque
 
-from . import jobrecord, logscan, procs, steps
+from . import jobrecord, logscan, procs, signals, steps
 from .jobrecord import EXIT, GROWTH, LOG, META, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
 EXCERPT_HEAD, EXCERPT_TAIL, EXCERPT_STEP_LINES = 256 << 10, 4 << 20, 300
 _SCAN_CHUNK = 8 << 20
 _STEP_LINE_MAX = 4096
+# The supervisor reaps the job, lists survivors and samples before it writes exit.json: a status
+# read in that window sees a dead process and no record, and waits for the record, not "VANISHED".
+EXIT_SETTLE_S = 3.0
 
 
 def facts(job_id, progress_regex=None):
@@ -37,6 +40,9 @@ def facts(job_id, progress_regex=None):
     out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
     out["pid_reused"] = pid_reused(meta)
     out["wrapper_alive"] = wrapper_alive(meta)
+    if out["liveness"] == "gone" and out["wrapper_alive"]:
+        wait_exit_record(jdir, meta, EXIT_SETTLE_S)
+        out["wrapper_alive"] = wrapper_alive(meta)
     out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
     out["stop"] = jobrecord.read_json(os.path.join(jdir, STOP))
     if out["exit"] and out["liveness"] != "rebooted":
@@ -51,6 +57,11 @@ def facts(job_id, progress_regex=None):
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
     return out
+
+
+def wait_exit_record(jdir, meta, seconds):
+    """Wait until the job's supervisor has written exit.json or is gone, at most `seconds`."""
+    signals.wait_until(lambda: not wrapper_alive(meta) or os.path.exists(os.path.join(jdir, EXIT)), seconds)
 
 
 def pid_reused(meta):

@@ -5,7 +5,7 @@ import os
 import time
 
 from . import job_facts, jobrecord, procs, signals
-from .jobrecord import EXIT, META, STOP
+from .jobrecord import META, STOP
 
 KILL_WAIT_S = 5.0
 
@@ -82,7 +82,9 @@ def stop(opts):
     targets = job_processes(job_id, meta)
     holders, _ = procs.device_holders(exclude=procs.ancestry())
     gpu = set(h["pid"] for h in holders if h["pid"] in targets)
-    grace = float(opts.get("grace") or 10)
+    # 0 is a choice (SIGKILL at once), not "unset".
+    grace = opts.get("grace")
+    grace = 10.0 if grace is None else float(grace)
     doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
     if not opts.get("yes") or not targets:
         doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets, after=job_facts.facts(job_id))
@@ -104,15 +106,10 @@ def stop(opts):
                  if h["pid"] in signalled or h["pid"] in left]
     record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
     jobrecord.write_json(stop_path, record)
-    _wait_exit_record(jdir, meta, 3.0)
+    job_facts.wait_exit_record(jdir, meta, job_facts.EXIT_SETTLE_S)
     doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu)),
                gpu_holders_left=still_gpu, after=job_facts.facts(job_id))
     return doc
-
-
-def _wait_exit_record(jdir, meta, seconds):
-    signals.wait_until(lambda: not job_facts.wrapper_alive(meta) or os.path.exists(os.path.join(jdir, EXIT)),
-                       seconds)
 
 
 def main(argv):

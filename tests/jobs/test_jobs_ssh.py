@@ -138,6 +138,16 @@ def test_stop_kills_the_group_escaped_children_and_gpu_holders(box, jobs_box, bo
     assert again["ok"] and "nothing to stop" in again["summary"]
 
 
+def test_grace_zero_kills_at_once_instead_of_waiting_the_default(box, jobs_dir):
+    """`--grace 0` was read as "unset" on the box and a TERM-ignoring job got the default 10 s."""
+    job = launched(box, jobs_dir, "trap '' TERM; while :; do sleep 0.1; done")
+    doc = op.stop(box, job=job, grace=0, yes=True, jobs_dir=str(jobs_dir))
+    assert doc["ok"], doc["summary"]
+    term, kill = doc["data"]["signals"]
+    assert (term["signal"], kill["signal"]) == ("SIGTERM", "SIGKILL")
+    assert kill["at"] - term["at"] < 5, "the KILL waited out a grace nobody asked for"
+
+
 def test_a_reused_pid_is_not_the_job(box, jobs_dir):
     from gpuops.onbox import jobrecord, procs
 
@@ -158,6 +168,31 @@ def test_a_reused_pid_is_not_the_job(box, jobs_dir):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_job_read_while_its_supervisor_writes_the_exit_is_not_vanished(box, jobs_dir):
+    """2 of 8 `launch --cmd true` envelopes said VANISHED: the status read landed after the job
+    ended and before its supervisor wrote exit.json."""
+    from gpuops.onbox import jobrecord, procs
+
+    job_id = "20200101-000000-fedcba"
+    d = jobs_dir / job_id
+    d.mkdir(parents=True)
+    (d / "cmd").write_text("true\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    exit_json = d / "exit.json"
+    supervisor = subprocess.Popen(["sh", "-c", f"sleep 1; printf '%s' '{{\"exit_code\": 0, \"signal\": null, "
+                                   f"\"ended_at\": 1}}' > {exit_json}.tmp; mv {exit_json}.tmp {exit_json}"])
+    try:
+        jobrecord.write_json(str(d / "meta.json"), {
+            "job_id": job_id, "name": "quick", "pid": gone.pid, "pgid": gone.pid, "start_ticks": 1,
+            "boot_id": procs.boot_id(), "launched_at": time.time(), "wrapper_pid": supervisor.pid,
+            "wrapper_start_ticks": procs.stat(supervisor.pid)["start_ticks"]})
+        assert job_state(box, jobs_dir, job_id)["state"] == "COMPLETED"
+    finally:
+        supervisor.kill()
+        supervisor.wait()
 
 
 def test_changed_boot_id_means_vanished(box, boot_root, jobs_dir):
