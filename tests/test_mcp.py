@@ -123,6 +123,7 @@ async def test_job_launch_status_stop_round_trip(client, jobs_dir):
 async def test_secret_reaches_the_job_but_no_result(client, jobs_dir, monkeypatch):
     canary = "s3cret-canary-7f2b"
     monkeypatch.setenv("GPUOPS_TEST_TOKEN", canary)
+    monkeypatch.setenv("GPUOPS_MCP_SECRETS", "OTHER_TOKEN, GPUOPS_TEST_TOKEN")
     check = 'case "$GPUOPS_TEST_TOKEN" in s3cret-*-7f2b) echo secret-ok;; esac'  # the value itself never in argv
     results = [await client.call_tool("job_launch", {"host": "local", "cmd": check,
                                                      "secret_env": ["GPUOPS_TEST_TOKEN"]})]
@@ -172,7 +173,8 @@ async def test_readonly_mode_refuses_at_call_time(client, jobs_dir, monkeypatch)
 
 
 @pytest.mark.anyio
-async def test_log_triage_reads_a_local_log(client, tmp_path):
+async def test_log_triage_reads_a_local_log(client, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(tmp_path))
     log = tmp_path / "train.log"
     log.write_text("step 1\nTraceback (most recent call last):\n"
                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
@@ -182,6 +184,43 @@ async def test_log_triage_reads_a_local_log(client, tmp_path):
     assert "oom" in json.dumps(doc["data"]).lower()
     neither = await client.call_tool("log_triage", {})
     assert neither.is_error and json.loads(neither.content[0].text)["error"]["kind"] == "usage"
+
+
+@pytest.mark.anyio
+async def test_a_secret_the_owner_did_not_allow_is_refused_before_anything_runs(client, jobs_dir, monkeypatch):
+    """Any variable of the server's environment could be named and handed to a job the caller wrote."""
+    monkeypatch.setenv("GPUOPS_TEST_TOKEN", "s3cret-canary-7f2b")
+    monkeypatch.delenv("GPUOPS_MCP_SECRETS", raising=False)
+    for allowed in (None, "SOMETHING_ELSE"):
+        if allowed:
+            monkeypatch.setenv("GPUOPS_MCP_SECRETS", allowed)
+        result = await client.call_tool("job_launch", {"host": "local", "cmd": "env > leaked",
+                                                       "secret_env": ["GPUOPS_TEST_TOKEN"]})
+        doc = json.loads(result.content[0].text)
+        assert result.is_error and doc["error"]["kind"] == "refused"
+        assert "GPUOPS_MCP_SECRETS" in doc["summary"] and "s3cret" not in result.content[0].text
+    assert list(jobs_dir.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_local_reads_stay_under_the_owner_roots(client, tmp_path, monkeypatch):
+    """log_triage read any local path: an agent could be steered into reading the server's secrets."""
+    inside, outside = tmp_path / "logs", tmp_path / "private"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "key.log").write_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    (inside / "link.log").symlink_to(outside / "key.log")
+    (inside / "ok.log").write_text("step 1\n")
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(inside))
+    for path in (outside / "key.log", inside / "link.log", inside / ".." / "private" / "key.log"):
+        result = await client.call_tool("log_triage", {"path": str(path)})
+        doc = json.loads(result.content[0].text)
+        assert result.is_error and doc["error"]["kind"] == "refused", path
+        assert "GPUOPS_MCP_ROOTS" in doc["summary"] and "oom" not in result.content[0].text.lower()
+    verify = await client.call_tool("data_verify", {"host": "local", "local": str(outside), "remote": str(outside)})
+    assert verify.is_error and json.loads(verify.content[0].text)["error"]["kind"] == "refused"
+    fine = await client.call_tool("log_triage", {"path": str(inside / "ok.log")})
+    assert fine.is_error is False
 
 
 # ---------------------------------------------------------------- budgets
@@ -252,7 +291,8 @@ def _kill_group(pid):
 
 
 @pytest.mark.anyio
-async def test_data_verify_compares_a_local_tree_with_itself(client, tmp_path):
+async def test_data_verify_compares_a_local_tree_with_itself(client, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(tmp_path))
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "a.txt").write_text("same bytes\n")

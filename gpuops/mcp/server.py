@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import __version__, errors
 from ..envelope import envelope, error_envelope
 from ..jobs import states
-from . import budget
+from . import budget, scope
 
 log = logging.getLogger("gpuops.mcp")
 
@@ -123,8 +123,8 @@ def job_launch(
     gpus: Annotated[Optional[str], Field(description="CUDA_VISIBLE_DEVICES, e.g. '0,1'")] = None,
     env: Annotated[Optional[dict[str, str]], Field(description="environment for the job (not secrets)")] = None,
     secret_env: Annotated[Optional[list[str]], Field(
-        description="NAMES of variables set in this server's environment; their values reach the job "
-                    "through stdin only")] = None,
+        description="NAMES of variables set in this server's environment and allowed by its owner "
+                    "(GPUOPS_MCP_SECRETS); their values reach the job through stdin only")] = None,
 ) -> Result:
     """Start a command detached on the box (own session, log and exit records on the box).
     Returns the job id at once; poll job_status."""
@@ -133,7 +133,7 @@ def job_launch(
 
     def produce():
         envs = spec.pairs([f"{k}={v}" for k, v in (env or {}).items()], "env", env_names=True)
-        secrets = spec.secrets(secret_env, os.environ, taken=envs)
+        secrets = spec.secrets(scope.allowed_secrets(secret_env, os.environ), os.environ, taken=envs)
         pinned = spec.gpus(gpus)
         return on_host("launch", host, lambda t: op.launch(
             t, command=cmd, name=name, env=envs, secrets=secrets, workdir=workdir, gpus=pinned, key=key,
@@ -242,7 +242,8 @@ def profiles_show(
 
 
 def log_triage(
-    path: Annotated[Optional[str], Field(description="a log file on this machine")] = None,
+    path: Annotated[Optional[str], Field(description="a log file on this machine, under the directories "
+                                                     "the server reads (GPUOPS_MCP_ROOTS)")] = None,
     job: Annotated[Optional[str], Field(description="a gpuops job id: triage its log on host")] = None,
     host: Annotated[Optional[str], Field(description="with job: the box it ran on (default 'local')")] = None,
 ) -> Result:
@@ -253,7 +254,7 @@ def log_triage(
     def produce():
         op.check_inputs(path, None, None, host, job)
         if path:
-            return op.triage_local(log=path)
+            return op.triage_local(log=scope.local_path(path, os.environ))
         return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job))
 
     return respond("triage", produce)
@@ -261,7 +262,8 @@ def log_triage(
 
 def data_verify(
     host: Host,
-    local: Annotated[str, Field(description="local file or directory")],
+    local: Annotated[str, Field(description="local file or directory, under the directories the server "
+                                            "reads (GPUOPS_MCP_ROOTS)")],
     remote: Annotated[str, Field(description="path on the box")],
 ) -> Result:
     """Compare content hashes of a local tree and its copy on the box; ok only when every file
@@ -269,8 +271,11 @@ def data_verify(
     from ..ops.sync import Options
     from ..ops.verify import verify
 
-    return respond("verify", lambda: on_host(
-        "verify", host, lambda t: verify(t, local, remote, Options(retry_for=OP_TIMEOUT_S))))
+    def produce():
+        real = scope.local_path(local, os.environ)
+        return on_host("verify", host, lambda t: verify(t, real, remote, Options(retry_for=OP_TIMEOUT_S)))
+
+    return respond("verify", produce)
 
 
 # ---------------------------------------------------------------- registration

@@ -1,0 +1,51 @@
+"""What an MCP caller may reach on the server's own machine.
+
+A model can be steered by hostile text (a log line, a file on the box), so the server's owner,
+never the caller, decides what leaves this machine:
+  GPUOPS_MCP_SECRETS  names of this server's environment variables a job may receive as secrets
+                      (comma or space separated); unset: none.
+  GPUOPS_MCP_ROOTS    directories whose files the local-reading tools may read (os.pathsep
+                      separated); unset: the server's working directory and gpuops's own state
+                      and cache directories.
+Both are read per call, like GPUOPS_MODE. Paths are judged after symlinks are resolved, so a link
+inside a root that points at ~/.ssh is outside.
+"""
+
+import os
+import re
+
+from .. import errors
+from ..pullindex import state_dir
+
+SECRETS_ENV = "GPUOPS_MCP_SECRETS"
+ROOTS_ENV = "GPUOPS_MCP_ROOTS"
+
+
+def allowed_secrets(names, environ):
+    """`names`, once each is on the owner's allow-list; else Refused naming the others."""
+    allowed = {n for n in re.split(r"[,\s]+", environ.get(SECRETS_ENV, "")) if n}
+    refused = sorted(set(names or ()) - allowed)
+    if refused:
+        raise errors.Refused(
+            f"secret_env {', '.join(refused)}: not on this server's allow-list; its owner lists the variables "
+            f"jobs may receive in {SECRETS_ENV}")
+    return names
+
+
+def roots(environ, cwd):
+    listed = [r for r in environ.get(ROOTS_ENV, "").split(os.pathsep) if r]
+    if listed:
+        return listed
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [cwd, state_dir(), os.path.join(cache, "gpuops")]
+
+
+def local_path(path, environ, cwd=None):
+    """The real path of `path` when it lies under one of the roots; else Refused."""
+    cwd = cwd or os.getcwd()
+    real = os.path.realpath(os.path.join(cwd, path))
+    for root in roots(environ, cwd):
+        top = os.path.realpath(os.path.join(cwd, root))
+        if os.path.commonpath([top, real]) == top:
+            return real
+    raise errors.Refused(f"{path}: outside the directories this server reads; its owner lists them in {ROOTS_ENV}")
