@@ -12,9 +12,11 @@ from ..errors import UsageError
 
 DAY = 86400
 
-# Lookup verbs whose bare words are their query (`gpuops gotcha cuda oom`). Invoke's own
-# positional arguments would swallow `--help` as a value, so the program rewrites argv instead.
-WORD_ARGS = dict([("gotcha", "--query")])
+# Verbs with one obvious argument take it as a bare word: `gotcha cuda oom`, `profiles autodl`,
+# `logs demo`. Invoke's own positional arguments would swallow `--help` as a value, so the
+# program rewrites argv instead. True: every bare word joins the query; False: exactly one word.
+WORD_ARGS = {"gotcha": ("--query", True), "profiles": ("--name", False), "logs": ("--job", False),
+             "status": ("--job", False), "stop": ("--job", False), "diagnose": ("--job", False)}
 
 
 def verb(help=None, iterable=None):
@@ -50,14 +52,26 @@ def seconds(flag, value, low=0, high=DAY, whole=False):
     return number(flag, value, low, high, integer=whole, what="whole seconds" if whole else "seconds")
 
 
-def words_to_flag(argv):
-    """['gotcha', 'cuda', 'oom', '--json'] -> ['gotcha', '--query', 'cuda oom', '--json']."""
+def words_to_flag(argv, takes_value):
+    """['gotcha', '--limit', '3', 'cuda', 'oom'] -> ['gotcha', '--limit', '3', '--query', 'cuda oom'].
+
+    takes_value: {verb: flags that take a value}, so a flag's value is never read as a word."""
     for i, token in enumerate(argv):
-        if token in WORD_ARGS:
-            j = i + 1
-            while j < len(argv) and not argv[j].startswith("-"):
-                j += 1
-            if j > i + 1:
-                return argv[:i + 1] + [WORD_ARGS[token], " ".join(argv[i + 1:j])] + argv[j:]
+        if token not in WORD_ARGS:
+            continue
+        flag, join = WORD_ARGS[token]
+        valued = takes_value.get(token, ())
+        words, j = [], i + 1
+        while j < len(argv) and argv[j] != "--":
+            if argv[j].startswith("-"):
+                if argv[j].split("=", 1)[0] == flag:
+                    return argv  # given as a flag too: leave the mix for the parser to refuse
+                j += 2 if "=" not in argv[j] and argv[j] in valued else 1
+                continue
+            words.append(j)
+            j += 1
+        if not words or (not join and len(words) > 1):
             return argv
+        rest = [t for k, t in enumerate(argv[i + 1:], i + 1) if k not in words]
+        return argv[:i + 1] + [flag, " ".join(argv[k] for k in words)] + rest
     return argv

@@ -4,13 +4,18 @@ Each verb lives in its own module here and is added to `ns` below. Tasks take fl
 positional arguments) and no automatic short flags, so `--host` never steals `-h`.
 """
 
+import functools
+import inspect
+import shutil
 import sys
 
 from invoke import Collection, Program
 from invoke.exceptions import Exit, ParseError
+from invoke.parser import Parser
 
 from .. import __version__, errors
-from . import diagnose, jobs, preflight, profiles, reap, sync, triage
+from ..envelope import dumps, error_envelope
+from . import diagnose, helptext, jobs, preflight, profiles, reap, sync, triage
 from .flags import words_to_flag
 
 ns = Collection()
@@ -19,27 +24,72 @@ for _module in (preflight, reap, jobs, profiles, diagnose, triage, sync):
         ns.add_task(_task)
 
 
+@functools.lru_cache(maxsize=1)
+def _contexts():
+    # Built once: Invoke's to_contexts() pops each flag's help text as it goes, so a second
+    # call (the parser's) would get contexts with no help at all.
+    return ns.to_contexts()
+
+
+def _takes_value():
+    return {c.name: {"--" + n for a in c.flags.values() if a.takes_value for n in a.names if len(n) > 1}
+            for c in _contexts()}
+
+
 class GpuopsProgram(Program):
-    """Invoke's Program, except that a command-line mistake exits 2 (usage), not 1 (check failed)."""
+    """Invoke's Program with gpuops's own help, and command-line mistakes as one line and exit 2
+    (usage; an envelope too under --json), never exit 1 (check failed) or a Python repr."""
 
     def run(self, argv=None, exit=True):
         argv = list(sys.argv if argv is None else argv)
-        argv = argv[:1] + words_to_flag(argv[1:])
+        argv = argv[:1] + words_to_flag(argv[1:], _takes_value())
         try:
             self.create_config()
             self.parse_core(argv)
             self.parse_collection()
             self.parse_tasks()
+            self._refuse_unhonoured_core()
             self.parse_cleanup()
             self.update_config()
         except ParseError as e:
-            print(f"gpuops: {e}", file=sys.stderr)
-            sys.exit(errors.USAGE)
+            verb = e.context.name if getattr(e, "context", None) is not None else None
+            flags = [n for a in e.context.flags.values() for n in a.names if len(n) > 1] if verb else []
+            self._usage(helptext.usage_message(str(e), verb, ns.task_names, flags), argv, verb)
+        except errors.UsageError as e:
+            self._usage(e.message, argv, None)
         except Exit as e:  # --help and --version end the parse stage this way
             if e.message:
                 print(e.message, file=sys.stderr)
             sys.exit(e.code)
         self._execute(exit)
+
+    def _make_parser(self):
+        return Parser(initial=self.initial_context, contexts=_contexts())
+
+    def _refuse_unhonoured_core(self):
+        given = [a for a in self.core[0].args.values() if a.got_value and a.name not in helptext.HONOURED_CORE]
+        if given:
+            flag = "--" + max(given[0].names, key=len)
+            raise errors.UsageError(f"{flag} is an option of Invoke, not of gpuops: no verb runs shell commands "
+                                    "through it (dry runs are every changing verb's default; --yes acts)")
+
+    def _usage(self, message, argv, verb):
+        print(f"gpuops: {message}", file=sys.stderr)
+        if "--json" in argv:
+            command = verb or next((a for a in argv[1:] if a in ns.task_names), "gpuops")
+            sys.stdout.write(dumps(error_envelope(command, errors.UsageError(message))) + "\n")
+        sys.exit(errors.USAGE)
+
+    def print_help(self):
+        summaries = {name: (inspect.getdoc(ns[name]) or "").split("\n\n")[0] for name in ns.task_names}
+        print(helptext.overview(summaries, _width()))
+
+    def print_task_help(self, name):
+        ctx = self.parser.contexts[name]
+        iterable = set(getattr(ns[name], "iterable", None) or ())
+        flags = [(a.names, a.takes_value, a.attr_name in iterable or a.name in iterable, a.help)
+                 for a in {id(a): a for a in ctx.flags.values()}.values()]
+        print(helptext.verb_help(name, inspect.getdoc(ns[name]), flags, _width()), end="")
 
     def _execute(self, exit):
         try:
@@ -53,5 +103,8 @@ class GpuopsProgram(Program):
             sys.exit(130)
 
 
-program = GpuopsProgram(namespace=ns, version=__version__, name="gpuops", binary="gpuops")
+def _width():
+    return min(shutil.get_terminal_size((80, 24)).columns, 100)
 
+
+program = GpuopsProgram(namespace=ns, version=__version__, name="gpuops", binary="gpuops")

@@ -1,0 +1,100 @@
+"""The program's own help and usage lines: pure text first, then through the real program."""
+
+import json
+
+import pytest
+
+from gpuops.cli import helptext
+from gpuops.cli.flags import words_to_flag
+from gpuops.cli.program import ns
+
+VERBS = sorted(ns.task_names)
+
+
+def test_every_verb_is_in_a_group_and_no_group_names_a_missing_verb_twice():
+    grouped = [v for _, verbs in helptext.GROUPS for v in verbs]
+    assert len(grouped) == len(set(grouped))
+    assert set(VERBS) <= set(grouped), set(VERBS) - set(grouped)
+
+
+def test_overview_groups_verbs_before_any_option_and_fits_the_width():
+    text = helptext.overview({"preflight": "Check a box. " * 8, "status": "Job states.", "zeta": "New."}, 80)
+    lines = text.splitlines()
+    assert lines[0] == helptext.TAGLINE
+    assert lines.index("Check") < lines.index("Jobs") < lines.index("Other")
+    assert all(len(line) <= 80 for line in lines if not line.startswith("  gpuops "))
+    assert "--prompt-for-sudo-password" not in text and "--write-pyc" not in text
+
+
+def test_verb_help_shows_placeholders_repeatable_flags_and_examples():
+    text = helptext.verb_help("launch", "Start it.\n\nMore words.", [
+        (("cmd",), True, False, "the command"), (("env",), True, True, "KEY=VALUE (repeatable)"),
+        (("json",), False, False, "one envelope")], 80)
+    assert text.startswith("Usage: gpuops launch [flags]\n")
+    assert "  --cmd=CMD" in text and "--env=ENV ..." in text and "  --json " in text
+    assert text.count("repeatable") == 1
+    assert "Examples\n  gpuops launch" in text and "Docstring" not in text
+
+
+@pytest.mark.parametrize("message,verb,expected", [
+    ("No idea what 'statsu' is!", None, "unknown verb 'statsu' (did you mean status?)"),
+    ("No idea what 'qqqq' is!", None, "unknown verb 'qqqq'; see gpuops --help"),
+    ("No idea what '--hots' is!", "status", "unknown flag --hots for status (did you mean --host?)"),
+    ("No idea what 'box' is!", "preflight", "preflight takes flags, not 'box'; see gpuops preflight --help"),
+    ("Flag <Argument: job> needed value and was not given one!", "status",
+     "--job needs a value; see gpuops status --help"),
+    ("Flag <Argument: config (f)> needed value and was not given one!", "logs",
+     "-f is not a flag of logs; see gpuops logs --help"),
+])
+def test_invoke_parse_errors_become_lines_a_person_can_act_on(message, verb, expected):
+    assert helptext.usage_message(message, verb, VERBS, ["host", "job", "json", "limit"]) == expected
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["gotcha", "cuda", "oom"], ["gotcha", "--query", "cuda oom"]),
+    (["gotcha", "--json", "U7"], ["gotcha", "--query", "U7", "--json"]),
+    (["gotcha", "--limit", "3", "inode"], ["gotcha", "--query", "inode", "--limit", "3"]),
+    (["logs", "demo", "--host", "box"], ["logs", "--job", "demo", "--host", "box"]),
+    (["logs", "--host", "box", "demo"], ["logs", "--job", "demo", "--host", "box"]),
+    (["profiles", "autodl"], ["profiles", "--name", "autodl"]),
+    (["status", "a", "b"], ["status", "a", "b"]),
+    (["logs", "--job", "x", "demo"], ["logs", "--job", "x", "demo"]),
+    (["preflight", "box"], ["preflight", "box"]),
+])
+def test_bare_words_become_the_verbs_one_obvious_flag(argv, expected):
+    takes = {"gotcha": {"--limit", "--query"}, "logs": {"--host", "--job", "--tail"}, "status": {"--job"},
+             "profiles": {"--name"}}
+    assert words_to_flag(argv, takes) == expected
+
+
+def test_top_level_help_is_gpuops_not_invoke(cli):
+    r = cli("--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith(helptext.TAGLINE) and "Core options" not in r.stdout
+    assert "--dry" not in r.stdout and "--prompt-for-sudo-password" not in r.stdout
+    for verb in VERBS:
+        assert f"  {verb} " in r.stdout
+
+
+def test_dry_never_runs_the_verb(cli, tmp_path):
+    """`gpuops --dry launch --cmd 'touch X'` created X although --help said --dry only echoes."""
+    marker = tmp_path / "X"
+    for flag in ("--dry", "-R", "--echo", "-T 5", "--pty", "--warn-only"):
+        r = cli(*flag.split(), "launch", "--cmd", f"touch {marker}", "--jobs-dir", str(tmp_path / "jobs"))
+        assert r.returncode == 2 and "not of gpuops" in r.stderr, (flag, r.stderr)
+    assert not marker.exists() and not (tmp_path / "jobs").exists()
+
+
+def test_usage_errors_under_json_are_one_envelope(cli):
+    for argv in (["status", "--hots", "x", "--json"], ["statsu", "--json"], ["status", "--job", "--json"]):
+        r = cli(*argv)
+        assert r.returncode == 2 and r.stderr.startswith("gpuops: ") and r.stderr.count("\n") == 1, argv
+        doc = json.loads(r.stdout)
+        assert doc["ok"] is False and doc["error"]["kind"] == "usage" and doc["summary"] in r.stderr
+
+
+def test_bare_words_reach_their_verbs(cli):
+    r = cli("gotcha", "--json", "U7")
+    assert r.returncode == 0 and json.loads(r.stdout)["data"]["hits"][0]["id"] == "U7"
+    r = cli("profiles", "autodl", "--json")
+    assert r.returncode == 0 and "autodl" in r.stdout
