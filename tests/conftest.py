@@ -22,14 +22,17 @@ def rig(tmp_path_factory):
     """The session's SSH rig; add boxes with rig.box(name, env={...})."""
     _need("sshd")
     r = SshRig(tmp_path_factory.mktemp("sshrig"))
-    old = os.environ.get("GPUOPS_SSH_CONFIG")
-    os.environ["GPUOPS_SSH_CONFIG"] = str(r.ssh_config)
+    # Masters kept between calls are tested on purpose in test_reuse.py; everywhere else each
+    # call stands alone, so a count of logins or channels means what the test says it does.
+    saved = {k: os.environ.get(k) for k in ("GPUOPS_SSH_CONFIG", "GPUOPS_SSH_PERSIST")}
+    os.environ.update(GPUOPS_SSH_CONFIG=str(r.ssh_config), GPUOPS_SSH_PERSIST="0")
     yield r
     r.stop()
-    if old is None:
-        os.environ.pop("GPUOPS_SSH_CONFIG", None)
-    else:
-        os.environ["GPUOPS_SSH_CONFIG"] = old
+    for key, old in saved.items():
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ GROUPS = (
     ("Jobs", ("launch", "status", "wait", "logs", "stop", "retry", "queue")),
     ("Post-mortem", ("diagnose", "triage", "reap")),
     ("Reference", ("gotcha",)),
+    ("Connections", ("disconnect",)),
 )
 
 OVERVIEW_EXAMPLES = (
@@ -40,6 +41,7 @@ EXAMPLES = {
     "profiles": ["gpuops profiles", "gpuops profiles autodl", "gpuops profiles --guess --host box"],
     "gotcha": ["gpuops gotcha inode", "gpuops gotcha U7"],
     "teardown-check": ["gpuops teardown-check --profile autodl"],
+    "disconnect": ["gpuops disconnect", "gpuops disconnect --host box"],
 }
 
 # Invoke's core options that mean something in gpuops; the rest (--dry, --echo, --pty, -T ...)

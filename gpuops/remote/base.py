@@ -53,6 +53,9 @@ class Target:
     def close(self):
         pass
 
+    def _on_deadline(self):
+        """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
+
     def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
         started = {}
@@ -62,6 +65,7 @@ class Target:
             # The whole call is bounded, the handshake and channel setup included: a box that
             # trickles a byte now and then must not hold the caller past its deadline.
             expired.set()
+            self._on_deadline()
             if "proc" in started:
                 started["proc"].kill()
             else:

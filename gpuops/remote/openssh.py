@@ -10,12 +10,13 @@ i.e. trust on first use, record the key, refuse a changed one.
 and rsync's `-e` all use it, so they share the host-key policy, keepalives and, once there is one,
 the master connection.
 
-From a target's second call on, the connection is multiplexed (a ControlMaster in a private
-temp dir that exits on close() or 30 s after its last use), so a verb that needs several exec
-channels pays for two handshakes at most, and a one-call verb pays nothing for a master it
-would not reuse. start_master() opens that master up front instead, in the background, for a
-caller with other work to do before its first call (see warmup). Each `run` is still exactly one
-exec channel on the server.
+Connections are multiplexed. By default the master outlives the call (gpuops.remote.mux: a
+per-user 0700 directory, GPUOPS_SSH_PERSIST seconds of idleness), so the next gpuops call
+skips the handshake. With GPUOPS_SSH_PERSIST=0 the master is the target's own (a private temp
+dir, from the target's second call on, gone on close()), so a verb that needs several exec
+channels pays for two handshakes at most. start_master() opens the master up front, in the
+background, for a caller with other work to do before its first call (see warmup). Each `run` is
+still exactly one exec channel on the server.
 """
 
 import os
@@ -24,13 +25,15 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import hostspec, wrap
+from . import hostspec, mux, wrap
 from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
-PERSIST_S = 30
+PERSIST_S = 30  # a target's own master (GPUOPS_SSH_PERSIST=0): gone 30 s after its last use
+_LOST_RACE = b"already exists, disabling multiplexing"
 # What the ssh client itself says (exit 255) when the connection, not the command, failed.
 _FAILURES = (
     (HostKeyRevoked, re.compile(r"REVOKED HOST KEY|marked as revoked")),
@@ -52,7 +55,7 @@ def chosen() -> str:
     return os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if available() else "paramiko")
 
 
-def ssh_argv(spec, identity=None, mux_dir=None, control="auto"):
+def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=PERSIST_S):
     """The ssh command line for host spec `spec`, up to and including the host (no remote command).
 
     The host is the name as given (an alias or an address), so ssh applies the user's ssh_config
@@ -67,9 +70,9 @@ def ssh_argv(spec, identity=None, mux_dir=None, control="auto"):
         argv += ["-F", config]
     if identity:
         argv += ["-i", os.path.expanduser(identity), "-o", "IdentitiesOnly=yes"]
-    if mux_dir:
-        argv += ["-o", f"ControlMaster={control}", "-o", f"ControlPath={mux_dir}/%C",
-                 "-o", f"ControlPersist={PERSIST_S}"]
+    if control_path:
+        argv += ["-o", f"ControlMaster={control}", "-o", f"ControlPath={control_path}",
+                 "-o", f"ControlPersist={persist_s}"]
     if user:
         argv += ["-l", user]
     if port:
@@ -106,16 +109,30 @@ class OpenSSHTarget(Target):
         self._master = None
         self._master_err = None
         self._master_lock = threading.Lock()
+        self._shared, self._keep_s = None, PERSIST_S
+        keep = mux.persist_s() if multiplex else 0
+        directory = mux.shared_dir() if keep else None
+        self._shared = mux.socket_path(directory, spec, identity) if directory else None
+        if self._shared:
+            self._keep_s = keep
+
+    def _control_path(self):
+        if self._shared:
+            return self._shared
+        return f"{self._mux_dir}/%C" if self._mux_dir else None
 
     def ssh_argv(self, control="auto"):
         """This target's ssh command line (with its master's socket once there is one)."""
-        return ssh_argv(self.spec, self.identity, self._mux_dir, control)
+        return ssh_argv(self.spec, self.identity, self._control_path(), control, self._keep_s)
 
     def start_master(self):
         """Begin the handshake now, in the background; the first run() waits for it to finish.
         The master is this target's own ssh command line, so a failure is raised from run() just
         as a direct connection's would be."""
-        self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
+        if self._shared and os.path.exists(self._shared):
+            return  # an earlier call's master: the first run rides it, or replaces it if it died
+        if not self._shared:
+            self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self._master_err = tempfile.TemporaryFile()
         # With ControlPersist the foreground ssh exits once the master is listening, so its exit
         # status is the handshake's outcome; the master itself lives on in the background.
@@ -128,28 +145,50 @@ class OpenSSHTarget(Target):
             proc = self._master
             if proc is None:
                 return
-            try:
-                code = proc.wait(timeout=self.spec.connect_timeout + GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
+            code = self._master_exit(proc, time.monotonic() + self.spec.connect_timeout + GRACE_S)
             # cleared only now, so a call from another thread waits for the handshake too
             self._master = None
             self._master_err.seek(0)
             err = self._master_err.read()
             self._master_err.close()
-            if code == 0:
+            if code == 0 or (self._shared and _LOST_RACE in err):
                 return
-            shutil.rmtree(self._mux_dir, ignore_errors=True)
-            self._mux_dir = None
+            if self._mux_dir:
+                shutil.rmtree(self._mux_dir, ignore_errors=True)
+                self._mux_dir = None
             if code == 255 and report:
                 self._raise_for(err)
             # anything else (the master was killed, say) is no verdict on the host: go direct
 
+    def _master_exit(self, proc, deadline):
+        """The master's exit code once it has shaken hands (it forks to the background then); a
+        master that lost the race for a shared socket to another gpuops call is stopped at once
+        (it would carry on as a plain connection that never exits), and the winner's is used."""
+        while True:
+            try:
+                return proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+            lost = False
+            if self._shared:
+                self._master_err.seek(0)
+                lost = _LOST_RACE in self._master_err.read()
+            if lost or time.monotonic() >= deadline:
+                proc.kill()
+                return proc.wait()
+
+    def _on_deadline(self):
+        if self._shared and os.path.exists(self._shared):
+            # The box's own `timeout -k` ends a command well before this deadline, so reaching it
+            # means the link (or the box) is stuck, and every session on this master with it. The
+            # master also holds our pipes (a mux client hands them over), so only its exit lets
+            # this call return; the next call shakes hands afresh.
+            mux.close(self._shared)
+
     def _spawn(self, command):
         if self._master is not None:
             self._await_master()
-        if self._multiplex and self.channels_opened and self._mux_dir is None:
+        if self._multiplex and not self._shared and self.channels_opened and self._mux_dir is None:
             self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self.channels_opened += 1
         proc = _Process(self.ssh_argv() + [wrap.sh(command)])

@@ -8,9 +8,11 @@ handshake overlaps the start-up instead of following it.
 
 Only plain OpenSSH transports are warmed (not paramiko, not `local`). The program reads the host
 from argv with gpuops.cli.switches, the way Invoke will, so a `--host=` that is really another
-flag's value is never contacted. A master that is never adopted (a usage error, a verb that does
-not connect) is closed when the program exits; if the program is killed instead, ControlPersist
-ends the master within half a minute of idleness.
+flag's value is never contacted. When an earlier call's master is still kept (gpuops.remote.mux)
+there is nothing to warm. A target's own master that is never adopted (a usage error, a verb that
+does not connect) is closed when the program exits; if the program is killed instead,
+ControlPersist ends it within half a minute of idleness. A kept master stays, as it would have
+after a verb that used it.
 """
 
 import atexit

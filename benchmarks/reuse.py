@@ -1,0 +1,103 @@
+"""What a loop of gpuops calls costs with the SSH master kept between calls, and without. On loopback.
+
+    python3 benchmarks/reuse.py [--calls 10] [--rounds 3]
+
+Starts its own OpenSSH sshd through the test rig (tests/rig/sshd.py; the box runs the login
+shell's rc file, as a real box does) and times, per call, medians over the rounds:
+
+  bare ssh         `ssh host true`: the handshake floor every call without reuse pays
+  status  off/on   `gpuops status --host H --json` run --calls times in a row, GPUOPS_SSH_PERSIST=0 / 60
+  preflight off/on `gpuops preflight --host H --json` likewise
+  first call       the first `status` of a round with reuse on (no master yet)
+
+Targets (issue 14): a repeated call with reuse on <= 0.5x bare ssh; a first call <= 1.5x.
+The whole CLI is timed, interpreter start-up included: what an agent pays per tool call.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpuops.remote import mux  # noqa: E402
+from tests.rig.sshd import SshRig  # noqa: E402
+
+
+def timed(argv, env):
+    start = time.perf_counter()
+    r = subprocess.run(argv, capture_output=True, env=env, cwd=ROOT)
+    elapsed = time.perf_counter() - start
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} failed ({r.returncode}): {r.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def close_all(env):
+    for path in mux.sockets(mux.shared_dir(env)):
+        mux.close(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gpuops-bench-"))
+    runtime = tempfile.mkdtemp(prefix="gb-")  # short: a socket path must fit in 107 bytes
+    rig = SshRig(work / "rig")
+    box = rig.box("bench")
+    base = {**os.environ, "GPUOPS_SSH_CONFIG": str(rig.ssh_config), "GPUOPS_TRANSPORT": "openssh",
+            "XDG_RUNTIME_DIR": runtime}
+    off, on = {**base, "GPUOPS_SSH_PERSIST": "0"}, {**base, "GPUOPS_SSH_PERSIST": "60"}
+    ssh = ["ssh", "-F", str(rig.ssh_config), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
+           box.spec, "true"]
+    gpuops = [sys.executable, "-m", "gpuops"]
+    verbs = {"status": ["status", "--host", box.spec, "--json"],
+             "preflight": ["preflight", "--host", box.spec, "--json"]}
+    samples = {name: [] for name in ("bare ssh", "first call", "status off", "status on", "preflight off",
+                                     "preflight on")}
+    try:
+        subprocess.run(ssh, check=True, capture_output=True)
+        for _ in range(args.rounds):
+            for _ in range(args.calls):
+                samples["bare ssh"].append(timed(ssh, base))
+            for verb, argv in verbs.items():
+                for _ in range(args.calls):
+                    samples[f"{verb} off"].append(timed(gpuops + argv, off))
+                close_all(on)
+                first = timed(gpuops + verbs["status"], on)
+                if verb == "status":
+                    samples["first call"].append(first)
+                for _ in range(args.calls):
+                    samples[f"{verb} on"].append(timed(gpuops + argv, on))
+        logins = sum(1 for line in box.log.read_text(errors="replace").splitlines() if "Accepted publickey" in line)
+    finally:
+        close_all(on)
+        rig.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    floor = med["bare ssh"]
+    print(f"reuse benchmark: loopback sshd, {args.rounds} rounds of {args.calls} calls, medians per call")
+    for name, value in med.items():
+        print(f"  {name:14s} {value * 1000:8.1f} ms   {value / floor:5.2f}x bare ssh")
+    for verb in verbs:
+        ratio = med[f"{verb} on"] / floor
+        print(f"  {verb} repeated with reuse: {ratio:.2f}x bare ssh (target <= 0.5: {'met' if ratio <= 0.5 else 'MISSED'})")
+    ratio = med["first call"] / floor
+    print(f"  first call: {ratio:.2f}x bare ssh (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
+    print(f"  sshd logins in all: {logins}")
+
+
+if __name__ == "__main__":
+    main()

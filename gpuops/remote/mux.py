@@ -1,0 +1,104 @@
+"""Where OpenSSH master connections live between gpuops calls, and for how long.
+
+An agent or a person rarely runs one verb: launch, status, logs, wait, triage. Each call paid a
+full handshake; now the first call's master stays up GPUOPS_SSH_PERSIST seconds after its last
+use (default 60; 0 turns reuse across calls off) and later calls ride it, as Ansible does.
+
+The sockets live in one directory per user, mode 0700 and owned by us, or reuse is off. A socket
+is named by a digest of everything that decides whom it talks to and as whom (the resolved host,
+port, user, identities, proxy, known_hosts files and the ssh_config in force), so a different
+user, port, identity or ssh_config result never shares a master. A reused master skips the host
+key check, which is sound only while its TCP connection lives: a re-provisioned box drops it,
+and the next call shakes hands again and meets the changed key.
+"""
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+
+from ..errors import UsageError
+
+# A unix socket path holds at most 107 bytes, and ssh binds a 17-byte longer temp name first.
+MAX_SOCKET_PATH = 107 - 17
+PERSIST_ENV = "GPUOPS_SSH_PERSIST"
+DEFAULT_PERSIST_S = 60
+MAX_PERSIST_S = 86400
+
+
+def persist_s(environ=None) -> int:
+    """Seconds an idle master is kept (0: not across calls)."""
+    text = (os.environ if environ is None else environ).get(PERSIST_ENV, "").strip()
+    if not text:
+        return DEFAULT_PERSIST_S
+    if not text.isdigit() or int(text) > MAX_PERSIST_S:
+        raise UsageError(f"{PERSIST_ENV} takes whole seconds from 0 to {MAX_PERSIST_S}, not {text[:40]!r}")
+    return int(text)
+
+
+def shared_dir(environ=None):
+    """This user's socket directory, made 0700 if missing; None when it is not provably ours."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    path = os.path.join(base, f"gpuops-ssh-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    # Someone else's directory (or a link to one) in a shared /tmp would let them sit between us
+    # and every box we log into.
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return path
+
+
+def socket_path(directory, spec, identity=None):
+    """Where this host's master listens; None when the path would be too long to bind."""
+    path = os.path.join(directory, socket_name(spec, identity))
+    return path if len(path.encode()) <= MAX_SOCKET_PATH else None
+
+
+def socket_name(spec, identity=None, environ=None) -> str:
+    """The digest that names a master for this resolved host spec (see the module docstring)."""
+    environ = os.environ if environ is None else environ
+    key = [spec.hostname, spec.port, spec.user, list(spec.identity_files), spec.identities_only,
+           spec.proxy_jump, list(spec.known_hosts), identity, environ.get("GPUOPS_SSH_CONFIG"), spec.spec]
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+
+
+def sockets(directory):
+    """Every socket in `directory` (a master's, live or stale)."""
+    out = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                out.append(path)
+        except OSError:
+            continue
+    return out
+
+
+def close(path, timeout_s=10) -> bool:
+    """Ask the master on socket `path` to exit (its sessions end with it); True when one did."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "exit", "gpuops-master"],
+                             capture_output=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    if out.returncode != 0 and os.path.exists(path):
+        os.unlink(path)  # a stale socket (its master died): nothing listens, so nothing is cut
+    return out.returncode == 0
