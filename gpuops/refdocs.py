@@ -1,6 +1,7 @@
 """The generated reference documents, and the scan of the code that feeds them.
 
-`references/catalog.md`, `references/COVERAGE.md` and `profiles/SCHEMA.md` are generated from the
+`references/catalog.md`, `references/COVERAGE.md`, `profiles/SCHEMA.md` and the citation table
+`gpuops gotcha` reads (gpuops/data/references/citations.json) are generated from the
 gotcha index (gpuops.gotcha), the profile schema (gpuops.profiles) and the code: coverage scans
 gpuops/**/*.py for findings that cite a gotcha (`gotcha="U7"` keyword arguments, `"gotcha": "U7"`
 dict entries, or a gpuops module constant such as `xid.GOTCHA`), so a new check shows up once the
@@ -13,10 +14,11 @@ docs are regenerated:
 
 import ast
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
-from .gotcha import REPO, THEMES, Gotcha, index, split_ids
+from .gotcha import CITATIONS, REPO, THEMES, Gotcha, index, split_ids
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -196,7 +198,9 @@ def generated_docs() -> dict:
     from .profiles import schema_markdown
 
     cites = citations()
+    table = {gid: sorted(found) for gid, found in checked_by_code(cites).items()}
     return {
+        CITATIONS: json.dumps(table, indent=1, sort_keys=True) + "\n",
         REPO / "references" / "COVERAGE.md": coverage_markdown(cites=cites),
         REPO / "references" / "catalog.md": catalog_markdown(cites=cites),
         REPO / "profiles" / "SCHEMA.md": "# Profile schema\n\nGenerated from `gpuops/profiles.py` by "

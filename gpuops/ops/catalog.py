@@ -82,9 +82,7 @@ def find_gotchas(query: str, limit: int = 5) -> dict:
     hits, total = gotchas.search(query, limit)
     if not hits:
         raise NotFound(f"no gotcha matches {query!r}; try an id (U7, AD4) or a word such as inode, xid, crlf")
-    from ..refdocs import checked_by_code
-
-    checked = checked_by_code()
+    checked = gotchas.cited_in_code()
     entries = []
     for e in hits:
         d = e.as_dict()
