@@ -84,16 +84,17 @@ def test_one_preflight_is_exactly_one_exec_channel(cli, boxes):
     assert box.exec_requests() - before == 3 and t.channels_opened == 2
 
 
-def test_human_output_is_a_table_worst_first_with_a_summary(cli, boxes):
+def test_human_output_is_doctor_style_worst_first_with_the_verdict_first_and_last(cli, boxes):
     r = cli("preflight", "--host", boxes["sick"].spec, env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    assert "2x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA <= 12.4)" in lines[0]
-    rows = [line for line in lines if line.startswith("│")]
-    severities = [row.split("│")[1].strip() for row in rows if row.split("│")[1].strip()]
-    order = {"FAIL": 0, "WARN": 1, "INFO": 2, "OK": 3}
+    assert lines[0].startswith(f"{boxes['sick'].spec}: NOT READY")
+    assert "2x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA <= 12.4)" in lines[1]
+    severities = [line.split()[1] for line in lines if line[:2] in ("✗ ", "! ", "i ")]
+    order = {"FAIL": 0, "WARN": 1, "INFO": 2}
     assert severities[0] == "FAIL" and severities == sorted(severities, key=order.get)
-    assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines)
+    assert any(line.startswith("✓ ") and " passed: " in line for line in lines)
+    assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines[2:])
     assert any(line.strip().startswith("next: ") for line in lines)
 
 

@@ -237,7 +237,7 @@ def test_profiles_guess_over_ssh_reports_without_applying(rig, cli):
 def test_cli_list_and_show_are_bounded(cli, tmp_path):
     env = dict(os.environ, GPUOPS_PROFILES_DIR=str(tmp_path))
     listing = cli("profiles", env=env)
-    assert listing.returncode == 0 and len(listing.stdout.splitlines()) == len(SHIPPED) + 1
+    assert listing.returncode == 0 and len(listing.stdout.splitlines()) == len(SHIPPED) + 2  # header, summary
     shown = cli("profiles", "--name", "autodl", env=env)
     assert shown.returncode == 0
     assert "/root/autodl-fs" in shown.stdout and "AD-DANGER" in shown.stdout and "200,000 inodes" in shown.stdout

@@ -4,39 +4,72 @@ Every renderer takes the envelope an operation returned and a rich Console, and 
 else, so what a person sees can be redesigned here without touching an operation.
 """
 
+import json
+import os
 import sys
 
 _STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan", "ok": "green"}
 
 
+PIPE_WIDTH = 1000
+
+
 def console():
+    """The Console every renderer prints to. A pipe gets whole lines (so `grep` finds whole ids and
+    values), unless COLUMNS asks for a width; a terminal is wrapped to its own width."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def severity_text(sev):
     return f"[{_STYLE.get(sev, '')}]{sev.upper()}[/]"
 
 
-def findings_table(findings, title=None):
-    from rich.table import Table
+_MARK = {"fail": "✗", "warn": "!", "info": "i", "ok": "✓"}
+EVIDENCE_KEYS = 8
+
+
+def print_findings(findings, con):
+    """The findings doctor-style (flutter/brew doctor): a block per problem, worst first, with its
+    evidence as `key: value` lines and its fix on one line of its own (never wrapped nor cut, so
+    it can be copied whole); every passing check condensed into one wrapped ✓ line."""
+    from rich.text import Text
 
     from ..findings import SEVERITIES
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
-    rows = sorted(findings, key=lambda f: (-order[f["severity"]], f["id"]))
-    table = Table(title=title, show_lines=False, expand=False)
-    table.add_column("", no_wrap=True)
-    table.add_column("check", no_wrap=True)
-    table.add_column("finding")
-    table.add_column("evidence")
-    table.add_column("fix")
-    for f in rows:
-        evidence = ", ".join(f"{k}={v}" for k, v in (f.get("evidence") or {}).items())
-        title_text = f["title"] + (f" [dim]({f['gotcha']})[/]" if f.get("gotcha") else "")
-        table.add_row(severity_text(f["severity"]), f["id"], title_text, evidence[:160], f.get("fix") or "")
-    return table
+    problems = sorted((f for f in findings if f["severity"] != "ok"), key=lambda f: (-order[f["severity"]], f["id"]))
+    for f in problems:
+        sev = f["severity"]
+        head = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"),
+                             "  ", f["title"])
+        if f.get("gotcha"):
+            head.append(f" ({f['gotcha']})", style="dim")
+        con.print(head)
+        evidence = [(k, v) for k, v in (f.get("evidence") or {}).items() if v not in (None, "", [], {})]
+        for key, value in evidence[:EVIDENCE_KEYS]:
+            con.print(Text(f"    {key}: {_evidence(value)}", no_wrap=True, overflow="ellipsis"))
+        if len(evidence) > EVIDENCE_KEYS:
+            con.print(Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"))
+        if f.get("fix"):
+            con.print(Text.assemble(("    fix: ", "bold"), f["fix"]), soft_wrap=True, crop=False)
+    passed = sorted(f["id"] for f in findings if f["severity"] == "ok")
+    if passed:
+        con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} passed: ", ", ".join(passed)))
+
+
+def _evidence(value):
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def verdict_line(doc, con):
+    """The verdict alone, for the top of a report (summary_line repeats it at the end, with next steps)."""
+    style = "green" if doc.get("ok") else "bold red"
+    host = f"{doc.get('host')}: " if doc.get("host") else ""
+    con.print(f"[{style}]{host}{doc.get('summary')}[/]", soft_wrap=True)
 
 
 def render_errors(doc):
@@ -48,9 +81,7 @@ def render_errors(doc):
 
 
 def summary_line(doc, con):
-    style = "green" if doc.get("ok") else "bold red"
-    host = f"{doc.get('host')}: " if doc.get("host") else ""
-    con.print(f"[{style}]{host}{doc.get('summary')}[/]", soft_wrap=True)
+    verdict_line(doc, con)
     for step in doc.get("next") or []:
         con.print(f"  next: {step}", markup=False, soft_wrap=True)
 

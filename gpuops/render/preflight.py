@@ -1,6 +1,6 @@
 """Preflight for people: what the box is, then the findings worst first."""
 
-from . import findings_table, summary_line
+from . import print_findings, summary_line, verdict_line
 
 
 def headline(data):
@@ -17,6 +17,7 @@ def headline(data):
 
 
 def render(doc, con):
+    verdict_line(doc, con)
     con.print(headline(doc.get("data") or {}), markup=False, soft_wrap=True)
-    con.print(findings_table(doc["findings"], title=f"preflight {doc.get('host') or ''}".strip()))
+    print_findings(doc["findings"], con)
     summary_line(doc, con)

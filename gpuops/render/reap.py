@@ -2,7 +2,7 @@
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import findings_table, summary_line
+from . import print_findings, summary_line
 
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
@@ -64,5 +64,5 @@ def render(doc, con):
     if facts["gpus"]:
         con.print(gpu_table(facts))
     if doc["findings"]:
-        con.print(findings_table(doc["findings"]))
+        print_findings(doc["findings"], con)
     summary_line(doc, con)

@@ -1,6 +1,6 @@
 """push, pull and verify for people: the paths that differ, the other findings, the verdict."""
 
-from . import findings_table, summary_line
+from . import print_findings, summary_line
 
 
 def render(doc, con):
@@ -17,5 +17,5 @@ def render(doc, con):
         con.print(table)
     shown = [f for f in doc.get("findings") or [] if f["id"] != "sync.mismatch"]
     if shown:
-        con.print(findings_table(shown, title=f"{doc['command']} {doc.get('host') or ''}".strip()))
+        print_findings(shown, con)
     summary_line(doc, con)

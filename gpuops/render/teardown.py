@@ -1,8 +1,9 @@
 """teardown-check for people: the findings and the verdict."""
 
-from . import findings_table, summary_line
+from . import print_findings, summary_line, verdict_line
 
 
 def render(doc, con):
-    con.print(findings_table(doc["findings"], title=f"teardown-check {doc.get('host') or ''}".strip()))
+    verdict_line(doc, con)
+    print_findings(doc["findings"], con)
     summary_line(doc, con)

@@ -1,0 +1,95 @@
+"""What people see: doctor-style findings, the verdict first and last, screens that fit."""
+
+import io
+import os
+
+from rich.console import Console
+
+from gpuops.render import print_findings, summary_line, verdict_line
+
+LONG_FIX = "sudo sysctl -w vm.overcommit_memory=1 && echo 'vm.overcommit_memory = 1' | sudo tee /etc/sysctl.d/99-gpuops.conf"
+
+
+def _screen(findings, width=80):
+    out = io.StringIO()
+    con = Console(file=out, width=width, no_color=True, highlight=False, soft_wrap=False)
+    print_findings(findings, con)
+    return out.getvalue()
+
+
+def _finding(fid, sev, **kw):
+    return {"id": fid, "severity": sev, "title": f"{fid} title", "evidence": kw.pop("evidence", {}),
+            "fix": kw.pop("fix", None), "gotcha": kw.pop("gotcha", None)}
+
+
+def test_problems_come_worst_first_and_passing_checks_take_one_line():
+    text = _screen([_finding("a.ok", "ok"), _finding("b.warn", "warn"), _finding("c.fail", "fail"),
+                    _finding("d.ok", "ok"), _finding("e.info", "info")])
+    heads = [line for line in text.splitlines() if not line.startswith(" ")]
+    assert heads == ["✗ FAIL c.fail  c.fail title", "! WARN b.warn  b.warn title", "i INFO e.info  e.info title",
+                     "✓ 2 passed: a.ok, d.ok"]
+
+
+def test_a_fix_is_one_line_copied_whole_at_any_width():
+    """The fix command wrapped over 9 table rows at 80 columns: not copy-pasteable."""
+    text = _screen([_finding("mem.overcommit", "warn", fix=LONG_FIX, evidence={"overcommit": 2})], width=60)
+    (fix,) = [line for line in text.splitlines() if "fix:" in line]
+    assert fix.strip() == f"fix: {LONG_FIX}"
+    assert "    overcommit: 2" in text
+
+
+def test_evidence_is_key_value_lines_bounded_and_empty_values_left_out():
+    evidence = {f"k{i}": "v" * 300 for i in range(10)}
+    evidence["empty"] = None
+    text = _screen([_finding("x.fail", "fail", evidence=evidence)], width=80)
+    lines = [line for line in text.splitlines() if line.startswith("    k")]
+    assert len(lines) == 8 and all(len(line) <= 80 for line in lines)
+    assert "2 more in --json" in text and "empty" not in text
+
+
+def test_the_verdict_is_first_and_last():
+    out = io.StringIO()
+    con = Console(file=out, width=80, no_color=True)
+    doc = {"ok": False, "host": "box", "summary": "NOT READY: 1 failed", "next": ["gpuops preflight --host box"]}
+    verdict_line(doc, con)
+    print_findings([_finding("c.fail", "fail")], con)
+    summary_line(doc, con)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == lines[-2] == "box: NOT READY: 1 failed" and lines[-1] == "  next: gpuops preflight --host box"
+
+
+def test_a_local_preflight_fits_a_small_terminal(cli):
+    r = cli("preflight", env={**os.environ, "COLUMNS": "80", "NO_COLOR": "1"})
+    assert r.returncode in (0, 1), r.stderr
+    assert len(r.stdout.splitlines()) <= 20, r.stdout
+    assert "\x1b[" not in r.stdout
+
+
+def test_profiles_are_a_table_with_a_header(cli):
+    r = cli("profiles", env={**os.environ, "COLUMNS": "100"})
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "KIND", "DETACH", "DURABLE", "STOP", "DELETES"]
+    assert any(line.split()[:2] == ["autodl", "ssh-rental"] for line in lines)
+
+
+def test_a_profile_states_what_deletes_data_before_anything_else(cli):
+    """`profiles --name autodl` hid "destroy DELETES" and the 15-day auto-release 20 lines down."""
+    lines = cli("profiles", "autodl", env={**os.environ, "COLUMNS": "80"}).stdout.splitlines()
+    first_plain = next(i for i, line in enumerate(lines) if line.startswith(("ssh ", "paths ")))
+    assert any(line.startswith("clock") and "15d" in line for line in lines[:first_plain])
+    assert any(line.startswith("deletes") and "DELETES" in line for line in lines[:first_plain])
+
+
+def test_gotcha_text_wraps_at_words_with_a_hanging_indent(cli):
+    import re
+
+    from gpuops import gotcha
+
+    r = cli("gotcha", "U7", env={**os.environ, "COLUMNS": "60"})
+    text = r.stdout
+    assert all(len(line.rstrip()) <= 60 for line in text.splitlines())
+    words = set(re.findall(r"[A-Za-z]{4,}", gotcha.get("U7").cause))
+    shown = set(re.findall(r"[A-Za-z]{4,}", text))
+    assert words <= shown, f"words broken across lines: {sorted(words - shown)[:5]}"
+    continued = [line for line in text.splitlines() if line.startswith(" " * 12) and line.strip()]
+    assert continued, "a wrapped value continues under itself"
