@@ -93,3 +93,13 @@ def test_gotcha_text_wraps_at_words_with_a_hanging_indent(cli):
     assert words <= shown, f"words broken across lines: {sorted(words - shown)[:5]}"
     continued = [line for line in text.splitlines() if line.startswith(" " * 12) and line.strip()]
     assert continued, "a wrapped value continues under itself"
+
+
+def test_an_unreachable_host_says_how_to_see_why_and_several_hosts_end_with_one_line(cli):
+    """An unreachable host was 10 s of nothing and then the client's last line, with no way on."""
+    r = cli("preflight", "--host", "local,nobody@127.0.0.1:1", env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 3
+    assert "(try: ssh -p 1 nobody@127.0.0.1 " in r.stderr and "--host local" in r.stderr
+    assert r.stderr.count("\n") == 1
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("preflight on 2 hosts: ") and "nobody@127.0.0.1:1" in last

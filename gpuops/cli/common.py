@@ -34,10 +34,13 @@ def run(command, as_json, produce, human):
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from ..render import console, render_errors
+        from ..render import console, render_errors, rollup_line
 
+        con = console()
         for d in doc.get("hosts") or [doc]:
             if not d.get("error"):
-                human(d, console())
+                human(d, con)
         render_errors(doc)
+        if doc.get("hosts"):
+            rollup_line(doc, con)
     raise Exit(code=code)

@@ -72,12 +72,35 @@ def verdict_line(doc, con):
     con.print(f"[{style}]{host}{doc.get('summary')}[/]", soft_wrap=True)
 
 
+_UNREACHED = ("unreachable", "timed-out")
+
+
 def render_errors(doc):
-    """One line per failed host on stderr: the expected-error contract (no traceback)."""
+    """One line per failed host on stderr: the expected-error contract (no traceback). For a host
+    that could not be reached the line ends saying how to see why, and how to check this machine."""
     for d in doc.get("hosts") or [doc]:
         err = d.get("error")
         if err:
-            print(f"gpuops: {err['message']}", file=sys.stderr)
+            hint = ""
+            if err.get("kind") in _UNREACHED and d.get("host"):
+                hint = f" (try: {_ssh_command(d['host'])} for the SSH client's own words; --host local checks this machine)"
+            print(f"gpuops: {err['message']}{hint}", file=sys.stderr)
+
+
+def _ssh_command(spec):
+    from ..remote.hostspec import parse
+
+    try:
+        user, host, port = parse(spec)
+    except Exception:  # noqa: BLE001 - a hint must never be what fails
+        return f"ssh {spec}"
+    return "ssh " + (f"-p {port} " if port else "") + (f"{user}@" if user else "") + host
+
+
+def rollup_line(doc, con):
+    """The one line that ends a several-host report."""
+    style = "green" if doc.get("ok") else "bold red"
+    con.print(f"[{style}]{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}[/]", soft_wrap=True)
 
 
 def summary_line(doc, con):
