@@ -7,12 +7,29 @@ else is a bug: exit 70, traceback only with GPUOPS_DEBUG=1.
 """
 
 import os
+import shlex
 import sys
 
 from invoke.exceptions import Exit
 
 from .. import errors
 from ..envelope import dumps, envelope, error_envelope, exit_code
+
+
+# Verbs that pick up where an interrupted run stopped when run again (sync resumes from its part
+# files and digest caches; verify re-reads only what changed).
+RESUMABLE = ("push", "pull", "verify")
+
+
+def interrupted(command):
+    """Ctrl-C: say what state things are in and the exact command that goes on from there."""
+    again = "gpuops " + shlex.join(sys.argv[1:]) if sys.argv[1:] else f"gpuops {command}"
+    if command in RESUMABLE:
+        print(f"gpuops: {command} interrupted; nothing was claimed. To resume where it stopped: {again}",
+              file=sys.stderr)
+    else:
+        print(f"gpuops: {command} interrupted; the box keeps whatever it had started. Again: {again}",
+              file=sys.stderr)
 
 
 def run(command, as_json, produce, human):
@@ -24,6 +41,7 @@ def run(command, as_json, produce, human):
     except Exit:
         raise
     except KeyboardInterrupt:
+        interrupted(command)
         raise Exit(code=130)
     except Exception as e:
         if os.environ.get("GPUOPS_DEBUG"):
