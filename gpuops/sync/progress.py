@@ -1,6 +1,10 @@
-"""Progress for people (a rich bar on stderr: bytes, rate, ETA); nothing for machines."""
+"""Progress for people (a rich bar on stderr: bytes, rate, ETA; a spinner with the elapsed time
+through the phases that move no bytes, such as walking or verifying); nothing for machines. Sizes
+are binary (MiB, GiB) here as in every summary, so the bar and the verdict agree."""
 
 import sys
+
+from ..units import human_bytes
 
 
 class Silent:
@@ -20,19 +24,34 @@ class Silent:
         pass
 
 
-class Bar(Silent):
-    def __init__(self):
-        from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+def _rate_column():
+    from rich.progress import ProgressColumn
+    from rich.text import Text
 
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                  TransferSpeedColumn(), TimeRemainingColumn(),
-                                  console=Console(stderr=True), transient=True)
+    class Rate(ProgressColumn):
+        """Bytes per second in binary units (rich's own column is decimal)."""
+
+        def render(self, task):
+            speed = task.finished_speed or task.speed
+            return Text(f"{human_bytes(speed)}/s" if speed is not None else "?", style="progress.data.speed")
+
+    return Rate()
+
+
+class Bar(Silent):
+    def __init__(self, console=None):
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._console = console or Console(stderr=True)
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                                  _rate_column(), TimeRemainingColumn(), console=self._console, transient=True)
         self._task = None
         self._done = 0
+        self._status = None
 
     def start(self, total, what=""):
+        self._end_stage()
         self._progress.start()
         self._done = 0
         self._total = total
@@ -50,10 +69,41 @@ class Bar(Silent):
         self._progress.console.print(f"[yellow]{text}[/]", markup=True, highlight=False)
 
     def stage(self, text):
-        self._progress.console.print(f"[dim]{text}[/]", markup=True, highlight=False)
+        """A phase that moves no bytes: a spinner with its elapsed time until the next one begins."""
+        self._end_stage()
+        self._status = _Stage(self._console, text)
+
+    def _end_stage(self):
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
     def close(self):
         self._progress.stop()
+        self._end_stage()
+
+
+class _Stage:
+    def __init__(self, console, text):
+        import time
+
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        self._spinner = Spinner("dots", text=text, style="dim")
+        self._started = time.monotonic()
+        self._text = text
+        self._live = Live(self, console=console, transient=True, refresh_per_second=8)
+        self._live.start()
+
+    def __rich__(self):
+        import time
+
+        self._spinner.update(text=f"{self._text} ({time.monotonic() - self._started:.0f} s)")
+        return self._spinner
+
+    def stop(self):
+        self._live.stop()
 
 
 def for_humans(as_json: bool):
