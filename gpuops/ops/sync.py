@@ -136,6 +136,18 @@ def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findin
     return verdict
 
 
+def check_small_files(src_map, send, opts, findings):
+    """Said before anything moves: a payload of many small files is slow to send and slow to read."""
+    evidence = budget.small_files(src_map, send)
+    if evidence:
+        title = (f"{evidence['files']:,} files of median size {evidence['median_size']}: per-file costs will "
+                 "dominate the transfer and the reads that follow")
+        opts.progress.note(title)
+        findings.append(Finding("sync.small-files", "warn", title, evidence=evidence, gotcha="U25",
+                                fix="tar -cf shard-000.tar <dir>   # pack into shards of a few hundred MB, "
+                                    "send those, read them with WebDataset-style loaders"))
+
+
 def command(verb, host, src, dst) -> str:
     """A command line to suggest, quoted so it can be pasted."""
     from ..remote import wrap

@@ -64,3 +64,19 @@ def refusal(verdict: dict, where: str) -> str:
             f"({verdict['free_bytes']} B) and {verdict['free_inodes'] if verdict['free_inodes'] is not None else 'unlimited'} "
             f"inodes free (short of {' and '.join(verdict['short_of'])}); refused before sending anything "
             f"(exit 5): free space there, pick another --dst, or pass --no-budget to try anyway")
+
+
+# Many small files cost per-file round trips and inodes on both ends, whatever their bytes (U25).
+SMALL_FILES_MIN = 10_000
+SMALL_FILE_MEDIAN = 64 << 10
+
+
+def small_files(src: dict, send) -> dict:
+    """Evidence that `send` is a payload of many small files, or None."""
+    sizes = sorted(src[r].size for r in send if src[r].kind == "f")
+    if len(sizes) < SMALL_FILES_MIN:
+        return None
+    median = sizes[len(sizes) // 2]
+    if median >= SMALL_FILE_MEDIAN:
+        return None
+    return {"files": len(sizes), "median_size": human_bytes(median), "total": human_bytes(sum(sizes))}
