@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuops.ops import jobs as op  # noqa: E402
+from gpuops.ops import joblogs, jobs as op  # noqa: E402
 from gpuops.remote import target_for  # noqa: E402
 from tests.jobs.helpers import kill_everything  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
@@ -54,7 +54,7 @@ def follow_lag(spec, jobs_dir, rounds=5):
             seen[line] = time.perf_counter()
 
     follower = target_for(spec)
-    th = threading.Thread(target=lambda: op.logs(follower, job=job, follow=True, from_offset=0,
+    th = threading.Thread(target=lambda: joblogs.logs(follower, job=job, follow=True, from_offset=0,
                                                  jobs_dir=jobs_dir, sink=sink))
     th.start()
     time.sleep(0.5)

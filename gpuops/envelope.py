@@ -43,10 +43,23 @@ def fleet(command, *, ok, summary, hosts):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# An operation sets this key when ok=false alone would give the wrong exit code (a dry run is 5, a
+# wait that ran out of time 6); it decides the exit code and never leaves the process.
+CODE_KEY = "exit_code_hint"
+
+
+def public(doc) -> dict:
+    """The document as callers see it: without CODE_KEY, at the top and in each host's entry."""
+    out = {k: v for k, v in doc.items() if k != CODE_KEY}
+    if isinstance(out.get("hosts"), list):
+        out["hosts"] = [public(h) if isinstance(h, dict) else h for h in out["hosts"]]
+    return out
+
+
 def dumps(doc) -> str:
-    """The document as JSON text; a surrogate is written as its \\uXXXX escape, which reads back as
-    the same string, and everything else as it is."""
-    text = json.dumps(doc, indent=2, sort_keys=False, default=str, ensure_ascii=False)
+    """The public document as JSON text; a surrogate is written as its \\uXXXX escape, which reads
+    back as the same string, and everything else as it is."""
+    text = json.dumps(public(doc), indent=2, sort_keys=False, default=str, ensure_ascii=False)
     return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
 
 
@@ -56,8 +69,8 @@ def error_envelope(command, err, host=None):
 
 
 # When several hosts answer differently, the worst outcome decides the one exit code.
-_WORST_FIRST = (errors.INTERNAL, errors.HOST, errors.NOT_FOUND, errors.REFUSED, errors.CHECK_FAILED, errors.USAGE,
-                errors.OK)
+_WORST_FIRST = (errors.INTERNAL,) + tuple(errors.INTERRUPTED.values()) + (
+    errors.HOST, errors.NOT_FOUND, errors.REFUSED, errors.CHECK_FAILED, errors.WAIT_TIMED_OUT, errors.USAGE, errors.OK)
 
 
 def exit_code(doc) -> int:
@@ -69,4 +82,4 @@ def exit_code(doc) -> int:
         return errors.code_for_kind(doc["error"].get("kind"))
     if doc.get("ok"):
         return errors.OK
-    return doc.get("exit_code_hint", errors.CHECK_FAILED)
+    return doc.get(CODE_KEY, errors.CHECK_FAILED)

@@ -2,7 +2,9 @@
 
 Every verb, the CLI and any agent adapter share these codes, so a caller can branch on the
 number alone: 0 nothing failed, 1 a check failed, 2 usage/config, 3 the host could not be
-used, 4 something named was not found, 5 refused or needs --yes, 70 a bug in gpuops.
+used, 4 something named was not found, 5 refused or needs --yes, 6 a wait ran out of time before
+what it waited for happened, 70 a bug in gpuops; 130 and 143: stopped by SIGINT or SIGTERM while
+waiting (the envelope still says where to resume).
 """
 
 OK = 0
@@ -11,7 +13,9 @@ USAGE = 2
 HOST = 3
 NOT_FOUND = 4
 REFUSED = 5
+WAIT_TIMED_OUT = 6
 INTERNAL = 70
+INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 
 class GpuopsError(Exception):
@@ -31,6 +35,12 @@ class GpuopsError(Exception):
 class UsageError(GpuopsError):
     exit_code = USAGE
     kind = "usage"
+
+
+class Ambiguous(UsageError):
+    """A job named by a name several jobs share: the caller picks one by id."""
+
+    kind = "ambiguous"
 
 
 class NotFound(GpuopsError):
@@ -82,6 +92,16 @@ class PythonMissing(HostError):
     kind = "python3-missing"
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived while a verb was waiting on a box. A BaseException, like
+    KeyboardInterrupt, so that no `except Exception` on the way swallows it; the verb catches it
+    to report how far it got."""
+
+    def __init__(self, signal_name):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
 class BadAnswer(HostError):
     """The box answered with something that is not gpuops's: too big, not JSON, the wrong shape,
     or a path that would lead out of where it belongs. A box is untrusted input."""
@@ -89,7 +109,7 @@ class BadAnswer(HostError):
     kind = "bad-answer"
 
 
-KINDS = {cls.kind: cls for cls in (UsageError, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged,
+KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged,
                                    HostKeyRevoked, HostKeyUnverifiable, TimedOut, PythonMissing, BadAnswer)}
 
 

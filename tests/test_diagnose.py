@@ -191,3 +191,22 @@ def test_vanished_without_any_evidence_is_unknown():
                         "oom_kills_now": 0, "disks": []})
     assert v["verdict"] == "unknown"
     assert {r["cause"] for r in v["ruled_out"]} >= {"reboot", "oom-kill", "gpu-fault", "disk-full"}
+
+
+def test_a_stop_record_names_gpuops_stop_unless_the_job_had_already_ended():
+    """A job stopped with `gpuops stop --yes` was called "terminated by SIGTERM from outside"."""
+    stop = {"requested_at": 100.0, "signals": [{"signal": "SIGTERM", "pids": [5], "at": 100.0},
+                                               {"signal": "SIGKILL", "pids": [6], "at": 110.0}]}
+
+    def decide(ended_at, record):
+        return verdict.decide({"exit": {"exit_code": None, "signal": "SIGKILL", "ended_at": ended_at},
+                               "job": {"stop": record}, "kernel_readable": True, "oom_kills_now": 0,
+                               "oom_kills_at_launch": 0})
+
+    stopped = decide(111.0, stop)
+    assert (stopped["verdict"], stopped["confidence"]) == ("stopped", "high")
+    assert "SIGTERM to 1 process(es), then SIGKILL to 1 process(es)" in stopped["evidence"][-1]
+    assert verdict.next_steps("stopped", "box", "j1") == ["gpuops retry --host box --job j1"]
+    assert decide(99.0, stop)["verdict"] == "killed-by-signal"  # it ended before anyone asked
+    assert decide(111.0, dict(stop, signals=[{"signal": "SIGTERM", "pids": [], "at": 100.0}]))["verdict"] == \
+        "killed-by-signal"  # the stop found nothing to signal

@@ -18,9 +18,9 @@ from gpuops.mcp import budget, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
-CORE_TOOLS = {"host_preflight", "job_launch", "job_status", "job_logs", "job_stop", "job_diagnose", "vram_reap",
-              "gotcha_lookup", "profiles_show", "log_triage", "data_verify"}
-READ_ONLY = {"host_preflight", "job_status", "job_logs", "job_diagnose", "gotcha_lookup", "profiles_show",
+CORE_TOOLS = {"host_preflight", "job_launch", "job_status", "job_logs", "job_wait", "job_stop", "job_diagnose",
+              "vram_reap", "gotcha_lookup", "profiles_show", "log_triage", "data_verify"}
+READ_ONLY = {"host_preflight", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup", "profiles_show",
              "log_triage", "data_verify"}
 
 
@@ -69,12 +69,13 @@ async def test_tools_list_names_annotations_and_size(client):
     for name in ("job_stop", "vram_reap"):
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is True
-    assert tools["job_launch"].annotations.destructive_hint is False
+    assert tools["job_launch"].annotations.destructive_hint is True  # it runs any shell command
     assert tools["job_launch"].annotations.idempotent_hint is False
+    assert all(t.input_schema["additionalProperties"] is False for t in tools.values())
     assert tools["job_logs"].meta == server.LOG_RESULT_META
     assert "secret" not in json.dumps(tools["job_launch"].input_schema["required"])
     wire = json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
-    assert len(wire) < 16_000, f"tools/list is {len(wire)} chars; every agent turn pays for it"
+    assert len(wire) < 1_500 * len(tools), f"tools/list is {len(wire)} chars; every agent turn pays for it"
 
 
 # ---------------------------------------------------------------- calls
@@ -108,6 +109,7 @@ async def test_job_launch_status_stop_round_trip(client, jobs_dir):
         plan = await client.call_tool("job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2})
         planned = envelope_of(plan)
         assert plan.is_error is False and planned["ok"] is False and planned["data"]["dry_run"] is True
+        assert "exit_code_hint" not in plan.content[0].text and planned["data"]["plan"]["plan_id"]
         os.kill(job["pid"], 0)  # a dry run signals nothing
 
         stopped = envelope_of(await client.call_tool(
@@ -170,6 +172,26 @@ async def test_readonly_mode_refuses_at_call_time(client, jobs_dir, monkeypatch)
     assert json.loads(refused.content[0].text)["error"]["kind"] == "refused"
     lookup = await client.call_tool("gotcha_lookup", {"query": "inode"})
     assert lookup.is_error is False and envelope_of(lookup)["ok"] is True
+
+
+@pytest.mark.anyio
+async def test_readonly_mode_lists_no_tool_that_changes_a_box(monkeypatch):
+    monkeypatch.setenv("GPUOPS_MODE", "readonly")
+    async with Client(server.build(), raise_exceptions=True) as c:
+        listed = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(listed) == READ_ONLY and all(t.annotations.read_only_hint for t in listed.values())
+
+
+@pytest.mark.anyio
+async def test_an_unknown_or_mistyped_argument_is_a_usage_envelope_and_runs_nothing(client, jobs_dir):
+    """`workdirr` was ignored and the job launched in the home directory."""
+    typo = await client.call_tool("job_launch", {"host": "local", "cmd": "touch made", "workdirr": str(jobs_dir)})
+    doc = json.loads(typo.content[0].text)
+    assert typo.is_error and doc["error"]["kind"] == "usage" and "workdirr" in doc["summary"]
+    assert list(jobs_dir.iterdir()) == []
+    wrong = json.loads((await client.call_tool("job_wait", {"host": "local", "job": "j", "timeout_s": 60,
+                                                             "until": ["DONE"]})).content[0].text)
+    assert wrong["error"]["kind"] == "usage" and "timeout_s" in wrong["summary"] and "until.0" in wrong["summary"]
 
 
 @pytest.mark.anyio
@@ -243,30 +265,101 @@ def test_bound_cuts_bulk_and_says_what_went():
     assert "truncated" not in budget.bound({"summary": "s", "ok": True, "data": {}})
 
 
-def test_log_text_keeps_its_tail_and_moves_its_offset():
-    text = "é" * 30_000 + "last line\n"
-    doc = {"summary": "s", "ok": True, "data": {"text": text, "text_starts_at": 1000}}
-    out = server.trim_log_text(doc)
-    assert len(out["data"]["text"]) == server.LOG_TEXT_CHARS and out["data"]["text"].endswith("last line\n")
-    gone = len(text) - server.LOG_TEXT_CHARS
-    assert out["data"]["text_starts_at"] == 1000 + 2 * gone  # "é" is two bytes in UTF-8
-    assert out["truncated"]["cut"][0].startswith(f"data.text: first {gone} of")
+@pytest.mark.anyio
+async def test_job_logs_pages_exactly_from_offset_to_next_offset(client, jobs_dir):
+    """Paging used to read a 1 MiB page, show its last 24,000 characters and skip the rest."""
+    script = ("import sys; w = sys.stdout.buffer.write; "
+              "[w(('%d ünï €𝄞\\n' % i if i % 7 else '%d tqdm\\r' % i).encode()) for i in range(20000)]")
+    launched = envelope_of(await client.call_tool("job_launch", {"host": "local", "cmd": f'python3 -c "{script}"'}))
+    job = launched["data"]["job"]["job_id"]
+    done = envelope_of(await client.call_tool("job_wait", {"host": "local", "job": job, "timeout_s": 30}))
+    assert done["data"]["state"] == "COMPLETED", done["summary"]
+    log = (jobs_dir / job / "log").read_bytes()
+    got, offset = bytearray(), 0
+    while True:
+        page = envelope_of(await client.call_tool("job_logs", {"host": "local", "job": job, "from_offset": offset,
+                                                               "max_bytes": 20_000}))
+        assert "truncated" not in page and page["data"]["text_starts_at"] == offset
+        got += page["data"]["text"].encode("utf-8")
+        assert page["data"]["next_offset"] == len(got)
+        if not page["data"]["more"]:
+            break
+        offset = page["data"]["next_offset"]
+    assert bytes(got) == log and len(log) > 300_000
+    tail = envelope_of(await client.call_tool("job_logs", {"host": "local", "job": job, "tail": 2000,
+                                                           "max_bytes": 20_000}))["data"]
+    # a tail bigger than the page is its end, from a whole line: the last lines are what a tail is for
+    assert tail["next_offset"] == len(log) and tail["more"] is False and len(tail["text"].encode()) <= 20_000
+    assert log.endswith(tail["text"].encode()) and log[tail["text_starts_at"] - 1:tail["text_starts_at"]] == b"\n"
+
+
+@pytest.mark.anyio
+async def test_job_stop_applies_only_the_plan_it_showed(client, jobs_dir):
+    go = jobs_dir / "go"
+    cmd = ("python3 -c \"import os, subprocess, time\na = subprocess.Popen(['sleep', '60'])\n"
+           f"while not os.path.exists('{go}'): time.sleep(0.05)\nsubprocess.Popen(['sleep', '61']); a.wait()\"")
+    job = envelope_of(await client.call_tool("job_launch", {"host": "local", "cmd": cmd}))["data"]["job"]
+    try:
+        async def plan(cmd_line):
+            while True:
+                doc = envelope_of(await client.call_tool("job_stop", {"host": "local", "job": job["job_id"]}))
+                if any(t["cmd"] == cmd_line for t in doc["data"]["targets"]):
+                    return doc["data"]["plan"]
+                await anyio.sleep(0.05)
+
+        with anyio.fail_after(20):
+            shown = await plan("sleep 60")
+            go.write_text("")
+            grown = await plan("sleep 61")
+        refused = await client.call_tool("job_stop", {"host": "local", "job": job["job_id"], "yes": True,
+                                                      "plan_id": shown["plan_id"], "grace_s": 0})
+        doc = json.loads(refused.content[0].text)
+        assert refused.is_error and doc["error"]["kind"] == "refused"
+        assert set(shown["pids"]) < set(grown["pids"]) == set(doc["data"]["plan"]["pids"])
+        assert len(grown["pids"]) == len(shown["pids"]) + 1
+        for pid in grown["pids"]:
+            os.kill(pid, 0)  # a refused plan signals nothing
+        applied = envelope_of(await client.call_tool("job_stop", {"host": "local", "job": job["job_id"], "yes": True,
+                                                                  "plan_id": doc["data"]["plan"]["plan_id"],
+                                                                  "grace_s": 0}))
+        assert applied["ok"] is True and applied["data"]["state"] == "KILLED"
+    finally:
+        _kill_group(job.get("pid"))
 
 
 # ---------------------------------------------------------------- stdio
 
 
 @pytest.mark.anyio
-async def test_stdio_server_starts_and_lists_tools():
+async def test_stdio_launch_wait_returns_within_a_second_of_the_exit(tmp_path):
+    jobs = tmp_path / "jobs"
     params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp"], cwd=str(ROOT),
-                                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    with anyio.fail_after(20):
+                                   env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs)))
+    with anyio.fail_after(60):
         async with Client(params, mode="legacy") as c:
             assert c.server_info.name == "gpuops"
             names = {t.name for t in (await c.list_tools()).tools}
             result = await c.call_tool("gotcha_lookup", {"query": "inode", "limit": 1})
+            launched = json.loads((await c.call_tool("job_launch", {"host": "local", "cmd": "sleep 6; echo bye"}))
+                                  .content[0].text)
+            job = launched["data"]["job"]["job_id"]
+            beats = []
+
+            async def progress(done, total, message):
+                beats.append((done, total, message))
+
+            first = json.loads((await c.call_tool("job_wait", {"host": "local", "job": job, "timeout_s": 3},
+                                                  progress_callback=progress)).content[0].text)
+            waited = json.loads((await c.call_tool("job_wait", {"host": "local", "job": job, "timeout_s": 30}))
+                                .content[0].text)
+            returned = time.time()
     assert CORE_TOOLS <= names
     assert result.is_error is False and json.loads(result.content[0].text)["command"] == "gotcha"
+    assert first["data"]["timed_out"] is True and first["data"]["state"] == "RUNNING"
+    assert beats and beats[0][1] == 3 and job in beats[0][2]  # the wait told the client it is alive
+    assert waited["data"]["state"] == "COMPLETED" and waited["data"]["new_text"] == "bye\n"
+    ended_at = json.loads((jobs / job / "exit.json").read_text())["ended_at"]
+    assert returned - ended_at < 1.5, f"job_wait returned {returned - ended_at:.2f}s after the job ended"
 
 
 def test_without_the_sdk_the_command_says_how_to_install_it(tmp_path):

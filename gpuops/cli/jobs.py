@@ -1,9 +1,11 @@
-"""Detached jobs: `launch`, `status`, `logs`, `stop`, `retry`, `queue`."""
+"""Detached jobs: `launch`, `status`, `logs`, `wait`, `stop`, `retry`, `queue`."""
 
+import contextlib
 import os
+import signal
 import sys
 
-from ..errors import UsageError
+from ..errors import Interrupted, UsageError
 from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
 from .common import run
@@ -46,14 +48,14 @@ def _check_words(resume_arg):
             raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
 
 
-def _check_regex(pattern):
+def _check_regex(pattern, flag="--progress-regex"):
     if pattern:
         import re
 
         try:
             re.compile(pattern)
         except re.error as e:
-            raise UsageError(f"--progress-regex is not a valid regular expression: {e}") from None
+            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
 @verb(iterable=["label", "env", "secret_env"], help=_help(
@@ -141,13 +143,16 @@ def status(c, host="local", identity=None, job=None, label=None, progress_regex=
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
+    max_bytes="a page holds at most this many bytes (default: 64 KiB with --json, else 1 MiB); with --json "
+              "--follow, the text keeps the newest this many",
+    timeout="with --follow: stop following after this many seconds (exit 6, next_offset says where to resume)",
     save="copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
     reconnect="seconds --follow keeps trying to reconnect after the link drops",
 ))
-def logs(c, host="local", identity=None, job=None, tail="100", follow=False, from_offset=None, save=None,
-         reconnect="120", jobs_dir=None, json=False):
-    """A job's log: bounded tail, a page from an offset, or --follow to the end."""
-    from ..ops import jobs as op
+def logs(c, host="local", identity=None, job=None, tail="100", follow=False, from_offset=None, max_bytes=None,
+         timeout=None, save=None, reconnect="120", jobs_dir=None, json=False):
+    """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
+    from ..ops import joblogs as op
     from ..remote import target_for
     from ..render import jobs as render
 
@@ -156,20 +161,74 @@ def logs(c, host="local", identity=None, job=None, tail="100", follow=False, fro
             raise UsageError("name the job with --job")
         lines = number("--tail", tail, 0, 1000000, integer=True)
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
+        most = number("--max-bytes", max_bytes, 1, op.MAX_BYTES, integer=True)
+        limit = seconds("--timeout", timeout, high=30 * DAY)
+        if limit is not None and not follow:
+            raise UsageError("--timeout applies to --follow only (a page returns at once)")
         patience = seconds("--reconnect", reconnect)
         spec = one_host("logs", host)
         sink = None if json else _stdout_sink
         target = target_for(spec, identity)
         try:
-            doc = op.logs(target, job=job, tail=lines, follow=follow, from_offset=offset, save=save,
-                          jobs_dir=jobs_dir, sink=sink, reconnect_s=patience,
-                          notice=lambda m: print(m, file=sys.stderr, flush=True))
+            with _signals_interrupt(follow):
+                doc = op.logs(target, job=job, tail=lines, follow=follow, from_offset=offset, save=save,
+                              jobs_dir=jobs_dir, sink=sink, reconnect_s=patience, max_bytes=most, timeout_s=limit,
+                              notice=lambda m: print(m, file=sys.stderr, flush=True))
         finally:
             target.close()
         doc["host"] = spec
         return doc
 
     run("logs", json, produce, render.logs_trailer)
+
+
+@contextlib.contextmanager
+def _signals_interrupt(active):
+    """While following, SIGTERM interrupts like SIGINT does, so the envelope (and next_offset) is
+    still printed when a supervisor or `timeout` ends the follow."""
+    if not active:
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted("SIGTERM")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@verb(help=_help(
+    job="the job: its id, --key or --name",
+    until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
+        s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE)),
+    log_regex="also return as soon as a log line (after --from-offset) matches this regular expression",
+    from_offset="look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
+    timeout="seconds to wait at most (exit 6 when it passes first)",
+    max_bytes="new_text holds at most this many bytes, the newest before next_offset (default 64 KiB)",
+))
+def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=None, from_offset=None,
+         timeout="300", max_bytes=None, jobs_dir=None, json=False):
+    """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
+    from ..ops import wait as op
+    from ..render import jobs as render
+
+    def produce():
+        if not job:
+            raise UsageError("name the job with --job")
+        wanted = op.parse_until(until)
+        _check_regex(log_regex, "--log-regex")
+        offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
+        limit = seconds("--timeout", timeout, high=7 * DAY)
+        most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
+        spec = one_host("wait", host)
+        return on_hosts("wait", spec, lambda t: op.wait(
+            t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
+            max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
+
+    run("wait", json, produce, render.waited)
 
 
 def _stdout_sink(data):
@@ -180,9 +239,11 @@ def _stdout_sink(data):
 @verb(help=_help(
     job="the job: its id, --key or --name",
     grace="seconds between SIGTERM and SIGKILL",
-    yes="really send the signals (without it: show what would be signalled)",
+    yes="really send the signals (without it: show what would be signalled, and its plan id)",
+    plan="with --yes: act only if the job's live processes are still those of this plan id (from a dry run); "
+         "else exit 5 with the new plan",
 ))
-def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_dir=None, json=False):
+def stop(c, host="local", identity=None, job=None, grace="10", yes=False, plan=None, jobs_dir=None, json=False):
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone."""
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -192,8 +253,8 @@ def stop(c, host="local", identity=None, job=None, grace="10", yes=False, jobs_d
             raise UsageError("name the job with --job")
         wait = seconds("--grace", grace)
         spec = one_host("stop", host)
-        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, jobs_dir=jobs_dir),
-                        identity)
+        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan,
+                                                        jobs_dir=jobs_dir), identity)
 
     run("stop", json, produce, render.stop)
 
@@ -265,4 +326,4 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
     run("queue", json, produce, render.queue)
 
 
-TASKS = (launch, status, logs, stop, retry, queue)
+TASKS = (launch, status, logs, wait, stop, retry, queue)

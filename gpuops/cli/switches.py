@@ -9,7 +9,7 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 """
 
 # The verbs that connect to their --host (teardown-check's --host only names the box in the pull
-# index), each with its boolean flags.
+# index, disconnect's the connection to end), each with its boolean flags.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "launch": frozenset({"--json"}),
@@ -25,6 +25,7 @@ SWITCHES = {
     "stop": frozenset({"--json", "--yes"}),
     "triage": frozenset({"--json"}),
     "verify": frozenset({"--include-git", "--json", "--rehash"}),
+    "wait": frozenset({"--json"}),
 }
 
 

@@ -23,6 +23,8 @@ _COMMON = {
 _TRANSFER = {
     "delete": "remove paths that exist only at the destination (listed only, unless --yes)",
     "yes": "with --delete: really delete",
+    "plan": "with --delete --yes: delete only the paths of this plan id (from the dry run's sync.would-delete "
+            "finding); when they changed, delete nothing and exit 5 with the new plan",
     "engine": "auto (rsync when both ends have it, else SFTP), rsync or sftp",
     "no_budget": "send even when the payload does not fit the destination's free bytes/inodes",
     "io_timeout": "seconds without data movement before a transfer counts as stalled and is retried",
@@ -31,15 +33,18 @@ _TRANSFER = {
 
 
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
-             no_budget=False, io_timeout="30", retry_for="300", profile=None):
+             no_budget=False, io_timeout="30", retry_for="300", profile=None, plan=None):
     from ..ops.sync import Options
+
+    if plan is not None and not delete:
+        raise UsageError("--plan names a plan of deletions: it goes with --delete")
 
     # rsync's --timeout takes whole seconds, and 0 would switch its stall detection off.
     stall_s = seconds("--io-timeout", io_timeout, low=1, whole=True)
     budget_s = seconds("--retry-for", retry_for)
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
                    fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=stall_s,
-                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress)
+                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress, plan=plan)
 
 
 def _hosts(host, verb_name, single=False):
@@ -65,7 +70,7 @@ def _progress(as_json, hosts):
                                       profile="platform profile: warn when --dst is deleted by the platform's stop"))
 def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
          engine="auto", no_budget=False, io_timeout="30", retry_for="300", profile=None, rehash=False, identity=None,
-         json=False):
+         plan=None, json=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -73,7 +78,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "push")
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
-                        io_timeout, retry_for, profile)
+                        io_timeout, retry_for, profile, plan)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
     run("push", json, produce, render.render)
@@ -82,7 +87,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
                                       dst="local directory (created if missing)"))
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
-         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, json=False):
+         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, plan=None, json=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -90,7 +95,7 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "pull", single=True)
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
-                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for)
+                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, render.render)

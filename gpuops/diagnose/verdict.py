@@ -2,11 +2,14 @@
 
 The reflex answer to "my run is gone" is OOM; it is often wrong. The ladder here follows the
 evidence in the order that is hardest to fake: a changed boot_id (reboot) beats everything; an
-exit record written by the job's own supervisor beats guesses; a kernel OOM-killer line naming
+exit record written by the job's own supervisor beats guesses; a stop record written by `gpuops
+stop` names who sent the signal; a kernel OOM-killer line naming
 the pid, or a cgroup OOM counter that rose since launch, is OOM evidence; exit 137 alone is not
 (it only says SIGKILL). A clean kernel log proves nothing inside a container, where the host's
 log is usually unreadable, so the cgroup counter decides there.
 """
+
+from datetime import datetime, timezone
 
 from .. import xid
 from ..jobs.states import STALLED
@@ -87,6 +90,9 @@ def decide(ev: dict) -> dict:
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
 
+    stopped = _stopped_by_gpuops((ev.get("job") or {}).get("stop"), record)
+    if stopped:
+        return out("stopped", "high", stopped)
     # The OOM killer sends SIGKILL only: a recorded HUP/TERM/INT came from someone else.
     if sig == "SIGHUP":
         return out("sighup", "high", ["the job got SIGHUP: a hangup (a closed terminal/SSH session) or kill -HUP"])
@@ -111,6 +117,20 @@ def decide(ev: dict) -> dict:
         return out("failed-exit", "high", [f"the program exited with code {code}" if sig is None
                                            else f"the program died of {sig}"])
     return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
+
+
+def _stopped_by_gpuops(stop, record):
+    """The evidence lines when `gpuops stop` signalled the job (its stop.json) before it ended;
+    None when it never did, or the job had already ended when the stop was asked for."""
+    rounds = [r for r in (stop or {}).get("signals") or [] if r.get("pids")]
+    if not rounds:
+        return None
+    ended, asked = (record or {}).get("ended_at"), stop.get("requested_at")
+    if ended is not None and asked is not None and ended < asked:
+        return None
+    when = datetime.fromtimestamp(asked, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if asked else "?"
+    sent = ", then ".join(f"{r['signal']} to {len(r['pids'])} process(es)" for r in rounds)
+    return [f"stopped by `gpuops stop` (stop.json): asked at {when}; {sent}"]
 
 
 def _signal_name(num):
@@ -146,6 +166,7 @@ NEXT = {
     "gpu-fault": ["gpuops preflight --host {host}  (Xid, ECC, remap)", "move to another GPU/box; a fatal Xid needs a reset"],
     "disk-full": ["free bytes/inodes on the job's filesystem, then gpuops retry --host {host} --job {job}"],
     "sighup": ["relaunch detached: gpuops launch --host {host} ... (own session, survives hangups)"],
+    "stopped": ["gpuops retry --host {host} --job {job}"],
     "killed-by-signal": ["find who sent it (another user, a scheduler, a platform stop); gpuops retry if unintended"],
     "failed-exit": ["gpuops triage --host {host} --job {job}", "gpuops logs --host {host} --job {job} --tail 200"],
     "unknown": ["gpuops logs --host {host} --job {job} --tail 200", "gpuops preflight --host {host}"],

@@ -24,6 +24,8 @@ _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key":
          "spawn_error": (str, NONE)}
 _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
          "survivors": (list, NONE)}
+_STOP = {"requested_at": NUMBER + (NONE,), "signals": (list, NONE), "all_gone": (bool, NONE)}
+_STOP_ROUND = {"signal": str, "pids": list, "at": NUMBER + (NONE,)}
 _PROGRESS = {"events": (list, NONE), "first_step": (int, NONE), "regex_error": (str, NONE)}
 _EVENT = {"end": int, "step": (int, NONE), "seconds": NUMBER + (NONE,), "at": NUMBER + (NONE,), "text": (str, NONE)}
 
@@ -40,9 +42,13 @@ def facts(doc, host):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
     expect(doc, _FACTS, host, "job record")
     job_id(doc["job_id"], host)
-    for key, fields in (("meta", _META), ("exit", _EXIT), ("progress", _PROGRESS)):
+    for key, fields in (("meta", _META), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP)):
         if doc.get(key) is not None:
             expect(doc[key], fields, host, f"job record's {key}")
+    for step in (doc.get("stop") or {}).get("signals") or []:
+        expect(step if isinstance(step, dict) else {}, _STOP_ROUND, host, "stop record's signal")
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
+            raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
     for event in (doc.get("progress") or {}).get("events") or []:
         if not isinstance(event, dict):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")

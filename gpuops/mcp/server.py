@@ -8,20 +8,21 @@ usage, not found, refused) or a bug makes an is_error result, and that still car
 envelope as text, since several clients drop structured content on errors.
 
 Blocking operations get timeouts that keep a call under about 50 s (clients give up near 60 s).
-GPUOPS_MODE=readonly refuses every call that would change a box, checked when the call comes.
+GPUOPS_MODE=readonly leaves the tools that change a box out of tools/list, and refuses their calls
+(checked when the call comes, for a mode set after the start).
 """
 
 import logging
 import os
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__, errors
-from ..envelope import envelope, error_envelope
+from ..envelope import envelope, error_envelope, public
 from ..jobs import states
 from . import budget, scope
 
@@ -29,7 +30,9 @@ log = logging.getLogger("gpuops.mcp")
 
 MODE_ENV = "GPUOPS_MODE"
 OP_TIMEOUT_S = 40.0  # on-box work per call, leaving room for the SSH connect under ~50 s
-LOG_TEXT_CHARS = 24_000
+LOG_TEXT_BYTES = 24_000  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
+MAX_WAIT_S = 45.0  # one job_wait call; clients give up near 60 s, so a longer wait is several calls
+PROGRESS_EVERY_S = 2.0
 MAX_GRACE_S = 30.0
 LOG_RESULT_META = {"anthropic/maxResultSizeChars": 60_000}
 
@@ -37,8 +40,10 @@ INSTRUCTIONS = """\
 gpuops operates rented GPU boxes over SSH. host is 'local', an ssh_config alias or user@host:port.
 Every result is one JSON envelope: summary, ok, data, findings, next (suggested CLI commands).
 ok=false with no error is an answer (a failed check, a failed job, a dry run), not a failure.
-job_stop and vram_reap only plan unless yes=true: call once, read the plan, then repeat with yes.
-Jobs run detached on the box: launch, then poll job_status; read job_logs or job_diagnose after."""
+job_stop and vram_reap only plan unless yes=true: call once, read the plan, then repeat with yes
+(job_stop: and the plan_id it showed, so only that set of processes is signalled).
+Jobs run detached on the box: job_launch, then job_wait (repeat while timed_out), then job_diagnose or
+log_triage when it did not complete; job_logs pages exactly with from_offset=next_offset."""
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 READ_LOCAL = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -62,6 +67,7 @@ Result = Annotated[CallToolResult, Envelope]
 Host = Annotated[str, Field(description="'local', an ssh_config alias or user@host:port (one host)")]
 Job = Annotated[str, Field(description="job id, idempotency key or name")]
 Yes = Annotated[bool, Field(description="false: only report what would be signalled; true: do it")]
+WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE))]
 
 
 # ---------------------------------------------------------------- the adapter
@@ -80,7 +86,7 @@ def respond(command, produce, mutates=False) -> CallToolResult:
         doc = envelope(command, ok=False, summary=f"internal error in gpuops ({type(e).__name__}); "
                                                   "see the MCP server's stderr",
                        error={"kind": "internal", "message": type(e).__name__})
-    doc = budget.bound(doc)
+    doc = budget.bound(public(doc))
     return CallToolResult(content=[TextContent(type="text", text=budget.compact(doc))], structured_content=doc,
                           is_error=bool(doc.get("error")))
 
@@ -163,28 +169,67 @@ def job_logs(
     tail: Annotated[int, Field(ge=1, le=2000, description="last N lines")] = 80,
     from_offset: Annotated[Optional[int], Field(ge=0, description="read from this byte offset (a "
                                                                     "next_offset) instead of the tail")] = None,
+    max_bytes: Annotated[int, Field(ge=1, le=LOG_TEXT_BYTES)] = LOG_TEXT_BYTES,
 ) -> Result:
-    """A bounded page of a job's log: the last lines, or the bytes after an offset."""
-    from ..ops import jobs as op
+    """An exact page of a job's log, from its last lines or a byte offset; next_offset is the
+    first byte not returned (page on while data.more)."""
+    from ..ops import joblogs as op
 
-    def page(target):
-        return trim_log_text(op.logs(target, job=job, tail=tail, from_offset=from_offset, reconnect_s=10.0))
-
-    return respond("logs", lambda: on_host("logs", host, page))
+    return respond("logs", lambda: on_host("logs", host, lambda t: op.logs(
+        t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0)))
 
 
-def trim_log_text(doc):
-    """Keep the tail of the log text within LOG_TEXT_CHARS and move `text_starts_at` with it."""
-    data = doc.get("data") or {}
-    text = data.get("text")
-    if isinstance(text, str) and len(text) > LOG_TEXT_CHARS:
-        kept, gone = budget.tail_text(text, LOG_TEXT_CHARS)
-        data["text"] = kept
-        if data.get("text_starts_at") is not None:
-            data["text_starts_at"] += len(text[:gone].encode("utf-8", "surrogatepass"))
-        doc["truncated"] = {"cut": [f"data.text: first {gone} of {len(text)} chars; text_starts_at is the "
-                                    "first byte shown (ask fewer lines or page with from_offset)"]}
-    return doc
+async def job_wait(
+    ctx: Context,
+    host: Host,
+    job: Job,
+    until: Annotated[Optional[list[WaitState]], Field(description="default: any terminal state")] = None,
+    log_regex: Annotated[Optional[str], Field(description="or until a log line matches")] = None,
+    from_offset: Annotated[Optional[int], Field(ge=0, description="log_regex from this byte")] = None,
+    timeout_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S)] = MAX_WAIT_S,
+    max_bytes: Annotated[int, Field(ge=0, le=LOG_TEXT_BYTES, description="of new_text")] = 8_000,
+) -> Result:
+    """Wait on the box until the job reaches a state in until (or a log line matches). Returns
+    state, timed_out, new_text (ending at next_offset); call again while timed_out."""
+    from ..ops import wait as op
+
+    def produce():
+        wanted = op.parse_until(",".join(until) if until else op.TERMINAL)
+        if log_regex:
+            _regex("log_regex", log_regex)
+        return on_host("wait", host, lambda t: op.wait(
+            t, job=job, until=wanted, log_regex=log_regex, from_offset=from_offset, timeout_s=timeout_s,
+            max_bytes=max_bytes))
+
+    return await _with_progress(ctx, timeout_s, f"waiting on the box for {job}", lambda: respond("wait", produce))
+
+
+async def _with_progress(ctx, total_s, message, work):
+    """`work()` on a worker thread, with a progress notification every PROGRESS_EVERY_S meanwhile,
+    so a client that asked for progress sees the wait is alive (and may extend its own timeout)."""
+    import anyio
+
+    async def beat():
+        waited = 0.0
+        while True:
+            await anyio.sleep(PROGRESS_EVERY_S)
+            waited += PROGRESS_EVERY_S
+            await ctx.report_progress(min(waited, total_s), total_s, message)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(beat)
+        result = await anyio.to_thread.run_sync(work)
+        group.cancel_scope.cancel()
+    return result
+
+
+def _regex(name, pattern):
+    import re
+
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise errors.UsageError(f"{name} is not a valid regular expression: {e}") from None
 
 
 def job_stop(
@@ -192,13 +237,15 @@ def job_stop(
     job: Job,
     grace_s: Annotated[float, Field(ge=0, le=MAX_GRACE_S, description="seconds from SIGTERM to SIGKILL")] = 10,
     yes: Yes = False,
+    plan_id: Annotated[Optional[str], Field(description="with yes: the dry run's plan_id; refused if the "
+                                                        "processes changed")] = None,
 ) -> Result:
     """SIGTERM the job's process group, SIGKILL after grace_s, and confirm every process is
-    gone. Without yes: only the list of processes that would be signalled."""
+    gone. Without yes: only the processes that would be signalled, and their plan_id."""
     from ..ops import jobs as op
 
     return respond("stop", lambda: on_host(
-        "stop", host, lambda t: op.stop(t, job=job, grace=grace_s, yes=yes)), mutates=yes)
+        "stop", host, lambda t: op.stop(t, job=job, grace=grace_s, yes=yes, plan=plan_id)), mutates=yes)
 
 
 def job_diagnose(host: Host, job: Job) -> Result:
@@ -214,12 +261,15 @@ def vram_reap(
     host: Host,
     gpu: Annotated[Optional[int], Field(ge=0, description="only holders of this GPU index")] = None,
     yes: Yes = False,
+    plan_id: Annotated[Optional[str], Field(description="with yes: the dry run's data.plan.plan_id; refused if "
+                                                        "the holders changed")] = None,
 ) -> Result:
     """Find processes holding GPU memory and, with yes, reap the orphaned, finished and idle
     ones; live work is never touched. Without yes: the plan only."""
     from ..ops import reap as op
 
-    return respond("reap", lambda: on_host("reap", host, lambda t: op.reap(t, gpu=gpu, yes=yes)), mutates=yes)
+    return respond("reap", lambda: on_host("reap", host, lambda t: op.reap(t, gpu=gpu, yes=yes, plan=plan_id)),
+                   mutates=yes)
 
 
 def gotcha_lookup(
@@ -280,18 +330,19 @@ def data_verify(
 
 # ---------------------------------------------------------------- registration
 
+# job_launch runs any shell command: as destructive as anything a shell can do.
+MUTATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+SIGNAL = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
+
 _TOOLS = (
     (host_preflight, "Preflight a GPU box", READ, None),
-    (job_launch, "Launch a detached job",
-     ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True),
-     None),
+    (job_launch, "Launch a detached job", MUTATE, None),
     (job_status, "Job states", READ, None),
     (job_logs, "Read a job's log", READ, LOG_RESULT_META),
-    (job_stop, "Stop a job",
-     ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True), None),
+    (job_wait, "Wait for a job", READ, LOG_RESULT_META),
+    (job_stop, "Stop a job", SIGNAL, None),
     (job_diagnose, "Why a job stopped", READ, None),
-    (vram_reap, "Reap GPU memory holders",
-     ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True), None),
+    (vram_reap, "Reap GPU memory holders", SIGNAL, None),
     (gotcha_lookup, "Look up a gotcha", READ_LOCAL, None),
     (profiles_show, "Platform profiles", READ_LOCAL, None),
     (log_triage, "Triage a job log", READ, LOG_RESULT_META),
@@ -300,14 +351,38 @@ _TOOLS = (
 
 
 def build() -> MCPServer:
+    """The server; in readonly mode without the tools that change a box, so a client never offers
+    them (calls are still refused per call, for a mode set after the start)."""
+    readonly = os.environ.get(MODE_ENV, "").strip().lower() not in ("", "operate")
     return MCPServer("gpuops", instructions=INSTRUCTIONS, version=__version__,
-                     tools=[_tool(*spec) for spec in _TOOLS])
+                     tools=[_tool(*spec) for spec in _TOOLS if not (readonly and not spec[2].read_only_hint)])
+
+
+class StrictTool(Tool):
+    """A tool whose arguments are exactly its parameters (an unknown one is refused, not ignored),
+    and whose argument errors come back as the usage envelope, naming the parameters."""
+
+    async def run(self, arguments, context, convert_result=False):
+        try:
+            self.fn_metadata.validate_arguments(arguments)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
+            return respond(self.name, lambda: _refuse_arguments(self.name, problems))
+        return await super().run(arguments, context, convert_result=convert_result)
+
+
+def _refuse_arguments(name, problems):
+    raise errors.UsageError(f"{name}: {problems}")
 
 
 def _tool(fn, title, hints, meta):
     import inspect
 
-    tool = Tool.from_function(fn, title=title, description=inspect.cleandoc(fn.__doc__), annotations=hints,
-                              meta=meta)
-    tool.parameters = budget.lean_schema(tool.parameters)  # advertised only; calls validate on the full model
+    tool = StrictTool.from_function(fn, title=title, description=inspect.cleandoc(fn.__doc__), annotations=hints,
+                                    meta=meta)
+    loose = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(loose.__name__, (loose,), {
+        "__module__": loose.__module__, "model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)})
+    # advertised only; calls validate on the full model
+    tool.parameters = dict(budget.lean_schema(tool.parameters), additionalProperties=False)
     return tool

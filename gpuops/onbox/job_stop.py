@@ -1,11 +1,12 @@
 """On-box `stop`: TERM a job's processes, KILL what is left after the grace period, confirm they
-are gone. Dry run unless `yes`. Entry: main(argv)."""
+are gone. Dry run unless `yes`; with a `plan` id (gpuops.onbox.plans), only when the live set of
+processes is still the one planned. Entry: main(argv)."""
 
 import os
 import time
 
-from . import job_facts, jobrecord, procs, signals
-from .jobrecord import META, STOP
+from . import job_facts, jobrecord, plans, procs, signals
+from .jobrecord import META, STOP, JobError
 
 KILL_WAIT_S = 5.0
 
@@ -71,7 +72,7 @@ def _describe(pids_ticks, gpu):
         # a short-lived child can exit between the scan and this read: it is no target any more
         if cmd is None and not procs.alive(pid, pids_ticks[pid]):
             continue
-        out.append({"pid": pid, "cmd": cmd, "gpu": pid in gpu})
+        out.append({"pid": pid, "start_ticks": pids_ticks[pid], "cmd": cmd, "gpu": pid in gpu})
     return out
 
 
@@ -86,6 +87,17 @@ def stop(opts):
     grace = opts.get("grace")
     grace = 10.0 if grace is None else float(grace)
     doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
+    planned = opts.get("plan")
+    if planned is not None:
+        expires = plans.expiry(planned)
+        if expires is None:
+            raise JobError("usage", "not a plan id: %r" % (planned,))
+        shown = [(t["pid"], t["start_ticks"]) for t in doc["targets"]]  # the set a dry run shows
+        if plans.plan_id("stop", job_id, shown, expires) != planned:
+            # the live set is not the one planned: signal nothing, show the set as it is now
+            doc.update(dry_run=True, plan_refused=True, signalled=[], all_gone=not targets,
+                       after=job_facts.facts(job_id))
+            return doc
     if not opts.get("yes") or not targets:
         doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets, after=job_facts.facts(job_id))
         return doc

@@ -1,5 +1,5 @@
 """On-box `stream`: a job's log as frames (gpuops.onbox.logscan.frame), from a tail or an offset,
-once or following until the job ends. Entry: main(argv).
+once or following until the job ends (or `until_s` seconds have passed). Entry: main(argv).
 
 Each channel is bounded (_STREAM_MAX bytes, _STREAM_MAX_S seconds); the caller reconnects from
 the `next` offset of the end frame, so a byte is never lost or repeated across channels.
@@ -29,20 +29,30 @@ def stream(opts):
         pos = min(max(0, int(opts["from_offset"])), size)
     else:
         pos = logscan.tail_offset(log, int(opts.get("tail") or 0))
+        limit = opts.get("max_bytes")
+        if limit is not None and size - pos > int(limit):
+            # a tail bigger than the page: its end is what a tail is for, starting at a whole line
+            pos = size - int(limit)
+            line = logscan.read_range(log, pos, int(limit)).find(b"\n")
+            pos += line + 1 if 0 <= line < int(limit) - 1 else 0
     _emit(out, logscan.frame(b"H", {"job_id": job_id, "start": pos, "size": size}))
     follow, limit = bool(opts.get("follow")), opts.get("max_bytes")
     sent, began, beat = 0, time.time(), time.time()
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    until = opts.get("until_s")
     while True:
-        want = _STREAM_CHUNK if limit is None else min(_STREAM_CHUNK, int(limit) - sent)
-        data = logscan.read_range(log, pos, want) if want > 0 else b""
-        if data:
-            if not _emit(out, logscan.frame(b"D", data)):
-                return None
-            pos += len(data)
-            sent += len(data)
-            continue
-        end = _stream_end(job_id, meta, follow, limit is not None and sent >= int(limit))
+        if until is not None and time.time() - began >= float(until):
+            end = {"reason": "timeout"}  # the caller's --timeout, kept here so the channel ends on time
+        else:
+            want = _STREAM_CHUNK if limit is None else min(_STREAM_CHUNK, int(limit) - sent)
+            data = logscan.read_range(log, pos, want) if want > 0 else b""
+            if data:
+                if not _emit(out, logscan.frame(b"D", data)):
+                    return None
+                pos += len(data)
+                sent += len(data)
+                continue
+            end = _stream_end(job_id, meta, follow, limit is not None and sent >= int(limit))
         if end is None and (sent >= _STREAM_MAX or time.time() - began > _STREAM_MAX_S):
             end = {"reason": "rotate"}  # bounded per channel: the caller reconnects from `next`
         if end is not None:

@@ -29,6 +29,7 @@ import fcntl
 import json
 import os
 import sys
+import time
 
 from . import procs
 
@@ -126,7 +127,9 @@ def by_key(key):
 
 
 def resolve(ref):
-    """A job id from an id, an idempotency key or a name (newest wins)."""
+    """A job id from an id, an idempotency key or a name. A name several jobs share is refused
+    (kind "ambiguous", listing them), unless they are one line of retries: then the newest
+    attempt is the job."""
     if not ref:
         raise JobError("usage", "name a job with --job (an id, a --key or a --name)")
     try:
@@ -135,11 +138,29 @@ def resolve(ref):
     except ValueError:
         pass
     found = metas()
-    for field in ("key", "name"):
-        hit = next((jid for jid, m in found if m.get(field) == ref), None)
-        if hit:
-            return hit
+    hit = next((jid for jid, m in found if m.get("key") == ref), None)
+    if hit:
+        return hit
+    named = [(jid, m) for jid, m in found if m.get("name") == ref]
+    if len(named) > 1 and not _one_lineage(named):
+        listed = ", ".join("%s (launched %s)" % (jid, _when(m.get("launched_at"))) for jid, m in named[:10])
+        raise JobError("ambiguous", "%d jobs are named %r: %s%s; name one by its id" % (
+            len(named), ref, listed, ", ..." if len(named) > 10 else ""))
+    if named:
+        return named[0][0]
     raise JobError("not-found", "no job %r in %s" % (ref, jobs_dir()))
+
+
+def _one_lineage(named):
+    """True when each job (newest first) but the oldest is a retry of the next one."""
+    return all(newer.get("parent_job_id") == older_id for (_, newer), (older_id, _) in zip(named, named[1:]))
+
+
+def _when(epoch):
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(epoch)))
+    except (TypeError, ValueError):
+        return "?"
 
 
 def ensure_root():

@@ -55,7 +55,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         "triage": triaged,
         "state": row["state"] if row else None,
     }
-    ok = v["verdict"] in ("running", "completed")
+    ok = v["verdict"] in ("running", "completed", "stopped")  # a stop someone asked for is no failure
     summary = f"{what}: {v['verdict']} ({v['confidence']} confidence)"
     if v["evidence"]:
         summary += f": {v['evidence'][-1]}"

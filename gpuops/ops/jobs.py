@@ -1,45 +1,41 @@
-"""Detached jobs: launch, status, logs, stop, retry, queue. Each returns one envelope.
+"""Detached jobs: launch, status, stop, retry, queue, and the one call every job action makes.
+Each returns one envelope; `logs` is gpuops.ops.joblogs, `wait` gpuops.ops.wait.
 
 Every operation is one exec channel to the box running one on-box job entry (options and
-secrets travel in its stdin; see gpuops.onbox.jobrecord), except `logs --follow`, which holds a
-framed stream open and reconnects from the last byte it delivered when the link drops.
+secrets travel in its stdin; see gpuops.onbox.jobrecord).
 """
 
 import json
 import os
-import threading
 import time
 
-from .. import contained, errors
-from ..envelope import envelope
-from ..boundary import answer, expect
-from ..jobs import answers, frames, lastseen, state, states
-from ..onbox import steps
+from .. import errors
+from ..envelope import CODE_KEY, envelope
+from ..boundary import expect
+from ..jobs import answers, lastseen, state, states
+from ..onbox import plans, steps
 from ..units import duration
 
 # The on-box entry that carries out each job action.
 ENTRIES = {"launch": "job_launch", "retry": "job_launch", "status": "job_facts", "excerpt": "job_facts",
-           "stream": "job_stream", "stop": "job_stop", "queue": "job_queue"}
-STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
-PAGE_BYTES = 1 << 20
-KEEP_BYTES = 4 << 20
+           "stream": "job_stream", "stop": "job_stop", "queue": "job_queue", "wait": "job_wait"}
 
 
-def _payload(opts):
+def payload(opts):
     return json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
 
 
-def _raise_reported(target, err):
+def raise_reported(target, err):
     raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
 
 
 def call(target, action, opts, timeout_s=60):
     """Run one on-box job action; its document once its shape is gpuops's, or the typed error
     it reported."""
-    doc = target.run_onbox(ENTRIES[action], [action], stdin=_payload(opts), timeout_s=timeout_s)
+    doc = target.run_onbox(ENTRIES[action], [action], stdin=payload(opts), timeout_s=timeout_s)
     if doc.get("error"):
         err = expect(doc, {"error": dict}, target.name)["error"]
-        _raise_reported(target, expect(err, {"kind": str, "message": str}, target.name, "error"))
+        raise_reported(target, expect(err, {"kind": str, "message": str}, target.name, "error"))
     expect(doc, ANSWERS[action], target.name, f"{action} answer")
     for facts in _facts_in(action, doc):
         answers.facts(facts, target.name)
@@ -49,7 +45,7 @@ def call(target, action, opts, timeout_s=60):
 # What each action's answer must hold, and where its job records are.
 ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict}, "status": {"jobs": list, "now": (int, float)},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
-           "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}}
+           "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
 
 
 def _facts_in(action, doc):
@@ -62,7 +58,7 @@ def _facts_in(action, doc):
     return [doc["job"]]
 
 
-def _cmd(host, verb, job, *extra, jobs_dir=None):
+def command_line(host, verb, job, *extra, jobs_dir=None):
     from ..remote import wrap
 
     words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
@@ -117,8 +113,8 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     else:
         summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
     ok = not meta.get("spawn_error")
-    nxt = [_cmd(target.name, "status", jid, jobs_dir=jobs_dir),
-           _cmd(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
+    nxt = [command_line(target.name, "status", jid, jobs_dir=jobs_dir),
+           command_line(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
     data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
@@ -146,8 +142,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     if job:
         row = rows[0]
         ok = row["state"] in states.HEALTHY
-        summary = _one_line(row)
-        nxt = [_cmd(target.name, "logs", row["job_id"], "--tail", "50", jobs_dir=jobs_dir)] if not ok else []
+        summary = one_line(row)
+        nxt = [command_line(target.name, "logs", row["job_id"], "--tail", "50", jobs_dir=jobs_dir)] if not ok else []
     else:
         counts = {}
         for r in rows:
@@ -158,7 +154,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
 
-def _one_line(row):
+def one_line(row):
     text = f"{row['job_id']}: {row['state']}"
     if row.get("exit_code") is not None:
         text += f" (exit {row['exit_code']})"
@@ -169,229 +165,74 @@ def _one_line(row):
     return text
 
 
-# ------------------------------------------------------------------ logs
-
-
-class _Stream:
-    """One framed stream call: delivers D payloads to `sink`, remembers header and end."""
-
-    def __init__(self, sink, host):
-        self.host = host
-        self.reader = frames.FrameReader()
-        self.sink = sink
-        self.header = None
-        self.end = None
-        self.received = 0
-        self.heard = time.monotonic()
-        self.stale = False
-
-    def on_chunk(self, chunk):
-        self.heard = time.monotonic()
-        for kind, payload in self.reader.feed(chunk):
-            if kind == frames.HEADER:
-                self.header = expect(answer(payload, self.host), {"start": int, "size": int}, self.host, "log header")
-            elif kind == frames.DATA:
-                self.sink(payload)
-                self.received += len(payload)
-            elif kind == frames.END:
-                self.end = answer(payload, self.host)
-
-
-def stream_once(target, opts, s):
-    """One channel of the on-box `stream` action, feeding the _Stream `s` (whose header and byte
-    count stay valid even when this raises; its end is None if the link dropped)."""
-    from ..remote import wrap
-
-    done = threading.Event()
-
-    def watchdog():
-        # The box sends a keepalive frame every 10 s: silence means a half-open link. Closing the
-        # connection makes the blocked read return, whatever the transport.
-        while not done.wait(1.0):
-            if time.monotonic() - s.heard > STREAM_IDLE_S:
-                s.stale = True
-                target.close()
-                return
-
-    guard = threading.Thread(target=watchdog, daemon=True)
-    if not target.is_local:
-        guard.start()
-    try:
-        result = target.ship(ENTRIES["stream"], ["stream"], stdin=_payload(opts), timeout_s=None, on_stdout=s.on_chunk)
-    finally:
-        done.set()
-        if guard.is_alive():
-            guard.join()  # never close the target from two threads at once
-    if s.header is None and s.end is None:
-        if result.exit == 127 and wrap.NO_PYTHON_MARK in result.err_text:
-            raise errors.PythonMissing(f"{target.name}: python3 is not on the remote PATH")
-        if s.stale or result.exit in (-1, 255):  # -1: paramiko lost the channel; 255: ssh itself failed
-            raise errors.Unreachable(f"{target.name}: the log stream's connection dropped")
-        tail = (result.err_text.strip().splitlines() or [f"exit {result.exit}, no output"])[-1]
-        raise errors.GpuopsError(f"{target.name}: log stream failed: {tail[:300]}")
-    if s.end and s.end.get("error"):
-        _raise_reported(target, s.end["error"])
-    return s
-
-
-def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jobs_dir=None, sink=None,
-         reconnect_s=120.0, notice=None):
-    """Print (via `sink`) a bounded tail, a page from an offset, or follow until the job ends.
-
-    Follow survives a dropped link: it reconnects (with backoff, up to `reconnect_s`) and resumes
-    at the next undelivered byte. `--save DIR` mirrors the whole log to DIR/<job>/log, resuming
-    a previous partial copy.
-    """
-    notice = notice or (lambda msg: None)
-    save_file = None
-    if save:
-        save_file, from_offset = _open_save(target, job, save, jobs_dir)
-    kept = bytearray()
-
-    def deliver(data):
-        if save_file is not None:
-            save_file.write(data)
-        if sink is not None:
-            sink(data)
-        else:
-            kept.extend(data)
-            if len(kept) > KEEP_BYTES:  # --json keeps the newest bytes; offsets say what was cut
-                del kept[:len(kept) - KEEP_BYTES]
-
-    opts = {"job": job, "jobs_dir": jobs_dir, "follow": bool(follow)}
-    if from_offset is not None:
-        opts["from_offset"] = int(from_offset)
-    else:
-        opts["tail"] = int(tail)
-    if not follow and not save:
-        opts["max_bytes"] = PAGE_BYTES
-    start, offset, end, reconnects, job_id = None, None, None, 0, job
-    give_up = None
-    try:
-        while True:
-            s, err = _Stream(deliver, target.name), None
-            try:
-                stream_once(target, opts, s)
-            except errors.BadAnswer:
-                raise  # a lying box is not a dropped link: resuming would not help
-            except errors.HostError as e:
-                err = e
-            if s.header is not None:
-                job_id = answers.job_id(s.header.get("job_id", job_id), target.name)
-                if start is None:
-                    start = s.header["start"]
-                offset = s.header["start"] + s.received
-                give_up = None
-            if s.end is not None:
-                end = s.end
-                if end.get("reason") == "rotate":
-                    opts.pop("tail", None)
-                    opts["from_offset"] = expect(end, {"next": int}, target.name, "log stream's end")["next"]
-                    continue
-                break
-            # the link dropped mid-stream (or could not be opened): reconnect and resume
-            if offset is None and err is not None and reconnects == 0:
-                raise err
-            give_up = give_up or time.monotonic() + reconnect_s
-            if time.monotonic() > give_up:
-                raise errors.Unreachable(
-                    f"{target.name}: lost the log stream and could not reconnect within {reconnect_s:g}s; "
-                    f"resume with --from-offset {offset}")
-            reconnects += 1
-            notice(f"gpuops: connection lost; resuming at byte {offset} (attempt {reconnects})")
-            target.close()
-            time.sleep(min(8.0, 0.5 * 2 ** min(reconnects - 1, 4)))
-            opts.pop("tail", None)
-            if offset is not None:
-                opts["from_offset"] = offset
-    finally:
-        if save_file is not None:
-            save_file.close()
-    return _logs_envelope(target, job_id, start, offset, end, reconnects, save, bytes(kept), sink, jobs_dir)
-
-
-def _open_save(target, job, save, jobs_dir):
-    """The local mirror file (append mode) and the offset to resume from; saves meta/exit too."""
-    doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir})
-    if not doc["jobs"]:
-        raise errors.BadAnswer(f"{target.name}: the box's answer is not gpuops's: no record of job {job!r}")
-    return save_records(save, doc["jobs"][0])
-
-
-def save_records(save, facts):
-    """Write a job's meta and exit records to SAVE/<job id>/ and open its log there for appending:
-    (file, bytes it already holds). The id and the records come from the box, so every write goes
-    through gpuops.contained and stays in SAVE, whatever they say and whatever links SAVE holds."""
-    os.makedirs(save, exist_ok=True)
-    root = contained.Root(save)
-    folder = contained.one_name(facts["job_id"])
-    root.makedirs(folder)
-    for name, rec in (("meta.json", facts.get("meta")), ("exit.json", facts.get("exit"))):
-        if rec is not None:
-            root.write_atomic(f"{folder}/{name}", json.dumps(rec, indent=2, sort_keys=True).encode("utf-8"))
-    with root.parent(f"{folder}/log") as (d, name):
-        fd = d.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    log = os.fdopen(fd, "ab")
-    return log, os.fstat(fd).st_size
-
-
-def _logs_envelope(target, job_id, start, offset, end, reconnects, save, kept, sink, jobs_dir):
-    end = end or {}
-    data = {"job_id": job_id, "start_offset": start, "next_offset": offset if offset is not None else start,
-            "bytes": (offset or 0) - (start or 0), "reconnects": reconnects, "end": end.get("reason")}
-    if sink is None:
-        data["text"] = kept.decode("utf-8", "replace")
-        data["text_starts_at"] = data["next_offset"] - len(kept) if data["next_offset"] is not None else None
-    ok, summary = True, f"{job_id}: bytes {start}..{data['next_offset']}"
-    if end.get("reason") in ("exited", "vanished"):
-        rec = end.get("exit")
-        row = state.derive({"job_id": job_id, "meta": {}, "exit": rec, "liveness": "gone"})
-        data["state"] = row["state"]
-        data["exit"] = rec
-        ok = row["state"] == states.COMPLETED
-        summary += f"; job ended: {_one_line(row).split(': ', 1)[1]}"
-    elif end.get("reason") == "eof":
-        data["ended"] = bool(end.get("ended"))
-    if save:
-        data["saved_to"] = os.path.join(save, job_id)
-        summary += f"; saved to {data['saved_to']}"
-    nxt = [] if not ok or end.get("reason") in ("exited", "vanished") else [
-        _cmd(target.name, "logs", job_id, "--from-offset", str(data["next_offset"]), jobs_dir=jobs_dir)
-    ]
-    return envelope("logs", ok=ok, summary=summary, data=data, next=nxt)
-
-
 # ------------------------------------------------------------------ stop
 
 
-def stop(target, *, job, grace=10.0, yes=False, jobs_dir=None):
-    doc = call(target, "stop", {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir},
-               timeout_s=float(grace) + 60)
+PLAN_TTL_S = 600  # a plan shown longer ago than this is stale: apply a fresh one
+_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
+
+
+def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
+    """Stop a job; a dry run unless `yes`. With `plan` (the plan_id of a dry run), only when the
+    job's live processes are still exactly the planned ones: else refused, with the new plan."""
+    opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir}
+    stale = plan is not None and (plans.expiry(plan) or 0) < time.time()
+    if plan is not None and plans.expiry(plan) is None:
+        raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
+    if plan is not None and not stale:
+        opts["plan"] = plan
+    doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
+    for t in doc["targets"]:
+        expect(t if isinstance(t, dict) else {}, _TARGET, target.name, "stop target")
     after = state.derive(doc["after"])
-    targets = doc.get("targets") or []
+    targets = doc["targets"]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
             "gpu_holders_left": doc.get("gpu_holders_left") or []}
+    if stale or doc.get("plan_refused"):
+        return _refused_plan(target.name, jid, plan, stale, targets, float(grace), data, jobs_dir)
     if not targets:
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and none of its "
                                                   f"processes is alive", data=data)
     gpu = sum(1 for t in targets if t.get("gpu"))
     if doc.get("dry_run"):
+        shown = _plan(jid, targets)
         out = envelope("stop", ok=False, summary=f"dry run: would send SIGTERM to {len(targets)} process(es) of "
                                                  f"{jid} ({gpu} holding a GPU), SIGKILL after {float(grace):g}s; "
-                                                 "add --yes", data=dict(data, dry_run=True),
-                       next=[_cmd(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes",
-                                  jobs_dir=jobs_dir)])
-        out["exit_code_hint"] = errors.REFUSED
+                                                 f"add --yes --plan {shown['plan_id']}",
+                       data=dict(data, dry_run=True, plan=shown),
+                       next=[command_line(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes",
+                                          "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
+        out[CODE_KEY] = errors.REFUSED
         return out
     used = "+".join(s["signal"] for s in doc.get("signals") or [])
     if doc.get("all_gone"):
         summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
         return envelope("stop", ok=True, summary=summary, data=data,
-                        next=[_cmd(target.name, "retry", jid, jobs_dir=jobs_dir)])
+                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir)])
     left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
     return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data)
+
+
+def _plan(jid, targets):
+    expires = int(time.time()) + PLAN_TTL_S
+    pairs = [(t["pid"], t["start_ticks"]) for t in targets]
+    return {"plan_id": plans.plan_id("stop", jid, pairs, expires), "expires_at": expires,
+            "pids": [t["pid"] for t in targets]}
+
+
+def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir):
+    """Exit 5 with the plan the live set makes now, so the caller can look again and apply that."""
+    fresh = _plan(jid, targets) if targets else None
+    why = "has expired" if stale else "no longer matches the job's live processes"
+    message = f"plan {plan} {why}; nothing was signalled"
+    message += (f"; the live set is {len(targets)} process(es): new plan {fresh['plan_id']}" if fresh
+                else f"; {jid} has no live process left")
+    nxt = [command_line(host, "stop", jid, "--grace", f"{grace:g}", "--yes", "--plan", fresh["plan_id"],
+                        jobs_dir=jobs_dir)] if fresh else []
+    return envelope("stop", ok=False, summary=message, data=dict(data, dry_run=True, plan=fresh, refused_plan=plan),
+                    error={"kind": "refused", "message": message}, next=nxt)
 
 
 # ------------------------------------------------------------------ queue

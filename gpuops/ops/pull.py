@@ -51,6 +51,8 @@ def _pull(target, src, dst, local_root, opts):
     hasher.finish(tally)
     lmap = {r: e for r, e in scan.entries.items() if not source_rules.excluded(r, e.kind == "d")}
     p = plan.make(rmap, lmap)
+    if opts.delete:
+        S.check_plan(p.extras, opts)  # a plan that no longer holds refuses before anything moves
     from ..onbox import disk
 
     verdict = S.check_budget(rmap, lmap, p.send, disk.measure("destination", local_root), os.path.isdir(local_root),

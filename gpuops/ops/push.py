@@ -54,6 +54,8 @@ def _push(target, src, dst, local_root, profile, held, opts):
     _hash_uncached(target, remote_root, rmap, same, opts, tally)
     hasher.wait(same)
     p = plan.make(lmap, rmap)
+    if opts.delete:
+        S.check_plan(p.extras, opts)  # a plan that no longer holds refuses before anything moves
     _profile(profile, remote_root, findings)
     verdict = S.check_budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}",
                              opts, findings)

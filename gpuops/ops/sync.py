@@ -20,12 +20,14 @@ local pull index, which is the evidence `teardown-check` relies on.
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import errors
 from ..envelope import envelope
 from ..findings import Finding, worst_first
+from ..onbox import plans
 from ..sync import budget, plan, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome
 from ..sync.progress import Silent
@@ -34,6 +36,7 @@ from ..units import human_bytes
 
 ENGINES = ("auto", "rsync", "sftp")
 LIST_LIMIT = 200
+PLAN_TTL_S = 600  # as a stop plan's (gpuops.ops.jobs)
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Options:
     retry_for: float = 300.0
     profile: Optional[str] = None
     rehash: bool = False
+    plan: Optional[str] = None  # with delete and yes: the plan_id the dry run showed
     progress: object = field(default_factory=Silent)
 
     def backoff(self) -> Backoff:
@@ -183,11 +187,33 @@ def engine_failure(outcome, verb):
     return f"{verb} failed: {message}"
 
 
+def check_plan(extras, opts):
+    """With --plan: Refused, naming the new plan, unless `extras` are still exactly the plan's
+    paths. Checked before anything moves, and again right before deleting."""
+    if opts.plan is None:
+        return
+    expires = plans.expiry(opts.plan)
+    if expires is None:
+        raise errors.UsageError(f"--plan {opts.plan!r} is not a plan id (a dry run of --delete shows one)")
+    if plans.plan_id("delete", None, extras, expires) != opts.plan or expires < time.time():
+        raise errors.Refused(f"plan {opts.plan} no longer matches the {len(extras)} path(s) that exist only at the "
+                             f"destination (or has expired); nothing was deleted; new plan {_plan(extras)[0]}")
+
+
+def _plan(extras):
+    expires = int(time.time()) + PLAN_TTL_S
+    return plans.plan_id("delete", None, extras, expires), expires
+
+
 def may_delete(extras, opts, findings) -> bool:
-    """Deleting is destructive: without --yes the extras are only listed."""
+    """Deleting is destructive: without --yes the extras are only listed, with the plan_id that
+    --yes --plan takes; with a plan, only that plan's paths are deleted (check_plan)."""
+    check_plan(extras, opts)
     if extras and not opts.yes:
+        plan_id, expires = _plan(extras)
         findings.append(Finding("sync.would-delete", "info", f"{len(extras)} path(s) exist only at the destination; "
-                                "--delete removes them only with --yes", evidence={"paths": cut(extras)}))
+                                "--delete removes them only with --yes", evidence={
+                                    "paths": cut(extras), "plan_id": plan_id, "expires_at": expires}))
     return bool(extras) and opts.yes
 
 

@@ -1,4 +1,4 @@
-"""Detached jobs for people: the status table, a launch or retry line, stop's targets, a queue."""
+"""Detached jobs for people: the status table, a launch or retry line, stop's targets, a queue, a wait."""
 
 import sys
 
@@ -52,6 +52,14 @@ def queue(doc, con):
     for e in doc["data"].get("entries") or []:
         table.add_row(str(e["line"]), state_text(e), e.get("job_id") or "-", e["command"])
     con.print(table)
+    summary_line(doc, con)
+
+
+def waited(doc, con):
+    """The outcome line; the matched line when a regex ended the wait."""
+    match = doc["data"].get("match")
+    if match:
+        con.print(f"  matched: {match['line']}", markup=False, soft_wrap=True)
     summary_line(doc, con)
 
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from gpuops import errors
-from gpuops.ops import jobs as op
+from gpuops.ops import joblogs, jobs as op
 from gpuops.remote import LocalTarget
 from tests.conftest import FIXTURES
 from tests.jobs.helpers import kill_everything, meta_of, wait_for
@@ -94,12 +94,12 @@ def test_logs_page_from_an_offset_and_save_resumes(local_jobs, tmp_path):
         "data"]["job"]["job_id"]
     assert wait_for(lambda: (local_jobs / job / "exit.json").exists())
     log = (local_jobs / job / "log").read_bytes()
-    page = op.logs(t, job=job, from_offset=2990, jobs_dir=str(local_jobs))
+    page = joblogs.logs(t, job=job, from_offset=2990, jobs_dir=str(local_jobs))
     assert page["data"]["text"].encode() == log[2990:] and page["data"]["next_offset"] == len(log)
     save = tmp_path / "saved"
     (save / job).mkdir(parents=True)
     (save / job / "log").write_bytes(log[:1000])  # an earlier, interrupted copy
-    doc = op.logs(t, job=job, save=str(save), jobs_dir=str(local_jobs))
+    doc = joblogs.logs(t, job=job, save=str(save), jobs_dir=str(local_jobs))
     assert (save / job / "log").read_bytes() == log
     assert json.loads((save / job / "meta.json").read_text())["job_id"] == job
     assert (save / job / "exit.json").exists() and doc["data"]["start_offset"] == 1000
@@ -121,7 +121,7 @@ def test_cancelled_queue_starts_no_further_line_and_resumes_when_sent_again(loca
 
 def test_unknown_job_or_queue_is_not_found(local_jobs):
     with pytest.raises(errors.NotFound):
-        op.logs(LocalTarget(), job="nope", jobs_dir=str(local_jobs))
+        joblogs.logs(LocalTarget(), job="nope", jobs_dir=str(local_jobs))
     with pytest.raises(errors.NotFound):
         op.status(LocalTarget(), job="nope", jobs_dir=str(local_jobs))
     with pytest.raises(errors.NotFound):
@@ -147,7 +147,7 @@ def test_the_on_box_side_runs_on_python_3_6(monkeypatch, local_jobs, tmp_path):
     job = op.launch(t, command="echo completed step: 1; sleep 30", jobs_dir=str(local_jobs))["data"]["job"]["job_id"]
     wrapper_exe = os.readlink(f"/proc/{meta_of(local_jobs, job)['wrapper_pid']}/exe")
     assert "3.6" in wrapper_exe
-    assert wait_for(lambda: op.logs(t, job=job, jobs_dir=str(local_jobs))["data"]["text"] == "completed step: 1\n")
+    assert wait_for(lambda: joblogs.logs(t, job=job, jobs_dir=str(local_jobs))["data"]["text"] == "completed step: 1\n")
     assert op.stop(t, job=job, grace=1, yes=True, jobs_dir=str(local_jobs))["data"]["state"] == "KILLED"
     assert op.queue(t, name="old", content="echo a\n", wait=10, jobs_dir=str(local_jobs))["ok"]
 

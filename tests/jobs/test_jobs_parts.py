@@ -126,7 +126,7 @@ class _ScriptedTarget(Target):
 
 
 def test_follow_resumes_exactly_when_the_transport_raises_mid_stream(monkeypatch):
-    from gpuops.ops import jobs as op
+    from gpuops.ops import joblogs as op
 
     monkeypatch.setattr(op.time, "sleep", lambda s: None)
     log = b"0123456789abcdef\n"

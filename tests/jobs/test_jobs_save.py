@@ -1,5 +1,5 @@
 """`logs --save DIR` writes the job's records and log under DIR/<job id>/ and nowhere else, whatever
-the box says the job's id is and whatever links DIR holds (gpuops.ops.jobs.save_records writes
+the box says the job's id is and whatever links DIR holds (gpuops.ops.joblogs.save_records writes
 through gpuops.contained)."""
 
 import json
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuops import contained
-from gpuops.ops.jobs import save_records
+from gpuops.ops.joblogs import save_records
 from tests.rig.rewriter import rewriting_box
 from tests.sync.conftest import snapshot
 

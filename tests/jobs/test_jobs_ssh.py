@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpuops.ops import jobs as op
+from gpuops.ops import joblogs, jobs as op
 from gpuops.remote import target_for
 from tests.jobs.helpers import meta_of, wait_for
 
@@ -81,7 +81,7 @@ def test_follow_resumes_after_a_cut_without_losing_or_repeating_bytes(box, jobs_
     def follow():
         t = target_for(jobs_box.spec)
         try:
-            result["doc"] = op.logs(t, job=job, follow=True, from_offset=0, jobs_dir=str(jobs_dir),
+            result["doc"] = joblogs.logs(t, job=job, follow=True, from_offset=0, jobs_dir=str(jobs_dir),
                                     sink=got.extend, reconnect_s=20, notice=notices.append)
         finally:
             t.close()
@@ -274,14 +274,14 @@ def test_retry_makes_a_child_from_the_immutable_command(box, jobs_dir):
 
 def test_follow_recovers_from_a_half_open_link(box, jobs_box, jobs_dir, monkeypatch):
     """The server side freezes (no FIN, no RST): only the stream's silence gives it away."""
-    monkeypatch.setattr(op, "STREAM_IDLE_S", 1.5)
+    monkeypatch.setattr(joblogs, "STREAM_IDLE_S", 1.5)
     job = launched(box, jobs_dir, "for i in $(seq 1 60); do echo \"line $i\"; sleep 0.05; done")
     got, result = bytearray(), {}
 
     def follow():
         t = target_for(jobs_box.spec)
         try:
-            result["doc"] = op.logs(t, job=job, follow=True, from_offset=0, jobs_dir=str(jobs_dir),
+            result["doc"] = joblogs.logs(t, job=job, follow=True, from_offset=0, jobs_dir=str(jobs_dir),
                                     sink=got.extend, reconnect_s=20)
         finally:
             t.close()

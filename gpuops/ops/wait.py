@@ -1,0 +1,127 @@
+"""`wait`: block until a job reaches a state, its log matches a regex, or the time is up.
+
+The waiting happens on the box (gpuops.onbox.job_wait), one SSH call for the whole wait: it polls
+the job's records there and answers within a poll of the change. The box knows phases (starting,
+alive, ended); the state is derived here from the facts it returns, like `status` does. Only when
+the phase was reached but the derived state is another one of the same phase (RUNNING asked,
+STALLED derived) does this side ask again, a few seconds later, until the time is up.
+"""
+
+import base64
+import binascii
+import time
+
+from .. import errors
+from ..boundary import expect
+from ..envelope import CODE_KEY, envelope
+from ..jobs import state, states
+from .jobs import call, command_line
+
+TEXT_BYTES = 64 << 10
+MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
+SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling (job_facts.EXIT_SETTLE_S)
+RECHECK_S = 2.0
+PHASE = {states.STARTING: "starting", states.RUNNING: "alive", states.STALLED: "alive"}
+PHASE.update({name: "ended" for name in states.TERMINAL})
+TERMINAL = "terminal"
+_ANSWER = {"job": dict, "phase": str, "reason": str, "start": int, "next": int, "size": int, "text_start": int,
+           "text_b64": str, "match": (dict, type(None))}
+
+
+def parse_until(text):
+    """'terminal' or 'STATE[,STATE]' -> the tuple of states waited for; UsageError otherwise."""
+    picked = []
+    for word in (w.strip() for w in (text or TERMINAL).split(",")):
+        names = states.TERMINAL if word.lower() == TERMINAL else (word.upper(),)
+        for name in names:
+            if name not in PHASE:
+                raise errors.UsageError(f"--until {word!r}: wait for {TERMINAL} or any of {', '.join(PHASE)}")
+            if name not in picked:
+                picked.append(name)
+    if not picked:
+        raise errors.UsageError(f"--until names no state; give {TERMINAL} or any of {', '.join(PHASE)}")
+    return tuple(picked)
+
+
+def wait(target, *, job, until=states.TERMINAL, log_regex=None, from_offset=None, timeout_s=60.0,
+         max_bytes=TEXT_BYTES, jobs_dir=None):
+    """The job's state once one of `until` (or a line matching `log_regex`) is seen, or at the
+    timeout; with the log text before next_offset (at most `max_bytes`)."""
+    began = time.monotonic()
+    deadline = began + float(timeout_s)
+    phases = sorted({PHASE[s] for s in until})
+    offset, kept, first = from_offset, b"", None
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        opts = {"job": job, "phases": phases, "regex": log_regex, "from_offset": offset, "timeout": left,
+                "max_bytes": int(max_bytes), "jobs_dir": jobs_dir}
+        doc = _checked(call(target, "wait", opts, timeout_s=left + SSH_MARGIN_S), target.name, max_bytes)
+        first = doc["start"] if first is None else first
+        kept = (kept + doc["text"])[-int(max_bytes):] if max_bytes else b""
+        row = state.derive(doc["job"])
+        reached = doc["reason"] == "match" or row["state"] in until
+        over = row["state"] in states.TERMINAL  # nothing it waits for can come any more
+        if reached or over or doc["reason"] != "phase" or time.monotonic() + RECHECK_S >= deadline:
+            break
+        offset = doc["next"]
+        time.sleep(RECHECK_S)
+    return _envelope(target.name, job, until, log_regex, doc, row, reached, kept, first,
+                     time.monotonic() - began, jobs_dir)
+
+
+def _checked(doc, host, max_bytes):
+    """The box's wait answer once its shape and its offsets are gpuops's; the text decoded."""
+    expect(doc, _ANSWER, host, "wait answer")  # the job's facts were checked by ops.jobs.call
+    try:
+        text = base64.b64decode(doc["text_b64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise errors.BadAnswer(f"{host}: the box's wait answer is not gpuops's: its text is not base64") from None
+    if not (0 <= doc["start"] <= doc["text_start"] <= doc["next"] <= doc["size"]) or \
+            len(text) > min(int(max_bytes), MAX_TEXT_BYTES) or len(text) > doc["next"] - doc["text_start"]:
+        raise errors.BadAnswer(f"{host}: the box's wait answer is not gpuops's: offsets {doc['start']}, "
+                               f"{doc['text_start']}, {doc['next']} of {doc['size']} with {len(text)} bytes")
+    if doc.get("match") is not None:
+        expect(doc["match"], {"end": int, "line": str}, host, "wait answer's match")
+    return dict(doc, text=text)
+
+
+def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waited, jobs_dir):
+    timed_out = not reached and row["state"] not in states.TERMINAL
+    data = {"job_id": row["job_id"], "state": row["state"], "until": list(until), "reached": reached,
+            "timed_out": timed_out, "reason": "match" if doc["reason"] == "match" else
+            ("state" if reached else ("timeout" if timed_out else "ended")),
+            "new_text": kept.decode("utf-8", "replace"), "text_starts_at": doc["next"] - len(kept),
+            "start_offset": first, "next_offset": doc["next"], "log_size": doc["size"],
+            "waited_s": round(waited, 3), "job": row}
+    if doc.get("match") is not None:
+        data["match"] = doc["match"]
+    jid = row["job_id"]
+    wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
+    said = f"{jid}: {row['state']}"
+    if row.get("exit_code") is not None or row.get("signal"):
+        said += f" ({row.get('signal') or 'exit %d' % row['exit_code']})"
+    if doc["reason"] == "match":
+        summary = f"{said}; log line matched: {doc['match']['line'][:200]}"
+    elif reached:
+        summary = f"{said} after {waited:.1f}s"
+    elif timed_out:
+        summary = f"{said}; still not {wanted} after {waited:.1f}s (timed out)"
+    else:
+        summary = f"{said}; it ended, so {wanted} can no longer be reached"
+    nxt = _next(host, jid, row, until, log_regex, doc["next"], timed_out, jobs_dir)
+    out = envelope("wait", ok=reached, summary=summary, data=data, next=nxt)
+    if timed_out:
+        out[CODE_KEY] = errors.WAIT_TIMED_OUT
+    return out
+
+
+def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir):
+    if timed_out:
+        said = TERMINAL if set(until) == set(states.TERMINAL) else ",".join(until)
+        again = ["--until", said] + (["--log-regex", log_regex, "--from-offset", str(offset)]
+                                                 if log_regex else [])
+        return [command_line(host, "wait", jid, *again, jobs_dir=jobs_dir)]
+    if row["state"] in states.TERMINAL and row["state"] != states.COMPLETED:
+        return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir),
+                command_line(host, "triage", jid, jobs_dir=jobs_dir)]
+    return [command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir)]
