@@ -11,7 +11,7 @@ import textwrap
 TAGLINE = "gpuops: operate rented GPU machines over SSH without losing runs, data or money."
 
 GROUPS = (
-    ("Check", ("preflight", "profiles", "teardown-check")),
+    ("Check", ("preflight", "fleet", "profiles", "teardown-check")),
     ("Data", ("push", "pull", "verify")),
     ("Jobs", ("launch", "status", "wait", "logs", "stop", "retry", "queue")),
     ("Post-mortem", ("diagnose", "triage", "reap")),
@@ -28,11 +28,14 @@ OVERVIEW_EXAMPLES = (
 
 EXAMPLES = {
     "preflight": ["gpuops preflight", "gpuops preflight --host box --json"],
+    "fleet": ["gpuops fleet", "gpuops fleet --host a,b,c --json", "gpuops fleet --fleet train --watch"],
     "push": ["gpuops push --host box --src ./data --dst /root/autodl-tmp/data"],
     "pull": ["gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt"],
     "verify": ["gpuops verify --host box --local ./data --remote /root/autodl-tmp/data"],
     "launch": ["gpuops launch --host box --name train --cmd 'python train.py'"],
     "status": ["gpuops status --host box", "gpuops status --host box --job train"],
+    "wait": ["gpuops wait --host box --job train --timeout 3600",
+             "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"],
     "logs": ["gpuops logs --host box --job train --follow"],
     "stop": ["gpuops stop --host box --job train", "gpuops stop --host box --job train --yes"],
     "diagnose": ["gpuops diagnose --host box --job train"],

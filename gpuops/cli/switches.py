@@ -12,6 +12,7 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 # index, disconnect's the connection to end), each with its boolean flags.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
+    "fleet": frozenset({"--json", "--watch"}),
     "launch": frozenset({"--json"}),
     "logs": frozenset({"--follow", "--json"}),
     "preflight": frozenset({"--json"}),

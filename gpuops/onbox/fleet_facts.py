@@ -1,0 +1,116 @@
+"""On-box facts for the fleet view, in one exec: GPUs sampled over a short window, the gpuops jobs
+running now and when the last one ended, disk and inode headroom of one directory, uptime.
+Entry: main(argv).
+
+Only facts leave the box; whether it is idle and what that cost is judged on the caller's side
+(gpuops.ops.fleet), so the rule is pure and tested without a box. Every list is bounded: a box
+with thousands of job directories or a driver listing odd devices still answers in bounded bytes.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+
+from . import disk, gpu, jobrecord, procs, runcmd
+from .jobrecord import EXIT, LOG, META
+
+# How many jobs, newest launch first, have their end time read. Every job without an exit record
+# is still checked for life, however old (a two-week run must never make its box look idle); an
+# older job that has one ended, in all but odd cases, before the newest ones did.
+MAX_ENDS_READ = 2000
+MAX_RUNNING_LISTED = 50
+MAX_GPUS = 64
+NAME_FIELDS = [("index", "index", int), ("name", "name", str)]
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(prog="fleet_facts")
+    p.add_argument("--window", type=float, default=2.0)
+    p.add_argument("--interval", type=float, default=0.5)
+    p.add_argument("--path", default="")
+    p.add_argument("--jobs-dir", default="")
+    return p.parse_args(argv)
+
+
+def gpus(window_s, interval_s):
+    """{present, source, error, samples, devices: [{index, name, memory_used_mib, memory_total_mib,
+    util_peak_pct}]}. `present` is False when neither NVML nor nvidia-smi exists here: a box
+    without GPUs, whose utilisation is then no reason to call it busy."""
+    reader = gpu.Reader()
+    if reader.nvml is None and shutil.which("nvidia-smi") is None:
+        return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
+    names = {}
+    pending = None
+    if reader.nvml is not None:
+        doc, _ = gpu.from_nvml(reader.nvml)
+        names = dict((d.get("index"), d.get("name")) for d in (doc or {}).get("devices", []))
+    else:
+        # The names are static: asked once, side by side with the first samples.
+        pending = runcmd.start(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader,nounits"],
+                               gpu.LIGHT_TIMEOUT_S)
+    first, peak, samples = gpu.sample(reader, window_s, interval_s)
+    if pending is not None:
+        r = runcmd.finish(pending)
+        if r["error"] is None and r["rc"] == 0:
+            names = dict((row["index"], row["name"]) for row in gpu.parse_csv(r["out"], NAME_FIELDS))
+    devices = []
+    for d in first["devices"][:MAX_GPUS]:
+        devices.append({"index": d.get("index"), "name": names.get(d.get("index")),
+                        "memory_used_mib": d.get("memory_used_mib"), "memory_total_mib": d.get("memory_total_mib"),
+                        "util_peak_pct": peak.get(d.get("index"))})
+    return {"present": True, "source": first.get("source"), "error": first.get("error"), "samples": samples,
+            "devices": devices}
+
+
+def _ended_at(job_id, meta, exit_doc):
+    """When a job that is not running stopped: its exit record, else its log's last write (a job
+    that vanished without one), else its launch; None when it died with an earlier boot."""
+    if isinstance(exit_doc, dict) and isinstance(exit_doc.get("ended_at"), (int, float)):
+        return float(exit_doc["ended_at"])
+    if meta.get("boot_id") and meta.get("boot_id") != procs.boot_id():
+        return None  # it ended at or before the boot, which the caller counts anyway
+    try:
+        return os.stat(jobrecord.path(job_id, LOG)).st_mtime
+    except OSError:
+        launched = meta.get("launched_at")
+        return float(launched) if isinstance(launched, (int, float)) else None
+
+
+def jobs():
+    """{dir, running: [ids], running_count, last_end, last_job, ends_read, total}."""
+    ids = jobrecord.all_ids()
+    running, last_end, last_job, ends_read = [], None, None, 0
+    for n, job_id in enumerate(reversed(ids)):
+        exit_path = jobrecord.path(job_id, EXIT)
+        if n >= MAX_ENDS_READ and os.path.exists(exit_path):
+            continue
+        exit_doc = jobrecord.read_json(exit_path)
+        meta = jobrecord.read_json(jobrecord.path(job_id, META))
+        if not isinstance(meta, dict):
+            continue
+        if exit_doc is None and meta.get("pid") and jobrecord.liveness(meta) == "alive":
+            running.append(job_id)
+            continue
+        ends_read += 1
+        end = _ended_at(job_id, meta, exit_doc)
+        if end is not None and (last_end is None or end > last_end):
+            last_end, last_job = end, job_id
+    return {"dir": jobrecord.jobs_dir(), "running": running[:MAX_RUNNING_LISTED], "running_count": len(running),
+            "last_end": last_end, "last_job": last_job, "ends_read": ends_read, "total": len(ids)}
+
+
+def main(argv):
+    opts = _args(argv)
+    if opts.jobs_dir:
+        os.environ["GPUOPS_JOBS_DIR"] = os.path.expanduser(opts.jobs_dir)
+    window = max(0.0, min(opts.window, 60.0))
+    interval = max(0.1, min(opts.interval, 10.0))
+    role, path = ("data_dir", opts.path) if opts.path else ("home", "~")
+    doc = {"now": time.time(), "hostname": socket.gethostname()[:255], "uptime_s": procs.uptime_s(),
+           "gpu": gpus(window, interval), "jobs": jobs(), "disk": disk.measure(role, path)}
+    sys.stdout.write(json.dumps(doc))
+    return 0
