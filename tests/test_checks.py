@@ -123,6 +123,51 @@ def test_xid_on_a_gpu_not_visible_here_warns_since_a_shared_host_logs_every_tena
     assert "not visible here" in findings[0].title and findings[0].fix.startswith("nvidia-smi -L")
 
 
+def lost_box(node=True):
+    """GPU 1 fell off the bus: the driver still has it, nvidia-smi lists only GPU 0."""
+    f = healthy()
+    f["gpu"]["devices"] = f["gpu"]["devices"][:1]
+    f["gpu"]["driver_gpus"] = [{"bus_id": "0000:1b:00.0", "minor": 0, "node": True},
+                               {"bus_id": "0000:3b:00.0", "minor": 1, "node": node}]
+    f["kernlog"]["xid"] = [{"code": 79, "pci": "0000:3b:00", "count": 1,
+                            "last_line": "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, "
+                                         "GPU has fallen off the bus."}]
+    return f
+
+
+def test_xid79_on_a_gpu_the_driver_has_but_nvidia_smi_lost_fails_as_lost():
+    findings = checks.evaluate(lost_box())
+    [x] = by_id(findings, "gpu.lost")
+    assert (x.severity, x.evidence["pci"], x.evidence["xid"], x.gotcha) == ("fail", "0000:3b:00", 79, "U22")
+    assert "no longer lists it" in x.title and "reboot" in x.fix
+    assert not by_id(findings, "gpu.xid", "warn"), "not downgraded to 'a GPU not visible here'"
+
+
+def test_fallen_off_line_alone_on_a_lost_gpu_fails_too():
+    f = lost_box()
+    f["kernlog"]["xid"] = []
+    f["kernlog"]["fallen_off_bus"] = [{"pci": "0000:3b:00", "count": 1,
+                                       "last_line": "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."}]
+    assert [x.severity for x in by_id(checks.evaluate(f), "gpu.lost")] == ["fail"]
+
+
+def test_xid79_on_a_bus_id_whose_device_node_is_not_here_stays_another_tenants_warning():
+    f = lost_box(node=False)
+    findings = checks.evaluate(f)
+    assert not by_id(findings, "gpu.lost")
+    [x] = by_id(findings, "gpu.xid")
+    assert x.severity == "warn" and "not visible here" in x.title
+
+
+def test_xid79_on_a_bus_id_the_driver_does_not_list_here_stays_another_tenants_warning():
+    f = lost_box()
+    f["kernlog"]["xid"][0]["pci"] = "0000:5e:00"  # a shared host's log: a GPU this container was never given
+    findings = checks.evaluate(f)
+    assert not by_id(findings, "gpu.lost")
+    [x] = by_id(findings, "gpu.xid")
+    assert (x.severity, x.evidence["pci"]) == ("warn", "0000:5e:00") and "not visible here" in x.title
+
+
 def test_unreadable_kernel_log_is_said_not_passed_as_clean():
     f = healthy()
     f["kernlog"] = {"readable": False, "source": None,
@@ -205,11 +250,61 @@ def test_oom_kill_counter_and_kernel_victims():
     [x] = by_id(checks.evaluate(f), "mem.oom-kills")
     assert (x.severity, x.gotcha, x.evidence["cgroup_oom_kills"]) == ("warn", "U41", 3)
     assert x.evidence["last_victim"] == "python3 (pid 7311, cgroup)" and "memory.events" in x.fix
-    f["cgroup"]["memory"]["oom_kills"] = 0  # the victims were in other cgroups: not ours
-    assert by_id(checks.evaluate(f), "mem.oom-kills")[0].severity == "ok"
     f["cgroup"]["memory"]["oom_kills"] = None  # no counter: the kernel log is all there is
+    f["kernlog"]["oom_kills"][0]["kind"] = "global"
     [x] = by_id(checks.evaluate(f), "mem.oom-kills")
     assert (x.severity, x.gotcha) == ("warn", "U9")
+
+
+SESSION_OOM = {"pid": 1234, "comm": "python", "kind": "cgroup", "at": 1772586031.0,
+               "line": "Memory cgroup out of memory: Killed process 1234 (python) ...", "constraint": "CONSTRAINT_MEMCG",
+               "oom_memcg": "/user.slice/user-0.slice/session-3.scope",
+               "task_memcg": "/user.slice/user-0.slice/session-3.scope"}
+
+
+def session_box(victim):
+    f = healthy()
+    f["cgroup"]["memory"].update(path="/user.slice/user-0.slice/session-7.scope", namespace_root="/", oom_kills=0,
+                                 oom_counters=[{"scope": "session", "dir": "/sys/fs/cgroup/user.slice/user-0.slice/"
+                                                "session-7.scope", "file": "/sys/fs/cgroup/user.slice/user-0.slice/"
+                                                "session-7.scope/memory.events", "oom_kills": 0, "job_id": None}])
+    f["kernlog"].update(oom_kills=[victim], oom_kill_count=1)
+    return f
+
+
+def test_ssh_session_cgroup_counter_at_zero_does_not_hide_an_oom_kill_in_the_kernel_log():
+    [x] = by_id(checks.evaluate(session_box(dict(SESSION_OOM))), "mem.oom-kills")
+    assert (x.severity, x.gotcha) == ("warn", "U41")
+    assert "python (pid 1234) at 2026-03-04 01:00:31 UTC" in x.title
+    assert "/user.slice/user-0.slice/session-3.scope" in x.title
+    assert "session 0" in x.evidence["counters"] and "[unproven]" in x.evidence["victims"]
+
+
+def test_a_victim_without_a_cgroup_on_its_line_is_not_assumed_to_be_a_neighbours():
+    victim = {k: v for k, v in SESSION_OOM.items() if k not in ("oom_memcg", "task_memcg", "constraint", "at")}
+    [x] = by_id(checks.evaluate(session_box(victim)), "mem.oom-kills")
+    assert x.severity == "warn" and "names no cgroup" in x.title and "an unknown time" in x.title
+
+
+def test_an_oom_victim_provably_in_another_container_is_ok_and_says_so():
+    f = session_box(dict(SESSION_OOM, oom_memcg="/docker/aaa111", task_memcg="/docker/aaa111"))
+    f["cgroup"]["memory"].update(path="/docker/5f2c0e", namespace_root="/docker/5f2c0e")
+    [x] = by_id(checks.evaluate(f), "mem.oom-kills")
+    assert x.severity == "ok" and "outside this container's /docker/5f2c0e" in x.title
+    f["kernlog"]["oom_kills"][0].update(task_memcg="/docker/5f2c0e/train", oom_memcg="/docker/5f2c0e")
+    [x] = by_id(checks.evaluate(f), "mem.oom-kills")
+    assert x.severity == "warn" and "inside this container's /docker/5f2c0e" in x.title
+
+
+def test_a_recorded_jobs_cgroup_counter_counts_though_the_session_reads_zero():
+    f = session_box(dict(SESSION_OOM, oom_memcg="/docker/aaa111", task_memcg="/docker/aaa111"))
+    f["cgroup"]["memory"].update(namespace_root="/docker/5f2c0e")
+    f["cgroup"]["memory"]["oom_counters"].append(
+        {"scope": "job", "dir": "/sys/fs/cgroup/train", "file": "/sys/fs/cgroup/train/memory.events",
+         "oom_kills": 2, "job_id": "20261122-101500-a1b2c3"})
+    [x] = by_id(checks.evaluate(f), "mem.oom-kills")
+    assert (x.severity, x.gotcha) == ("warn", "U41") and "job 20261122-101500-a1b2c3" in x.title
+    assert x.fix.startswith("grep oom_kill /sys/fs/cgroup/train/memory.events")
 
 
 def test_headroom_judged_by_the_cgroup_not_the_host():
@@ -237,7 +332,7 @@ def test_thread_caps(cpu, env, severity, usable):
 
 def test_bytes_and_inodes_floors_per_filesystem():
     f = healthy()
-    f["disks"].append(disk("path", "/data", 3, free_gib=5, free_inodes=40000, total_inodes=10**6))
+    f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5, free_inodes=40000, total_inodes=10**6))
     f["disks"].append(disk("tmp", "/scratch", 4, free_gib=1, free_inodes=10))
     findings = checks.evaluate(f)
     space = {x.evidence["for"]: x for x in by_id(findings, "disk.space")}
@@ -247,6 +342,36 @@ def test_bytes_and_inodes_floors_per_filesystem():
     assert "du --inodes" in inodes["/data"].fix
     assert space["tmp"].severity == "warn" and inodes["tmp"].severity == "warn", "/tmp alone only warns"
     assert space["home, cwd, tmp"].severity == "ok", "one filesystem, judged once under its strictest role"
+
+
+def test_a_small_config_dir_passed_as_path_is_not_failed_on_the_checkpoint_floor():
+    f = healthy()
+    f["disks"].append(disk("path", "/etc/myrun", 3, free_gib=4, total_gib=8))
+    [x] = [x for x in by_id(checks.evaluate(f), "disk.space") if x.evidence["for"] == "/etc/myrun"]
+    assert (x.severity, x.evidence["floor_gib"]) == ("ok", DEFAULTS["path_min_free_gib"])
+    assert "no :SIZE given" in x.evidence["floor_from"]
+    f["disks"][-1]["free_bytes"] = int(0.5 * GIB)  # even a config dir needs room for its files
+    [x] = [x for x in by_id(checks.evaluate(f), "disk.space") if x.evidence["for"] == "/etc/myrun"]
+    assert x.severity == "fail"
+
+
+def test_a_path_given_with_a_size_is_held_to_that_size():
+    f = healthy()
+    f["disks"].append(dict(disk("path", "/root/ckpt", 3, free_gib=150), asked="~/ckpt"))
+    f["path_floors"] = {"~/ckpt": 200.0}
+    [x] = [x for x in by_id(checks.evaluate(f), "disk.space") if x.evidence["for"] == "/root/ckpt"]
+    assert (x.severity, x.evidence["floor_gib"], x.evidence["floor_from"]) == ("fail", 200.0, "--path ~/ckpt:SIZE")
+    f["path_floors"] = {"~/ckpt": 100.0}
+    assert [x.severity for x in by_id(checks.evaluate(f), "disk.space") if x.evidence["for"] == "/root/ckpt"] == ["ok"]
+
+
+def test_profile_data_dir_keeps_the_run_floor_where_it_shares_a_disk_with_a_small_path():
+    f = healthy()
+    f["disks"] += [disk("data_dir", "/root/autodl-tmp", 3, free_gib=10), disk("path", "/root/autodl-tmp/cfg", 3,
+                                                                              free_gib=10)]
+    [x] = [x for x in by_id(checks.evaluate(f), "disk.space") if "/root/autodl-tmp" in x.evidence["for"]]
+    assert (x.severity, x.evidence["floor_gib"]) == ("fail", DEFAULTS["disk_min_free_gib"])
+    assert x.evidence["for"] == "/root/autodl-tmp, /root/autodl-tmp/cfg"
 
 
 def test_profile_inode_cap_tightens_the_inode_count():

@@ -4,6 +4,7 @@ SetEnv), and every way a host can fail to answer."""
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from gpuops.ops import preflight as op
 from gpuops.remote import target_for
 from tests.fixtures.fakegpu.boxes import compose
 from tests.rig.sshd import keygen
+from tests.sync.conftest import mount_tmpfs
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDING_KEYS = {"id", "severity", "title", "evidence", "fix", "gotcha"}
@@ -189,9 +191,43 @@ def test_profile_dirs_thresholds_and_inode_cap_reach_the_verdicts(cli, tmp_path)
     r = cli("preflight", "--json", "--profile", "pf-test", env={**os.environ, "GPUOPS_PROFILES_DIR": str(profiles_dir)})
     doc = json.loads(r.stdout)
     assert r.returncode == 1, r.stderr
-    assert [d["path"] for d in doc["data"]["disks"] if d["role"] == "path"] == [str(data), str(durable)]
+    assert [(d["role"], d["path"]) for d in doc["data"]["disks"] if d["role"] not in ("home", "cwd", "shm", "tmp")] \
+        == [("data_dir", str(data)), ("durable_dir", str(durable))]
     assert doc["data"]["thresholds"]["disk_min_free_gib"] == 1000000.0 and doc["data"]["profile"] == "pf-test"
     space = [f for f in by_id(doc, "disk.space") if str(data) in f["evidence"]["for"]]
     assert space[0]["severity"] == "fail" and space[0]["evidence"]["floor_gib"] == 1000000.0
     inodes = [f for f in by_id(doc, "disk.inodes") if str(durable) in f["evidence"]["for"]]
     assert inodes[0]["severity"] == "fail" and inodes[0]["evidence"]["inode_cap"] == 100
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 GiB tmpfs (tmpfs reserves nothing up front), unmounted afterwards."""
+    mount_tmpfs(tmp_path / "small", "2g", 200000)
+    yield tmp_path / "small"
+    subprocess.run(["umount", "-l", str(tmp_path / "small")], capture_output=True)
+
+
+def space_for(doc, path):
+    return [f for f in by_id(doc, "disk.space") if str(path) in f["evidence"]["for"]]
+
+
+def test_small_config_dir_path_is_not_failed_on_the_20_gib_checkpoint_floor(cli, small_disk):
+    config = small_disk / "config"
+    _, doc = preflight_json(cli, "--path", str(config))
+    [space] = space_for(doc, config)
+    assert (space["severity"], space["evidence"]["floor_gib"]) == ("ok", 1.0), space
+    _, doc = preflight_json(cli, "--path", f"{config}:100M", "--path", f"{small_disk / 'ckpt'}:10G")
+    [space] = space_for(doc, small_disk)
+    assert (space["severity"], space["evidence"]["floor_gib"]) == ("fail", 10.0), space
+    assert space["evidence"]["floor_from"] == f"--path {small_disk / 'ckpt'}:SIZE"
+    assert [d["path"] for d in doc["data"]["disks"] if d["role"] == "path"] == [str(config), str(small_disk / "ckpt")]
+
+
+@pytest.mark.parametrize("arg,expected", [
+    ("/data/ckpt:200G", ("/data/ckpt", 200.0)), ("/data:1.5T", ("/data", 1536.0)), ("/d:512M", ("/d", 0.5)),
+    ("/d:300GiB", ("/d", 300.0)), ("/d:20", ("/d", 20.0)), ("/odd:name", ("/odd:name", None)),
+    ("/plain", ("/plain", None)),
+])
+def test_path_size_suffix(arg, expected):
+    assert op.sized_path(arg) == expected

@@ -1,6 +1,7 @@
 """Each fake-GPU scenario through the whole preflight (real probe on this machine under the
 fixture sysroot, then the checks): the verdict each one exists to produce."""
 
+import re
 import subprocess
 
 import pytest
@@ -18,6 +19,7 @@ def gpu_findings(doc):
     ("healthy", set()),
     ("hw-slowdown", {("gpu.throttle", "fail", 0), ("gpu.temperature", "warn", 0)}),
     ("xid79", {("gpu.xid", "fail", 1), ("gpu.xid", "warn", 0)}),
+    ("xid79-lost", {("gpu.lost", "fail", None), ("gpu.xid", "warn", 0)}),
     ("ecc-dbe", {("gpu.ecc", "fail", 1)}),
     ("orphan-memory", {("gpu.orphan-memory", "warn", 1)}),
 ])
@@ -39,3 +41,24 @@ def test_scenario_verdicts(scenario, expected, tmp_path, monkeypatch):
     if scenario == "xid79":
         [fatal] = [f for f in doc["findings"] if f["id"] == "gpu.xid" and f["severity"] == "fail"]
         assert "GPU 1 (00000000:3B:00.0)" in fatal["title"] and fatal["evidence"]["pci"] == "0000:3b:00"
+    if scenario == "xid79-lost":
+        [lost] = [f for f in doc["findings"] if f["id"] == "gpu.lost"]
+        assert lost["evidence"]["pci"] == "0000:3b:00" and doc["ok"] is False
+        assert [d["bus_id"] for d in doc["data"]["gpu"]["devices"]] == ["00000000:1B:00.0"]
+        assert any("GPU is lost" in n for n in doc["data"]["gpu"]["notes"])
+
+
+def test_oom_kill_in_a_sibling_ssh_session_cgroup_is_named_though_ours_reads_zero(tmp_path, monkeypatch):
+    _, env = compose(tmp_path, "v2-session-oom", "healthy")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    doc = op.preflight(LocalTarget())
+    [oom] = [f for f in doc["findings"] if f["id"] == "mem.oom-kills"]
+    assert oom["severity"] == "warn" and oom["evidence"]["cgroup_oom_kills"] == 0
+    # Named: the victim, its pid, when (the log line's syslog stamp) and the cgroup the kernel printed.
+    assert re.search(r"the kernel OOM-killed python \(pid 1234\) at \d{4}-03-04 06:12:09 UTC, "
+                     r"cgroup /user\.slice/user-0\.slice/session-3\.scope", oom["title"]), oom["title"]
+    assert oom["evidence"]["counters"].startswith("session 0 ")
+    [victim] = doc["data"]["kernlog"]["oom_kills"]
+    assert (victim["constraint"], victim["task_memcg"]) == ("CONSTRAINT_MEMCG", "/user.slice/user-0.slice/session-3.scope")
+    assert victim["at"] is not None

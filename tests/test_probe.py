@@ -81,10 +81,13 @@ def test_cgroup_v1_container_that_was_oom_killed(box):
     mem = facts["cgroup"]["memory"]
     assert (facts["cgroup"]["version"], mem["oom_kills"], mem["limit_bytes"]) == ("v1", 3, 16 * 2**30)
     assert facts["cgroup"]["cpu"]["quota_cores"] == 1.0
-    assert facts["kernlog"]["oom_kills"] == [{
-        "pid": 7311, "comm": "python3", "kind": "cgroup",
-        "line": facts["kernlog"]["oom_kills"][0]["line"]}]
-    assert "Memory cgroup out of memory" in facts["kernlog"]["oom_kills"][0]["line"]
+    [victim] = facts["kernlog"]["oom_kills"]
+    assert {k: victim[k] for k in ("pid", "comm", "kind", "constraint", "oom_memcg", "task_memcg")} == {
+        "pid": 7311, "comm": "python3", "kind": "cgroup", "constraint": "CONSTRAINT_MEMCG",
+        "oom_memcg": "/docker/5f2c0e", "task_memcg": "/docker/5f2c0e"}
+    assert "Memory cgroup out of memory" in victim["line"] and victim["at"] is not None
+    assert mem["namespace_root"] == "/docker/5f2c0e"
+    assert [(c["scope"], c["oom_kills"]) for c in mem["oom_counters"]] == [("root", 3)]
 
 
 def test_xid79_with_a_hex_bus_id_is_read_and_lost_values_are_null(box):

@@ -17,7 +17,8 @@ from tests.fixtures.fakegpu.boxes import compose
 CHECKS = Path(checks.__file__).resolve().parent
 
 
-@pytest.mark.parametrize("scenario", [None, "healthy", "hw-slowdown", "xid79", "ecc-dbe", "orphan-memory"])
+@pytest.mark.parametrize("scenario", [None, "healthy", "hw-slowdown", "xid79", "xid79-lost", "ecc-dbe",
+                                      "orphan-memory"])
 def test_the_probe_answers_only_with_declared_keys(scenario, tmp_path, monkeypatch):
     root, env = compose(tmp_path, "v1-oom" if scenario is None else "v2-healthy", scenario)
     for key, value in env.items():

@@ -408,6 +408,61 @@ def test_utilisation_is_sampled_over_the_window(box):
     assert entry["class"] == "live" and "up to 3%" in entry["reason"]
 
 
+CPU_PHASE = "while True: sum(i * i for i in range(100000))"  # tokenising, on an idle GPU
+CHECKPOINTING = ("import os, sys, time\nf = open(sys.argv[1], 'wb')\nwhile True:\n    f.seek(0); f.write(b'\\0' * (1 << 20)); "
+                 "f.flush(); os.fsync(f.fileno()); time.sleep(0.1)")
+
+
+def test_cpu_phase_process_on_an_idle_gpu_is_not_reaped_and_shows_its_last_activity(box):
+    nodes = box.dev("nvidia0", "nvidiactl")
+    tokenising = box.spawn_with_nodes([sys.executable, "-c", CPU_PHASE], nodes)
+    writing = box.spawn_with_nodes([sys.executable, "-c", CHECKPOINTING, str(box.base / "ckpt.bin")], nodes)
+    idle = box.spawn("hold", *nodes)[0]["holder"]
+    for pid, mib in ((tokenising, 30000), (writing, 20000), (idle, 500)):
+        box.gpu_app(pid, 0, mib)
+
+    done = reap_here("--min-age", "0", "--idle-window", "2", "--yes")
+    assert classes(done, [tokenising, writing, idle]) == {tokenising: "live", writing: "live", idle: "idle"}
+    by_pid = dict((h["pid"], h) for h in done["holders"])
+    assert "GPU 0 at 0% over the 2s window, but its processes used" in by_pid[tokenising]["reason"]
+    assert "a CPU phase" in by_pid[tokenising]["reason"]
+    assert by_pid[tokenising]["last_activity"].startswith("now (CPU ")
+    assert by_pid[tokenising]["activity"]["cpu_s"] > 0.1  # a busy core gets far more, but a loaded box shares it
+    assert "I/O" in by_pid[writing]["last_activity"] and by_pid[writing]["activity"]["io_bytes"] >= 10 << 20
+    assert by_pid[idle]["last_activity"].startswith("none in ") and by_pid[idle]["activity"]["window_s"] >= 2
+    assert "(GPU 0 0%, CPU 0s, I/O 0 B)" in by_pid[idle]["last_activity"]
+    assert [a["pid"] for a in done["actions"]] == [idle]
+    assert box.alive(tokenising) and box.alive(writing) and not box.alive(idle)
+
+
+def test_a_holder_in_a_live_terminal_session_is_never_idle(box):
+    import pty
+
+    node = box.dev("nvidia0")[0]
+    here, left = box.base / "in-shell", box.base / "setsid"
+    line = f"{sys.executable} {HOLDER} hold {here} {node} & setsid {sys.executable} {HOLDER} hold {left} {node} & wait"
+    shell, terminal = pty.fork()  # a login-like shell: a session of its own with a controlling terminal
+    if shell == 0:
+        os.execvp("bash", ["bash", "-c", line])
+    try:
+        box._track(shell)
+        in_shell, setsid = (box._track(int(wait_for(lambda p=p: p.exists() and p.read_text(), p.name).split()[1]))
+                            for p in (here, left))
+        for pid in (in_shell, setsid):
+            box.holds(pid)
+        done = reap_here("--min-age", "0", "--idle-window", "0", "--yes")
+        why = dict((h["pid"], h["reason"]) for h in done["holders"])
+        assert classes(done, [in_shell, setsid]) == {in_shell: "live", setsid: "live"}
+        assert "in a live interactive session: it has terminal pts/" in why[in_shell]
+        assert f"whose session leader {shell} (bash) still runs" in why[in_shell]
+        assert f"its ancestor {shell} (bash) has terminal pts/" in why[setsid]
+        assert done["actions"] == [] and box.alive(in_shell) and box.alive(setsid)
+    finally:
+        os.close(terminal)
+        box.cleanup()
+        os.waitpid(shell, 0)
+
+
 def test_jobs_started_by_the_real_launcher(box, cli):
     def launch(line):
         r = cli("launch", "--cmd", line, "--json")

@@ -11,13 +11,15 @@ from gpuops.onbox import reap_rules as rules
 from gpuops.ops import reap as op
 
 TICK = 100  # start ticks below are in units of 1/100 s
+QUIET = {"window_s": 10.0, "cpu_s": 0.0, "io_bytes": 0, "cpu_total_s": 75.5, "processes": 1}
+PTS_3 = (136 << 8) | 3  # tty_nr of /dev/pts/3
 
 
 def proc(pid=500, **kw):
     f = {"pid": pid, "start_ticks": 50 * TICK, "ppid": 1, "pgid": pid, "sid": pid, "state": "S", "comm": "python3",
          "argv0": "python3", "command": "python3 train.py", "uid": 1000, "user": "alice", "age_s": 3600.0,
          "unit": None, "devices": ["/dev/nvidia0", "/dev/nvidiactl"], "minors": [0], "gpus": [0], "gpu_mem_mib": {},
-         "threads": None}
+         "threads": None, "tty_nr": 0, "activity": QUIET}
     f.update(kw)
     return f
 
@@ -135,6 +137,48 @@ def test_class_order():
     assert rules.classify(proc(ppid=77), ctx(table=table))[0] == "idle"
 
 
+def test_a_cpu_phase_process_on_an_idle_gpu_is_not_idle_and_says_what_it_did():
+    tokenising = dict(QUIET, cpu_s=9.2, processes=5)
+    cls, why, _ = rules.classify(proc(ppid=77, activity=tokenising), ctx(table={77: {"pid": 77, "comm": "bash", "ppid": 1}}))
+    assert cls == "live" and why == ("GPU 0 at 0% over the 10s window, but its processes used 9.2s of CPU over 10.0s: "
+                                     "a CPU phase (data loading, tokenising, checkpointing)")
+    assert rules.last_activity(proc(activity=tokenising), ctx()) == "now (CPU 9.2s in 10.0s)"
+    checkpointing = dict(QUIET, cpu_s=0.05, io_bytes=3 << 30)
+    cls, why, _ = rules.classify(proc(activity=checkpointing), ctx())
+    assert cls == "live" and "moved 3.0 GiB of I/O over 10.0s" in why
+    assert rules.classify(proc(activity=dict(QUIET, cpu_s=0.1, io_bytes=600 << 10)), ctx())[0] == "orphan", \
+        "a heartbeat's worth of CPU and I/O is quiet"
+    assert rules.last_activity(proc(), ctx()) == "none in 10.0s (GPU 0 0%, CPU 0s, I/O 0 B); 75.5s CPU since it started"
+
+
+@pytest.mark.parametrize("activity,why", [
+    (None, "CPU time over the window could not be read"),
+    (dict(QUIET, io_bytes=None), "own I/O (/proc/PID/io) could not be read"),
+])
+def test_unmeasured_activity_is_not_idle(activity, why):
+    cls, reason, _ = rules.classify(proc(activity=activity), ctx())
+    assert cls == "live" and why in reason and "not provably idle" in reason
+
+
+def test_a_process_in_a_live_interactive_session_is_never_idle():
+    shell = {"pid": 600, "comm": "bash", "ppid": 590, "sid": 600, "tty_nr": PTS_3, "state": "S"}
+    table = {600: shell}
+    cls, why, _ = rules.classify(proc(ppid=600, sid=600, pgid=610, tty_nr=PTS_3), ctx(table=table))
+    assert (cls, why) == ("live", "GPU 0 at 0% over the 10s window, but in a live interactive session: it has "
+                                  "terminal pts/3, whose session leader 600 (bash) still runs")
+    # A notebook server started in that shell: its kernel left the session (setsid) but descends from it.
+    table[700] = {"pid": 700, "comm": "jupyter-lab", "ppid": 600, "sid": 600, "tty_nr": PTS_3, "state": "S"}
+    cls, why, _ = rules.classify(proc(ppid=700), ctx(table=table))
+    assert cls == "live" and "its ancestor 700 (jupyter-lab) has terminal pts/3" in why
+    # The shell is gone (the SSH connection dropped): nothing interactive is left to protect.
+    del table[600]
+    assert rules.classify(proc(ppid=700), ctx(table=table))[0] == "idle"
+    # The reaper's own session (4000) is where the walk stops: a process that setsid'd out of it is judged alone.
+    table[700].update(sid=4000)
+    table[4000] = dict(shell, pid=4000, sid=4000)
+    assert rules.classify(proc(ppid=700), ctx(table=table))[0] == "idle"
+
+
 def facts(holders=(), actions=(), applied=False, gpus=None, **kw):
     doc = {"gpu": None, "applied": applied, "holders": list(holders), "actions": list(actions), "gpus": gpus or [],
            "gpu_error": None, "unreadable": 0, "nvml_unverified": [], "nested_pid_namespace": False}
@@ -143,7 +187,8 @@ def facts(holders=(), actions=(), applied=False, gpus=None, **kw):
 
 
 def holder(pid, cls, action=None, outcome=None):
-    return dict(proc(pid), **{"class": cls, "reason": "r", "action": action, "outcome": outcome, "job": None})
+    return dict(proc(pid), **{"class": cls, "reason": "r", "action": action, "outcome": outcome, "job": None,
+                              "last_activity": "none in 10.0s"})
 
 
 def gpu_row(index=0, used=300, attributed=0, holders=(), freed=None):

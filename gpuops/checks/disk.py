@@ -1,7 +1,9 @@
 """Disk verdicts: free bytes AND free inodes where a run writes (U6, U7), and /dev/shm's size.
 
 Several directories often share one filesystem; each filesystem is judged once, under the
-strictest role among the directories on it (a run's own directories fail, /tmp only warns).
+strictest floor among the directories on it (a run's own directories fail, /tmp only warns). The
+20 GiB run floor is for home and a profile's data and checkpoint dirs; an extra --path is held to
+the size it was given (`--path DIR:SIZE`), else to a small floor, since a config dir needs little.
 """
 
 import shlex
@@ -9,7 +11,8 @@ import shlex
 from ..findings import Finding
 from ..units import GIB, gib
 
-RUN_ROLES = ("home", "cwd", "path")
+RUN_ROLES = ("home", "cwd", "path", "data_dir", "durable_dir", "checkpoint_dir")
+_BY_NAME = ("home", "cwd", "tmp")  # named by role in titles; the others by their path
 
 
 def _filesystems(facts):
@@ -23,21 +26,38 @@ def _filesystems(facts):
 
 
 def _names(entries):
-    return ", ".join(dict.fromkeys(e["path"] if e["role"] == "path" else e["role"] for e in entries))
+    return ", ".join(dict.fromkeys(e["role"] if e["role"] in _BY_NAME else e["path"] for e in entries))
+
+
+def _floor(entry, facts, t):
+    """(GiB, severity below it, what sets it) for one directory: the run floor where a run keeps its
+    data, home and checkpoints, scratch's for /tmp, and for an extra --path the size it was given
+    (`--path DIR:SIZE`), else the small floor of a directory whose use nobody said."""
+    role = entry["role"]
+    if role == "tmp":
+        return t["tmp_min_free_gib"], "warn", "tmp_min_free_gib"
+    if role == "path":
+        sized = (facts.get("path_floors") or {}).get(entry.get("asked", entry["path"]))
+        if sized is not None:
+            return sized, "fail", "--path %s:SIZE" % entry.get("asked", entry["path"])
+        return t["path_min_free_gib"], "fail", "path_min_free_gib (no :SIZE given)"
+    return t["disk_min_free_gib"], "fail", "disk_min_free_gib (%s)" % role
 
 
 def space(facts, t):
     out = []
     for entries in _filesystems(facts):
         first = entries[0]
-        for_run = any(e["role"] in RUN_ROLES for e in entries)
-        floor = t["disk_min_free_gib"] if for_run else t["tmp_min_free_gib"]
         free = first["free_bytes"]
+        floors = [_floor(e, facts, t) for e in entries]
+        below = [f for f in floors if free < f[0] * GIB]
+        # The worst verdict any directory on it earns, at the highest floor that earns it.
+        floor, severity, source = max(below or floors, key=lambda f: (f[1] == "fail", f[0]))
         evidence = {"mount": first.get("mount"), "for": _names(entries), "free_gib": gib(free),
-                    "total_gib": gib(first["total_bytes"]), "floor_gib": floor}
-        if free < floor * GIB:
+                    "total_gib": gib(first["total_bytes"]), "floor_gib": floor, "floor_from": source}
+        if below:
             out.append(Finding(
-                "disk.space", "fail" if for_run else "warn",
+                "disk.space", severity,
                 f"{gib(free)} GiB free on {first.get('mount')} ({_names(entries)}): below {floor:g} GiB",
                 evidence,
                 f"du -xh --max-depth=2 {shlex.quote(first.get('mount') or '/')} | sort -rh | head -20   # then delete finished "

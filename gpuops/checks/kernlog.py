@@ -1,13 +1,18 @@
 """Kernel-log verdicts: NVIDIA Xid errors since boot, and whether the log could be read at all.
 
 What a code means is gpuops.xid's: a fatal code fails the box (a tenant can neither reset the GPU
-nor repair it), an application code or any other code warns.
+nor repair it), an application code or any other code warns. A GPU that fell off the bus is
+usually gone from nvidia-smi afterwards; when the driver still lists it here (its /proc entry and
+device node), it is ours and lost (gpu.lost fails), not a neighbour's on a shared host.
 """
 
 from .. import xid as X
 from ..findings import Finding
+from ..onbox import busid
 from .gpu import RERENT, device_for_bus, label
 
+LOST_FIX = ("nvidia-smi -q -i {pci}   # 'GPU is lost': only a host reboot brings it back, and a card that fell off "
+            "the bus once usually does again: stop this instance and rent another box")
 NOT_HERE_FIX = ("nvidia-smi -L   # count the GPUs you rented: if one is missing, it fell off the bus (re-rent); "
                 "otherwise this is another tenant's GPU on a shared host")
 
@@ -27,6 +32,17 @@ def xid(facts, t):
         d = device_for_bus(devices, e["pci"])
         evidence = {"xid": e["code"], "name": code.name, "pci": e["pci"], "gpu": d.get("index") if d else None,
                     "count": e.get("count"), "line": (e.get("last_line") or "")[:200]}
+        if d is None and driver_has(facts, e["pci"]):
+            # The driver still has it here (entry and device node), so it is ours: nvidia-smi lost it.
+            if e["code"] == 79 or code.fatal:
+                out.append(Finding("gpu.lost", "fail", f"GPU {e['pci']} is lost: Xid {e['code']} ({code.meaning}) "
+                                   "and nvidia-smi no longer lists it, though the driver still has it here",
+                                   evidence, LOST_FIX.format(pci=e["pci"]), X.GOTCHA))
+            else:
+                out.append(Finding("gpu.xid", "warn", f"Xid {e['code']} since boot on {e['pci']}, a GPU the driver "
+                                   "has here but nvidia-smi does not list", evidence, LOST_FIX.format(pci=e["pci"]),
+                                   X.GOTCHA))
+            continue
         if d is None:
             # A shared host's kernel log shows every tenant's GPUs; one we cannot see may not be ours.
             out.append(Finding("gpu.xid", "info" if code.kind == X.APPLICATION else "warn",
@@ -47,6 +63,15 @@ def xid(facts, t):
         out.append(Finding("gpu.xid", "ok", "no NVIDIA Xid errors in the kernel log since boot",
                            {"source": log.get("source"), "lines": log.get("lines_scanned")}))
     return out
+
+
+def driver_has(facts, pci):
+    """The driver lists this GPU here and, when its minor is known, its device node exists."""
+    key = busid.key(pci)
+    for g in ((facts.get("gpu") or {}).get("driver_gpus")) or []:
+        if key is not None and busid.key(g.get("bus_id")) == key:
+            return g.get("node") is not False
+    return False
 
 
 def readable(facts, t):

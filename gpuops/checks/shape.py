@@ -26,14 +26,19 @@ FACTS = {
     "memory": {"host_total_bytes": "bytes", "host_available_bytes": "bytes"},
     "cgroup": {
         "version": "v1|v2|none",
-        "memory": {"dir": "path", "limit_bytes": "bytes", "usage_bytes": "bytes", "working_set_bytes": "bytes",
-                   "oom_kills": "int", "oom_events": "int", "counter_file": "path", "failcnt": "int"},
+        "memory": {"dir": "path", "path": "cgroup path as /proc/self/cgroup shows it",
+                   "namespace_root": "where this namespace's tree sits in the host's ('/' when unknown)",
+                   "limit_bytes": "bytes", "usage_bytes": "bytes", "working_set_bytes": "bytes",
+                   "oom_kills": "int", "oom_events": "int", "counter_file": "path", "failcnt": "int",
+                   "oom_counters": [{"scope": "session|ancestor|root|job", "dir": "path", "file": "path",
+                                     "oom_kills": "int", "job_id": "str"}]},
         "cpu": {"dir": "path", "quota_cores": "float"},
         "pids": {"limit": "int", "current": "int"},
     },
     "cpu": {"visible": "int", "host": "int", "quota_cores": "float"},
     "env": {"*": "the value of a thread or device variable"},
-    "disks": [{"role": "home|cwd|shm|tmp|path", "path": "path", "exists": "bool", "measured_at": "path",
+    "disks": [{"role": "home|cwd|shm|tmp|path|data_dir|durable_dir|checkpoint_dir", "path": "path",
+               "asked": "the path as the caller gave it, when expanding changed it", "exists": "bool", "measured_at": "path",
                "device": "int", "mount": "path", "total_bytes": "bytes", "free_bytes": "bytes",
                "total_inodes": "int", "free_inodes": "int", "error": "str"}],
     "tools": {"*": "bool"},
@@ -42,7 +47,9 @@ FACTS = {
         "readable": "bool", "source": "str", "tried": [{"source": "str", "why": "str"}],
         "xid": [{"code": "int", "pci": "PCI address", "count": "int", "last_line": "str"}],
         "fallen_off_bus": [{"pci": "PCI address", "count": "int", "last_line": "str"}],
-        "oom_kill_count": "int", "oom_kills": [{"pid": "int", "comm": "str", "kind": "cgroup|global", "line": "str"}],
+        "oom_kill_count": "int",
+        "oom_kills": [{"pid": "int", "comm": "str", "kind": "cgroup|global", "line": "str", "at": "epoch",
+                       "constraint": "CONSTRAINT_*", "oom_memcg": "host cgroup path", "task_memcg": "host cgroup path"}],
         "lines_scanned": "int",
     },
     "gpu": {
@@ -50,12 +57,14 @@ FACTS = {
         "notes": ["str"], "devices": [DEVICE],
         "processes": [{"pid": "int", "name": "str", "used_mib": "MiB", "bus_id": "PCI address"}],
         "device_nodes": ["path"], "kernel_module": "str",
+        "driver_gpus": [{"bus_id": "PCI address", "minor": "int", "node": "bool: /dev/nvidia<minor> exists here"}],
         "holders": [dict(_PROC, devices=["path"])], "holders_unreadable": "int",
     },
     "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str"},
     "probe": {"pid": "int", "seconds": "seconds"},
     # Added by gpuops.ops.preflight from a profile, not by the probe.
     "inode_caps": {"*": "a platform's inode quota for a directory"},
+    "path_floors": {"*": "GiB an extra `--path DIR:SIZE` must have free"},
 }
 
 

@@ -10,12 +10,15 @@ import math
 from ..errors import UsageError
 
 DEFAULTS = {
-    # Directories a run writes to (home, working dir, profile data/checkpoint dirs, --path): a
+    # Directories a run writes to (home, working dir, profile data/checkpoint dirs): a
     # checkpoint that cannot be written kills the run at save time (U6). fail below.
     "disk_min_free_gib": 20.0,
     # Inodes run out before bytes with per-sample outputs and caches (U7). fail below either.
     "disk_min_free_inodes": 50000,
     "disk_min_free_inodes_pct": 2.0,
+    # An extra --path of unknown use (a config or log dir as often as a data dir): fail below. A
+    # profile's data/checkpoint dirs get disk_min_free_gib; `--path DIR:SIZE` sets its own floor.
+    "path_min_free_gib": 1.0,
     # /tmp only holds scratch: warn below.
     "tmp_min_free_gib": 2.0,
     # DataLoader workers hand batches over through /dev/shm; Docker's default is 64 MiB. warn below.

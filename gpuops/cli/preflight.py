@@ -10,7 +10,8 @@ from .flags import seconds, verb
     "identity": "SSH private key file to use",
     "json": "print one JSON envelope instead of tables",
     "profile": "platform profile whose paths and thresholds apply (see `gpuops profiles`)",
-    "path": "extra directory whose free bytes and inodes to check (repeatable)",
+    "path": "extra directory whose free bytes and inodes to check (repeatable); DIR:SIZE (e.g. /data/ckpt:200G) "
+            "sets the free space it needs, else a 1 GiB floor applies",
     "timeout": "seconds the on-box probe may run before it is killed on the box",
 })
 def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout="60"):

@@ -16,13 +16,16 @@ def _options(gpu, min_age, idle_window, term_wait):
     "identity": "SSH private key file to use",
     "gpu": "only holders of this GPU index",
     "min-age": "seconds a holder must have run before it counts as idle or orphaned (default 600)",
-    "idle-window": "seconds over which GPU utilisation is sampled; any use means busy (default 10)",
+    "idle-window": ("seconds over which GPU utilisation and each holder's own CPU and I/O are sampled; any GPU use, "
+                    "or more than a trickle of CPU or I/O, means busy (default 10)"),
     "term-wait": "seconds between SIGTERM and SIGKILL (default 10)",
     "yes": "signal the reapable holders (without it: print the plan, change nothing, exit 5 if any)",
+    "plan": "with --yes: reap only if the reapable set is still this plan id's (from a dry run's data.plan); "
+            "else exit 5 with the new plan",
     "json": "print one JSON envelope instead of tables",
 })
 def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="10", term_wait="10", yes=False,
-         json=False):
+         plan=None, json=False):
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
     from ..render import reap as render
@@ -30,7 +33,7 @@ def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="1
     def produce():
         index, age, window, wait = _options(gpu, min_age, idle_window, term_wait)
         return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
-                                                        term_wait=wait, yes=yes), identity)
+                                                        term_wait=wait, yes=yes, plan=plan), identity)
 
     run("reap", json, produce, render.render)
 

@@ -4,20 +4,24 @@ Both hierarchies are real on rented boxes: v2 (unified) on current distros, v1 o
 and in hybrid mode (v1 controllers plus an empty "0::/" line, as on this project's build
 machine). The memory controller decides which one counts: a v1 line that lists `memory` wins.
 Inside a container the kernel log may be unreadable or show the host's OOMs, so the cgroup
-counter is the trustworthy OOM signal there.
+counter is the trustworthy OOM signal there. But one counter is not enough: systemd gives each
+SSH session a fresh child cgroup whose counter reads 0 while the run that died lived in another
+one, so `oom_counters` also reads every ancestor up to the namespace root and each recorded job's.
 """
 
 import os
 
-from . import sysroot
+from . import jobrecord, procs, sysroot
+
+MAX_JOBS = 20
 
 V1_UNLIMITED = 1 << 60  # v1 reports "no limit" as a page-rounded LONG_MAX
 
 
-def _memberships():
-    """{controller: path} from /proc/self/cgroup; the v2 entry is under key ''."""
+def _memberships(pid="self"):
+    """{controller: path} from /proc/PID/cgroup; the v2 entry is under key ''."""
     out = {}
-    text = sysroot.read("/proc/self/cgroup") or ""
+    text = sysroot.read("/proc/%s/cgroup" % pid) or ""
     for line in text.splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -43,8 +47,9 @@ def _mounts():
     return found
 
 
-def _dir(fstype, controller, path):
-    """The directory holding this process's cgroup files for one controller."""
+def _dir(fstype, controller, path, fallback=True):
+    """The directory holding the cgroup files of `path` for one controller; without `fallback`,
+    None when that directory is gone (a job's cgroup is removed when its session ends)."""
     for kind, root, point, opts in _mounts():
         if kind != fstype or (controller and controller not in opts.split(",")):
             continue
@@ -52,10 +57,10 @@ def _dir(fstype, controller, path):
         candidate = point.rstrip("/") + "/" + rel.lstrip("/")
         if os.path.isdir(sysroot.path(candidate.rstrip("/") or "/")):
             return candidate.rstrip("/")
-        return point
+        return point if fallback else None
     base = "/sys/fs/cgroup" + ("/" + controller if controller and fstype == "cgroup" else "")
     candidate = (base + path).rstrip("/")
-    return candidate if os.path.isdir(sysroot.path(candidate)) else base
+    return candidate if os.path.isdir(sysroot.path(candidate)) else (base if fallback else None)
 
 
 def _num(text):
@@ -100,6 +105,8 @@ def _v2(path):
         "version": "v2",
         "memory": {
             "dir": d,
+            "path": path,
+            "namespace_root": _mount_root("cgroup2", ""),
             "limit_bytes": _tightest(chain, "memory.max"),
             "usage_bytes": usage,
             "working_set_bytes": _working_set(usage, stat.get("inactive_file")),
@@ -127,6 +134,8 @@ def _v1(members):
         "version": "v1",
         "memory": {
             "dir": md,
+            "path": members.get("memory", "/"),
+            "namespace_root": _mount_root("cgroup", "memory"),
             "limit_bytes": min(limits) if limits else None,
             "usage_bytes": usage,
             "working_set_bytes": _working_set(usage, stat.get("total_inactive_file", stat.get("inactive_file"))),
@@ -150,10 +159,74 @@ def facts():
     """The cgroup document; {'version': 'none'} when no cgroup is visible."""
     members = _memberships()
     if "memory" in members:
-        return _v1(members)
-    if "" in members:
-        return _v2(members[""])
-    return {"version": "none"}
+        doc = _v1(members)
+        doc["memory"]["oom_counters"] = oom_counters("cgroup", "memory", doc["memory"]["dir"])
+    elif "" in members:
+        doc = _v2(members[""])
+        doc["memory"]["oom_counters"] = oom_counters("cgroup2", "", doc["memory"]["dir"])
+    else:
+        doc = {"version": "none"}
+    return doc
+
+
+def _mount_root(fstype, controller):
+    """Where this namespace's cgroup tree sits in the host's ('/' when it cannot be told: the host
+    itself, or a cgroup namespace that hides the prefix)."""
+    for kind, root, _, opts in _mounts():
+        if kind == fstype and (not controller or controller in opts.split(",")):
+            return root
+    return None
+
+
+def _oom_count(d, fstype):
+    """(oom_kill counter, file) of one cgroup directory, or (None, None) when it has none."""
+    name = "memory.events" if fstype == "cgroup2" else "memory.oom_control"
+    values = sysroot.keyvals(d + "/" + name)
+    if "oom_kill" not in values:
+        return None, None
+    return values["oom_kill"], d + "/" + name
+
+
+def job_cgroups(controller):
+    """{job_id: cgroup path} for this boot's recorded jobs: the path their meta recorded, else the
+    one a still-running job's process is in now."""
+    out = {}
+    boot = procs.boot_id()
+    for job_id in jobrecord.all_ids()[-MAX_JOBS:]:
+        try:
+            rec = jobrecord.load(job_id)
+        except ValueError:
+            continue
+        meta = (rec or {}).get("meta") or {}
+        if meta.get("boot_id") and meta["boot_id"] != boot:
+            continue
+        path = meta.get("cgroup")
+        if not path and meta.get("pid") and procs.alive(meta["pid"], meta.get("start_ticks")):
+            path = _memberships(int(meta["pid"])).get(controller)
+        if isinstance(path, str) and path.startswith("/"):
+            out[job_id] = path
+    return out
+
+
+def oom_counters(fstype, controller, own_dir):
+    """[{scope, dir, file, oom_kills, job_id}] for the cgroups whose OOM kills concern a run here:
+    this session's, each ancestor up to the namespace root, and each recorded job's."""
+    stop = next((p for k, _, p, o in _mounts() if k == fstype and (not controller or controller in o.split(","))),
+                "/sys/fs/cgroup" + ("/" + controller if fstype == "cgroup" else ""))
+    chain = _ancestors(own_dir, stop)
+    places = [("root" if d == stop else "session" if i == 0 else "ancestor", d, None) for i, d in enumerate(chain)]
+    if chain[-1] != stop:
+        places.append(("root", stop, None))
+    places += [("job", _dir(fstype, controller, path, fallback=False), job_id)
+               for job_id, path in sorted(job_cgroups(controller).items())]
+    out, seen = [], set()
+    for scope, d, job_id in places:
+        count, name = _oom_count(d, fstype) if d else (None, None)
+        if count is None or (d, job_id) in seen:
+            continue
+        seen.add((d, job_id))
+        out.append({"scope": scope, "dir": d, "file": name, "oom_kills": count, "job_id": job_id})
+    return out
 
 
 def oom_kills():

@@ -33,12 +33,15 @@ def _mount_point(path):
 
 def measure(role, path):
     """One directory's filesystem numbers; {'error': ...} instead when it cannot be read."""
+    asked = path
     path = os.path.expanduser(path)
     if not os.path.isabs(path):
         path = os.path.abspath(path)
     real = sysroot.path(path)
     at = _existing(real)
     doc = {"role": role, "path": path, "exists": at == real}
+    if asked != path:
+        doc["asked"] = asked  # what the caller named it, so a floor given for that name finds it
     if at != real:
         doc["measured_at"] = sysroot.unroot(at)
     try:
@@ -59,12 +62,12 @@ def measure(role, path):
 
 
 def facts(extra_paths=()):
-    """Numbers for home, the working directory, /dev/shm, /tmp and every extra path."""
+    """Numbers for home, the working directory, /dev/shm, /tmp and every extra (role, path)."""
     roles = [("home", os.path.expanduser("~"))]
     try:
         roles.append(("cwd", os.getcwd()))
     except OSError:
         pass  # the working directory was deleted under us: nothing to measure there
     roles += [("shm", "/dev/shm"), ("tmp", "/tmp")]
-    roles += [("path", p) for p in extra_paths]
+    roles += list(extra_paths)
     return [measure(role, p) for role, p in roles]

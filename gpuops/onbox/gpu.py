@@ -19,6 +19,7 @@ version have no CSV field, so they come from a bounded parse of `nvidia-smi -q -
 """
 
 import csv
+import os
 import re
 import time
 
@@ -117,6 +118,21 @@ def _minor(bus_id):
     return int(m.group(1)) if m else None
 
 
+def driver_gpus():
+    """[{bus_id, minor, node}] for every GPU the driver has here: /proc/driver/nvidia/gpus/<bus id>/,
+    and whether its /dev/nvidia<minor> exists. A container gets only its own GPUs' entries and
+    nodes, so this is the list nvidia-smi should match; a GPU on it that nvidia-smi no longer lists
+    is lost, not another tenant's."""
+    out = []
+    for name in sysroot.listdir("/proc/driver/nvidia/gpus"):
+        if busid.key(name) is None:
+            continue
+        minor = _minor(name)
+        node = os.path.exists(sysroot.path("/dev/nvidia%d" % minor)) if minor is not None else None
+        out.append({"bus_id": name, "minor": minor, "node": node})
+    return out
+
+
 def start_smi():
     """Start the nvidia-smi queries side by side; returns what `finish_smi` needs."""
     gpu_query = ",".join(f for f, _, _ in CORE_FIELDS + OPTIONAL_FIELDS)
@@ -145,7 +161,9 @@ def finish_smi(started):
         if r["error"] == "not found on PATH":
             doc["source"] = None
     elif r["rc"] != 0:
-        doc["notes"].append("nvidia-smi exited %s: %s" % (r["rc"], r["err"].strip()[:200]))
+        # A GPU that is lost is reported in stdout between the rows of the GPUs still answering.
+        said = r["err"].strip() or " ".join(l.strip() for l in r["out"].splitlines() if l.strip() and "," not in l)
+        doc["notes"].append("nvidia-smi exited %s: %s" % (r["rc"], said[:200]))
     cuda, slowdown = None, {}
     t = runcmd.finish(started["temps"])
     if t["error"] is None and t["rc"] == 0:

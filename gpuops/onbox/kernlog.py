@@ -19,6 +19,11 @@ XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-f
 FELL_OFF = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})"
                       r"(?:\.[0-9a-fA-F])?\b.*fallen off the bus")
 OOM = re.compile(r"(Memory cgroup out of memory|Out of memory)?:? ?Killed process (\d+) \(([^)]*)\)")
+# mm/oom_kill.c's one-line summary, printed just before the victim line; the memcg paths are the
+# host's (init cgroup namespace), which is what tells a neighbour's OOM from ours.
+OOM_SUMMARY = re.compile(r"oom-kill:constraint=(\w+),.*?(?:,oom_memcg=([^,]*))?(?:,task_memcg=([^,]*))?"
+                         r",task=(.*),pid=(\d+),uid=(\d+)\s*$")
+UPTIME_STAMP = re.compile(r"\[\s*(\d+\.\d+)\]")
 BOOT_BANNER = re.compile(r"\[\s*0\.000000\]\s+Linux version")
 ISO_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})")
 SYSLOG_STAMP = re.compile(r"^([A-Z][a-z]{2})\s+(\d{1,2}) (\d{2}:\d{2}:\d{2})")
@@ -70,10 +75,32 @@ def since_boot(lines, btime, now=None):
     return kept
 
 
-def scan(lines):
+def when(line, btime, now):
+    """Epoch seconds a kernel line was printed: its syslog stamp, else btime + its [uptime] stamp."""
+    t = stamp(line, now)
+    if t is not None:
+        return t
+    m = UPTIME_STAMP.search(line)
+    return btime + float(m.group(1)) if m and btime else None
+
+
+def _summary(line):
+    m = OOM_SUMMARY.search(line)
+    if not m:
+        return None
+    return int(m.group(5)), {"constraint": m.group(1), "oom_memcg": m.group(2), "task_memcg": m.group(3)}
+
+
+def scan(lines, btime=None, now=None):
     """Xid, bus-loss and OOM evidence from kernel log lines (bounded)."""
-    xids, fell, ooms = {}, {}, []
+    xids, fell, ooms, summaries = {}, {}, [], {}
+    now = time.time() if now is None else now
     for line in lines:
+        if "oom-kill:" in line:
+            found = _summary(line)
+            if found:
+                summaries[found[0]] = found[1]
+            continue
         if "NVRM" in line:
             m = XID.search(line)
             if m:
@@ -92,8 +119,10 @@ def scan(lines):
             m = OOM.search(line)
             if m:
                 kind = "cgroup" if m.group(1) and m.group(1).startswith("Memory cgroup") else "global"
-                ooms.append({"pid": int(m.group(2)), "comm": m.group(3), "kind": kind,
-                             "line": line.strip()[:LINE_CHARS]})
+                victim = {"pid": int(m.group(2)), "comm": m.group(3), "kind": kind,
+                          "line": line.strip()[:LINE_CHARS], "at": when(line, btime, now)}
+                victim.update(summaries.pop(victim["pid"], {}))
+                ooms.append(victim)
     return {
         "xid": sorted(xids.values(), key=lambda e: (e["code"], e["pci"])),
         "fallen_off_bus": sorted(fell.values(), key=lambda e: e["pci"]),
@@ -135,6 +164,6 @@ def read():
     src = source_lines()
     if not src["readable"]:
         return src
-    doc = scan(src.pop("lines"))
+    doc = scan(src.pop("lines"), procs.boot_time())
     doc.update(src)
     return doc

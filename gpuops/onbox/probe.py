@@ -1,6 +1,6 @@
 """The facts probe: one JSON document describing the box, gathered in one exec on the box.
 
-    python3 probe.py [--path DIR]...
+    python3 probe.py [--path DIR]... [--role-path ROLE=DIR]...
 
 Observational only: it writes nothing (no bytecode either), starts only read-only commands
 (nvidia-smi queries, dmesg/journalctl, a torch import in a child), and leaves its own process
@@ -92,16 +92,20 @@ def holders(listeners):
 
 
 def _paths(argv):
+    """[(role, dir)] from `--path DIR` (a directory of unknown use) and `--role-path ROLE=DIR` (a
+    profile's data_dir, durable_dir or checkpoint_dir)."""
     out, i = [], 0
     while i < len(argv):
-        if argv[i] == "--path" and i + 1 < len(argv):
-            out.append(argv[i + 1])
-            i += 2
-        elif argv[i].startswith("--path="):
-            out.append(argv[i][len("--path="):])
+        flag, value = argv[i], argv[i + 1] if i + 1 < len(argv) else None
+        if flag.startswith("--path="):
+            out.append(("path", flag[len("--path="):]))
+        elif flag == "--path" and value is not None:
+            out.append(("path", value))
             i += 1
-        else:
+        elif flag == "--role-path" and value is not None and "=" in value:
+            out.append(tuple(value.split("=", 1)))
             i += 1
+        i += 1
     return out
 
 
@@ -135,6 +139,7 @@ def main(argv):
         gpu_doc = gather("gpu", gpu.end, gpu_state)
         if gpu_doc is not None:
             gpu_doc["device_nodes"] = device_nodes()
+            gpu_doc["driver_gpus"] = gpu.driver_gpus()
             gpu_doc["kernel_module"] = (sysroot.read("/proc/driver/nvidia/version") or "").split("\n")[0] or None
             gpu_doc["holders"], gpu_doc["holders_unreadable"] = found
     facts.pop("holders", None)

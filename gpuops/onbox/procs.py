@@ -14,7 +14,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def stat(pid):
-    """{pid, comm, state, ppid, pgid, sid, start_ticks} or None when the process is gone."""
+    """{pid, comm, state, ppid, pgid, sid, tty_nr, start_ticks, cpu_ticks} or None when the process
+    is gone (tty_nr: its controlling terminal, 0 for none; cpu_ticks: user + system time of all its
+    threads)."""
     text = sysroot.read("/proc/%d/stat" % int(pid))
     if not text or ")" not in text:
         return None
@@ -28,10 +30,21 @@ def stat(pid):
             "ppid": int(fields[1]),
             "pgid": int(fields[2]),
             "sid": int(fields[3]),
+            "tty_nr": int(fields[4]),
             "start_ticks": int(fields[19]),
+            "cpu_ticks": int(fields[11]) + int(fields[12]),
         }
     except (IndexError, ValueError):
         return None
+
+
+def io_bytes(pid):
+    """Bytes the process has read and written through any syscall (rchar + wchar: files, pipes,
+    sockets), or None when /proc/PID/io is not readable (another user's process)."""
+    values = sysroot.keyvals("/proc/%d/io" % int(pid))
+    if "rchar:" not in values or "wchar:" not in values:
+        return None
+    return values["rchar:"] + values["wchar:"]
 
 
 def boot_time():

@@ -1,6 +1,6 @@
 """Reap VRAM zombies: find who really holds the NVIDIA devices, judge each holder, act only when safe.
 
-    python3 reap.py [--gpu N] [--min-age S] [--idle-window S] [--term-wait S] [--yes]
+    python3 reap.py [--gpu N] [--min-age S] [--idle-window S] [--term-wait S] [--yes [--plan ID]]
 
 Holders are found the way fuser finds them: every /proc/PID/fd link that points at /dev/nvidia*
 (for a zombie leader whose threads live on, /proc/PID/task/TID/fd, because the leader's own fd
@@ -24,8 +24,8 @@ import re
 import signal
 import sys
 
-from . import busid, gpu, jobrecord, procs, signals, sysroot
-from .reap_rules import REAPABLE, classify, job_of, protected_reason
+from . import activity, busid, gpu, jobrecord, plans, procs, signals, sysroot
+from .reap_rules import REAPABLE, classify, job_of, last_activity, protected_reason
 
 # Units that only host login sessions (sshd without pam_systemd keeps its sessions in its unit).
 _SESSION_UNITS = re.compile(r"^(ssh|sshd|user@\d+)\.service$")
@@ -99,7 +99,7 @@ def describe(pid, st):
     age = procs.age_s(st)
     return {
         "pid": pid, "start_ticks": st["start_ticks"], "ppid": st["ppid"], "pgid": st["pgid"],
-        "sid": st["sid"], "state": st["state"], "comm": st["comm"],
+        "sid": st["sid"], "tty_nr": st["tty_nr"], "state": st["state"], "comm": st["comm"],
         "argv0": os.path.basename(cmd.split(" ", 1)[0]) if cmd else "",
         "command": cmd or "[%s]" % st["comm"], "uid": uid, "user": _user(uid),
         "age_s": round(age, 1) if age is not None else None, "unit": service_unit(pid),
@@ -262,8 +262,9 @@ def plan(holders, ctx, selected, term_wait):
                     pcls, pwhy = by_pid[p["pid"]]["class"], by_pid[p["pid"]]["reason"]
                     if p["pid"] not in selected:
                         pcls, pwhy = "not selected", "it holds none of the selected GPU's devices"
-                else:  # judged on the GPUs its unreaped child still holds
+                else:  # judged on the GPUs its unreaped child still holds, and on its own activity
                     p["gpus"] = h["gpus"]
+                    p["activity"] = activity.measure(p["pid"], ctx["before"], ctx["table"])
                     pcls, pwhy, _ = classify(p, ctx)
                 if pcls in REAPABLE and pcls != "defunct":
                     targets.append(p)
@@ -355,17 +356,20 @@ def _args(argv):
     p.add_argument("--kill-wait", type=float, default=5.0)
     p.add_argument("--release-wait", type=float, default=10.0)
     p.add_argument("--yes", action="store_true")
+    p.add_argument("--plan", default=None)  # with --yes: only if the planned set is still the live one
     return p.parse_args(argv)
 
 
-def context(table, jobs, util, min_age, idle_window):
+def context(table, jobs, util, min_age, idle_window, before):
     me = procs.stat(os.getpid()) or {"sid": None, "pgid": None}
-    return {"uid": os.geteuid(), "ancestry": procs.ancestry(), "sid": me["sid"], "pgid": me["pgid"],
-            "table": table, "jobs": jobs, "util": util, "min_age": min_age, "idle_window": idle_window}
+    return {"uid": os.geteuid(), "ancestry": procs.ancestry(), "sid": me["sid"], "pgid": me["pgid"], "table": table,
+            "jobs": jobs, "util": util, "min_age": min_age, "idle_window": idle_window, "before": before}
 
 
 def survey(opts, reader):
     """(document, signal units): every holder classified and, when reapable, planned. Signals nothing."""
+    # Each process's own CPU and I/O are read before and after the GPU's window, over the same span.
+    before = activity.snapshot(process_table())
     first, util, samples = gpu.sample(reader, opts.idle_window)
     minor_to_index = dict((d["minor"], d["index"]) for d in first["devices"] if d.get("minor") is not None)
     table = process_table()
@@ -374,9 +378,11 @@ def survey(opts, reader):
     current = reader.read()
     nested = nested_pid_namespace()
     unverified = attach_memory(holders, current, nested)
-    ctx = context(table, load_jobs(procs.boot_id(), procs.boot_time()), util, opts.min_age, opts.idle_window)
+    ctx = context(table, load_jobs(procs.boot_id(), procs.boot_time()), util, opts.min_age, opts.idle_window, before)
     for h in holders:
+        h["activity"] = activity.measure(h["pid"], before, table)
         h["class"], h["reason"], h["job"] = classify(h, ctx)
+        h["last_activity"] = last_activity(h, ctx)
         if h["state"] == "D":
             h["reason"] += " (state D: inside the driver, signals may not land)"
         h["outcome"] = None
@@ -437,6 +443,11 @@ def main(argv):
     opts = _args(argv)
     reader = gpu.Reader()
     doc, units = survey(opts, reader)
+    chosen = units + [h for h in doc["holders"] if h.get("action")]
+    doc["plan_targets"] = sorted(set((x["pid"], x["start_ticks"]) for x in chosen))
+    if opts.plan is not None and plans.plan_id("reap", opts.gpu, doc["plan_targets"],
+                                               plans.expiry(opts.plan) or 0) != opts.plan:
+        doc["plan_refused"], opts.yes = True, False  # the live set is not the planned one: signal nothing
     if opts.yes and units:
         apply(doc, units, opts, reader)
     doc["applied"] = bool(opts.yes)

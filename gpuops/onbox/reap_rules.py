@@ -10,8 +10,12 @@ The first rule that fits wins:
   live          its GPU is busy (any utilisation in the sampled window)
   finished-job  left behind by a gpuops job whose exit record exists
   live          holds no GPU node, its GPU is not provably idle, or it is younger than --min-age
-  orphan        reparented to init or a subreaper (its launcher is gone), its GPU idle
-  idle          its GPU idle, its parent still there
+  live          in a live interactive session (its own or an ancestor's terminal, whose session
+                leader still runs), or itself busy: its process tree used CPU or moved bytes over
+                the window (a CPU phase: data loading, tokenising, writing a checkpoint), or that
+                could not be read
+  orphan        reparented to init or a subreaper (its launcher is gone), its GPU idle, itself quiet
+  idle          its GPU idle, itself quiet, its parent still there
 """
 
 import re
@@ -28,6 +32,10 @@ PROTECTED_NAMES = (
 _EXPORTER = re.compile(r"[-_]exporter$")
 # Parents that adopt orphans: a process whose parent is one of these lost its launcher.
 INIT_LIKE = ("systemd", "init", "tini", "dumb-init", "docker-init", "catatonit", "s6-svscan")
+# Below these over the window a process tree is quiet: 1 % of one core, and 64 KiB/s of I/O (an
+# idle Python process holding a CUDA context wakes for its heartbeats and little else).
+QUIET_CPU_SHARE = 0.01
+QUIET_IO_BPS = 64 * 1024
 
 
 def _descends_from(pid, ancestor, start_ticks, table):
@@ -113,6 +121,70 @@ def orphaned(f, table):
     return None
 
 
+def _tty(nr):
+    major, minor = (nr >> 8) & 0xfff, (nr & 0xff) | ((nr >> 12) & 0xfff00)
+    if 136 <= major <= 143:
+        return "pts/%d" % ((major - 136) * 256 + minor)
+    return "tty %d:%d" % (major, minor)
+
+
+def interactive_session(f, table, own_sid):
+    """Why `f` belongs to a live interactive session, or None: it or an ancestor has a controlling
+    terminal whose session leader still runs (an SSH shell, a tmux pane, a notebook server started
+    from one). The walk stops at the reaper's own session: a process that left it with setsid is
+    judged on its own, and those that stayed in it are protected anyway."""
+    node, seen = f, set()
+    while node and node["pid"] > 1 and node["pid"] not in seen:
+        seen.add(node["pid"])
+        if node.get("sid") == own_sid:
+            return None
+        leader = table.get(node.get("sid"))
+        if node.get("tty_nr") and leader and leader.get("tty_nr") == node["tty_nr"] and leader["state"] not in "ZX":
+            who = "it has" if node is f else "its ancestor %d (%s) has" % (node["pid"], node["comm"])
+            return "in a live interactive session: %s terminal %s, whose session leader %d (%s) still runs" % (
+                who, _tty(node["tty_nr"]), node["sid"], leader["comm"])
+        node = table.get(node["ppid"])
+    return None
+
+
+def _bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return "%.1f %s" % (n / float(size), unit)
+    return "%d B" % n
+
+
+def working(a):
+    """Why the process tree itself is not provably quiet over the window, or None when it is."""
+    if not a or a.get("cpu_s") is None:
+        return "its own CPU time over the window could not be read: not provably idle"
+    over = "over %.1fs" % a["window_s"]
+    if a["cpu_s"] > QUIET_CPU_SHARE * a["window_s"]:
+        return "its processes used %gs of CPU %s: a CPU phase (data loading, tokenising, checkpointing)" % (
+            a["cpu_s"], over)
+    if a["io_bytes"] is None:
+        return "its own I/O (/proc/PID/io) could not be read: not provably idle"
+    if a["io_bytes"] > QUIET_IO_BPS * a["window_s"]:
+        return "its processes moved %s of I/O %s: reading data or writing a checkpoint" % (_bytes(a["io_bytes"]), over)
+    return None
+
+
+def last_activity(f, ctx):
+    """What the window saw the holder do, for the plan: busy now, or quiet for at least the window."""
+    a, util = f["activity"], ctx["util"]
+    now = ["GPU %s at up to %g%%" % (i, util[i]) for i in f["gpus"] if util.get(i)]
+    if a["cpu_s"] > QUIET_CPU_SHARE * a["window_s"]:
+        now.append("CPU %gs" % a["cpu_s"])
+    if a["io_bytes"] and a["io_bytes"] > QUIET_IO_BPS * a["window_s"]:
+        now.append("I/O %s" % _bytes(a["io_bytes"]))
+    if now:
+        return "now (%s in %.1fs)" % (", ".join(now), a["window_s"])
+    gpus = ["GPU %s %s" % (i, "0%" if util.get(i) == 0 else "unread") for i in f["gpus"]]
+    return "none in %.1fs (%s); %gs CPU since it started" % (
+        a["window_s"], ", ".join(gpus + ["CPU %gs" % a["cpu_s"], "I/O " + (
+            "unreadable" if a["io_bytes"] is None else _bytes(a["io_bytes"]))]), a["cpu_total_s"])
+
+
 def _ended(job):
     ex = job["exit"] or {}
     if ex.get("signal"):
@@ -149,7 +221,10 @@ def classify(f, ctx):
         return "live", "utilisation of GPU %s could not be read: not provably idle" % _gpu_list(unknown), None
     if f["age_s"] is None or f["age_s"] < ctx["min_age"]:
         return "live", "younger than --min-age (%ss < %gs)" % (f["age_s"], ctx["min_age"]), None
-    idle = "GPU %s at 0%% over %s" % (_gpu_list(f["gpus"]), window)
+    why = interactive_session(f, ctx["table"], ctx["sid"]) or working(f.get("activity"))
+    if why:
+        return "live", "GPU %s at 0%% over %s, but %s" % (_gpu_list(f["gpus"]), window, why), None
+    idle = "GPU %s at 0%% over %s, its own CPU and I/O quiet" % (_gpu_list(f["gpus"]), window)
     lost = orphaned(f, ctx["table"])
     if lost:
         return "orphan", "%s; %s" % (lost, idle), None

@@ -4,6 +4,8 @@ The box does the looking (gpuops/onbox/probe.py, one round trip); the verdicts a
 run locally (gpuops/checks), so thresholds and profiles never travel to the box.
 """
 
+import re
+
 from .. import checks
 from ..checks.thresholds import merged
 from ..envelope import envelope
@@ -12,8 +14,22 @@ from ..findings import any_failed
 NEXT_MAX = 4
 
 
+# `DIR:SIZE` with SIZE like 500M, 20G, 1.5T or 200GiB (a bare number is GiB); a colon followed by
+# anything else is part of the directory's name.
+_SIZED = re.compile(r"^(.+):(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.I)
+_GIB_PER = {"": 1.0, "K": 1.0 / 2**20, "M": 1.0 / 2**10, "G": 1.0, "T": 1024.0}
+
+
+def sized_path(arg):
+    """(directory, GiB it needs free or None) from a --path argument."""
+    m = _SIZED.match(arg)
+    if not m:
+        return arg, None
+    return m.group(1), float(m.group(2)) * _GIB_PER[m.group(3).upper()]
+
+
 def profile_inputs(name):
-    """(threshold overrides, directories, {directory: inode cap}) from profile `name`."""
+    """(threshold overrides, [(role, directory)], {directory: inode cap}) from profile `name`."""
     if not name:
         return {}, [], {}
     from .. import profiles
@@ -21,7 +37,7 @@ def profile_inputs(name):
     prof = profiles.load(name)
     entries = prof.preflight_paths()
     caps = {e["path"]: e["inode_cap"] for e in entries if e.get("inode_cap")}
-    return dict(prof.preflight), [e["path"] for e in entries], caps
+    return dict(prof.preflight), [(e["role"], e["path"]) for e in entries], caps
 
 
 def summarize(findings):
@@ -49,15 +65,23 @@ def next_steps(findings, host, paths):
 
 
 def preflight(target, profile=None, paths=(), timeout_s=60.0):
+    """`paths` are --path arguments: a directory, or `DIR:SIZE` for one that needs SIZE free."""
     overrides, profile_dirs, inode_caps = profile_inputs(profile)
     thresholds = merged(overrides)
-    all_paths = list(dict.fromkeys(list(profile_dirs) + list(paths)))
+    sized = [sized_path(p) for p in paths]
+    floors = {d: gib for d, gib in sized if gib is not None}
     args = []
-    for p in all_paths:
-        args += ["--path", p]
+    for role, d in profile_dirs:
+        args += ["--role-path", f"{role}={d}"]
+    profiled = {d for _, d in profile_dirs}
+    for d in dict.fromkeys(d for d, _ in sized if d not in profiled or d in floors):
+        args += ["--path", d]
+    all_paths = [d for _, d in profile_dirs] + [d for d, _ in sized]
     facts = target.run_onbox("probe", args, timeout_s=timeout_s)
     if inode_caps:
         facts["inode_caps"] = inode_caps  # the platform's quota, which statvfs may not show
+    if floors:
+        facts["path_floors"] = floors
     findings = checks.evaluate(facts, thresholds)
     data = dict(facts, thresholds=thresholds, profile=profile)
     return envelope("preflight", ok=not any_failed(findings), summary=summarize(findings), data=data,

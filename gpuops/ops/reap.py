@@ -5,25 +5,34 @@ carried back and forth over SSH would be stale by the time it came back; this si
 the result, sets the exit code and says what to do next.
 """
 
+import time
+
 from .. import errors
 from ..boundary import expect
 from ..envelope import envelope
 from ..findings import Finding, worst_first
+from ..onbox import plans
 from ..onbox.reap_rules import CLASSES
 
 FAILED_OUTCOMES = ("stuck", "remains", "not-permitted")
 # GPU memory in use that no process here accounts for, above the driver's own few hundred MiB.
 UNATTRIBUTED_MIB = 1024
 _KILL_WAIT_S, _RELEASE_WAIT_S, _SLACK_S = 5, 10, 60
+PLAN_TTL_S = 600  # as a stop plan's (gpuops.ops.jobs)
 
 
-def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False):
+def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False, plan=None):
+    """With `plan` (the plan_id of a dry run), reap only if the box's reapable set is still that
+    plan's; else signal nothing and refuse (exit 5) with the new plan."""
     args = ["--min-age", min_age, "--idle-window", idle_window, "--term-wait", term_wait,
             "--kill-wait", _KILL_WAIT_S, "--release-wait", _RELEASE_WAIT_S]
+    if plan is not None and plans.expiry(plan) is None:
+        raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of reap shows one)")
+    stale = plan is not None and plans.expiry(plan) < time.time()
     if gpu is not None:
         args += ["--gpu", gpu]
-    if yes:
-        args.append("--yes")
+    if yes and not stale:
+        args += ["--yes"] + (["--plan", plan] if plan is not None else [])
     timeout_s = idle_window + term_wait + _KILL_WAIT_S + _RELEASE_WAIT_S + _SLACK_S
     facts = checked(target.run_onbox("reap", args, timeout_s=timeout_s), target.name)
     rerun = ["gpuops", "reap", "--host", target.name]
@@ -33,14 +42,22 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False)
         rerun += ["--min-age", str(min_age)]
     if idle_window != 10:
         rerun += ["--idle-window", str(idle_window)]
-    return build(facts, rerun=" ".join(rerun) + " --yes")
+    doc = build(facts, rerun=" ".join(rerun) + " --yes")
+    if stale or facts.get("plan_refused"):
+        fresh = doc["data"].get("plan")
+        message = (f"plan {plan} {'has expired' if stale else 'no longer matches the reapable holders'}; nothing "
+                   "was signalled; " + (f"new plan {fresh['plan_id']}" if fresh else "nothing is reapable now"))
+        doc.update(ok=False, summary=message, error={"kind": "refused", "message": message})
+    return doc
 
 
 _NUMBER = (int, float, type(None))
 _FACTS = {"holders": list, "actions": list, "gpus": list, "applied": bool, "nested_pid_namespace": bool,
+          "plan_targets": (list, type(None)), "plan_refused": (bool, type(None)),
           "gpu": (int, type(None)), "gpu_error": (str, type(None)), "unreadable": int, "nvml_unverified": list}
 _HOLDER = {"pid": int, "class": str, "reason": str, "gpus": list, "gpu_mem_mib": dict, "user": (str, type(None)),
-           "age_s": _NUMBER, "command": str, "action": (str, type(None)), "outcome": (str, type(None))}
+           "age_s": _NUMBER, "command": str, "action": (str, type(None)), "outcome": (str, type(None)),
+           "last_activity": str}
 _ACTION = {"pid": int, "outcome": str, "signals": list, "scope": str}
 _GPU = {"index": int, "holders": list, "memory_used_mib": _NUMBER, "attributed_mib": _NUMBER,
         "util_peak_pct": _NUMBER, "memory_after_mib": _NUMBER, "freed_mib": _NUMBER}
@@ -49,6 +66,9 @@ _GPU = {"index": int, "holders": list, "memory_used_mib": _NUMBER, "attributed_m
 def checked(facts, host):
     """The reaper's answer once its shape is the one gpuops' on-box reaper writes."""
     expect(facts, _FACTS, host, "reap answer")
+    for pair in facts.get("plan_targets") or []:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(type(n) is int for n in pair)):
+            raise errors.BadAnswer(f"{host}: the box's reap answer is not gpuops's: plan target {pair!r}")
     for items, fields, what in ((facts["holders"], _HOLDER, "holder"), (facts["actions"], _ACTION, "action"),
                                 (facts["gpus"], _GPU, "GPU row")):
         for item in items:
@@ -121,6 +141,10 @@ def build(facts, rerun):
         summary = "%d of %d GPU holder(s) can be reaped (%s); dry run, nothing was signalled" % (
             len(targets), len(holders), _count_by_class(targets))
         nexts.append(rerun)
+        if facts.get("plan_targets") is not None:
+            expires = int(time.time()) + PLAN_TTL_S
+            facts["plan"] = {"plan_id": plans.plan_id("reap", facts["gpu"], facts["plan_targets"], expires),
+                             "expires_at": expires, "pids": [t["pid"] for t in targets]}
     else:
         actions = facts["actions"]
         failed = [a for a in actions if a["outcome"] in FAILED_OUTCOMES]

@@ -20,15 +20,16 @@ def plan_table(facts, title):
 
     applied = facts["applied"]
     table = Table(title=title, expand=False)
-    for name in ("pid", "user", "age", "gpu", "MiB", "class", "reason", "outcome" if applied else "would send",
-                 "command"):
+    for name in ("pid", "user", "age", "gpu", "MiB", "class", "reason", "last activity",
+                 "outcome" if applied else "would send", "command"):
         table.add_column(name, no_wrap=name in ("pid", "user", "age", "gpu", "MiB", "class"))
     order = dict((c, i) for i, c in enumerate(CLASSES))
     for h in sorted(facts["holders"], key=lambda h: (order.get(h["class"], 9), h["pid"])):
         doing = (h["outcome"] if applied else h["action"]) or "-"
         style = _CLASS_STYLE.get(h["class"], "")
         table.add_row(str(h["pid"]), h["user"] or "?", duration(h["age_s"]) if h["age_s"] is not None else "?", ",".join(str(g) for g in h["gpus"]) or "-",
-                      _mem(h), "[%s]%s[/]" % (style, h["class"]), escape(h["reason"]), escape(doing),
+                      _mem(h), "[%s]%s[/]" % (style, h["class"]), escape(h["reason"]), escape(h["last_activity"]),
+                      escape(doing),
                       escape(h["command"][:80]))
     return table
 
