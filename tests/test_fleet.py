@@ -257,3 +257,29 @@ def test_a_gpu_whose_utilisation_cannot_be_read_leaves_the_box_unknown(tmp_path)
     assert [d["util_peak_pct"] for d in doc["gpu"]["devices"]] == [0.0, None]
     row = op.row(Box(alias="xid-box", usd_per_hour=2.0), doc)
     assert row["idle"]["state"] == "unknown" and row["idle"]["idle_usd"] is None
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_fleet_is_a_read_only_mcp_tool(rig, fleet, monkeypatch):
+    pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+    from mcp import Client
+
+    from gpuops.mcp import server
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(fleet["config"]))
+    monkeypatch.setenv("GPUOPS_MODE", "readonly")
+    async with Client(server.build(), raise_exceptions=True) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert listed["fleet_status"].annotations.read_only_hint is True
+        result = await client.call_tool("fleet_status", {"fleet": "up", "window_s": 0.5})
+        both = await client.call_tool("fleet_status", {"fleet": "up", "hosts": ["fl-idle"]})
+    doc = result.structured_content
+    assert result.is_error is False and doc["command"] == "fleet" and doc["ok"] is True
+    assert [r["host"] for r in doc["data"]["hosts"]] == ["fl-idle", "fl-nogpu"]
+    assert doc["data"]["totals"]["idle"] == 2
+    assert both.is_error and json.loads(both.content[0].text)["error"]["kind"] == "usage"

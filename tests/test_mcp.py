@@ -18,9 +18,9 @@ from gpuops.mcp import budget, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
-CORE_TOOLS = {"host_preflight", "job_launch", "job_status", "job_logs", "job_wait", "job_stop", "job_diagnose",
+CORE_TOOLS = {"host_preflight", "fleet_status", "job_launch", "job_status", "job_logs", "job_wait", "job_stop", "job_diagnose",
               "vram_reap", "gotcha_lookup", "profiles_show", "log_triage", "data_verify"}
-READ_ONLY = {"host_preflight", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup", "profiles_show",
+READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup", "profiles_show",
              "log_triage", "data_verify"}
 
 

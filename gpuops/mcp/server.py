@@ -272,6 +272,26 @@ def vram_reap(
                    mutates=yes)
 
 
+def fleet_status(
+    hosts: Annotated[Optional[list[str]], Field(
+        description="boxes to ask (ssh_config aliases or user@host:port); default: the server's fleet file")] = None,
+    fleet: Annotated[Optional[str], Field(description="a [fleet.NAME] group of the server's fleet file")] = None,
+    window_s: Annotated[float, Field(ge=0.5, le=10, description="seconds GPU use is sampled over")] = 2,
+) -> Result:
+    """Every rented box at once: GPUs, VRAM, utilisation, gpuops jobs, disk headroom, uptime, and
+    which box is idle since when and what that idle time cost. One bad box is its own row."""
+    from .. import errors, fleetfile
+    from ..ops import fleet as op
+
+    def produce():
+        if hosts and fleet:
+            raise errors.UsageError("fleet_status: give hosts or fleet, not both")
+        boxes = fleetfile.for_hosts(hosts) if hosts else fleetfile.boxes(fleet)
+        return op.inventory(boxes, window_s=window_s)
+
+    return respond("fleet", produce)
+
+
 def gotcha_lookup(
     query: Annotated[str, Field(description="a gotcha id (U7, AD4) or keywords (inode, xid, zombie)")],
     limit: Annotated[int, Field(ge=1, le=20)] = 5,
@@ -336,6 +356,7 @@ SIGNAL = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent
 
 _TOOLS = (
     (host_preflight, "Preflight a GPU box", READ, None),
+    (fleet_status, "All boxes at once, idle money", READ, None),
     (job_launch, "Launch a detached job", MUTATE, None),
     (job_status, "Job states", READ, None),
     (job_logs, "Read a job's log", READ, LOG_RESULT_META),
