@@ -58,12 +58,12 @@ def tail_offset(path, lines, window=1 << 20):
 
 
 def form(data, patterns, user=False):
-    """The patterns that count in this log: a user pattern (the first one, when `user`), and of
-    the default forms only the first that occurs at all. A log that prints MaxText's step lines
-    is judged by them alone, so its noise (`iteration 1234` in a busy-wait warning) never passes
-    for progress."""
+    """The forms that count in this log: a user pattern (the first one, when `user`), and of the
+    default forms only the first that occurs at all (steps.pick). A log that prints MaxText's step
+    lines is judged by them alone, so its noise (`iteration 1234` in a busy-wait warning) never
+    passes for progress."""
     head, defaults = (patterns[:1], patterns[1:]) if user else ([], patterns)
-    return head + [next((p for p in defaults if p.search(data)), defaults[0])] if defaults else head
+    return head + [steps.pick(data, defaults) or defaults[0]] if defaults else head
 
 
 def progress(path, patterns, window, keep=8, user=False):
@@ -94,20 +94,11 @@ def progress(path, patterns, window, keep=8, user=False):
     return found
 
 
-def _step_of(match):
-    if not match.groups():
-        return None
-    try:
-        return int(match.group(1))
-    except (TypeError, ValueError):
-        return None
-
-
-def _event(match, line, end):
+def _event(step, line, end):
     return {
         "end": end,
-        "step": _step_of(match),
-        "seconds": steps.seconds_on(line, match.end()),
+        "step": step.step,
+        "seconds": step.seconds,
         "text": line.decode("utf-8", "replace").strip()[:200],
     }
 
@@ -121,7 +112,7 @@ def first_step(path, patterns, head=HEAD_BYTES, user=False):
         for pat in patterns:
             m = pat.search(line)
             if m:
-                return _step_of(m)
+                return m.step
     return None
 
 

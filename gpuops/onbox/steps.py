@@ -3,10 +3,20 @@
 `gpuops status`, `logs`, `diagnose` and `triage` all judge progress with these rules, so a job
 that status calls STALLED is one triage calls hanging, and the other way round.
 
-Step lines. MaxText's `completed step: N, seconds: X` comes first (triage's procedure is written
-for it and finds it with a literal search); then `step N` / `global_step=N`, `iter N` and tqdm's
-`N/M [`. A user pattern (group 1 = step number) is tried before all of them. A `seconds: X` on a
-step line is that step's own duration.
+Step lines (FORMS, in this order; a log is judged by the first form it prints at all, so the
+noise of a MaxText log, `iteration 1234` in a busy-wait warning, never passes for progress):
+    maxtext     `completed step: N, seconds: X` (triage's procedure is written for it)
+    tqdm        a training progress bar `NN%|###  | N/M [elapsed<left, R it/s]`: HF Trainer's and
+                Accelerate scripts' bars have no description, Lightning's reads `Epoch E: ` (its
+                count restarts each epoch, so the step is E x M + N); bars of other work (loading
+                checkpoint shards, validation, downloads) are not steps
+    step        `step N`, `Step N/M`, `global_step=N`, `global step: N`
+    iter        `iter N`, `iteration N`
+    hf-log      HF Trainer's logging dicts `{'loss': .., 'epoch': ..}`: progress without a number
+A user pattern (group 1 = step number) is tried before all of them. Forms that print N/M count
+steps done (the bar at 3000/3000 has finished step 2999 of 0..2999): `counts` says so, and triage's
+0-indexed projection takes N - 1. A step line's own duration is its `seconds: X`, or the inverse
+of a bar's rate (`5.00it/s` is 0.2 s, `1.80s/it` 1.8 s).
 
 Step time. The mean of the lines' own `seconds:` over the most recent RECENT_STEPS steps, leaving
 out warm-up (the first WARMUP_STEPS steps after the first step seen, when it is known): compile
@@ -27,12 +37,11 @@ import re
 STEP_LITERAL = b"completed step: "
 STEP_PATTERN = rb"completed step: (\d+)"
 SECONDS_PATTERN = rb"seconds:\s*([0-9]+(?:\.[0-9]+)?)"
-PATTERNS = (
-    STEP_PATTERN,
-    rb"(?i)\b(?:global[_ ])?step\b\s*[:=#]?\s*(\d+)",
-    rb"(?i)\biter(?:ation)?\b\s*[:=#]?\s*(\d+)",
-    rb"(\d+)/\d+ \[\d",
-)
+_RATE = re.compile(rb"([0-9]+(?:\.[0-9]+)?)(it/s|s/it)")
+_BAR = re.compile(rb"[ \t]*(?P<desc>[^\r\n|]{0,80}?)[ \t:]*\d{1,3}%\|[^|\r\n]{0,200}\|[ \t]*(?P<n>\d+)/(?P<m>\d+) \[")
+_BAR_DESC = re.compile(rb"(?:Epoch (?P<epoch>\d+)(?:/\d+)?|Training|Train|train|Steps|steps|Iteration)?$")
+_LINE_START = re.compile(rb"[^\r\n]*\Z")
+
 
 WARMUP_STEPS = 5
 RECENT_STEPS = 1000
@@ -43,16 +52,163 @@ STALL_NO_STEP_TIME_S = 1800.0
 SECONDS_RX = re.compile(SECONDS_PATTERN)
 
 
-def compile_patterns(user_regex=None):
-    """Byte regexes, the user's first. Raises re.error on a bad user pattern."""
-    sources = ([user_regex.encode("utf-8")] if user_regex else []) + list(PATTERNS)
-    return [re.compile(s) for s in sources]
+class Step:
+    """One step line found: where its match starts and ends, the step number (None for a form
+    without numbers), the total the line names, and the step's own duration."""
+
+    __slots__ = ("start", "end", "step", "total", "seconds")
+
+    def __init__(self, start, end, step, total=None, seconds=None):
+        self.start, self.end, self.step, self.total, self.seconds = start, end, step, total, seconds
+
+
+class Form:
+    """A way of printing steps. `literal` is what a fast search looks for; `read(buf, pos, end)`
+    turns a literal found at `pos` into a Step, or None when the line is not a step after all."""
+
+    def __init__(self, name, literal, read, counts=False):
+        self.name, self.literal, self.read, self.counts = name, literal, read, counts
+
+    def scan(self, buf, start=0, end=None):
+        """Every Step in buf[start:end], in order."""
+        end = len(buf) if end is None else end
+        pos = buf.find(self.literal, start, end)
+        while pos >= 0:
+            found = self.read(buf, pos, end)
+            if found is not None:
+                yield found
+            pos = buf.find(self.literal, pos + 1, end)
+
+    def last(self, buf, start=0, end=None):
+        """The last Step in buf[start:end], or None (searched backwards: cheap when it is near)."""
+        end = len(buf) if end is None else end
+        pos = buf.rfind(self.literal, start, end)
+        while pos >= 0:
+            found = self.read(buf, pos, end)
+            if found is not None:
+                return found
+            pos = buf.rfind(self.literal, start, pos)
+        return None
+
+    def first(self, buf, start=0, end=None):
+        return next(self.scan(buf, start, end), None)
+
+    def search(self, data):
+        """The first Step in data (a regex's search, for callers that take patterns)."""
+        return self.first(data)
+
+
+def _line_end(buf, pos, end):
+    stop = len(buf) if end is None else end
+    for sep in (b"\n", b"\r"):
+        found = buf.find(sep, pos, stop)
+        if found >= 0:
+            stop = found
+    return stop
 
 
 def seconds_on(line, start=0, end=None):
     """The `seconds: X` a step line carries between `start` and `end`, or None."""
     m = SECONDS_RX.search(line, start, len(line) if end is None else end)
     return float(m.group(1)) if m else None
+
+
+def _rate_seconds(buf, start, end):
+    m = _RATE.search(buf, start, end)
+    if not m or float(m.group(1)) <= 0:
+        return None
+    value = float(m.group(1))
+    return round(1.0 / value, 6) if m.group(2) == b"it/s" else value
+
+
+def _regex_form(name, pattern, literal, counts=False):
+    rx = re.compile(pattern)
+
+    def read(buf, pos, end, rx=rx):
+        seg = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\r", 0, pos)) + 1
+        stop = _line_end(buf, pos, end)
+        m = rx.search(buf, max(seg, pos - 16), stop)
+        if m is None or m.start() > pos + len(literal):
+            return None
+        total = int(m.group(2)) if m.lastindex and m.lastindex >= 2 and m.group(2) else None
+        step = int(m.group(1)) if m.lastindex else None
+        return Step(m.start(), m.end(), step, total, seconds_on(buf, m.end(), stop))
+
+    return Form(name, literal, read, counts)
+
+
+def _read_bar(buf, pos, end):
+    seg = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\r", 0, pos)) + 1
+    if pos - seg > 120:
+        return None
+    stop = _line_end(buf, pos, end)
+    m = _BAR.match(buf, seg, stop)
+    if m is None:
+        return None
+    desc = _BAR_DESC.match(m.group("desc").strip())
+    if desc is None:
+        return None  # a bar of other work: loading shards, validation, a download
+    n, total = int(m.group("n")), int(m.group("m"))
+    if desc.group("epoch") is not None:
+        n, total = int(desc.group("epoch")) * total + n, None  # Lightning's count restarts each epoch
+    return Step(seg, m.end(), n, total, _rate_seconds(buf, m.end(), stop))
+
+
+def _read_maxtext(buf, pos, end):
+    m = _MAXTEXT.match(buf, pos)
+    if m is None:
+        return None
+    stop = _line_end(buf, m.end(), end)
+    return Step(pos, m.end(), int(m.group(1)), None, seconds_on(buf, m.end(), stop))
+
+
+_MAXTEXT = re.compile(STEP_PATTERN)
+FORMS = (
+    Form("maxtext", STEP_LITERAL, _read_maxtext),
+    Form("tqdm", b"%|", _read_bar, counts=True),
+    # `(?!\.?\d)`: a number followed by a dot and digits is an id or a version (Slurm's
+    # `*** STEP 5120.0`), not a step.
+    _regex_form("step", rb"(?i)(?<![a-z0-9])(?:global[_ ])?step\b\s*[:=#]?\s*(\d+)(?!\.?\d)(?:\s*/\s*(\d+))?", b"tep"),
+    _regex_form("step-upper", rb"(?<![A-Za-z0-9])STEP\b\s*[:=#]?\s*(\d+)(?!\.?\d)(?:\s*/\s*(\d+))?", b"STEP"),
+    _regex_form("iter", rb"(?i)\biter(?:ation)?\b\s*[:=#]?\s*(\d+)", b"iter"),
+    _regex_form("hf-log", rb"\{'loss': [^\r\n]*'epoch': ", b"{'loss': "),
+)
+
+
+class _UserForm(Form):
+    """The user's --progress-regex (group 1 = step number): no literal to look for, so it is
+    matched with the regex itself."""
+
+    def __init__(self, regex):
+        self.rx = re.compile(regex.encode("utf-8"))
+        super().__init__("user", None, None)
+
+    def scan(self, buf, start=0, end=None):
+        end = len(buf) if end is None else end
+        for m in self.rx.finditer(buf, start, end):
+            step = None
+            if m.groups():
+                try:
+                    step = int(m.group(1))
+                except (TypeError, ValueError):
+                    step = None
+            yield Step(m.start(), m.end(), step, None, seconds_on(buf, m.end(), _line_end(buf, m.end(), end)))
+
+    def last(self, buf, start=0, end=None):
+        found = None
+        for found in self.scan(buf, start, end):
+            pass
+        return found
+
+
+def compile_patterns(user_regex=None):
+    """The forms to try, the user's first. Raises re.error on a bad user pattern."""
+    return ([_UserForm(user_regex)] if user_regex else []) + list(FORMS)
+
+
+def pick(data, forms=FORMS):
+    """The first form in `forms` that finds a step in data, or None."""
+    return next((f for f in forms if f.first(data) is not None), None)
 
 
 def steady(events, first_step=None):

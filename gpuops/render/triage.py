@@ -4,7 +4,12 @@ Same sections as the procedure's report: status / primary / stage, what happened
 the progress projection, other findings, dashboards of RAY=1 jobs, numbered next steps.
 """
 
+import sys
+
+from ..errors import UsageError
 from ..units import duration
+
+FORMATS = ("rich", "md")
 
 
 def _findings(doc):
@@ -114,7 +119,18 @@ def _what(data, found, ctx):
     return " ".join(parts)
 
 
-def render(doc, con=None):
-    import sys
+def check_format(fmt):
+    if fmt is not None and fmt not in FORMATS:
+        raise UsageError(f"--format takes {' or '.join(FORMATS)}, not {fmt!r}")
 
-    sys.stdout.write(markdown(doc))
+
+def render(doc, con=None, fmt=None):
+    """Rendered Markdown on a terminal; the raw text when piped (it is Markdown already, for a
+    ticket or a chat) or when asked for with --format md."""
+    text = markdown(doc)
+    if fmt == "md" or (fmt is None and not sys.stdout.isatty()) or con is None:
+        sys.stdout.write(text)
+        return
+    from rich.markdown import Markdown
+
+    con.print(Markdown(text))

@@ -1,16 +1,7 @@
 """From scanned facts to a verdict: status, primary class, other classes, evidence, next steps.
 
-Status (the procedure's table):
-    JOB SUMMARY, exit 0 / SUCCESS ......................... completed
-    JOB SUMMARY, exit 130 or 143 (or CANCELLED) ............ cancelled
-    JOB SUMMARY, any other exit ............................ failed
-    no summary, steps advancing ............................ running
-    no summary, steps stalled, job alive (Slurm RUNNING) ... hanging
-    no summary, steps stalled, job ended or state unknown .. unknown   (class unknown-death)
-Logs without the harness's summary also end on: a gpuops exit record (--host --job), Slurm's
-CANCELLED state, torchrun's / DeepSpeed's failure report (failed), HF Trainer's completion line.
-Whether steps advance is judged from the time of the last `completed step:` line against `now`,
-never from the file's mtime, with the stall bar of the progress policy (gpuops.onbox.steps).
+Status: see status.py (the procedure's table, extended with the terminal evidence of logs that
+have no JOB SUMMARY: launcher failure reports, trainer completion markers, Slurm's own lines).
 
 Primary class. The classes found compete in this order:
   1. specific causes (role root) and generic causes (tracebacks, crash signals, Ray actor errors),
@@ -22,14 +13,16 @@ Primary class. The classes found compete in this order:
      time limit stopped it (measured up to the log's last timestamp); a job that failed on its
      own is not called hung;
   3. exit reports (a node, a stage or a subprocess exited non-zero), earliest first;
-  4. the mechanisms: the training time limit, then cancellation (the mechanism, not the cause);
+  4. the mechanisms: the training time limit, Slurm's time limit, preemption, then cancellation
+     (the mechanism, not the cause);
   5. unknown-death for an unknown status; a Ray bootstrap failure only when nothing else is found.
 Only *terminal* occurrences compete: an error after which training went on for two or more steps
 did not end the run (it is still listed in `also`). Occurrences after the stopping mechanism
 (Slurm's CANCELLED line, the time-limit banner, a launcher receiving SIGTERM) are its
 consequences. Exit lines with 130/143 (srun, NODE_EXIT, the subprocess) are not markers: they
 are printed after the fact, once the processes are gone.
-A completed job has no primary failure.
+A completed job has no primary failure. Next steps follow the framework the log shows where the
+advice differs (classes.FRAMEWORK_STEPS: a torch CUDA OOM is not told to set remat_policy).
 
 Heartbeat timeouts follow the false-positive checklist: when an accused task crashed before the
 accusation (traceback, NCCL error, OOM or SIGKILL on that task), that crash is the primary cause;
@@ -44,15 +37,16 @@ from ..onbox import steps
 from ..units import duration
 from . import progress as P
 from . import signatures as S
+from . import status as ST
 from . import wording as W
 
 # A job state from Slurm or from gpuops' own records (gpuops.jobs.states), plus plain words.
 _ALIVE = set(S.SLURM_ALIVE) | set(states.ALIVE) | {"ALIVE"}
 _ENDED = set(S.SLURM_ENDED) | set(states.TERMINAL) | {"ENDED", "DEAD", "GONE"}
+_ENDED_BY = {"completed": "completion line", "failed": "failure report", "cancelled": "cancel line"}
 _SHORT_STATES = {"R": "RUNNING", "PD": "PENDING", "CG": "COMPLETING", "CD": "COMPLETED", "F": "FAILED",
                  "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
                  "S": "SUSPENDED", "DL": "DEADLINE", "BF": "BOOT_FAIL"}
-_SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGABRT": 6, "SIGKILL": 9, "SIGSEGV": 11, "SIGTERM": 15}
 _EXIT_MEANING = {137: "SIGKILL: often the OOM killer", 134: "SIGABRT: look for a core dump",
                  139: "SIGSEGV: look for a core dump", 1: "a generic error"}
 
@@ -84,7 +78,7 @@ class _Verdict:
         self.state_raw = slurm_state
         self.state = normalize_state(slurm_state)
         self.exit_record = exit_record
-        self.total = f.pt_steps or f.cfg_steps
+        self.total = f.pt_steps or f.cfg_steps or f.form_total
         self.period = P.checkpoint_period(f.cfg_period, f.pt_period, f.pt_ckpt, S.DEFAULT_CHECKPOINT_PERIOD)
         self.step_time = f.step_time
         self.last_epoch = None
@@ -99,29 +93,19 @@ class _Verdict:
 
     def status(self):
         f = self.f
-        if f.summary is not None:
-            word, code = f.summary["word"], f.summary["exit"]
-            self.ended_by = f"JOB SUMMARY: {f.summary['text'].decoded().strip()}"
-            return _from_exit(code if code is not None else (0 if word == "SUCCESS" else None), word)
-        if self.exit_record:
-            code = self.exit_record.get("exit_code")
-            sig = self.exit_record.get("signal")
-            if code is None and sig in _SIGNAL_NUMBERS:
-                code = 128 + _SIGNAL_NUMBERS[sig]
-            self.ended_by = f"exit record: exit {code}" + (f" ({sig})" if sig else "")
-            return _from_exit(code, None, sig)
-        if self.state == "CANCELLED":
-            self.ended_by = "Slurm state CANCELLED"
-            return "cancelled"
-        if f.success is not None and not self._failed_after(f.success.line):
-            self.ended_by = f"completion line: {f.success.decoded().strip()}"
-            return "completed"
-        end_report = self._end_report()
-        if end_report is not None:
-            self.ended_by = f"launcher failure report: {end_report.decoded().strip()}"
-            return "failed"
         self.ended_by = None
+        recorded = ST.from_records(f, self.state, self.exit_record)
+        if recorded is not None:
+            status, self.ended_by = recorded
+            return status
         alive, ended = self.state in _ALIVE, self.state in _ENDED
+        logged = ST.from_log(self)
+        # A traceback that ends the log of a job Slurm still runs may be one rank's: the others can
+        # be hung in a collective, which the step rows below tell.
+        if logged is not None and not (alive and logged[1].sig == "traceback"):
+            status, occ = logged
+            self.ended_by = f"{_ENDED_BY[status]}: {occ.decoded().strip()}"
+            return status
         if ended:
             return "unknown"
         stall = steps.stalled(self.last_epoch, self.step_time, self.now_epoch) if f.last_step is not None else None
@@ -131,17 +115,11 @@ class _Verdict:
             return "running"
         return "hanging" if alive else "unknown"
 
-    def _failed_after(self, line):
+    def failed_after(self, line):
         """Did a cause (not an exit report) appear after `line`? e.g. the final save failing."""
         return any(S.CLASS_BY_NAME[name].role in ("root", "cause") and hits.all()[-1].line > line
+                   and self.terminal(hits.by_step.values()) is not None
                    for name, hits in self.f.classes.items())
-
-    def _end_report(self):
-        hits = self.f.classes.get("subprocess-fail")
-        if hits is None:
-            return None
-        reports = [o for o in hits.all() if o.sig in S.END_REPORT_SIGNATURES]
-        return reports[-1] if reports else None
 
     # ------------------------------------------------------------------ terminal occurrences
 
@@ -214,7 +192,7 @@ class _Verdict:
 
     def _mechanism_line(self, status):
         lines = []
-        for name in ("cancelled", "train-timeout"):
+        for name in ("cancelled", "train-timeout", "timeout", "preempted"):
             occ = self.terminal_of(name)
             if occ is not None:
                 lines.append(occ.line)
@@ -241,8 +219,9 @@ class _Verdict:
         exits = sorted((occ.event, S.PRIORITY[n], n) for n, occ in eligible.items() if S.CLASS_BY_NAME[n].role == "exit")
         if exits:
             return exits[0][2]
-        if "train-timeout" in found:
-            return "train-timeout"
+        for mechanism in ("train-timeout", "timeout", "preempted"):
+            if mechanism in found:
+                return mechanism
         if status == "cancelled" or "cancelled" in eligible:
             return "cancelled"
         if status == "unknown":
@@ -260,7 +239,7 @@ class _Verdict:
             order["hang"] = f.last_step_occ.line if f.last_step_occ else f.lines
         if status == "unknown":
             order["unknown-death"] = f.lines + 1
-        if status == "cancelled" and "cancelled" not in order:
+        if status == "cancelled" and not {"cancelled", "timeout", "preempted"} & set(order):
             order["cancelled"] = self._mechanism_line(status) or f.lines
         return [n for n, _ in sorted(order.items(), key=lambda kv: (kv[1], S.PRIORITY[kv[0]]))]
 
@@ -274,6 +253,11 @@ class _Verdict:
         cls = S.CLASS_BY_NAME[primary]
         if primary == "stage-fail" and occ is not None and occ.detail:
             return occ.detail
+        # A harness stage that FAILED at or after the cause names the stage it happened in.
+        banner = self.f.classes.get("stage-fail")
+        after = [o for o in banner.all() if occ is None or o.line >= occ.line] if banner else []
+        if after and after[0].detail and self.f.last_step is None:
+            return after[0].detail
         if cls.stage:
             return cls.stage
         if self.f.last_step is not None:
@@ -372,7 +356,7 @@ class _Verdict:
                 steps.append(self._cancel_sentence())
             if primary == "unknown-death":
                 steps.extend(self._death_clues())
-            steps.extend(self._fill(s) for s in S.CLASS_BY_NAME[primary].steps)
+            steps.extend(self._fill(s) for s in self.steps_of(primary))
             if primary == "node-fail":
                 steps.append(self._node_sentence())
             if primary == "hang" and len(set(f.task_last_steps.values())) == 1 and len(f.task_last_steps) > 1:
@@ -391,12 +375,20 @@ class _Verdict:
             if name == "heartbeat-timeout" and heartbeat:
                 continue  # its checklist result follows; the generic hint could contradict it
             if cls.role in ("root", "cause") and len(steps) < 14:
-                steps.append(f"Also found {name}: {self._fill(cls.steps[0])}")
+                steps.append(f"Also found {name}: {self._fill(self.steps_of(name)[0])}")
         if "heartbeat-timeout" in also and heartbeat:
             steps.append(W.heartbeat_sentence(heartbeat))
         if dashboards:
             steps.extend(W.dashboard_sentences(dashboards, self.ctx.get("job_dir")))
         return steps
+
+    def framework(self):
+        """'torch' or 'jax' when the log shows exactly one of them, else None."""
+        seen = self.f.frameworks
+        return next(iter(seen)) if len(seen) == 1 else None
+
+    def steps_of(self, name):
+        return S.FRAMEWORK_STEPS.get((name, self.framework())) or S.CLASS_BY_NAME[name].steps
 
     def _cancel_sentence(self):
         last = self.f.last_step
@@ -442,17 +434,7 @@ class _Verdict:
             stalled_for_s=round(self.now_epoch - self.last_epoch, 1) if (status in ("running", "hanging", "unknown")
                                                                          and self.last_epoch) else None,
             tasks_at_last_step=len(f.task_last_steps) or None,
+            step_form=f.step_form,
+            framework=self.framework(),
         )
         return ctx
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _from_exit(code, word, signal=None):
-    """The status table's rows for an ended job: 0 completed, 130/143 (SIGINT/SIGTERM) cancelled."""
-    if code == 0 or (code is None and word == "SUCCESS"):
-        return "completed"
-    if code in S.CANCEL_EXITS or word == "CANCELLED" or signal in ("SIGTERM", "SIGINT"):
-        return "cancelled"
-    return "failed"

@@ -67,7 +67,10 @@ class Facts:
         self.cancel_hint = None
         self.summary_marker = None
         self.summary = None
-        self.success = None
+        self.success = None           # a trainer's completion marker (the last one)
+        self.weak_success = None      # one a failed run prints too (W&B sync): see signatures
+        self.end_report = None        # the last terminal failure evidence (signatures.END_REPORT_SIGNATURES)
+        self.frameworks = {}          # "torch" / "jax" -> first line that shows it
         self.pt_steps = self.pt_ckpt = self.pt_period = None
         self.cfg_steps = self.cfg_ckpt = self.cfg_period = None
         self.ray = None
@@ -81,6 +84,8 @@ class Facts:
         self.slurm_id = None
         self.node_exits = {}
         self.stage_now = None
+        self.step_form = None         # gpuops.onbox.steps form name the log prints its steps in
+        self.form_total = None        # the total a step line names (`N/M`), when it names one
         self.first_step = None
         self.last_step = None
         self.last_step_occ = None

@@ -6,6 +6,12 @@ Local layout (the MaxText-on-Slurm harness): an outputs/ folder holds job direct
 Both the log and the job directory are resolved, because the directory holds ray_logs/,
 prometheus/ and core files that the next steps point at.
 
+A Slurm job id is read from a name only where a Slurm tool wrote that name: the harness's
+`<id>-<config>` job directory (with its `log` link) and its sibling `<id>-<config>.log`, and
+sbatch's default `slurm-<id>.out`. Any other leading number (`01-train.log`, `2025-03-02.log`)
+is not a job id, and no `scontrol` is asked about it: on a login node an unrelated job's state
+would decide the status.
+
 A gpuops job's log on a box is read by the job's own on-box code (gpuops.onbox.job_facts,
 `excerpt`), which knows where the records are.
 """
@@ -21,6 +27,7 @@ from ..errors import NotFound, UsageError
 SCONTROL_TIMEOUT_S = 10
 _SLURM_ID = re.compile(r"^\d+(?:_\d+)?$")
 _DIR_ID = re.compile(r"^(\d+(?:_\d+)?)-")
+_SBATCH_OUT = re.compile(r"^slurm-(\d+(?:_\d+)?)\.(?:out|err)$")
 
 
 class Located:
@@ -28,8 +35,11 @@ class Located:
         self.log, self.job_dir, self.slurm_id = log, job_dir, slurm_id
 
 
-def _slurm_id_of(path):
-    m = _DIR_ID.match(os.path.basename(path.rstrip("/")))
+def _slurm_id_of(job_dir):
+    """The id in a harness job directory's name: `<id>-<config>` holding its `log` link."""
+    if not job_dir or not os.path.lexists(os.path.join(job_dir, "log")):
+        return None
+    m = _DIR_ID.match(os.path.basename(job_dir.rstrip("/")))
     return m.group(1) if m else None
 
 
@@ -39,7 +49,8 @@ def from_log(path):
     job_dir = path[:-len(".log")] if path.endswith(".log") else None
     if job_dir and not os.path.isdir(job_dir):
         job_dir = None
-    return Located(path, job_dir, _slurm_id_of(job_dir or path))
+    sbatch = _SBATCH_OUT.match(os.path.basename(path))
+    return Located(path, job_dir, sbatch.group(1) if sbatch else _slurm_id_of(job_dir))
 
 
 def from_dir(path):

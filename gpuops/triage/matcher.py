@@ -17,7 +17,6 @@ checked again with `LINE_RX`.
 
 import re
 
-from ..onbox import steps
 from .signatures import HARMLESS, SIGNATURES
 
 _META = set(".[](){}*+?|^$\\")
@@ -152,8 +151,6 @@ CANDIDATES = tuple(s for s in SIGNATURES if s.target != HARMLESS)
 CHUNK_RXS = per_first_char(CANDIDATES)
 # Re-reads one candidate line with everything, harmless patterns included.
 LINE_RX = trie(SIGNATURES)
-# MaxText's step line, by far the most frequent line: scanned apart from the signatures.
-STEP_RX = re.compile(steps.STEP_PATTERN)
 
 
 def grep_patterns():

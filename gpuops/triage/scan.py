@@ -7,10 +7,13 @@ Per chunk:
   * candidate lines: offsets where some signature matched, from the engine; each candidate line
     is re-read with every signature (matcher.LINE_RX), so both engines give the same facts. A
     line holding a known-harmless pattern is dropped whole.
-  * step lines (`completed step: N`, the most frequent line by far) are not matched one by one:
-    literal searches find the first step, the step just before each candidate line (to tell an
-    error that training survived from one that ended it), and the last step; the step times
-    and the last step's wall-clock time come from a window of recent steps kept at the end.
+  * step lines (the most frequent line by far) are not matched one by one. The log's step form
+    (gpuops.onbox.steps: MaxText's `completed step: N`, a tqdm bar, `Step N/M`, ...) is picked
+    from the first chunk that prints one; literal searches then find the first step, the step
+    just before each candidate line (to tell an error that training survived from one that ended
+    it), and the last step; the step times and the last step's wall-clock time come from a
+    window of recent steps kept at the end. Forms that count steps done (N/M) are turned into
+    the procedure's 0-indexed steps (N - 1).
   * times are read only from bounded windows (see timestamps.py).
 """
 
@@ -18,20 +21,19 @@ import re
 
 from .. import xid
 from ..onbox import steps
+from . import aux
 from . import signatures as S
 from . import timestamps
 from .facts import MAX_TRACKED, Facts, Occ
-from .matcher import LINE_RX, SIG_BY_ID, STEP_RX
+from .matcher import LINE_RX, SIG_BY_ID
 
 VIEW_BYTES = 64 << 10
 STEP_WINDOW_BYTES = 2 << 20
 TS_TAIL_BYTES = 64 << 10
 TEXT_BYTES = 600
 HEARTBEAT_LIST_BYTES = 4096
-SUMMARY_SPAN_LINES = 200
-
-_STEP = steps.STEP_LITERAL
-_NUM = re.compile(rb"-?\d+")
+# Triage projects step numbers: a form without them (HF's logging dicts) gives it nothing.
+FORMS = tuple(f for f in steps.FORMS if f.name != "hf-log")
 _TASK_RX = re.compile(S.TASK_PREFIX_PATTERN.encode("ascii"))
 _ACCUSED_RX = re.compile(S.ACCUSED_TASK_PATTERN.encode("ascii"))
 _EXIT_RX = {k: re.compile(v.encode("ascii")) for k, v in S.EXIT_CODE_PATTERNS.items()}
@@ -41,25 +43,14 @@ _SIGNAL_RX = re.compile(rb"SIG[A-Z0-9]+|[Ss]ignal:? (\d+)")
 _XID_CODE = re.compile(rb"NVRM: Xid \([^)]{0,40}\): (\d+)")
 _KILLED_RX = re.compile(rb"(?:^|\s)\d+ Killed(?:\s|$)")
 _BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>[A-Z]{2,})\b(?P<rest>[^\r\n]*)")
-_STATUS_RX = re.compile(rb"Status:[ \t]*(?P<word>[A-Z]+)(?P<rest>[^\r\n]*)")
-_STATUS_EXIT = re.compile(rb"(?:exit(?: code| status)?|rc|code)[ =:]*(-?\d+)")
-_PT_STEPS = re.compile(rb"(?<![\w.])steps=(\d+)")
-_PT_CKPT = re.compile(rb"(?<![\w.])enable_checkpointing=(\w+)")
-_PT_PERIOD = re.compile(rb"(?<![\w.])checkpoint_period=(\d+)")
-_CFG = re.compile(rb"Config param (checkpoint_period|steps|enable_checkpointing): *(\w+)")
-_TUNNEL_L = re.compile(rb"-L ?(?:[\w.]+:)?(\d+):([\w.-]+):(\d+)")
 _HOST = re.compile(rb"host=(\S+)")
 _STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
-_TRUE = (b"true", b"True", b"TRUE", b"1", b"yes")
-
-
-def _step_number(buf, pos):
-    m = _NUM.match(buf, pos + len(_STEP))
-    return int(m.group()) if m else None
+_SLURM_JOB = re.compile(rb"\*\*\* JOB (\d+) ")
 
 
 def _text(buf, ls, le, pos):
-    """The part of a line around `pos`: one bare-CR segment, at most TEXT_BYTES."""
+    """The part of a line around `pos`: one bare-CR segment (a tqdm bar redraws the line after
+    each CR), at most TEXT_BYTES."""
     end = le - 1 if le > ls and buf[le - 1:le] == b"\r" else le
     start = max(ls, buf.rfind(b"\r", ls, pos) + 1)
     stop = buf.find(b"\r", pos, end)
@@ -69,6 +60,12 @@ def _text(buf, ls, le, pos):
     s = max(start, pos - TEXT_BYTES // 4)
     e = min(stop, s + TEXT_BYTES)
     return (b"..." if s > start else b"") + buf[s:e] + (b"..." if e < stop else b"")
+
+
+def _word_start(buf, ls, pos):
+    """No letter, digit or underscore right before `pos` on its line."""
+    before = buf[pos - 1:pos] if pos > ls else b""
+    return not (before.isalnum() or before == b"_")
 
 
 def _task(buf, ls, le):
@@ -97,6 +94,29 @@ class Scanner:
         self.final_tail = b""
         self.pieces = 0
         self.traceback_at = {}
+        self.form = None
+
+    # ------------------------------------------------------------------ step lines
+
+    def _pick(self, data):
+        if self.form is None:
+            self.form = steps.pick(data, FORMS)
+            self.f.step_form = self.form.name if self.form else None
+
+    def _index(self, found):
+        """The procedure's 0-indexed step of a Step (N/M bars count steps done: N - 1; a bar at
+        0/M has done none)."""
+        if found is None or found.step is None:
+            return None
+        if self.form.counts:
+            return found.step - 1 if found.step > 0 else None
+        return found.step
+
+    def _first(self, buf):
+        return next((i for i in map(self._index, self.form.scan(buf)) if i is not None), None)
+
+    def _last(self, buf, start=0, end=None):
+        return self.form.last(buf, start, end) if self.form is not None else None
 
     # ------------------------------------------------------------------ pieces and chunks
 
@@ -105,9 +125,10 @@ class Scanner:
         if self.pieces:
             # prev_tail is kept: it only feeds the recent-steps window, where step lines from
             # separate pieces still belong together.
-            p = data_start.find(_STEP)
-            if p >= 0 and _step_number(data_start, p) is not None:
-                self.cur_step = _step_number(data_start, p) - 1
+            self._pick(data_start)
+            first = self._first(data_start) if self.form is not None else None
+            if first is not None:
+                self.cur_step = first - 1
         self.pieces += 1
         self.f.pieces = self.pieces
         self.line_base = first_line
@@ -118,10 +139,9 @@ class Scanner:
         if f.year_hint is None:
             found = timestamps.last_in(chunk, 0, min(len(chunk), TS_TAIL_BYTES))
             f.year_hint = timestamps.year_of(found[1]) if found else None
-        if f.first_step is None:
-            p = chunk.find(_STEP)
-            if p >= 0:
-                f.first_step = _step_number(chunk, p)
+        self._pick(chunk)
+        if f.first_step is None and self.form is not None:
+            f.first_step = self._first(chunk)
         chunk_first_step = self.cur_step
         nl_pos = nl_count = 0
         step_pos, step_val = 0, self.cur_step
@@ -135,11 +155,13 @@ class Scanner:
                 le = len(chunk)
             nl_count += chunk.count(b"\n", nl_pos, ls)
             nl_pos = ls
-            if ls > step_pos:
-                q = chunk.rfind(_STEP, step_pos, ls)
-                if q >= 0:
-                    step_val = _step_number(chunk, q)
-                step_pos = ls
+            if p > step_pos:
+                # Up to the match, not the line start: a tqdm bar and what ended the run often
+                # share one line (the bar never printed its newline).
+                q = self._last(chunk, step_pos, p)
+                if q is not None:
+                    step_val = self._index(q)
+                step_pos = p
             if le - ls <= VIEW_BYTES:
                 vs, ve = ls, le
             else:
@@ -153,9 +175,12 @@ class Scanner:
 
     def _after_chunk(self, chunk, base, total_nl, step_before_chunk):
         f = self.f
-        q = chunk.rfind(_STEP)
-        if q >= 0 and _step_number(chunk, q) is not None:
-            self.cur_step = f.last_step = _step_number(chunk, q)
+        last = self._last(chunk)
+        if last is not None and self._index(last) is not None:
+            self.cur_step = f.last_step = self._index(last)
+            if last.total:
+                f.form_total = last.total
+            q = last.start
             qs = chunk.rfind(b"\n", 0, q) + 1
             qe = chunk.find(b"\n", q)
             qe = len(chunk) if qe < 0 else qe
@@ -171,8 +196,8 @@ class Scanner:
         if found:
             pos, stamp = found
             f.year_hint = timestamps.year_of(stamp) or f.year_hint
-            r = chunk.rfind(_STEP, 0, pos)
-            self.ts_carry = (stamp, _step_number(chunk, r) if r >= 0 else step_before_chunk)
+            r = self._last(chunk, 0, pos)
+            self.ts_carry = (stamp, self._index(r) if r is not None else step_before_chunk)
         if len(chunk) >= STEP_WINDOW_BYTES:
             self.prev_tail = chunk[-STEP_WINDOW_BYTES:]
         else:
@@ -211,9 +236,16 @@ class Scanner:
                 if f.cancel_hint is None and sig.id in S.STOP_SIGNAL_SIGNATURES and "train-timeout" not in f.classes:
                     f.cancel_hint = Occ(line_no, _text(buf, ls, le, m.start()), task, step_at, sig.id)
                 continue
+            if sig.id in S.FRAMEWORK_OF:
+                aux.framework(f, sig.id, line_no)
             if target not in found:
                 found[target] = (sig, m, detail)
-        for cls, (sig, m, detail) in found.items():
+            if sig.id in S.END_REPORT_SIGNATURES:
+                # The launcher's report stays beside the class its exit code routes to.
+                f.end_report = Occ(line_no, _text(buf, ls, le, m.start()), task, step_at, sig.id, detail)
+                if target != sig.target and sig.target in S.CLASS_BY_NAME and sig.target not in found:
+                    found[sig.target] = (sig, m, detail)
+        for cls, (sig, m, detail) in list(found.items()):
             if sig.rule and sig.rule.startswith("yield:") and sig.rule[len("yield:"):] in found:
                 continue
             event = None
@@ -244,11 +276,10 @@ class Scanner:
             if _body(buf, seg_start, le if seg_end < 0 else seg_end) != b"Killed" and not _KILLED_RX.search(buf, vs, ve):
                 return None, None
         elif rule == "word":
-            if m.start() > ls and (buf[m.start() - 1:m.start()].isalnum() or buf[m.start() - 1:m.start()] == b"_"):
+            if not _word_start(buf, ls, m.start()):
                 return None, None
-        elif rule == "training":
-            if step_at is None:
-                return None, None
+        elif rule == "cancel":
+            return self._cancel(m, buf, ls, ve)
         elif rule and rule.startswith("linehas:"):
             if not _LINEHAS[sig.id].search(buf, vs, ve):
                 return None, None
@@ -271,7 +302,7 @@ class Scanner:
             return ("gpu-fault" if entry.fatal else "cuda-error"), f"Xid {entry.code} ({entry.name})"
         if target in S.CLASS_BY_NAME:
             return target, None
-        self._aux(sig, m, buf, ls, le, vs, ve, line_no, task)
+        aux.record(self.f, sig, m, buf, vs, ve, line_no, task, step_at, lambda pos: _text(buf, ls, le, pos))
         return None, None
 
     def _exit(self, sig, m, buf, ve):
@@ -289,8 +320,23 @@ class Scanner:
             return routes["negative"], f"exit {code}"
         return sig.target, None if code is None else f"exit {code}"
 
+    def _cancel(self, m, buf, ls, ve):
+        if not _word_start(buf, ls, m.start()):
+            return None, None
+        line = buf[ls:ve]
+        job = _SLURM_JOB.search(line)
+        if job and self.f.slurm_id is None:
+            self.f.slurm_id = int(job.group(1))  # slurmstepd names the job it cancels
+        for reason, cls in S.CANCEL_REASONS:
+            if reason in line:
+                return cls, reason.decode()
+        failed = any(S.CLASS_BY_NAME[c].role in ("root", "cause", "exit") for c in self.f.classes)
+        if failed and b"*** STEP " in line:
+            return None, None  # srun --kill-on-bad-exit ending the other tasks of a failed step
+        return "cancelled", None
+
     def _banner(self, buf, ls, le):
-        body = _body(buf, ls, le)
+        body = aux.strip_ansi(_body(buf, ls, le))
         stamp = _STAMP_PREFIX.match(body)  # "[2025-03-02 10:00:00] == Training START"
         m = _BANNER_RX.match(body, stamp.end() if stamp else 0)
         if not m:
@@ -300,71 +346,12 @@ class Scanner:
         if verb == b"TIMEOUT":
             return S.TIMEOUT_CLASS_BY_STAGE.get(stage, "stage-fail"), stage
         if verb == b"FAILED":
-            code = _STATUS_EXIT.search(m.group("rest"))
+            code = aux.STATUS_EXIT.search(m.group("rest"))
             if code and int(code.group(1)) in S.CANCEL_EXITS:
                 return "cancel", stage
             return "stage-fail", stage
         self.f.stage_now = stage
         return None, None
-
-    def _aux(self, sig, m, buf, ls, le, vs, ve, line_no, task):
-        f = self.f
-        target = sig.target
-        view = buf[vs:ve]
-        if target == S.AUX_SUMMARY:
-            f.summary_marker = line_no
-        elif target == S.AUX_STATUS:
-            if f.summary_marker is not None and 0 <= line_no - f.summary_marker <= SUMMARY_SPAN_LINES:
-                st = _STATUS_RX.search(view)
-                code = _STATUS_EXIT.search(st.group("rest")) if st else None
-                f.summary = {"line": line_no, "text": Occ(line_no, _text(buf, ls, le, m.start())),
-                             "word": st.group("word").decode() if st else None,
-                             "exit": int(code.group(1)) if code else None}
-        elif target == S.AUX_PASSTHROUGH:
-            steps, ckpt, period = _PT_STEPS.search(view), _PT_CKPT.search(view), _PT_PERIOD.search(view)
-            if steps and f.pt_steps is None:
-                f.pt_steps = int(steps.group(1))
-            if ckpt and f.pt_ckpt is None:
-                f.pt_ckpt = ckpt.group(1) in _TRUE
-            if period and f.pt_period is None:
-                f.pt_period = int(period.group(1))
-        elif target == S.AUX_CONFIG:
-            cfg = _CFG.search(view)
-            if cfg:
-                name, value = cfg.group(1), cfg.group(2)
-                if name == b"checkpoint_period" and f.cfg_period is None and value.isdigit():
-                    f.cfg_period = int(value)
-                elif name == b"steps" and f.cfg_steps is None and value.isdigit():
-                    f.cfg_steps = int(value)
-                elif name == b"enable_checkpointing" and f.cfg_ckpt is None:
-                    f.cfg_ckpt = value in _TRUE
-        elif target == S.AUX_RAY:
-            after = buf[m.end():m.end() + 1]
-            if not after.isdigit():
-                on = buf[m.end() - 1:m.end()] == b"1"
-                f.ray = True if on else (f.ray or False)
-        elif target == S.AUX_TUNNEL:
-            specs = _TUNNEL_L.findall(view)
-            if specs and f.tunnel is None:
-                f.tunnel = Occ(line_no, _text(buf, ls, le, m.start()), task)
-                f.tunnel_specs = [(int(a), h.decode("utf-8", "replace"), int(b)) for a, h, b in specs]
-        elif target == S.AUX_PROM:
-            f.prometheus_port = int(_NUM.search(view, m.start() - vs + len("[Prometheus] Started on port")).group())
-        elif target == S.AUX_SELF_DEATH:
-            if len(f.self_death) < MAX_TRACKED:
-                f.self_death.setdefault(task, Occ(line_no, _text(buf, ls, le, m.start()), task))
-        elif target == S.AUX_RESTORE:
-            if sig.id == "restore_step":
-                step = _NUM.search(view, m.start() - vs + len("restoring from this run's directory step"))
-                f.restore = ("restored", int(step.group()), line_no)
-            else:
-                f.restore = ("fresh", None, line_no)
-        elif target == S.AUX_SLURM_ID:
-            if f.slurm_id is None:
-                f.slurm_id = int(_NUM.search(view, m.start() - vs + len("SLURM_JOB_ID=")).group())
-        elif target == S.AUX_SUCCESS:
-            if f.success is None:
-                f.success = Occ(line_no, _text(buf, ls, le, m.start()), task)
 
     # ------------------------------------------------------------------ end of the log
 
@@ -377,19 +364,23 @@ class Scanner:
         f.end_stamp = found[1] if found else (self.ts_carry[0] if self.ts_carry else None)
         body = tail.rstrip(b"\r\n")
         if body:
-            ls = body.rfind(b"\n") + 1
+            # The last bare-CR segment: a tqdm line starts with a CR, so its first one is empty.
+            ls = max(body.rfind(b"\n"), body.rfind(b"\r")) + 1
             f.last_line = Occ(self.line_base - tail.count(b"\n", len(body)), _text(body, ls, len(body), ls))
         if self.window is not None:
             self._window()
         return f
 
+    def _stamp_at(self, win, pos):
+        ls = win.rfind(b"\n", 0, pos) + 1
+        le = win.find(b"\n", pos)
+        found = timestamps.last_in(win, ls, len(win) if le < 0 else le, self.f.year_hint)
+        return found[1].clock() if found else None
+
     def _window(self):
         """Step time, per-task last steps and the last step's wall-clock time from recent steps."""
         f, win = self.f, self.window
-        rows = []
-        for m in STEP_RX.finditer(win):
-            end = win.find(b"\n", m.end())
-            rows.append((m.start(), int(m.group(1)), steps.seconds_on(win, m.end(), len(win) if end < 0 else end)))
+        rows = [(st.start, self._index(st), st.seconds) for st in self.form.scan(win) if st.step is not None]
         if not rows:
             return
         first_seen = {}
@@ -397,6 +388,10 @@ class Scanner:
             first_seen.setdefault(step, (pos, secs))
         first = f.first_step if f.first_step is not None else rows[0][1]
         events = [(step, secs, None) for _, step, secs in rows]
+        if all(secs is None for _, _, secs in rows):
+            # No `seconds:` on the lines: the time between the step lines' own stamps, as status
+            # takes the time between their writes.
+            events = [(step, None, self._stamp_at(win, pos)) for pos, step, _ in rows[-steps.RECENT_STEPS:]]
         f.step_time = steps.step_time(events, first)
         if f.step_time is not None:
             f.steady_steps = len({e[0] for e in steps.steady(events, first)})
@@ -412,7 +407,12 @@ class Scanner:
             f.last_step_basis = (on_line[1], 0.0, 0)
             return
         before = timestamps.last_before(win, ls, f.year_hint)
-        if before:
+        if before and self.form.counts:
+            # A bar is redrawn, not printed once per step: count the steps done since the time.
+            tpos, stamp = before
+            done = [step for pos, step, _ in rows if pos < tpos and step is not None]
+            f.last_step_basis = (stamp, 0.0, f.last_step - (done[-1] if done else -1))
+        elif before:
             tpos, stamp = before
             tle = win.find(b"\n", tpos)
             later = sum(secs or 0.0 for pos, secs in first_seen.values() if pos > tle)

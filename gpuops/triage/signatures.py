@@ -1,18 +1,7 @@
-"""What triage knows, as data: failure classes in priority order, log signatures, harmless lines.
+"""What triage knows, as data: log signatures, how matches are routed, harmless lines, constants.
 
-Nothing here runs; `matcher` compiles the patterns and `scan`/`classify` interpret the rules.
-
-Classes keep the names of the MaxText-on-Slurm triage procedure (seed 002), in its priority order
-(infrastructure, stage timeouts, training failures, job-level), with a few classes added for
-torchrun / HF Trainer / DeepSpeed logs (marked `extension`) where no procedure class fits.
-
-Each class has a `role`, which decides how it competes for the primary slot (see classify.py):
-    root        a specific cause (OOM, NCCL, disk full, image pull, ...)
-    cause       carries a cause but is generic (a traceback, a crash signal, a Ray actor error)
-    exit        only reports that something exited non-zero (a node, a stage, a subprocess)
-    mechanism   how the job was stopped, not why (cancel, the training wall-clock limit)
-    derived     concluded from step progress and job state, not from a log line (hang, death)
-    minor       worth saying, never the reason a job ended (Ray bootstrap falls back to no Ray)
+Nothing here runs; `matcher` compiles the patterns and `scan`/`classify` interpret the rules. The
+failure classes themselves are in classes.py (re-exported here).
 
 Pattern rules: every pattern starts with a literal character (the compiled alternation relies on
 it to skip quickly through text) and uses only syntax that `matcher.to_ere` can translate for
@@ -20,6 +9,8 @@ grep -E: literals, escapes, classes, (?:...), quantifiers, \\d \\s \\S \\w. No l
 """
 
 from typing import NamedTuple, Optional
+
+from .classes import CLASS_BY_NAME, CLASS_NAMES, CLASSES, FRAMEWORK_STEPS, PRIORITY  # noqa: F401
 
 # ---------------------------------------------------------------------- constants of the procedure
 
@@ -45,182 +36,6 @@ SLURM_ENDED = ("COMPLETED", "COMPLETING", "FAILED", "CANCELLED", "TIMEOUT", "PRE
                "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 
 
-class FailureClass(NamedTuple):
-    name: str
-    table: str              # infrastructure | timeout | training | job | extension
-    role: str
-    stage: Optional[str]    # None: the stage comes from the log (banners, training or not)
-    what: str               # one plain sentence for "what happened"
-    steps: tuple            # recommended next steps; {scancel} {job_dir} {slurm_id} {diagnose} are filled in
-
-
-def _c(name, table, role, stage, what, *steps):
-    return FailureClass(name, table, role, stage, what, tuple(steps))
-
-
-CLASSES = (
-    # -- infrastructure, before training starts
-    _c("container-pull-fail", "infrastructure", "root", "Docker pull",
-       "The container image could not be pulled, or logging in to its registry failed.",
-       "Check the image name and tag the job asked for (container_env.sh in the MaxText harness).",
-       "Check the registry credentials on the node (docker login / enroot credentials).",
-       "Pull the image by hand on one node to see the registry's own error."),
-    _c("container-load-fail", "infrastructure", "root", "Docker pull",
-       "Loading the image tarball failed: docker load printed no image name or id.",
-       "Check that the tarball is complete (size, checksum) and readable from the node.",
-       "Run docker load on it by hand and read its output."),
-    _c("no-gpu", "infrastructure", "root", "Container start",
-       "No GPU was visible inside the container (or to the framework).",
-       "Check that the node has working GPUs: nvidia-smi (or rocm-smi) on the host.",
-       "Check the device flags the container is started with (--gpus / --device, _container.sh in the harness)."),
-    _c("nccl-nic-fail", "infrastructure", "root", "Container start",
-       "NCCL found no usable network interface for a multi-node job and aborted.",
-       "List the interfaces on the compute nodes (ip link show) and check which ones are up.",
-       "Set NCCL_SOCKET_IFNAME to the right interface, or fix the script that picks it (choose_nccl_socket_ifname.sh)."),
-    _c("port-fail", "infrastructure", "root", "Job start",
-       "A port the job needed (JAX coordinator, Ray, torchrun master) was taken or none could be found.",
-       "Find what holds the port on the node (ss -ltnp or lsof -i :PORT) and stop stale runs.",
-       "Pick another port (for torchrun: --master-port) and resubmit."),
-    _c("model-not-found", "infrastructure", "root", "Training start",
-       "The model name did not resolve to a config: the file is missing or the name is ambiguous.",
-       "List the configs that exist (ls configs/*.gpu.yml) and use an exact name.",
-       "If the model is new, add a config for it (docs/model-configs.md in the harness)."),
-    _c("patch-branch-fail", "infrastructure", "root", "Container start",
-       "Checking out the MaxText hotfix branch inside the container failed.",
-       "Check that the branch exists and is reachable from the node.",
-       "Run the checkout by hand in the container to see git's error."),
-    _c("ray-start-fail", "infrastructure", "minor", "Ray init",
-       "The Ray cluster did not start; training continues without Ray (no dashboards, no TSDB).",
-       "Nothing is needed for training itself: it falls back to running without Ray.",
-       "If you need the dashboards: check for port conflicts on the head node.",
-       "Read the Ray logs in the job directory ({job_dir}/ray_logs)."),
-    _c("rendezvous-fail", "extension", "root", "Job start",
-       "The distributed rendezvous did not complete: workers could not find each other in time.",
-       "Check that every node uses the same --rdzv-id / rendezvous endpoint and that the endpoint (etcd or the c10d store) is up.",
-       "Check MASTER_ADDR / MASTER_PORT and that the port is reachable between nodes (nc -zv HOST PORT).",
-       "If some nodes start slowly, raise the rendezvous timeout (torchrun --rdzv-conf=timeout=600) or allow fewer nodes (--nnodes=MIN:MAX).",
-       "A script run with plain python instead of torchrun has no RANK/WORLD_SIZE: launch it with torchrun."),
-    # -- stage timeouts
-    _c("preflight-timeout", "timeout", "root", "Preflight",
-       "The preflight checks ran past their time limit (stale GPU processes, a hung NFS mount, NUMA probing).",
-       "Look for processes still holding the GPUs: nvidia-smi / rocm-smi (gpuops reap can find them).",
-       "If the checks are merely slow, give them longer: STAGE_TIMEOUTS=\"preflight:1800\"."),
-    _c("pull-timeout", "timeout", "root", "Docker pull",
-       "Pulling the image ran past its time limit (slow registry or a very large image).",
-       "Check the network path to the registry from the nodes.",
-       "Pre-pull the image on the nodes before submitting.",
-       "Give the pull longer: STAGE_TIMEOUTS=\"pull:1800\"."),
-    _c("ecc-timeout", "timeout", "root", "ECC check",
-       "The GPU ECC memory check hung, which points at the GPU driver.",
-       "Check the driver state on the node (nvidia-smi -q -d ECC, dmesg for Xid errors).",
-       "Drain the node if the check keeps hanging there."),
-    _c("train-timeout", "timeout", "mechanism", "Training",
-       "Training ran past the wall-clock limit configured for the stage.",
-       "First rule out a hang: compare the last completed step with the expected step in the projection.",
-       "If training was progressing, give it longer: STAGE_TIMEOUTS=\"train:<seconds>\", or resume from the last checkpoint."),
-    # -- training failures
-    _c("hang", "training", "derived", "Training",
-       "Training steps stopped advancing while the job stayed alive: most likely a collective (NCCL/RCCL) deadlock with every rank waiting on the others.",
-       "If the job runs with RAY=1 and is still live: open the Ray Dashboard (port 8265) and read each actor's stack to find the stuck collective.",
-       "Query Prometheus around the stall: GPU utilisation at 100% with idle-level power means ranks busy-waiting in a collective; also look at TCP retransmits and RDMA counters.",
-       "Look for core files (core.*) in the job directory and the outputs root to rule out a crash; a pure hang leaves none.",
-       "Stop the job: {scancel}.",
-       "On resubmit add _env_NCCL_DEBUG=INFO and watch step progress (slurm_job_monitor.sh -j <id>) to catch the next stall early."),
-    _c("heartbeat-timeout", "training", "root", "Training",
-       "The JAX coordination service declared tasks dead because their heartbeats stopped; this mechanism is known to accuse healthy, training tasks.",
-       "Treat it as a false positive unless the accused tasks crashed first (see the checklist result below).",
-       "Raise jax_distributed_heartbeat_timeout_seconds to hours (for example 14400) so the faulty check cannot kill a productive run.",
-       "Detect real hangs from step progress instead (slurm_job_monitor.sh), not from heartbeats.",
-       "For a RAY=1 job, query the persisted TSDB (GPU utilisation, TCP retransmits, I/O pressure, memory) at the failure time to confirm the tasks were healthy."),
-    _c("oom-host", "training", "root", "Training",
-       "The host ran out of memory and the kernel OOM killer (or the cgroup limit) killed the process.",
-       "Lower per_device_batch_size (or the data-loader worker count).",
-       "Use remat_policy=full to trade compute for memory.",
-       "Look for a memory spike while checkpointing (data-parallel replica 0 gathers the state).",
-       "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events oom_kill counter."),
-    _c("oom-gpu", "training", "root", "Training",
-       "GPU memory ran out while compiling or running the step.",
-       "Lower per_device_batch_size or max_target_length.",
-       "Use remat_policy=full (or activation checkpointing).",
-       "Read the XLA buffer assignment (or torch.cuda.memory_summary()) to see what holds the memory."),
-    _c("disk-full", "extension", "root", "Training",
-       "A write failed because the disk (or the quota) was full, often while saving a checkpoint.",
-       "Check free space and inodes where the job writes: df -h PATH; df -i PATH.",
-       "Delete old checkpoints or move them off the box, then resume from the last good one.",
-       "A checkpoint written during the failure may be partial: verify it before resuming from it."),
-    _c("checkpoint-save-fail", "extension", "root", "Training",
-       "Saving a checkpoint failed (permissions, missing directory, or object-store credentials).",
-       "Check that the checkpoint directory exists and is writable by the job's user.",
-       "For S3-style storage, check the credentials and the bucket permissions (PutObject)."),
-    _c("checkpoint-load-fail", "extension", "root", "Training start",
-       "Restoring a checkpoint failed: missing or unexpected keys, changed shapes, or a refused unpickle.",
-       "Check that the model definition matches the one that wrote the checkpoint.",
-       "Try the previous checkpoint; the newest one may be partial.",
-       "If torch refused to unpickle (weights_only), load with weights_only=False only for checkpoints you wrote yourself."),
-    _c("gpu-fault", "extension", "root", "Training",
-       "The GPU reported a hardware-level fault (a fatal Xid, an uncorrectable ECC error, or it fell off the bus).",
-       "Read the kernel log on the node for NVRM Xid lines around the failure time (dmesg -T | grep -i xid).",
-       "Drain the node and resubmit elsewhere; a GPU that fell off the bus needs a reset or a reboot."),
-    _c("cuda-error", "extension", "root", "Training",
-       "A CUDA operation failed inside the application (an illegal memory access, a device-side assert, an "
-       "application-level Xid): the program's fault, and the GPU itself is fine.",
-       "Re-run with CUDA_LAUNCH_BLOCKING=1 so the traceback names the kernel that failed.",
-       "Look for an out-of-range index (embedding ids, labels beyond the class count) or a dtype mismatch near "
-       "the failing call; a device-side assert prints the condition that broke.",
-       "If it recurs on one GPU across different jobs, check the box: gpuops preflight (Xid, ECC)."),
-    _c("nccl-timeout", "training", "root", "Training",
-       "A collective (NCCL/RCCL) failed or timed out: a network or GPU problem on at least one rank.",
-       "Check network health on the nodes: ip link, ethtool -S, RDMA error counters.",
-       "Resubmit with _env_NCCL_DEBUG=INFO (NCCL_DEBUG=INFO) for detailed NCCL logs.",
-       "Check whether the same nodes fail every time; if so, drain them."),
-    _c("xla-compile-fail", "training", "root", "Training",
-       "The XLA/GPU compiler failed on the model's program.",
-       "Check the XLA flags (train_env.sh in the harness) for settings that conflict.",
-       "Dump the failing HLO with _env_ENABLE_XLA_DUMP=1.",
-       "Shrink the model or configuration until it compiles, to isolate the trigger."),
-    _c("python-exception", "training", "cause", "Training",
-       "An unhandled Python exception ended the process.",
-       "Read the whole traceback; the last line names the exception.",
-       "Check whether it is a known issue of the training code (MaxText, the trainer).",
-       "Check the configuration parameters it complains about."),
-    _c("signal-kill", "training", "cause", "Training",
-       "The training process was killed by a signal (SIGSEGV, SIGABRT, ...), which usually leaves a core dump.",
-       "Look for core files: {job_dir}/core*, the outputs root, and the paths in COREDUMP_EXTRA_DIRS.",
-       "Open a core with gdb python3 <core> inside the same container image.",
-       "See docs/debugging.md in the harness."),
-    _c("subprocess-fail", "training", "exit", "Training",
-       "The training process exited with a non-zero code.",
-       "Read the output just before the exit line; the cause is usually printed there."),
-    _c("actor-fail", "training", "cause", "Training",
-       "A Ray actor raised an exception (its traceback is in the log).",
-       "Read the actor's traceback in the log and in {job_dir}/ray_logs.",
-       "Fix the exception it names; it is a training error reported through Ray."),
-    # -- job level
-    _c("cancelled", "job", "mechanism", None,
-       "The job was cancelled (scancel or SIGTERM); cancelling is how it stopped, not why.",
-       "Check the projection: a last step far behind the expected step means a hang was cancelled.",
-       "Check for errors before the cancellation (NCCL, OOM, heartbeat); if there are none, nothing needs fixing."),
-    _c("node-fail", "job", "exit", None,
-       "One or more nodes exited with an error.",
-       "See which nodes failed and with which exit code (listed below).",
-       "Read those tasks' own output (lines prefixed with their task id).",
-       "Exit 137 is SIGKILL (often the OOM killer); 134 and 139 are SIGABRT and SIGSEGV (look for core dumps)."),
-    _c("unknown-death", "job", "derived", None,
-       "The job stopped without writing its summary: it was killed from outside (SIGKILL, host OOM killer, preemption).",
-       "Check the kernel log on the nodes for OOM kills: dmesg -T | grep -i -e oom -e 'killed process'.",
-       "Check the scheduler's record: scontrol show job {slurm_id} (PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY).",
-       "For a gpuops job: {diagnose} reads the box's records (exit record, boot id, OOM counters, kernel log).",
-       "If it recurs, run with RAY=1 so the TSDB survives for the next post-mortem."),
-    _c("stage-fail", "job", "exit", None,
-       "A stage of the job failed (not by timeout); its exit code is in the evidence.",
-       "Read the output of that stage just before its FAILED line.",
-       "Check the exit code: 137 SIGKILL, 134 SIGABRT, 139 SIGSEGV, 1 a generic error."),
-)
-
-CLASS_BY_NAME = {c.name: c for c in CLASSES}
-PRIORITY = {c.name: i for i, c in enumerate(CLASSES)}
-CLASS_NAMES = tuple(c.name for c in CLASSES)
-
 # Stage banners of the harness (`== <Stage> TIMEOUT`) that name a class of their own.
 TIMEOUT_CLASS_BY_STAGE = {
     "Preflight": "preflight-timeout",
@@ -237,19 +52,22 @@ TIMEOUT_CLASS_BY_STAGE = {
 #   "killed"      a shell's kill notice: the line is just "Killed" (after a task prefix such as
 #                 "3: "), or bash's "<pid> Killed  <command>" job report
 #   "word"        no letter, digit or underscore right before the match
-#   "training"    counts only after the first completed step
 #   "linehas:RX"  the same line must also match RX
 #   "exit"        the line carries an exit code; EXIT_ROUTES decides the class
 #   "signal"      the line names a signal; SIGNAL_ROUTES decides the class
 #   "xid"         an NVRM Xid line: a fatal code (gpuops.xid) is gpu-fault, any other cuda-error
 #   "banner"      a harness stage banner (== Stage VERB): starts the line, after a task prefix
 #                 and an optional [timestamp]
+#   "cancel"      a CANCELLED word: Slurm's reason on the line (DUE TO ...) picks the class; a
+#                 `*** STEP` cancel after a task already failed is srun tearing the rest down
+#                 (--kill-on-bad-exit), a consequence, and is dropped
+#   "yield:CLASS" dropped when CLASS matched on the same line (the more specific reading)
 
 HARMLESS = "harmless"
 AUX_SUMMARY, AUX_STATUS, AUX_PASSTHROUGH, AUX_CONFIG = "summary", "status", "passthrough", "config"
 AUX_RAY, AUX_TUNNEL, AUX_PROM = "ray", "tunnel", "prometheus"
 AUX_SELF_DEATH, AUX_RESTORE, AUX_SLURM_ID, AUX_BANNER = "self-death", "restore", "slurm-id", "banner"
-AUX_SUCCESS = "success"
+AUX_SUCCESS, AUX_FRAMEWORK = "success", "framework"
 STEP = "step"
 
 
@@ -304,6 +122,14 @@ SIGNATURES = (
     _s("ray_head_failed", "ray-start-fail", r"\[Ray\] HEAD failed to start"),
     _s("ray_head_timeout", "ray-start-fail", r"\[Ray\] HEAD timeout"),
     _s("ray_worker_failed", "ray-start-fail", r"\[Ray\] WORKER failed"),
+    _s("hub_offline", "hub-download-fail", r"OfflineModeIsEnabled"),
+    _s("hub_gated", "hub-download-fail", r"GatedRepoError"),
+    _s("hub_gated_text", "hub-download-fail", r"Cannot access gated repo"),
+    _s("hub_restricted", "hub-download-fail", r"is restricted\. You must have access to it and be authenticated"),
+    _s("hub_no_connect", "hub-download-fail", r"We couldn't connect to 'https://huggingface\.co'"),
+    _s("hub_local_entry", "hub-download-fail", r"LocalEntryNotFoundError"),
+    _s("hub_pool", "hub-download-fail", r"HTTPSConnectionPool\(host='(?:huggingface\.co|cdn-lfs|hf-mirror)"),
+    _s("hub_401", "hub-download-fail", r"Unauthorized for url: https://huggingface\.co"),
     _s("rdzv_timeout", "rendezvous-fail", r"RendezvousTimeoutError"),
     _s("rdzv_conn", "rendezvous-fail", r"RendezvousConnectionError"),
     _s("rdzv_state", "rendezvous-fail", r"RendezvousStateError"),
@@ -314,7 +140,7 @@ SIGNATURES = (
     _s("dist_env", "rendezvous-fail", r"Missing required environment variables"),
 
     # -- harness stage banners: == <Stage> TIMEOUT / FAILED (exit=N) / START ...
-    _s("banner", AUX_BANNER, r"== [A-Z][A-Za-z0-9 ._/-]{0,40}", "banner"),
+    _s("banner", AUX_BANNER, r"== [A-Za-z][A-Za-z0-9 ._/-]{0,40}", "banner"),
 
     # -- training failures
     _s("hb_unhealthy", "heartbeat-timeout", r"The following tasks are unhealthy"),
@@ -323,6 +149,8 @@ SIGNATURES = (
     _s("oom_killed", "oom-host", r"Killed", "killed"),
     _s("oom_killed_process", "oom-host", r"Killed process \d+"),
     _s("oom_kill_dash", "oom-host", r"oom-kill"),
+    _s("oom_kill_event", "oom-host", r"oom_kill event"),
+    _s("dl_worker_killed", "oom-host", r"killed by signal: Killed"),
     _s("oom_kill_underscore", "oom-host", r"oom_kill"),
     _s("oom_kernel", "oom-host", r"Out of memory", "yield:oom-gpu"),
     _s("oom_cgroup", "oom-host", r"Memory cgroup out of memory"),
@@ -337,12 +165,20 @@ SIGNATURES = (
     _s("gpu_cublas_alloc", "oom-gpu", r"CUBLAS_STATUS_ALLOC_FAILED"),
     _s("gpu_cuda_alloc", "oom-gpu", r"cudaErrorMemoryAllocation"),
     _s("gpu_hip_oom", "oom-gpu", r"hipErrorOutOfMemory"),
-    _s("disk_enospc", "disk-full", r"No space left on device"),
+    # Shared memory before disk: the same "No space left on device" under /dev/shm (or torch's
+    # /torch_* shm files) is the container's tiny shm, not a full disk.
+    _s("shm_insufficient", "shm-exhausted", r"insufficient shared memory"),
+    _s("shm_bus_worker", "shm-exhausted", r"Unexpected bus error encountered in worker"),
+    _s("shm_bus_signal", "shm-exhausted", r"killed by signal: Bus error"),
+    _s("shm_torch_file", "shm-exhausted", r"unable to write to file </torch_"),
+    _s("shm_nccl_extend", "shm-exhausted", r"failed to extend /dev/shm"),
+    _s("shm_path", "shm-exhausted", r"/dev/shm", "linehas:No space left on device|Errno 28|ENOSPC"),
+    _s("disk_enospc", "disk-full", r"No space left on device", "yield:shm-exhausted"),
     _s("disk_iostream", "disk-full", r"iostream error"),
-    _s("disk_errno28", "disk-full", r"\[Errno 28\]"),
+    _s("disk_errno28", "disk-full", r"\[Errno 28\]", "yield:shm-exhausted"),
     _s("disk_quota", "disk-full", r"Disk quota exceeded"),
     _s("disk_torch_writer", "disk-full", r"PytorchStreamWriter failed writing file"),
-    _s("disk_enospc_const", "disk-full", r"ENOSPC"),
+    _s("disk_enospc_const", "disk-full", r"ENOSPC", "yield:shm-exhausted"),
     _s("ckpt_save_error", "checkpoint-save-fail", r"CheckpointSaveError", "yield:disk-full"),
     _s("ckpt_save_text", "checkpoint-save-fail", r"Failed to save checkpoint", "yield:disk-full"),
     _s("ckpt_load_error", "checkpoint-load-fail", r"CheckpointLoadError"),
@@ -354,9 +190,25 @@ SIGNATURES = (
     _s("gpu_ecc", "gpu-fault", r"uncorrectable ECC error"),
     _s("cuda_illegal_access", "cuda-error", r"an illegal memory access was encountered"),
     _s("cuda_device_assert", "cuda-error", r"device-side assert triggered"),
+    _s("cuda_cublas", "cuda-error", r"CUBLAS_STATUS_[A-Z_]+"),
+    _s("cuda_cudnn", "cuda-error", r"cuDNN error"),
+    _s("cuda_cudnn_status", "cuda-error", r"CUDNN_STATUS_[A-Z_]+"),
+    _s("cuda_error", "cuda-error", r"CUDA error: ", "yield:oom-gpu"),
+    _s("nan_loss", "nan-divergence", r"loss['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|NAN|inf|Inf)"),
+    _s("nan_loss_cap", "nan-divergence", r"Loss(?: is|:|=)[ \t]*-?(?:nan|NaN|NAN|inf|Inf)"),
+    _s("nan_grad_norm", "nan-divergence", r"grad[_ ]norm['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|inf|Inf)"),
+    _s("nan_not_finite", "nan-divergence", r"is not finite\. Previous best value"),
+    _s("nan_clip", "nan-divergence", r"is non-finite, so it cannot be clipped"),
+    _s("nan_anomaly", "nan-divergence", r"returned nan values in its"),
+    _s("nan_megatron", "nan-divergence", r"found NaN in local grad norm"),
+    _s("nan_jax_debug", "nan-divergence", r"invalid value \(nan\) encountered"),
+    _s("tpu_lame_workers", "tpu-worker-lost", r"lame workers found"),
+    _s("tpu_remote_server", "tpu-worker-lost", r"Failed to connect to remote server at address: grpc://"),
     _s("nccl_warn_timeout", "nccl-timeout", r"NCCL WARN Timeout"),
     _s("nccl_error", "nccl-timeout", r"NCCL error"),
-    _s("nccl_warn", "nccl-timeout", r"NCCL WARN", "training"),
+    _s("nccl_warn", "nccl-timeout", r"NCCL WARN"),
+    _s("nccl_unhandled_system", "nccl-timeout", r"unhandled system error"),
+    _s("nccl_conn_reset", "nccl-timeout", r"Connection reset by peer", "linehas:NCCL|gloo|c10d|ProcessGroup"),
     _s("nccl_timeout_waiting", "nccl-timeout", r"Timeout waiting for"),
     _s("nccl_system", "nccl-timeout", r"ncclSystemError"),
     _s("nccl_internal", "nccl-timeout", r"ncclInternalError"),
@@ -372,7 +224,7 @@ SIGNATURES = (
     _s("traceback", "python-exception", r"Traceback \(most recent call last\):"),
     _s("sub_killed_by", "signal-kill", r"Training subprocess killed by", "signal"),
     _s("segfault", "signal-kill", r"Segmentation fault"),
-    _s("aborted_core", "signal-kill", r"Aborted \(core dumped\)"),
+    _s("aborted_core", "signal-kill", r"Aborted[ \t]+\(core dumped\)"),
     _s("fatal_python", "signal-kill", r"Fatal Python error"),
     _s("torch_signal", "signal-kill", r"Signal \d+ \(SIG[A-Z0-9]+\) received by PID", "signal"),
     _s("torch_got_signal", "signal-kill", r"got signal: \d+", "signal"),
@@ -380,6 +232,8 @@ SIGNATURES = (
     _s("torch_exitcode", "subprocess-fail", r"exitcode[ \t]*: -?\d+", "exit"),
     _s("torch_failed_exitcode", "subprocess-fail", r"failed \(exitcode: -?\d+\)", "exit"),
     _s("torch_child_failed", "subprocess-fail", r"ChildFailedError"),
+    _s("torch_root_cause", "subprocess-fail", r"Root Cause \(first observed failure\)"),
+    _s("accelerate_exit", "subprocess-fail", r"returned non-zero exit status", "exit"),
     _s("deepspeed_exit", "subprocess-fail", r"exits with return code", "exit"),
     _s("actor_failed", "actor-fail", r"Actor failed:"),
     _s("actor_died", "actor-fail", r"The actor died unexpectedly"),
@@ -387,7 +241,7 @@ SIGNATURES = (
     _s("ray_actor_error", "actor-fail", r"RayActorError"),
 
     # -- job level
-    _s("cancelled", "cancelled", r"CANCELLED", "word"),
+    _s("cancelled", "cancelled", r"CANCELLED", "cancel"),
     _s("node_exit", "node-fail", r"NODE_EXIT host=", "exit"),
     _s("srun_exit", "node-fail", r"Exited with exit code \d+", "exit"),
     _s("node_failure", "node-fail", r"Node failure on"),
@@ -396,7 +250,7 @@ SIGNATURES = (
 
     # -- facts the projection and the report need
     _s("summary", AUX_SUMMARY, r"JOB SUMMARY"),
-    _s("status", AUX_STATUS, r"Status:[ \t]*[A-Z]+"),
+    _s("status", AUX_STATUS, r"Status:"),
     _s("passthrough", AUX_PASSTHROUGH, r"PASSTHROUGH_ARGS"),
     _s("config", AUX_CONFIG, r"Config param (?:checkpoint_period|steps|enable_checkpointing): "),
     _s("ray", AUX_RAY, r"RAY=[01]"),
@@ -407,7 +261,20 @@ SIGNATURES = (
     _s("restore_none", AUX_RESTORE, r"No existing checkpoints found, not restoring checkpoint"),
     _s("restore_step", AUX_RESTORE, r"restoring from this run's directory step \d+"),
     _s("slurm_id", AUX_SLURM_ID, r"SLURM_JOB_ID=\d+"),
+    # completion markers of the common trainers (the last words of a run that ended well)
     _s("hf_done", AUX_SUCCESS, r"Training completed\. Do not forget to share your model"),
+    _s("hf_runtime", AUX_SUCCESS, r"'train_runtime': "),
+    _s("pl_stopped", AUX_SUCCESS, r"Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"),
+    _s("ds_success", AUX_SUCCESS, r"exits successfully"),
+    _s("wandb_summary", AUX_SUCCESS, r"wandb: Run summary:"),
+    _s("wandb_synced", AUX_SUCCESS, r"wandb: Synced \d+ W&B file"),
+    # which framework printed the log: decides which advice fits (see classes.FRAMEWORK_STEPS)
+    _s("fw_torch", AUX_FRAMEWORK, r"torch[./r]"),
+    _s("fw_deepspeed", AUX_FRAMEWORK, r"deepspeed"),
+    _s("fw_lightning", AUX_FRAMEWORK, r"lightning"),
+    _s("fw_jax", AUX_FRAMEWORK, r"jax(?:lib|\.errors|\.distributed|/)"),
+    _s("fw_maxtext", AUX_FRAMEWORK, r"MaxText"),
+    _s("fw_xla_runtime", AUX_FRAMEWORK, r"XlaRuntimeError"),
 )
 
 # Exit-code routing for "exit" rules: which class an exit code means on that kind of line.
@@ -417,6 +284,7 @@ EXIT_ROUTES = {
     "torch_exitcode": {0: None, -9: "oom-host", -15: "cancel", -2: "cancel", "negative": "signal-kill"},
     "torch_failed_exitcode": {0: None, -9: "oom-host", -15: "cancel", -2: "cancel", "negative": "signal-kill"},
     "deepspeed_exit": {0: None, 130: "cancel", 143: "cancel", -15: "cancel", -9: "oom-host"},
+    "accelerate_exit": {0: None, 130: "cancel", 143: "cancel", -15: "cancel", -9: "oom-host"},
     "node_exit": {0: None, 130: "cancel", 143: "cancel"},
     "srun_exit": {0: None, 130: "cancel", 143: "cancel", 137: "oom-host"},
 }
@@ -425,6 +293,7 @@ EXIT_CODE_PATTERNS = {
     "torch_exitcode": r"exitcode\s*: (-?\d+)",
     "torch_failed_exitcode": r"exitcode: (-?\d+)",
     "deepspeed_exit": r"return code\s*=?\s*(-?\d+)",
+    "accelerate_exit": r"exit status (-?\d+)",
     "node_exit": r"exit=(-?\d+)",
     "srun_exit": r"exit code (-?\d+)",
 }
@@ -436,9 +305,23 @@ SIGNAL_ROUTE_OVERRIDES = {"sub_killed_by": {"SIGKILL": "signal-kill", "9": "sign
 # after them is a consequence of the stop.
 STOP_SIGNAL_SIGNATURES = ("torch_got_signal",)
 
-# A launcher's own report that the job failed: ends a log that has no JOB SUMMARY (torchrun's
-# ChildFailedError block, DeepSpeed's launcher line).
-END_REPORT_SIGNATURES = ("torch_child_failed", "deepspeed_exit")
+# Terminal evidence of a failure in a log without a JOB SUMMARY: a launcher's own report
+# (torchrun's ChildFailedError block, DeepSpeed's and Accelerate's exit lines, srun's task exit),
+# a crash the shell reported (core dumped, bash's Killed), Slurm's OOM-kill event, a harness stage
+# that FAILED. The launcher's class is kept beside the class its exit code routes to (DeepSpeed's
+# -9 is oom-host *and* the launcher's report).
+END_REPORT_SIGNATURES = ("torch_child_failed", "torch_root_cause", "deepspeed_exit", "accelerate_exit",
+                         "srun_exit", "sub_exit", "aborted_core", "segfault", "fatal_python", "oom_killed",
+                         "oom_kill_event", "banner")
+# Completion markers that the end of a failed run prints too (W&B syncs on a crash as well): they
+# mean completed only when no failure ended the run.
+WEAK_SUCCESS_SIGNATURES = ("wandb_summary", "wandb_synced", "ds_success")
+# Slurm's reason for a cancel, on its `*** JOB|STEP ... CANCELLED AT ... DUE TO <reason>` line.
+CANCEL_REASONS = ((b"DUE TO TIME LIMIT", "timeout"), (b"DUE TO PREEMPTION", "preempted"),
+                  (b"DUE TO JOB REQUEUE", "preempted"), (b"DUE TO NODE FAIL", "node-fail"))
+FRAMEWORK_OF = {"fw_torch": "torch", "fw_deepspeed": "torch", "fw_lightning": "torch", "fw_jax": "jax",
+                "fw_maxtext": "jax", "fw_xla_runtime": "jax", "gpu_oom_torch": "torch", "gpu_resource": "jax",
+                "gpu_resource_camel": "jax", "gpu_xla_error": "jax"}
 
 # Where the procedure's checklists look (heartbeat false positives, restored runs).
 ACCUSED_TASK_PATTERN = r"/task:(\d+)"

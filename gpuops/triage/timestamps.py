@@ -46,6 +46,12 @@ class Stamp:
             when = when.replace(tzinfo=now.tzinfo)
         return when.timestamp()
 
+    def clock(self):
+        """Seconds on the log's own clock: good for the time between two of its lines, whatever
+        `now` is (a zone-less time is read as UTC, a year-less one in year 2000)."""
+        when = self.when if self.when.tzinfo is not None else self.when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+
     def iso(self):
         return self.when.isoformat() if self.year_known else self.when.strftime("--%m-%dT%H:%M:%S")
 

@@ -82,7 +82,8 @@ def findings_for(data, found, eligible, verdict, context, heartbeat, dashboards)
         evidence = {"count": found[name].count if name in found else 0}
         if occ is not None:
             evidence.update(line=occ.line, text=clip(occ.decoded()))
-        out.append(_findings.Finding(f"triage.{name}", severity, cls.what, evidence, verdict._fill(cls.steps[0])))
+        out.append(_findings.Finding(f"triage.{name}", severity, cls.what, evidence,
+                                     verdict._fill(verdict.steps_of(name)[0]), cls.gotcha))
     if heartbeat:
         out.append(_findings.Finding("triage.heartbeat-checklist", "info", heartbeat_sentence(heartbeat),
                                      {"verdict": heartbeat["verdict"], "accused": heartbeat["accused"],

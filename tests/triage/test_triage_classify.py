@@ -58,7 +58,7 @@ def test_a_completion_line_followed_by_a_failed_save_is_not_completed():
     assert classify_bytes(text(b"step 3000/3000", done))["status"] == "completed"
     data = classify_bytes(text(b"step 3000/3000", done, b"Traceback (most recent call last):",
                                b"OSError: [Errno 28] No space left on device: 'out/model.safetensors'"))
-    assert (data["status"], data["primary"]) == ("unknown", "disk-full")
+    assert (data["status"], data["primary"]) == ("failed", "disk-full")
 
 
 def test_status_line_outside_a_summary_is_not_a_summary():
@@ -147,9 +147,15 @@ def test_an_error_training_survived_does_not_end_it():
     assert data["also"] == ["nccl-timeout"]
 
 
-def test_generic_nccl_warn_before_training_is_not_reported():
-    log = text(b"0: gpu-a01:1:1 [0] NCCL WARN NET/IB : No device found.", steps(0, 20))
-    assert classify_bytes(log, now=last_time(0, 20))["also"] == []
+def test_nccl_warn_before_the_first_step_is_reported_in_any_log():
+    """Issue 16: an NCCL WARN counted only after a MaxText `completed step:`, so a torchrun log's
+    `NCCL WARN ... unhandled system error` at init was not reported at all."""
+    log = text(b"[rank1]: gpu-a02:2:2 [1] NCCL WARN NET/Socket : peer 10.0.0.1<43521> message truncated",
+               b"[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+               b"unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5")
+    assert classify_bytes(log)["primary"] == "nccl-timeout"
+    survived = text(b"0: gpu-a01:1:1 [0] NCCL WARN NET/IB : No device found.", steps(0, 20))
+    assert classify_bytes(survived, now=last_time(0, 20))["also"] == ["nccl-timeout"]
 
 
 def test_a_cause_inside_a_traceback_counts_from_the_traceback():

@@ -48,6 +48,13 @@ def test_markdown_report_for_people(cli):
         assert piece in out, piece
 
 
+def test_the_report_renders_when_asked_and_stays_markdown_when_piped(cli):
+    args = ("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00")
+    piped, rendered = cli(*args), cli(*args, "--format", "rich")
+    assert "**Status:** failed" in piped.stdout and cli(*args, "--format", "md").stdout == piped.stdout
+    assert rendered.returncode == 1 and "Status: failed" in rendered.stdout and "**" not in rendered.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "exactly one of"),
     (["--log", "a.log", "--dir", "d"], "got --log, --dir"),
@@ -55,6 +62,7 @@ def test_markdown_report_for_people(cli):
     (["--log", "x.log", "--now", "yesterday"], "--now must be an ISO 8601 time"),
     (["--slurm-id", "12ab"], "--slurm-id must be a Slurm job id"),
     (["--host", "a,b", "--job", "j1"], "triage takes one host at a time"),
+    (["--log", "x.log", "--format", "html"], "--format takes rich or md"),
 ])
 def test_usage_errors_exit_2_with_one_line(cli, args, message):
     proc = cli("triage", *args)

@@ -22,6 +22,7 @@ def test_seed_classes_keep_their_names_and_order():
 
 def test_every_class_has_a_way_to_be_found_and_next_steps():
     targets = {s.target for s in S.SIGNATURES} | set(S.TIMEOUT_CLASS_BY_STAGE.values()) | {"stage-fail"}
+    targets |= {cls for _, cls in S.CANCEL_REASONS}  # Slurm's reason on a CANCELLED line
     for c in S.CLASSES:
         assert c.steps and c.what
         assert c.role == "derived" or c.name in targets, c.name
@@ -85,6 +86,21 @@ SAMPLES = {
     "ray": b"RAY=1",
     "restore_step": b"restoring from this run's directory step 200",
     "slurm_id": b"SLURM_JOB_ID=7877",
+    "hub_pool": b"requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): "
+                b"Max retries exceeded with url: /meta-llama/Llama-2-7b-hf/resolve/main/config.json",
+    "cuda_cublas": b"RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, "
+                   b"opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+    "cuda_cudnn_status": b"RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+    "nan_loss": b"{'loss': nan, 'grad_norm': nan, 'learning_rate': 1.9e-05, 'epoch': 0.42}",
+    "nan_loss_cap": b"Loss: nan",
+    "nan_grad_norm": b" iteration 1200/ 5000 | grad norm: nan | number of skipped iterations: 1",
+    "pl_stopped": b"`Trainer.fit` stopped: `max_epochs=3` reached.",
+    "wandb_synced": b"wandb: Synced 5 W&B file(s), 0 media file(s), 2 artifact file(s) and 0 other file(s)",
+    "fw_torch": b"  File \"/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py\", line 1518",
+    "fw_jax": b"jax.errors.JaxRuntimeError: INTERNAL: an unexpected error",
+    "aborted_core": b"run.sh: line 7:  5120 Aborted                 (core dumped) python train.py",
+    "accelerate_exit": b"subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' returned non-zero "
+                       b"exit status 1.",
 }
 
 

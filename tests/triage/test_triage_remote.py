@@ -55,6 +55,19 @@ def test_ended_job_uses_its_exit_record_in_one_round_trip(cli, triagebox):
     assert ctx["ended_by"] == "exit record: exit 137" and ctx["job"] == job
 
 
+def test_a_finished_echo_job_found_by_its_name_is_completed(cli, triagebox):
+    """`gpuops launch --cmd 'echo hi'` then `triage --job`: completed with exit 0, not failed with
+    exit 1; and --job takes the name a job was launched with, as status and logs do."""
+    proc = cli("launch", "--host", triagebox.spec, "--name", "echo-hi", "--cmd", "echo hi", "--json")
+    job = json.loads(proc.stdout)["data"]["job"]["job_id"]
+    assert wait_state(cli, triagebox, job, ("COMPLETED", "FAILED")) == "COMPLETED"
+    proc = cli("triage", "--host", triagebox.spec, "--job", "echo-hi", "--json")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 0 and (doc["data"]["status"], doc["data"]["primary"]) == ("completed", None)
+    ctx = [f for f in doc["findings"] if f["id"] == "triage.context"][0]["evidence"]
+    assert ctx["job"] == job
+
+
 def test_live_job_is_running(cli, triagebox):
     job = launch(cli, triagebox, f"cat {log('status_running')}; sleep 30")
     wait_state(cli, triagebox, job, ("RUNNING", "STALLED"))

@@ -1,0 +1,256 @@
+"""The failure classes, in priority order, with what each means and what to do next.
+
+Names and order follow the MaxText-on-Slurm triage procedure (seed 002): infrastructure, stage
+timeouts, training failures, job level. Classes the procedure has no row for are marked
+`extension`: torchrun / HF Trainer / DeepSpeed / Lightning failures, the scheduler's own reasons
+(time limit, preemption) and the host-side traps of rented boxes (/dev/shm, downloads).
+
+Each class has a `role`, which decides how it competes for the primary slot (see classify.py):
+    root        a specific cause (OOM, NCCL, disk full, image pull, ...)
+    cause       carries a cause but is generic (a traceback, a crash signal, a Ray actor error)
+    exit        only reports that something exited non-zero (a node, a stage, a subprocess)
+    mechanism   how the job was stopped, not why (cancel, a time limit, preemption)
+    derived     concluded from step progress and job state, not from a log line (hang, death)
+    minor       worth saying, never the reason a job ended (Ray bootstrap falls back to no Ray)
+
+`gotcha` names the entry of references/gotchas.toml the class illustrates, if any.
+"""
+
+from typing import NamedTuple, Optional
+
+
+class FailureClass(NamedTuple):
+    name: str
+    table: str              # infrastructure | timeout | training | job | extension
+    role: str
+    stage: Optional[str]    # None: the stage comes from the log (banners, training or not)
+    what: str               # one plain sentence for "what happened"
+    steps: tuple            # recommended next steps; {scancel} {job_dir} {slurm_id} {diagnose} are filled in
+    gotcha: Optional[str] = None
+
+
+def _c(name, table, role, stage, what, *steps, gotcha=None):
+    return FailureClass(name, table, role, stage, what, tuple(steps), gotcha)
+
+
+CLASSES = (
+    # -- infrastructure, before training starts
+    _c("container-pull-fail", "infrastructure", "root", "Docker pull",
+       "The container image could not be pulled, or logging in to its registry failed.",
+       "Check the image name and tag the job asked for (container_env.sh in the MaxText harness).",
+       "Check the registry credentials on the node (docker login / enroot credentials).",
+       "Pull the image by hand on one node to see the registry's own error."),
+    _c("container-load-fail", "infrastructure", "root", "Docker pull",
+       "Loading the image tarball failed: docker load printed no image name or id.",
+       "Check that the tarball is complete (size, checksum) and readable from the node.",
+       "Run docker load on it by hand and read its output."),
+    _c("no-gpu", "infrastructure", "root", "Container start",
+       "No GPU was visible inside the container (or to the framework).",
+       "Check that the node has working GPUs: nvidia-smi (or rocm-smi) on the host.",
+       "Check the device flags the container is started with (--gpus / --device, _container.sh in the harness)."),
+    _c("nccl-nic-fail", "infrastructure", "root", "Container start",
+       "NCCL found no usable network interface for a multi-node job and aborted.",
+       "List the interfaces on the compute nodes (ip link show) and check which ones are up.",
+       "Set NCCL_SOCKET_IFNAME to the right interface, or fix the script that picks it (choose_nccl_socket_ifname.sh)."),
+    _c("port-fail", "infrastructure", "root", "Job start",
+       "A port the job needed (JAX coordinator, Ray, torchrun master) was taken or none could be found.",
+       "Find what holds the port on the node (ss -ltnp or lsof -i :PORT) and stop stale runs.",
+       "Pick another port (for torchrun: --master-port) and resubmit."),
+    _c("model-not-found", "infrastructure", "root", "Training start",
+       "The model name did not resolve to a config: the file is missing or the name is ambiguous.",
+       "List the configs that exist (ls configs/*.gpu.yml) and use an exact name.",
+       "If the model is new, add a config for it (docs/model-configs.md in the harness)."),
+    _c("patch-branch-fail", "infrastructure", "root", "Container start",
+       "Checking out the MaxText hotfix branch inside the container failed.",
+       "Check that the branch exists and is reachable from the node.",
+       "Run the checkout by hand in the container to see git's error."),
+    _c("ray-start-fail", "infrastructure", "minor", "Ray init",
+       "The Ray cluster did not start; training continues without Ray (no dashboards, no TSDB).",
+       "Nothing is needed for training itself: it falls back to running without Ray.",
+       "If you need the dashboards: check for port conflicts on the head node.",
+       "Read the Ray logs in the job directory ({job_dir}/ray_logs)."),
+    _c("rendezvous-fail", "extension", "root", "Job start",
+       "The distributed rendezvous did not complete: workers could not find each other in time.",
+       "Check that every node uses the same --rdzv-id / rendezvous endpoint and that the endpoint (etcd or the c10d store) is up.",
+       "Check MASTER_ADDR / MASTER_PORT and that the port is reachable between nodes (nc -zv HOST PORT).",
+       "If some nodes start slowly, raise the rendezvous timeout (torchrun --rdzv-conf=timeout=600) or allow fewer nodes (--nnodes=MIN:MAX).",
+       "A script run with plain python instead of torchrun has no RANK/WORLD_SIZE: launch it with torchrun."),
+    # -- stage timeouts
+    _c("preflight-timeout", "timeout", "root", "Preflight",
+       "The preflight checks ran past their time limit (stale GPU processes, a hung NFS mount, NUMA probing).",
+       "Look for processes still holding the GPUs: nvidia-smi / rocm-smi (gpuops reap can find them).",
+       "If the checks are merely slow, give them longer: STAGE_TIMEOUTS=\"preflight:1800\"."),
+    _c("pull-timeout", "timeout", "root", "Docker pull",
+       "Pulling the image ran past its time limit (slow registry or a very large image).",
+       "Check the network path to the registry from the nodes.",
+       "Pre-pull the image on the nodes before submitting.",
+       "Give the pull longer: STAGE_TIMEOUTS=\"pull:1800\"."),
+    _c("ecc-timeout", "timeout", "root", "ECC check",
+       "The GPU ECC memory check hung, which points at the GPU driver.",
+       "Check the driver state on the node (nvidia-smi -q -d ECC, dmesg for Xid errors).",
+       "Drain the node if the check keeps hanging there."),
+    _c("train-timeout", "timeout", "mechanism", "Training",
+       "Training ran past the wall-clock limit configured for the stage.",
+       "First rule out a hang: compare the last completed step with the expected step in the projection.",
+       "If training was progressing, give it longer: STAGE_TIMEOUTS=\"train:<seconds>\", or resume from the last checkpoint."),
+    # -- training failures
+    _c("hang", "training", "derived", "Training",
+       "Training steps stopped advancing while the job stayed alive: most likely a collective (NCCL/RCCL) deadlock with every rank waiting on the others.",
+       "If the job runs with RAY=1 and is still live: open the Ray Dashboard (port 8265) and read each actor's stack to find the stuck collective.",
+       "Query Prometheus around the stall: GPU utilisation at 100% with idle-level power means ranks busy-waiting in a collective; also look at TCP retransmits and RDMA counters.",
+       "Look for core files (core.*) in the job directory and the outputs root to rule out a crash; a pure hang leaves none.",
+       "Stop the job: {scancel}.",
+       "On resubmit add _env_NCCL_DEBUG=INFO and watch step progress (slurm_job_monitor.sh -j <id>) to catch the next stall early."),
+    _c("heartbeat-timeout", "training", "root", "Training",
+       "The JAX coordination service declared tasks dead because their heartbeats stopped; this mechanism is known to accuse healthy, training tasks.",
+       "Treat it as a false positive unless the accused tasks crashed first (see the checklist result below).",
+       "Raise jax_distributed_heartbeat_timeout_seconds to hours (for example 14400) so the faulty check cannot kill a productive run.",
+       "Detect real hangs from step progress instead (slurm_job_monitor.sh), not from heartbeats.",
+       "For a RAY=1 job, query the persisted TSDB (GPU utilisation, TCP retransmits, I/O pressure, memory) at the failure time to confirm the tasks were healthy."),
+    _c("oom-host", "training", "root", "Training",
+       "The host ran out of memory and the kernel OOM killer (or the cgroup limit) killed the process.",
+       "Lower per_device_batch_size (or the data-loader worker count).",
+       "Use remat_policy=full to trade compute for memory.",
+       "Look for a memory spike while checkpointing (data-parallel replica 0 gathers the state).",
+       "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events oom_kill counter.",
+       gotcha="U9"),
+    _c("oom-gpu", "training", "root", "Training",
+       "GPU memory ran out while compiling or running the step.",
+       "Lower per_device_batch_size or max_target_length.",
+       "Use remat_policy=full (or activation checkpointing).",
+       "Read the XLA buffer assignment (or torch.cuda.memory_summary()) to see what holds the memory.",
+       gotcha="U10"),
+    _c("disk-full", "extension", "root", "Training",
+       "A write failed because the disk (or the quota) was full, often while saving a checkpoint.",
+       "Check free space and inodes where the job writes: df -h PATH; df -i PATH.",
+       "Delete old checkpoints or move them off the box, then resume from the last good one.",
+       "A checkpoint written during the failure may be partial: verify it before resuming from it.",
+       gotcha="U6"),
+    _c("shm-exhausted", "extension", "root", "Training",
+       "Shared memory (/dev/shm) ran out: DataLoader workers hand batches over through it, and a container's "
+       "default is only 64 MiB.",
+       "Check its size on the box: df -h /dev/shm (gpuops preflight reports it).",
+       "Give the container more: docker run --shm-size=16g (or --ipc=host); on Kubernetes mount an emptyDir "
+       "with medium: Memory at /dev/shm.",
+       "Until then, lower the DataLoader's num_workers (0 avoids shared memory entirely, at a speed cost).",
+       gotcha="GEN9"),
+    _c("checkpoint-save-fail", "extension", "root", "Training",
+       "Saving a checkpoint failed (permissions, missing directory, or object-store credentials).",
+       "Check that the checkpoint directory exists and is writable by the job's user.",
+       "For S3-style storage, check the credentials and the bucket permissions (PutObject)."),
+    _c("checkpoint-load-fail", "extension", "root", "Training start",
+       "Restoring a checkpoint failed: missing or unexpected keys, changed shapes, or a refused unpickle.",
+       "Check that the model definition matches the one that wrote the checkpoint.",
+       "Try the previous checkpoint; the newest one may be partial.",
+       "If torch refused to unpickle (weights_only), load with weights_only=False only for checkpoints you wrote yourself."),
+    _c("nan-divergence", "extension", "root", "Training",
+       "The loss or the gradients became NaN or Inf: training diverged (or an fp16 overflow went unhandled).",
+       "Resume from the last checkpoint before the NaN with a lower learning rate or a longer warm-up.",
+       "Clip gradients (max_grad_norm / clip_grad_norm_) and prefer bf16 over fp16 when the GPU supports it.",
+       "Look for a bad batch: log the sample ids of the step that went NaN and check them for empty or extreme values."),
+    _c("hub-download-fail", "extension", "root", "Training start",
+       "Downloading a model or dataset failed: no network, offline mode, or a gated repository the token cannot read.",
+       "Check that the box reaches the hub: curl -I https://huggingface.co (set HF_ENDPOINT to a mirror where it is blocked).",
+       "For a gated model, accept its licence on the hub and export HF_TOKEN (gpuops launch --secret-env HF_TOKEN).",
+       "With HF_HUB_OFFLINE=1 everything must already be in the cache (HF_HOME): download it first, then go offline."),
+    _c("tpu-worker-lost", "extension", "root", "Training",
+       "A TPU worker (or its host) went away: preempted, rebooted or crashed, and the other workers cannot go on.",
+       "Check the TPU VM's state (gcloud compute tpus tpu-vm describe) for preemption or maintenance events.",
+       "Resume from the last checkpoint; on spot/preemptible TPUs checkpoint often and restart automatically."),
+    _c("gpu-fault", "extension", "root", "Training",
+       "The GPU reported a hardware-level fault (a fatal Xid, an uncorrectable ECC error, or it fell off the bus).",
+       "Read the kernel log on the node for NVRM Xid lines around the failure time (dmesg -T | grep -i xid).",
+       "Drain the node and resubmit elsewhere; a GPU that fell off the bus needs a reset or a reboot."),
+    _c("cuda-error", "extension", "root", "Training",
+       "A CUDA operation failed inside the application (an illegal memory access, a device-side assert, an "
+       "application-level Xid): the program's fault, and the GPU itself is fine.",
+       "Re-run with CUDA_LAUNCH_BLOCKING=1 so the traceback names the kernel that failed.",
+       "Look for an out-of-range index (embedding ids, labels beyond the class count) or a dtype mismatch near "
+       "the failing call; a device-side assert prints the condition that broke.",
+       "If it recurs on one GPU across different jobs, check the box: gpuops preflight (Xid, ECC)."),
+    _c("nccl-timeout", "training", "root", "Training",
+       "A collective (NCCL/RCCL) failed or timed out: a network or GPU problem on at least one rank.",
+       "Check network health on the nodes: ip link, ethtool -S, RDMA error counters.",
+       "Resubmit with _env_NCCL_DEBUG=INFO (NCCL_DEBUG=INFO) for detailed NCCL logs.",
+       "Check whether the same nodes fail every time; if so, drain them."),
+    _c("xla-compile-fail", "training", "root", "Training",
+       "The XLA/GPU compiler failed on the model's program.",
+       "Check the XLA flags (train_env.sh in the harness) for settings that conflict.",
+       "Dump the failing HLO with _env_ENABLE_XLA_DUMP=1.",
+       "Shrink the model or configuration until it compiles, to isolate the trigger."),
+    _c("python-exception", "training", "cause", "Training",
+       "An unhandled Python exception ended the process.",
+       "Read the whole traceback; the last line names the exception.",
+       "Check whether it is a known issue of the training code (MaxText, the trainer).",
+       "Check the configuration parameters it complains about."),
+    _c("signal-kill", "training", "cause", "Training",
+       "The training process was killed by a signal (SIGSEGV, SIGABRT, ...), which usually leaves a core dump.",
+       "Look for core files: {job_dir}/core*, the outputs root, and the paths in COREDUMP_EXTRA_DIRS.",
+       "Open a core with gdb python3 <core> inside the same container image.",
+       "See docs/debugging.md in the harness."),
+    _c("subprocess-fail", "training", "exit", "Training",
+       "The training process exited with a non-zero code.",
+       "Read the output just before the exit line; the cause is usually printed there."),
+    _c("actor-fail", "training", "cause", "Training",
+       "A Ray actor raised an exception (its traceback is in the log).",
+       "Read the actor's traceback in the log and in {job_dir}/ray_logs.",
+       "Fix the exception it names; it is a training error reported through Ray."),
+    # -- job level
+    _c("cancelled", "job", "mechanism", None,
+       "The job was cancelled (scancel or SIGTERM); cancelling is how it stopped, not why.",
+       "Check the projection: a last step far behind the expected step means a hang was cancelled.",
+       "Check for errors before the cancellation (NCCL, OOM, heartbeat); if there are none, nothing needs fixing."),
+    _c("node-fail", "job", "exit", None,
+       "One or more nodes exited with an error.",
+       "See which nodes failed and with which exit code (listed below).",
+       "Read those tasks' own output (lines prefixed with their task id).",
+       "Exit 137 is SIGKILL (often the OOM killer); 134 and 139 are SIGABRT and SIGSEGV (look for core dumps)."),
+    _c("timeout", "extension", "mechanism", None,
+       "Slurm stopped the job at its time limit (CANCELLED ... DUE TO TIME LIMIT).",
+       "First rule out a hang: compare the last step with the expected step in the projection.",
+       "Resume from the last checkpoint with a longer --time, or checkpoint more often so a limit costs less.",
+       "Ask Slurm for a warning before the kill (sbatch --signal=B:USR1@300) and save a checkpoint on it.",
+       gotcha="SLURM2"),
+    _c("preempted", "extension", "mechanism", None,
+       "Slurm preempted the job for a higher-priority one (CANCELLED ... DUE TO PREEMPTION, or a requeue).",
+       "Nothing in the run failed: resume from the last checkpoint (sbatch --requeue resubmits it automatically).",
+       "Checkpoint often enough that a preemption costs little, and save from the training loop, not the signal handler.",
+       gotcha="SLURM1"),
+    _c("unknown-death", "job", "derived", None,
+       "The job stopped without writing its summary: it was killed from outside (SIGKILL, host OOM killer, preemption).",
+       "Check the kernel log on the nodes for OOM kills: dmesg -T | grep -i -e oom -e 'killed process'.",
+       "Check the scheduler's record: scontrol show job {slurm_id} (PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY).",
+       "For a gpuops job: {diagnose} reads the box's records (exit record, boot id, OOM counters, kernel log).",
+       "If it recurs, run with RAY=1 so the TSDB survives for the next post-mortem."),
+    _c("stage-fail", "job", "exit", None,
+       "A stage of the job failed (not by timeout); its exit code is in the evidence.",
+       "Read the output of that stage just before its FAILED line.",
+       "Check the exit code: 137 SIGKILL, 134 SIGABRT, 139 SIGSEGV, 1 a generic error."),
+)
+
+CLASS_BY_NAME = {c.name: c for c in CLASSES}
+PRIORITY = {c.name: i for i, c in enumerate(CLASSES)}
+CLASS_NAMES = tuple(c.name for c in CLASSES)
+
+
+# Next steps that depend on the framework the log shows (scan.py tells torch from JAX/MaxText by
+# the lines each prints). They replace the class's own steps: a torch CUDA OOM must never be told
+# to set remat_policy, a MaxText one never to set PYTORCH_CUDA_ALLOC_CONF.
+FRAMEWORK_STEPS = {
+    ("oom-gpu", "torch"): (
+        "Lower the per-GPU batch size and keep the effective batch with gradient accumulation "
+        "(gradient_accumulation_steps).",
+        "Turn on activation (gradient) checkpointing: model.gradient_checkpointing_enable() in HF, or "
+        "torch.utils.checkpoint around the big blocks.",
+        "Reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; train in bf16 and shorten the "
+        "sequence length if it still does not fit.",
+        "Check that nothing else holds the GPU (nvidia-smi; gpuops reap --host H lists the holders), then read "
+        "torch.cuda.memory_summary() at the failure.",
+    ),
+    ("oom-host", "torch"): (
+        "Lower the DataLoader's num_workers: every worker holds its own copy of what the dataset keeps in RAM.",
+        "Load big data lazily (memory-mapped files, datasets' Arrow tables) instead of one in-memory object.",
+        "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
+        "oom_kill counter (gpuops preflight reads it).",
+    ),
+}
