@@ -53,6 +53,11 @@ class Target:
     def close(self):
         pass
 
+    def drop_link(self):
+        """The link failed or stalled under a transfer: close it and never reuse it, so the next
+        call shakes hands afresh instead of riding a connection that is already dead."""
+        self.close()
+
     def _on_deadline(self):
         """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
 

@@ -178,12 +178,21 @@ class OpenSSHTarget(Target):
                 return proc.wait()
 
     def _on_deadline(self):
+        # The box's own `timeout -k` ends a command well before this deadline, so reaching it
+        # means the link (or the box) is stuck, and every session on this master with it. The
+        # master also holds our pipes (a mux client hands them over), so only its exit lets
+        # this call return; the next call shakes hands afresh.
+        self._close_shared()
+
+    def _close_shared(self):
         if self._shared and os.path.exists(self._shared):
-            # The box's own `timeout -k` ends a command well before this deadline, so reaching it
-            # means the link (or the box) is stuck, and every session on this master with it. The
-            # master also holds our pipes (a mux client hands them over), so only its exit lets
-            # this call return; the next call shakes hands afresh.
             mux.close(self._shared)
+
+    def drop_link(self):
+        """Also the kept master: a frozen link keeps it "up" until keepalives give out (most of a
+        minute), and a retry riding it would stall the same way."""
+        self.close()
+        self._close_shared()
 
     def _spawn(self, command):
         if self._master is not None:

@@ -4,7 +4,12 @@ gpuops computes the list of paths to send itself (gitignore semantics, see rules
 to rsync NUL-separated with --files-from, so odd names never meet a shell or a pattern parser.
 `-s` keeps the remote path away from the remote shell. --partial-dir keeps an interrupted file
 out of sight but reusable: the next attempt sends only what is missing from it. --timeout turns a
-stalled link into exit 30 within seconds instead of a hang. Every path on the list differs at the
+stalled link into exit 30 within seconds instead of a hang, except in one case: a sender that has
+written everything and waits for the box counts its own keepalives as I/O (rsync's check_timeout
+takes the later of the last read and the last write), and those writes keep succeeding into ssh's
+buffers while the link is frozen. So gpuops also watches what rsync reads (STALL_FACTOR): a
+healthy rsync reads file data or the other end's messages and keepalives; one that read nothing
+for that long is stopped and retried over a new connection. Every path on the list differs at the
 destination (gpuops compared digests), so the first attempt passes --ignore-times: rsync's quick
 check would skip a file whose size and mtime happen to match and leave it for a repair pass. A
 retry after a cut goes back to the quick check, so files the cut attempt finished are not read
@@ -35,6 +40,11 @@ RETRYABLE = {
     35: "timed out waiting for the connection",
     255: "ssh could not connect or lost the connection",
 }
+STALLED = "nothing came from the other end within the I/O timeout (the link stalled)"
+# A live rsync reads something at least every io_timeout/2 s (the other end's keepalives), so
+# reading nothing for this many I/O timeouts (and never less than STALL_MIN_S) is a dead link.
+STALL_FACTOR = 2
+STALL_MIN_S = 5.0
 MEANINGS = {
     0: "success", 1: "syntax or usage error", 2: "protocol incompatibility",
     3: "errors selecting input/output files or directories", 4: "requested action not supported",
@@ -90,11 +100,13 @@ class Run:
     # lets go (over a frozen link, most of a minute).
     DRAIN_S = 2.0
 
-    def __init__(self, argv, on_bytes=None, env=None, watch_writes=False):
+    def __init__(self, argv, on_bytes=None, env=None, watch_writes=False, stall_s=None):
         self.argv = argv
         self.on_bytes = on_bytes
         self.env = env
         self.watch_writes = watch_writes
+        self.stall_s = stall_s
+        self.stalled = False
         self.progress = 0
         self.completed = 0   # progress at the last finished file
         self.stats = {}
@@ -111,6 +123,8 @@ class Run:
             r.start()
         if self.watch_writes and self.on_bytes:
             threading.Thread(target=self._watch, args=(proc,), daemon=True).start()
+        if self.stall_s:
+            threading.Thread(target=self._watch_stall, args=(proc,), daemon=True).start()
         try:
             self.io = _exit_io(proc.pid)
             code = proc.wait()
@@ -138,7 +152,7 @@ class Run:
     def _watch(self, proc):
         """A sending rsync reports progress only when a new file is done; what it has written
         into ssh so far (/proc/PID/io) keeps the bar moving in between."""
-        while proc.poll() is None:
+        while _running(proc.pid):
             try:
                 with open(f"/proc/{proc.pid}/io") as f:
                     written = int(next(line for line in f if line.startswith("wchar")).split(":")[1])
@@ -146,6 +160,22 @@ class Run:
                 return
             if written > self.progress:
                 self.on_bytes(written)
+            time.sleep(0.25)
+
+    def _watch_stall(self, proc):
+        """Stop an rsync that has read nothing for stall_s seconds (see the module's docstring)."""
+        last, since = -1, time.monotonic()
+        while _running(proc.pid):
+            read = _tree_reads(proc.pid)
+            now = time.monotonic()
+            if read is None:
+                return  # /proc says nothing here: rsync's own --timeout is all there is
+            if read != last:
+                last, since = read, now
+            elif now - since >= self.stall_s:
+                self.stalled = True
+                _stop_tree(proc)
+                return
             time.sleep(0.25)
 
     def _line(self, line: bytes):
@@ -234,14 +264,15 @@ class RsyncEngine:
         env = {**os.environ, "LC_ALL": "C"}
         while True:
             argv = self.argv(list_file, force=force or not outcome.attempts)
-            run = Run(argv, self.progress.update if self.progress else None, env, watch_writes=self.direction == "push")
+            run = Run(argv, self.progress.update if self.progress else None, env, watch_writes=self.direction == "push",
+                      stall_s=max(STALL_MIN_S, STALL_FACTOR * self.io_timeout) if self.target is not None else None)
             started, wall = time.monotonic(), time.time()
             try:
                 code = run()
             except KeyboardInterrupt:
                 outcome.fail(INTERRUPTED, "interrupted; partial files are kept and the next run resumes them")
                 raise
-            kind, meaning = classify(code, run.stderr)
+            kind, meaning = ("retry", STALLED) if run.stalled else classify(code, run.stderr)
             sent = run.stats["Literal data"] if "Literal data" in run.stats else self._interrupted(run, rels, wall)
             outcome.attempts.append(Attempt(code, kind, meaning, round(time.monotonic() - started, 3), sent,
                                             _last_error(run.stderr)))
@@ -259,7 +290,7 @@ class RsyncEngine:
                     self.progress.note(f"rsync: {meaning}; retrying")
                 if self.target is not None:
                     # The link that failed may be the target's shared connection: retry on a new one.
-                    self.target.close()
+                    self.target.drop_link()
                 if self.backoff is not None and self.backoff.wait():
                     continue
                 outcome.fail(TRANSPORT, f"rsync kept failing ({meaning}, exit {code}) after "
@@ -301,6 +332,58 @@ def make_root_then_rsync(root) -> str:
     from ..remote import wrap
 
     return "sh -c " + wrap.quote("mkdir -p -- " + wrap.quote(root) + ' && exec rsync "$@"') + " rsync"
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _tree_reads(pid):
+    """Bytes read so far by rsync and its rsync children (a pull's receiver is one), leaving out
+    its ssh: ssh reads rsync's keepalives even from a frozen link. None where /proc cannot tell."""
+    total = 0
+    for p in [pid] + _children(pid):
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() != "rsync":
+                    continue
+            with open(f"/proc/{p}/io") as f:
+                total += int(next(line for line in f if line.startswith("rchar")).split(":")[1])
+        except (OSError, StopIteration, ValueError):
+            if p == pid:
+                return None
+    return total
+
+
+def _stop_tree(proc, grace_s=2.0):
+    """SIGTERM rsync and its children (its ssh would otherwise wait on the frozen link), then
+    SIGKILL what is left: rsync keeps its partial files on either."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in _children(proc.pid) + [proc.pid]:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if not _running(proc.pid):
+                return
+            time.sleep(0.05)
+
+
+def _running(pid) -> bool:
+    """Whether child `pid` has not exited yet, without reaping it: the main thread reads its
+    /proc io counters after it exits (see _exit_io), which a reaped child no longer has."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None
+    except ChildProcessError:
+        return False
 
 
 def _exit_io(pid) -> dict:

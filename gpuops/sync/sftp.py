@@ -88,7 +88,7 @@ class SftpEngine:
                 meaning = "no data moved within the I/O timeout" if isinstance(e, socket.timeout) else \
                     "the connection dropped"
                 self._record(outcome, None, "retry", meaning, started, sent[0], f"{type(e).__name__}: {e}")
-                self.target.close()
+                self.target.drop_link()
                 if self.progress:
                     self.progress.note(f"sftp: {meaning}; retrying")
                 if self.backoff is None or not self.backoff.wait():
@@ -98,7 +98,7 @@ class SftpEngine:
             except (OSError, EOFError) + _ssh_errors() as e:
                 # Opening the session itself failed: the connection is the problem.
                 self._record(outcome, None, "retry", "could not open an SFTP session", started, sent[0], str(e))
-                self.target.close()
+                self.target.drop_link()
                 if self.backoff is None or not self.backoff.wait():
                     outcome.fail(TRANSPORT, f"could not open an SFTP session: {e}")
                     return outcome

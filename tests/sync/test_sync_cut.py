@@ -93,3 +93,32 @@ def test_stalled_link_is_noticed_within_the_io_timeout(engine, request, metered,
     assert stalled["outcome"] == "retry" and "timeout" in stalled["meaning"], stalled
     assert time.monotonic() - started < 25
     assert doc["data"]["bytes_verified"] == payload
+
+
+@pytest.mark.parametrize("engine", ["rsync", "sftp"])
+def test_a_link_that_freezes_after_everything_was_sent_is_noticed(engine, request, metered, sync_env, tmp_path):
+    """The freeze comes when the whole (small) payload already sits in the link's buffers: the
+    sender has nothing left to write and waits for the box. rsync's own --timeout never fires
+    then (its keepalives, written into ssh's buffers, count as I/O), so the push hung until ssh's
+    keepalives gave up on the kept master (~60 s) and then had no retry budget left."""
+    box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
+    alias, meter = metered(box, 128 << 10)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "tail.bin").write_bytes(os.urandom(512 << 10))
+    pattern = ".tail.bin.*" if engine == "rsync" else ".tail.bin.gpuops-part"
+    watch, record = cut_when(tmp_path / "dst", pattern, 1, box, how=freeze_sessions)
+    started = time.monotonic()
+    try:
+        proc, doc = run_cli(sync_env, "push", "--host", alias, "--src", str(src), "--dst", str(tmp_path / "dst"),
+                            "--io-timeout", "2", "--retry-for", "60")
+    finally:
+        watch.join(1)
+        for pid in record["killed"]:
+            os.kill(pid, signal.SIGKILL)
+    assert record["killed"], "the push finished before the link could be frozen"
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    first = doc["data"]["attempts"][0]
+    assert first["outcome"] == "retry" and "timeout" in first["meaning"], first
+    assert time.monotonic() - started < 25
+    assert doc["data"]["bytes_verified"] == 512 << 10
