@@ -11,7 +11,17 @@ from . import errors
 SCHEMA_VERSION = 1
 
 
-def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=(), error=None):
+def step(*argv, why=None) -> dict:
+    """One runnable next step: the exact argv of a command (gpuops or a tool on the box), with no
+    placeholder and no comment in it; a step whose arguments are not known is left out, and what
+    a person should consider goes to the envelope's `advice` instead."""
+    item = {"argv": [str(a) for a in argv]}
+    if why:
+        item["why"] = why
+    return item
+
+
+def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=(), advice=(), error=None):
     doc = {
         "schema_version": SCHEMA_VERSION,
         "command": command,
@@ -21,6 +31,7 @@ def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=()
         "data": data if data is not None else {},
         "findings": [f.as_dict() if hasattr(f, "as_dict") else f for f in findings],
         "next": list(next),
+        "advice": list(advice),
     }
     if error is not None:
         doc["error"] = error
