@@ -20,6 +20,7 @@ from ..jobs import answers, frames, state, states
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
+PAGE_TIMEOUT_S = 120  # a page is at most MAX_BYTES read from a file: a box still sending after this is stuck or lying
 PAGE_BYTES = 1 << 20  # a page for people, printed as it comes
 TEXT_BYTES = 64 << 10  # the text a --json page or follow keeps unless told otherwise
 MAX_BYTES = 16 << 20
@@ -27,10 +28,11 @@ MAX_BYTES = 16 << 20
 class _Stream:
     """One framed stream call: delivers D payloads to `sink`, remembers header and end."""
 
-    def __init__(self, sink, host):
+    def __init__(self, sink, host, limit=None):
         self.host = host
         self.reader = frames.FrameReader()
         self.sink = sink
+        self.limit = limit  # a page: the box may send no more than it was asked for
         self.header = None
         self.end = None
         self.received = 0
@@ -43,15 +45,19 @@ class _Stream:
             if kind == frames.HEADER:
                 self.header = expect(answer(body, self.host), {"start": int, "size": int}, self.host, "log header")
             elif kind == frames.DATA:
-                self.sink(body)
                 self.received += len(body)
+                if self.limit is not None and self.received > self.limit:
+                    raise errors.BadAnswer(f"{self.host}: the box's answer is not gpuops's: it sent more than the "
+                                           f"{self.limit} bytes of log asked for")
+                self.sink(body)
             elif kind == frames.END:
                 self.end = answer(body, self.host)
 
 
-def stream_once(target, opts, s):
+def stream_once(target, opts, s, timeout_s=None):
     """One channel of the on-box `stream` action, feeding the _Stream `s` (whose header and byte
-    count stay valid even when this raises; its end is None if the link dropped)."""
+    count stay valid even when this raises; its end is None if the link dropped). Nothing is kept
+    here: a log mirrored or followed is as big as the log."""
     from ..remote import wrap
 
     done = threading.Event()
@@ -69,7 +75,8 @@ def stream_once(target, opts, s):
     if not target.is_local:
         guard.start()
     try:
-        result = target.ship(ENTRIES["stream"], ["stream"], stdin=payload(opts), timeout_s=None, on_stdout=s.on_chunk)
+        result = target.ship(ENTRIES["stream"], ["stream"], stdin=payload(opts), timeout_s=timeout_s,
+                             on_stdout=s.on_chunk, stream=True)
     finally:
         done.set()
         if guard.is_alive():
@@ -158,9 +165,10 @@ class _Run:
                     self.timed_out = True
                     return
                 opts["until_s"] = left
-            s, err = _Stream(self.deliver, self.target.name), None
+            paged = "max_bytes" in opts
+            s, err = _Stream(self.deliver, self.target.name, opts["max_bytes"] if paged else None), None
             try:
-                stream_once(self.target, opts, s)
+                stream_once(self.target, opts, s, PAGE_TIMEOUT_S if paged else None)
             except errors.BadAnswer:
                 raise  # a lying box is not a dropped link: resuming would not help
             except errors.HostError as e:

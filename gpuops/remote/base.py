@@ -14,7 +14,9 @@ channel, so a verb's round trips can be counted.
 
 The box is untrusted: what it prints is read up to a bound (`max_bytes`; for an entry's answer,
 ANSWER_BYTES), past which the command is killed and the call fails with BadAnswer (exit 3)
-instead of filling this machine's memory.
+instead of filling this machine's memory. A stream (`stream=True`: a log followed or mirrored,
+whose size is the log's) is handed to `on_stdout` chunk by chunk and kept nowhere here; the
+consumer bounds what it keeps.
 
 A subclass only says how to start a command (`_spawn`, returning an object with stdin, stdout,
 stderr, kill() and wait()), how to close its connection, and what its own failures look like.
@@ -61,7 +63,7 @@ class Target:
     def _on_deadline(self):
         """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
 
-    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES):
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES, stream=False):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
         started = {}
         expired = threading.Event()
@@ -89,7 +91,7 @@ class Target:
                 raise
             reader = _StderrReader(proc.stderr)
             try:
-                out = _pump(proc, stdin, on_stdout, max_bytes)
+                out = _pump(proc, stdin, on_stdout, None if stream else max_bytes, keep=not stream)
             except BaseException:  # the caller's on_stdout refused what came: the command ends too
                 proc.kill()
                 proc.wait()
@@ -108,11 +110,11 @@ class Target:
             raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s")
         return self._checked(Result(out, err, code))
 
-    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None):
+    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None, stream=False):
         src = onbox.script(entry)
         line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE)
         return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
-                        max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES))
+                        max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream)
 
     def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
         result = self.ship(entry, args, stdin, timeout_s, on_stdout)
@@ -145,9 +147,10 @@ class _StderrReader(threading.Thread):
         return self.data
 
 
-def _pump(proc, payload, on_stdout, max_bytes):
-    """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF; None
-    once it printed more than `max_bytes` (None: no bound, for a stream the caller consumes)."""
+def _pump(proc, payload, on_stdout, max_bytes, keep=True):
+    """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF (only
+    handed to `on_stdout` when not `keep`); None once it printed more than `max_bytes` (None: no
+    bound, for a stream the caller consumes)."""
     def feed():
         try:
             if payload:
@@ -166,7 +169,8 @@ def _pump(proc, payload, on_stdout, max_bytes):
         size += len(chunk)
         if max_bytes is not None and size > max_bytes:
             return None
-        chunks.append(chunk)
+        if keep:
+            chunks.append(chunk)
         if on_stdout:
             on_stdout(chunk)
     writer.join()

@@ -164,3 +164,43 @@ def test_retry_asks_for_the_parents_secrets_again(local_jobs):
     assert wait_for(lambda: (local_jobs / child / "exit.json").exists())
     assert (local_jobs / child / "log").read_text() == "same-secret\n"
     assert meta_of(local_jobs, child)["secret_env_names"] == ["TOK"]
+
+
+def test_a_log_bigger_than_one_answer_is_mirrored_and_followed_whole(monkeypatch, local_jobs, tmp_path):
+    """The output cap that keeps a lying box from filling memory (remote.base.OUTPUT_BYTES) also
+    cut the log stream: `logs --save` of an 80 MB log stopped at 64 MiB with exit 3. A stream is
+    handed on as it comes and kept nowhere, so its size is the log's."""
+    from gpuops.remote import base
+
+    monkeypatch.setattr(base, "OUTPUT_BYTES", 1 << 20)
+    t = LocalTarget()
+    doc = op.launch(t, command="head -c 3145728 /dev/urandom | od -An -v -tx1 | head -c 3145728",
+                    jobs_dir=str(local_jobs))
+    job = doc["data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / job / "exit.json").exists())
+    want = (local_jobs / job / "log").read_bytes()
+    assert len(want) == 3 << 20
+
+    saved = joblogs.logs(t, job=job, save=str(tmp_path / "save"), jobs_dir=str(local_jobs))
+    assert saved["ok"], saved["summary"]
+    assert (tmp_path / "save" / job / "log").read_bytes() == want
+
+    got = bytearray()
+    followed = joblogs.logs(t, job=job, follow=True, from_offset=0, sink=got.extend, jobs_dir=str(local_jobs))
+    assert followed["ok"] and bytes(got) == want
+
+
+def test_a_page_longer_than_asked_for_is_refused():
+    """A page is bounded by what was asked, not by what the box chooses to send."""
+    import struct
+
+    def frame(kind, body):
+        return kind + struct.pack(">I", len(body)) + body
+
+    kept = bytearray()
+    s = joblogs._Stream(kept.extend, "box", limit=100)
+    s.on_chunk(frame(b"H", b'{"start": 0, "size": 1000}') + frame(b"D", b"x" * 100))
+    assert bytes(kept) == b"x" * 100
+    with pytest.raises(errors.BadAnswer, match="more than the 100 bytes"):
+        s.on_chunk(frame(b"D", b"y"))
+    assert len(kept) == 100
