@@ -187,9 +187,16 @@ def _oom_count(d, fstype):
     return values["oom_kill"], d + "/" + name
 
 
+def memory_memberships():
+    """This process's memory cgroup paths ({'': v2 path} and/or {'memory': v1 path}), for a job's
+    meta: the job runs in its launcher's cgroup, which a systemd host removes with the SSH session,
+    so after the job ends nothing else says where its OOM kills were counted."""
+    return {k: v for k, v in _memberships().items() if k in ("", "memory")}
+
+
 def job_cgroups(controller):
-    """{job_id: cgroup path} for this boot's recorded jobs: the path their meta recorded, else the
-    one a still-running job's process is in now."""
+    """{job_id: cgroup path} for this boot's recorded jobs: the path their meta recorded at launch,
+    else the one a still-running job's process is in now."""
     out = {}
     boot = procs.boot_id()
     for job_id in jobrecord.all_ids()[-MAX_JOBS:]:
@@ -200,7 +207,8 @@ def job_cgroups(controller):
         meta = (rec or {}).get("meta") or {}
         if meta.get("boot_id") and meta["boot_id"] != boot:
             continue
-        path = meta.get("cgroup")
+        recorded = meta.get("cgroups")
+        path = recorded.get(controller) if isinstance(recorded, dict) else None
         if not path and meta.get("pid") and procs.alive(meta["pid"], meta.get("start_ticks")):
             path = _memberships(int(meta["pid"])).get(controller)
         if isinstance(path, str) and path.startswith("/"):

@@ -110,6 +110,7 @@ def create(spec, body):
         "launched_at": time.time(),
         "boot_id": procs.boot_id(),
         "oom_kills_at_launch": cgroup.oom_kills(),
+        "cgroups": cgroup.memory_memberships(),
         "parent_job_id": spec.get("parent_job_id"),
         "key": spec.get("key"),
         "queue": spec.get("queue"),

@@ -204,3 +204,38 @@ def test_a_page_longer_than_asked_for_is_refused():
     with pytest.raises(errors.BadAnswer, match="more than the 100 bytes"):
         s.on_chunk(frame(b"D", b"y"))
     assert len(kept) == 100
+
+
+def _session_root(root, session, oom_kill):
+    """A cgroup v2 view from inside SSH session `session` (systemd gives each its own scope)."""
+    (root / "proc" / "self").mkdir(parents=True, exist_ok=True)
+    (root / "proc" / "self" / "mountinfo").write_text(
+        "30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate\n")
+    (root / "proc" / "self" / "cgroup").write_text(f"0::/user.slice/user-0.slice/session-{session}.scope\n")
+    scope = root / "sys" / "fs" / "cgroup" / "user.slice" / "user-0.slice" / f"session-{session}.scope"
+    scope.mkdir(parents=True, exist_ok=True)
+    (scope / "memory.events").write_text(f"low 0\nhigh 0\nmax 3\noom 1\noom_kill {oom_kill}\n")
+    (root / "sys" / "fs" / "cgroup" / "memory.events").write_text("oom 0\noom_kill 0\n")
+
+
+def test_an_ended_jobs_oom_kills_are_read_from_the_cgroup_its_launch_recorded(monkeypatch, local_jobs, tmp_path):
+    """The job's meta named no cgroup, so once its process was gone the counter of the session
+    cgroup it ran (and was OOM-killed) in was never read: preflight from a new SSH session said ok."""
+    from gpuops.onbox import cgroup
+
+    root = tmp_path / "root"
+    _session_root(root, 7, 0)
+    monkeypatch.setenv("GPUOPS_ROOT", str(root))
+    monkeypatch.setenv("GPUOPS_JOBS_DIR", str(local_jobs))
+    doc = op.launch(LocalTarget(), command="exit 137", jobs_dir=str(local_jobs))
+    job = doc["data"]["job"]["job_id"]
+    assert wait_for(lambda: (local_jobs / job / "exit.json").exists())
+    assert meta_of(local_jobs, job)["cgroups"] == {"": "/user.slice/user-0.slice/session-7.scope"}
+
+    _session_root(root, 7, 1)   # the kernel counted the kill in the job's session cgroup...
+    _session_root(root, 8, 0)   # ...and preflight now runs from a fresh session, which reads 0
+    counters = cgroup.facts()["memory"]["oom_counters"]
+    assert {"scope": "session", "oom_kills": 0} == {k: counters[0][k] for k in ("scope", "oom_kills")}
+    [mine] = [c for c in counters if c["scope"] == "job"]
+    assert mine["job_id"] == job and mine["oom_kills"] == 1
+    assert mine["dir"].endswith("/user.slice/user-0.slice/session-7.scope")
