@@ -69,6 +69,7 @@ class Facts:
         self.summary = None
         self.success = None           # a trainer's completion marker (the last one)
         self.weak_success = None      # one a failed run prints too (W&B sync): see signatures
+        self.keras_epoch = None       # (epoch, of epochs) of the last Keras `Epoch E/N` header
         self.end_report = None        # the last terminal failure evidence (signatures.END_REPORT_SIGNATURES)
         self.frameworks = {}          # "torch" / "jax" -> first line that shows it
         self.pt_steps = self.pt_ckpt = self.pt_period = None

@@ -46,6 +46,8 @@ _BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>
 _HOST = re.compile(rb"host=(\S+)")
 _STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
 _SLURM_JOB = re.compile(rb"\*\*\* JOB (\d+) ")
+_KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)\s*$")
+_KERAS_BAR = re.compile(rb"\s*(\d+)/(\d+) (?:\[=+\] - |- \d+s - |\xe2\x94\x81)")  # [===] , verbose=2 , ━
 
 
 def _text(buf, ls, le, pos):
@@ -294,6 +296,14 @@ class Scanner:
             return routes.get(name) or S.SIGNAL_ROUTES.get(name) or target, name
         elif rule == "banner":
             return self._banner(buf, ls, le)
+        elif rule == "keras_epoch":
+            header = _KERAS_EPOCH.match(aux.strip_ansi(_body(buf, ls, le)))
+            if header:
+                self.f.keras_epoch = (int(header.group(1)), int(header.group(2)))
+            return None, None
+        elif rule == "keras_done":
+            if not self._keras_done(buf, ls, le, m.start()):
+                return None, None
         elif rule == "xid":
             code = _XID_CODE.search(buf, m.start(), ve)
             if code is None:
@@ -304,6 +314,16 @@ class Scanner:
             return target, None
         aux.record(self.f, sig, m, buf, vs, ve, line_no, task, step_at, lambda pos: _text(buf, ls, le, pos))
         return None, None
+
+    def _keras_done(self, buf, ls, le, pos):
+        """A Keras bar drawn to its end (N/N) after the last epoch's header: fit() finished. The
+        bar redraws after each CR, so only the segment holding the match counts."""
+        epoch = self.f.keras_epoch
+        if epoch is None or epoch[0] != epoch[1]:
+            return False
+        start = max(ls, buf.rfind(b"\r", ls, pos) + 1)
+        bar = _KERAS_BAR.match(aux.strip_ansi(buf[start:pos]))
+        return bar is not None and bar.group(1) == bar.group(2)
 
     def _exit(self, sig, m, buf, ve):
         found = _EXIT_RX[sig.id].search(buf, m.start(), ve)

@@ -268,6 +268,12 @@ SIGNATURES = (
     _s("ds_success", AUX_SUCCESS, r"exits successfully"),
     _s("wandb_summary", AUX_SUCCESS, r"wandb: Run summary:"),
     _s("wandb_synced", AUX_SUCCESS, r"wandb: Synced \d+ W&B file"),
+    # torchrun's elastic agent (also under accelerate launch) once every local worker exited 0
+    _s("agent_done", AUX_SUCCESS, r"worker group successfully finished"),
+    # Keras: a finished bar (N/N, in any of its three formats) in the last epoch (`Epoch E/E`);
+    # both halves are checked by scan.py, the epoch header is remembered as it goes by
+    _s("keras_epoch", AUX_SUCCESS, r"Epoch \d+/\d+", rule="keras_epoch"),
+    _s("keras_done", AUX_SUCCESS, r"/step", rule="keras_done"),
     # which framework printed the log: decides which advice fits (see classes.FRAMEWORK_STEPS)
     _s("fw_torch", AUX_FRAMEWORK, r"torch[./r]"),
     _s("fw_deepspeed", AUX_FRAMEWORK, r"deepspeed"),

@@ -95,6 +95,7 @@ SAMPLES = {
     "nan_loss_cap": b"Loss: nan",
     "nan_grad_norm": b" iteration 1200/ 5000 | grad norm: nan | number of skipped iterations: 1",
     "pl_stopped": b"`Trainer.fit` stopped: `max_epochs=3` reached.",
+    "keras_epoch": b"Epoch 5/5",
     "wandb_synced": b"wandb: Synced 5 W&B file(s), 0 media file(s), 2 artifact file(s) and 0 other file(s)",
     "fw_torch": b"  File \"/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py\", line 1518",
     "fw_jax": b"jax.errors.JaxRuntimeError: INTERNAL: an unexpected error",

@@ -76,3 +76,12 @@ def test_gpu_oom_advice_follows_the_framework_the_log_shows(name, wanted, never)
     advice = " ".join(data_of(name)["next"])
     assert wanted in advice and never not in advice
 
+
+
+def test_a_keras_bar_finished_in_an_earlier_epoch_is_not_a_completion():
+    """Every Keras epoch ends with its bar at N/N; only the one after `Epoch E/E` means fit()
+    returned. A log that stops after epoch 2 of 3 does not say the run completed."""
+    bar = "\x1b[1m938/938\x1b[0m \x1b[32m" + "\u2501" * 20 + "\x1b[0m \x1b[1m3s\x1b[0m 3ms/step - loss: 0.1200\n"
+    two_of_three = "".join(f"Epoch {e}/3\n{bar}" for e in (1, 2)).encode()
+    assert classify_bytes(two_of_three)["status"] != "completed"
+    assert classify_bytes(two_of_three + f"Epoch 3/3\n{bar}".encode())["status"] == "completed"
