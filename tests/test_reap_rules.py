@@ -6,7 +6,7 @@ import pytest
 
 from gpuops import errors
 from gpuops.onbox import procs
-from gpuops.onbox import reap
+from gpuops.onbox import holders
 from gpuops.onbox import reap_rules as rules
 from gpuops.ops import reap as op
 
@@ -65,8 +65,8 @@ def test_protected(overrides, reason):
 
 def test_kernel_threads_are_told_by_their_task_flag():
     kthreadd = [pid for pid in (2,) if (procs.stat(pid) or {}).get("comm") == "kthreadd"]  # none in a container
-    assert [reap.kernel_thread(pid) for pid in kthreadd] == [True] * len(kthreadd)
-    assert reap.kernel_thread(os.getpid()) is False
+    assert [holders.kernel_thread(pid) for pid in kthreadd] == [True] * len(kthreadd)
+    assert holders.kernel_thread(os.getpid()) is False
     assert rules.classify(proc(ppid=2), ctx())[0] != "protected"  # in a container pid 2 is just a process
 
 
@@ -82,7 +82,7 @@ def test_service_unit_ignores_login_sessions(tmp_path, monkeypatch):
     for pid, (text, _) in cases.items():
         (tmp_path / "proc" / str(pid)).mkdir(parents=True)
         (tmp_path / "proc" / str(pid) / "cgroup").write_text(text)
-    assert dict((pid, reap.service_unit(pid)) for pid in cases) == dict((p, u) for p, (_, u) in cases.items())
+    assert dict((pid, holders.service_unit(pid)) for pid in cases) == dict((p, u) for p, (_, u) in cases.items())
 
 
 def test_job_match_by_group_needs_the_process_to_fall_inside_the_job():

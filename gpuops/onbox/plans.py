@@ -7,8 +7,15 @@ recomputes it from the live set before it signals anything, in the same call.
 import hashlib
 import json
 import re
+import time
 
 _ID = re.compile(r"^([0-9a-f]{16})-([0-9]{1,12})$")
+TTL_S = 600  # a plan shown longer ago than this is stale: apply a fresh one
+
+
+def expires_at():
+    """The expiry epoch of a plan minted now."""
+    return int(time.time()) + TTL_S
 
 
 def plan_id(action, subject, targets, expires):

@@ -1,5 +1,5 @@
 """The reap rules, pure: which class a GPU holder is in, and why. Everything they read is in the
-holder's facts (gpuops.onbox.reap.describe) and the context; nothing here touches /proc.
+holder's facts (gpuops.onbox.holders.describe) and the context; nothing here touches /proc.
 
 The first rule that fits wins:
   protected     never touched: PID 1, kernel threads, our own chain and session, GPU and system

@@ -168,7 +168,6 @@ def one_line(row):
 # ------------------------------------------------------------------ stop
 
 
-PLAN_TTL_S = 600  # a plan shown longer ago than this is stale: apply a fresh one
 _TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
 
 
@@ -216,7 +215,7 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
 
 
 def _plan(jid, targets):
-    expires = int(time.time()) + PLAN_TTL_S
+    expires = plans.expires_at()
     pairs = [(t["pid"], t["start_ticks"]) for t in targets]
     return {"plan_id": plans.plan_id("stop", jid, pairs, expires), "expires_at": expires,
             "pids": [t["pid"] for t in targets]}

@@ -18,7 +18,6 @@ FAILED_OUTCOMES = ("stuck", "remains", "not-permitted")
 # GPU memory in use that no process here accounts for, above the driver's own few hundred MiB.
 UNATTRIBUTED_MIB = 1024
 _KILL_WAIT_S, _RELEASE_WAIT_S, _SLACK_S = 5, 10, 60
-PLAN_TTL_S = 600  # as a stop plan's (gpuops.ops.jobs)
 
 
 def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False, plan=None):
@@ -142,7 +141,7 @@ def build(facts, rerun):
             len(targets), len(holders), _count_by_class(targets))
         nexts.append(rerun)
         if facts.get("plan_targets") is not None:
-            expires = int(time.time()) + PLAN_TTL_S
+            expires = plans.expires_at()
             facts["plan"] = {"plan_id": plans.plan_id("reap", facts["gpu"], facts["plan_targets"], expires),
                              "expires_at": expires, "pids": [t["pid"] for t in targets]}
     else:

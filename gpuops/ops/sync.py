@@ -36,7 +36,6 @@ from ..units import human_bytes
 
 ENGINES = ("auto", "rsync", "sftp")
 LIST_LIMIT = 200
-PLAN_TTL_S = 600  # as a stop plan's (gpuops.ops.jobs)
 
 
 @dataclass
@@ -201,7 +200,7 @@ def check_plan(extras, opts):
 
 
 def _plan(extras):
-    expires = int(time.time()) + PLAN_TTL_S
+    expires = plans.expires_at()
     return plans.plan_id("delete", None, extras, expires), expires
 
 
