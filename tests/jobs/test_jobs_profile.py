@@ -61,3 +61,17 @@ def test_launch_with_a_profile_runs_the_hook_and_records_it(cli, box_profile):
     assert json.loads((job_dir / "exit.json").read_text())["exit_code"] == 0, "a failing hook must not fail the job"
     log = (job_dir / "log").read_text()
     assert f"hook=on hf={box_profile.parent}/hf fixed=yes" in log and "noisy" not in log
+
+
+def test_triage_finds_a_job_where_its_profile_or_jobs_dir_put_it(cli, box_profile):
+    """triage --job used to re-implement the job-dir layout in shell and looked only in the default
+    directory; it now reads the records where the profile's job_root (or --jobs-dir) put them."""
+    r = cli("launch", "--profile", "testbox", "--json", "--cmd", "echo done", env=os.environ.copy())
+    job = json.loads(r.stdout)["data"]["job"]["job_id"]
+    assert wait_for(lambda: (box_profile / job / "exit.json").exists(), timeout=10)
+    env = dict(os.environ, GPUOPS_JOBS_DIR=str(box_profile.parent / "elsewhere"))
+    for how in (["--profile", "testbox"], ["--jobs-dir", str(box_profile)]):
+        t = cli("triage", "--job", job, "--json", *how, env=env)
+        doc = json.loads(t.stdout)
+        assert t.returncode == 0 and doc["data"]["status"] == "completed", (how, t.stdout[-800:])
+    assert cli("triage", "--job", job, "--json", env=env).returncode == 4
