@@ -6,7 +6,8 @@ size is checked, its mode and mtime are set, and it is renamed over the final na
 (posix-rename@openssh.com upstream, os.replace downstream). So a reader never sees a half-written
 file under its final name, even when the destination fills up. A stalled channel raises after
 the I/O timeout; a dead connection is reopened with backoff and the transfer goes on from the
-file it was in.
+file it was in. The part name is fixed, not per transfer, so that a later run resumes what a
+killed one left; the destination lock (gpuops.sync.lock) keeps it to one writer at a time.
 
 Names come from the box's manifest (checked in gpuops.sync.plan), and no write may leave its root
 through a symlink: downstream every local write goes through gpuops.contained, upstream every
