@@ -201,3 +201,36 @@ def test_paramiko_will_not_take_a_ca_trusted_host_on_first_use(rig, tmp_path, tr
         target_for(alias).run("true")
     assert "certificate authority" in err.value.message
     assert "kh-ca-only" not in (tmp_path / "known_hosts-kh-ca-only-alias").read_text().split("\n", 1)[1]
+
+
+def test_a_host_with_a_certificate_from_a_trusted_ca_is_reached_by_exec_and_sftp(rig, tmp_path, cli, transport):
+    """A real host certificate: known_hosts trusts only the CA (`@cert-authority`), never the
+    host's own key. The OpenSSH client verifies the certificate for exec channels and for the SFTP
+    engine alike (the SFTP engine used paramiko's HostKeys and refused every such host)."""
+    import subprocess
+
+    from tests.rig.sshd import keygen
+
+    if transport != "openssh":
+        pytest.skip("paramiko cannot check a host certificate (test_paramiko_will_not_take_a_ca_trusted_host...)")
+    ca = keygen(tmp_path / "ca")
+    host_key = keygen(tmp_path / "host_ed25519")
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "kh-cert-box", "-h", "-n", "127.0.0.1",
+                    "-V", "-5m:+1h", f"{host_key}.pub"], check=True)
+    box = rig.box("kh-cert", host_key=host_key)
+    ca_key = " ".join((ca.parent / (ca.name + ".pub")).read_text().split()[:2])
+    alias = _known_hosts(rig, tmp_path, box, "kh-cert-alias", [f"@cert-authority [127.0.0.1]:{{port}} {ca_key}"])
+    t = target_for(alias)
+    try:
+        assert t.run("echo ok").stdout == b"ok\n"
+    finally:
+        t.close()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("hello\n")
+    proc = cli("push", "--host", alias, "--src", str(src), "--dst", str(tmp_path / "dst"), "--engine", "sftp",
+               "--json", env={**os.environ, "GPUOPS_TRANSPORT": "openssh"})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert (tmp_path / "dst" / "a.txt").read_text() == "hello\n"
+    known = (tmp_path / "known_hosts-kh-cert-alias").read_text().splitlines()
+    assert known == [f"@cert-authority [127.0.0.1]:{box.port} {ca_key}"], "the host's own key was never pinned"

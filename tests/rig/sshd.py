@@ -74,6 +74,9 @@ class SshBox:
             "ClientAliveInterval 0",
             f"Subsystem sftp {SFTP_SERVER}",
         ]
+        cert = Path(f"{self.host_key}-cert.pub")
+        if cert.exists():  # a host certificate signed beside the key (ssh-keygen -s CA -h)
+            lines.append(f"HostCertificate {cert}")
         if self.env:
             lines.append("SetEnv " + " ".join(f'"{k}={v}"' for k, v in self.env.items()))
         return "\n".join(lines) + "\n"
