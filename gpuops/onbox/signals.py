@@ -84,19 +84,29 @@ def wait_until(done, timeout_s):
         time.sleep(POLL_S)
 
 
+KILL_SWEEPS = 3
+
+
 def ladder(targets, term_wait, kill_wait, send_round, still_there, more=None):
     """SIGTERM `targets`, wait up to term_wait for them to go, SIGKILL those still there plus what
-    more() finds (children born meanwhile), wait up to kill_wait.
+    more() finds (children born meanwhile), wait up to kill_wait. A process forked after more()
+    looked (a shell loop spawns one every tick until SIGKILL lands) gets a SIGKILL round of its
+    own, up to KILL_SWEEPS rounds.
 
     send_round(items, sig) signals a list of items and returns a report; still_there(item) says
     whether one has not gone yet. Returns [(signal name, items, report)] for each round sent."""
     rounds = [("SIGTERM", list(targets), send_round(list(targets), signal.SIGTERM))]
     wait_until(lambda: not any(still_there(t) for t in targets), term_wait)
     left = [t for t in targets if still_there(t)]
-    for extra in (more() if more else []):
-        if extra not in left:
-            left.append(extra)
-    if left:
+    killed = []
+    for _ in range(KILL_SWEEPS if more else 1):
+        for extra in (more() if more else []):
+            if extra not in left and extra not in killed:
+                left.append(extra)
+        if not left:
+            break
         rounds.append(("SIGKILL", left, send_round(left, signal.SIGKILL)))
         wait_until(lambda: not any(still_there(t) for t in left), kill_wait)
+        killed += left
+        left = []
     return rounds

@@ -20,7 +20,7 @@ def job_state(box, jobs_dir, job, **kw):
 
 def launched(box, jobs_dir, command, **kw):
     doc = op.launch(box, command=command, jobs_dir=str(jobs_dir), **kw)
-    assert doc["ok"], doc["summary"]
+    assert doc["ok"], (doc["summary"], doc["data"]["remaining"], doc["data"]["signals"])
     return doc["data"]["job"]["job_id"]
 
 
@@ -129,8 +129,12 @@ def test_stop_kills_the_group_escaped_children_and_gpu_holders(box, jobs_box, bo
     assert survives(lambda c: c.startswith("sh -c trap")), "the dry run must leave the GPU holder alone"
 
     doc = op.stop(box, job=job, grace=1.0, yes=True, jobs_dir=str(jobs_dir))
-    assert doc["ok"], doc["summary"]
-    assert [s["signal"] for s in doc["data"]["signals"]] == ["SIGTERM", "SIGKILL"]
+    assert doc["ok"], (doc["summary"], doc["data"]["remaining"], doc["data"]["signals"])
+    # The GPU holder's loop forks a sleep every tick until SIGKILL lands: one forked after the
+    # last scan gets a SIGKILL round of its own (signals.KILL_SWEEPS), so "still alive" is not
+    # reported for a child born during the stop (a CI flake under load).
+    names = [s["signal"] for s in doc["data"]["signals"]]
+    assert names[0] == "SIGTERM" and set(names[1:]) == {"SIGKILL"} and len(names) <= 4, names
     assert not any(_alive(t["pid"]) for t in targets)
     assert doc["data"]["gpu_holders_left"] == []
     assert doc["data"]["state"] == "KILLED" and doc["data"]["after"]["signal"] == "SIGTERM"
@@ -142,8 +146,8 @@ def test_grace_zero_kills_at_once_instead_of_waiting_the_default(box, jobs_dir):
     """`--grace 0` was read as "unset" on the box and a TERM-ignoring job got the default 10 s."""
     job = launched(box, jobs_dir, "trap '' TERM; while :; do sleep 0.1; done")
     doc = op.stop(box, job=job, grace=0, yes=True, jobs_dir=str(jobs_dir))
-    assert doc["ok"], doc["summary"]
-    term, kill = doc["data"]["signals"]
+    assert doc["ok"], (doc["summary"], doc["data"]["remaining"], doc["data"]["signals"])
+    term, kill = doc["data"]["signals"][:2]
     assert (term["signal"], kill["signal"]) == ("SIGTERM", "SIGKILL")
     assert kill["at"] - term["at"] < 5, "the KILL waited out a grace nobody asked for"
 
