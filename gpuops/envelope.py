@@ -1,6 +1,7 @@
 """The one JSON document every verb prints under --json.
 
 Keys are fixed by SCHEMA_VERSION; agents rely on them, so add keys only with a version bump.
+Version 2: `next` holds runnable steps ({"argv": [...], "why"?}, see step()), prose went to `advice`.
 """
 
 import json
@@ -8,7 +9,7 @@ import re
 
 from . import errors
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def step(*argv, why=None) -> dict:
@@ -22,6 +23,11 @@ def step(*argv, why=None) -> dict:
 
 
 def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=(), advice=(), error=None):
+    steps = list(next)
+    for item in steps:
+        if not (isinstance(item, dict) and isinstance(item.get("argv"), list) and item["argv"]):
+            # a string would be prose or a placeholder an agent cannot run: it belongs in advice
+            raise TypeError(f"{command}: a next step is envelope.step(*argv), not {item!r}")
     doc = {
         "schema_version": SCHEMA_VERSION,
         "command": command,
@@ -30,7 +36,7 @@ def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=()
         "host": host,
         "data": data if data is not None else {},
         "findings": [f.as_dict() if hasattr(f, "as_dict") else f for f in findings],
-        "next": list(next),
+        "next": steps,
         "advice": list(advice),
     }
     if error is not None:

@@ -206,7 +206,11 @@ def test_a_stop_record_names_gpuops_stop_unless_the_job_had_already_ended():
     stopped = decide(111.0, stop)
     assert (stopped["verdict"], stopped["confidence"]) == ("stopped", "high")
     assert "SIGTERM to 1 process(es), then SIGKILL to 1 process(es)" in stopped["evidence"][-1]
-    assert verdict.next_steps("stopped", "box", "j1") == ["gpuops retry --host box --job j1"]
+    steps, advice = verdict.next_steps("stopped", "box", "j1")
+    assert [s["argv"] for s in steps] == [["gpuops", "retry", "--host", "box", "--job", "j1"]] and not advice
+    # without a job (diagnose --pid) no step names one: what cannot be run exactly is left out
+    steps, advice = verdict.next_steps("reboot", "box", None)
+    assert [s["argv"] for s in steps] == [["gpuops", "preflight", "--host", "box"]] and advice
     assert decide(99.0, stop)["verdict"] == "killed-by-signal"  # it ended before anyone asked
     assert decide(111.0, dict(stop, signals=[{"signal": "SIGTERM", "pids": [], "at": 100.0}]))["verdict"] == \
         "killed-by-signal"  # the stop found nothing to signal

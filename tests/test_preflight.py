@@ -40,7 +40,7 @@ def by_id(doc, fid):
 def test_healthy_box_over_ssh(cli, boxes):
     box = boxes["healthy"]
     code, doc = preflight_json(cli, "--host", box.spec)
-    assert doc["command"] == "preflight" and doc["host"] == box.spec and doc["schema_version"] == 1
+    assert doc["command"] == "preflight" and doc["host"] == box.spec and doc["schema_version"] == 2
     assert doc["data"]["gpu"]["source"] == "nvidia-smi" and len(doc["data"]["gpu"]["devices"]) == 2
     assert doc["data"]["boot"]["boot_id"] == "7c1f0a52-93c4-4c8e-9a53-2f6d0c1e5b10"
     for fid in ("gpu.none", "gpu.xid", "gpu.throttle", "gpu.temperature", "gpu.ecc", "gpu.orphan-memory",
@@ -70,7 +70,8 @@ def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
     if os.cpu_count() > 1:  # the quota is 1 core: any box with more CPUs oversubscribes
         [threads] = by_id(doc, "cpu.threads")
         assert threads["severity"] == "warn" and threads["fix"] == "export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
-    assert throttle["fix"] in doc["next"]
+    assert throttle["fix"] in doc["advice"]
+    assert doc["next"][0]["argv"] == ["gpuops", "preflight", "--host", boxes["sick"].spec]
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
 
 
@@ -151,7 +152,7 @@ def test_two_hosts_one_down_still_reports_the_good_one(cli, rig, boxes):
 
 def test_local_preflight_json_is_a_valid_envelope(cli, tmp_path):
     code, doc = preflight_json(cli, "--path", str(tmp_path))
-    assert set(doc) == {"schema_version", "command", "ok", "summary", "host", "data", "findings", "next"}
+    assert set(doc) == {"schema_version", "command", "ok", "summary", "host", "data", "findings", "next", "advice"}
     assert doc["host"] == "local" and isinstance(doc["summary"], str) and "\n" not in doc["summary"]
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"]) and doc["findings"]
     fails = [f for f in doc["findings"] if f["severity"] == "fail"]

@@ -533,7 +533,10 @@ def test_cli_over_ssh_plans_then_reaps(remote_box, cli, rig):
     doc = json.loads(dry.stdout)
     assert doc["command"] == "reap" and doc["host"] == ssh_box.spec and not doc["ok"]
     assert classes(doc["data"], [orphan, running, daemon]) == {orphan: "orphan", running: "live", daemon: "protected"}
-    assert doc["next"] == [f"gpuops reap --host {ssh_box.spec} --min-age 0 --idle-window 0 --yes"]
+    # the exact command that applies this plan and no other
+    assert [s["argv"] for s in doc["next"]] == [["gpuops", "reap", "--host", ssh_box.spec, "--min-age", "0",
+                                                 "--idle-window", "0", "--term-wait", "2", "--yes", "--plan",
+                                                 doc["data"]["plan"]["plan_id"]]]
 
     shown = cli(*flags, env=env)
     print(shown.stdout)

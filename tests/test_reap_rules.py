@@ -197,15 +197,17 @@ def gpu_row(index=0, used=300, attributed=0, holders=(), freed=None):
 
 
 def test_envelope_exit_codes():
-    nothing = op.build(facts(), rerun="gpuops reap --yes")
+    nothing = op.build(facts(), rerun=["gpuops", "reap", "--yes"])
     assert nothing["ok"] and nothing["summary"] == "no process holds an NVIDIA device"
-    kept = op.build(facts([holder(1, "live"), holder(2, "protected")]), rerun="x")
+    kept = op.build(facts([holder(1, "live"), holder(2, "protected")]), rerun=["x"])
     assert kept["ok"] and kept["summary"] == "2 GPU holder(s), none to reap (live 1, protected 1)"
-    pending = op.build(facts([holder(1, "orphan", action="SIGTERM..."), holder(2, "live")]), rerun="gpuops reap --yes")
-    assert pending["exit_code_hint"] == errors.REFUSED and pending["next"] == ["gpuops reap --yes"]
+    pending = op.build(facts([holder(1, "orphan", action="SIGTERM..."), holder(2, "live")]),
+                       rerun=["gpuops", "reap", "--yes"])
+    assert pending["exit_code_hint"] == errors.REFUSED and [s["argv"] for s in pending["next"]] == [
+        ["gpuops", "reap", "--yes"]]
     stuck = op.build(facts([holder(1, "idle", action="SIGTERM...", outcome="stuck")], applied=True,
                            actions=[{"pid": 1, "signals": ["SIGTERM to pid 1", "SIGKILL to pid 1"], "outcome": "stuck",
-                                     "why": "D"}], gpus=[gpu_row(holders=[1], freed=0)]), rerun="x")
+                                     "why": "D"}], gpus=[gpu_row(holders=[1], freed=0)]), rerun=["x"])
     assert stuck["exit_code_hint"] == errors.CHECK_FAILED and "1 stuck" in stuck["summary"]
     assert stuck["findings"][0]["id"] == "reap.stuck" and "nvidia-smi -r -i 0" in stuck["findings"][0]["fix"]
 

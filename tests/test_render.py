@@ -50,12 +50,14 @@ def test_evidence_is_key_value_lines_bounded_and_empty_values_left_out():
 def test_the_verdict_is_first_and_last():
     out = io.StringIO()
     con = Console(file=out, width=80, no_color=True)
-    doc = {"ok": False, "host": "box", "summary": "NOT READY: 1 failed", "next": ["gpuops preflight --host box"]}
+    doc = {"ok": False, "host": "box", "summary": "NOT READY: 1 failed",
+           "next": [{"argv": ["gpuops", "preflight", "--host", "box", "--path", "/data dir"]}]}
     verdict_line(doc, con)
     print_findings([_finding("c.fail", "fail")], con)
     summary_line(doc, con)
     lines = out.getvalue().splitlines()
-    assert lines[0] == lines[-2] == "box: NOT READY: 1 failed" and lines[-1] == "  next: gpuops preflight --host box"
+    assert lines[0] == lines[-2] == "box: NOT READY: 1 failed"
+    assert lines[-1] == "  next: gpuops preflight --host box --path '/data dir'"  # quoted: it can be pasted
 
 
 def test_a_local_preflight_fits_a_small_terminal(cli):

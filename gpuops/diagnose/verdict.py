@@ -155,23 +155,45 @@ def _oom_ruled_out_reason(ev, kernel_readable):
     return "; ".join(parts)
 
 
+# verdict -> (steps, advice). A step is (verb, extra words, why); `--host H` and, for a step about
+# the job, `--job J` are added. Without a job (diagnose --pid), the job's steps are left out.
+_JOB, _BOX = "job", "box"
 NEXT = {
-    "running": ["gpuops status --host {host} --job {job}", "gpuops logs --host {host} --job {job} --follow"],
-    "stalled": ["gpuops triage --host {host} --job {job}", "gpuops logs --host {host} --job {job} --tail 200",
-                "gpuops stop --host {host} --job {job}"],
-    "completed": ["gpuops pull --host {host} --src <outputs> --dst <local>"],
-    "reboot": ["gpuops preflight --host {host}", "gpuops retry --host {host} --job {job} --resume-arg <flag>"],
-    "oom-kill": ["lower host-RAM use: fewer DataLoader workers, smaller prefetch, no full-dataset preload",
-                 "gpuops preflight --host {host}  (memory headroom, cgroup limit)"],
-    "gpu-fault": ["gpuops preflight --host {host}  (Xid, ECC, remap)", "move to another GPU/box; a fatal Xid needs a reset"],
-    "disk-full": ["free bytes/inodes on the job's filesystem, then gpuops retry --host {host} --job {job}"],
-    "sighup": ["relaunch detached: gpuops launch --host {host} ... (own session, survives hangups)"],
-    "stopped": ["gpuops retry --host {host} --job {job}"],
-    "killed-by-signal": ["find who sent it (another user, a scheduler, a platform stop); gpuops retry if unintended"],
-    "failed-exit": ["gpuops triage --host {host} --job {job}", "gpuops logs --host {host} --job {job} --tail 200"],
-    "unknown": ["gpuops logs --host {host} --job {job} --tail 200", "gpuops preflight --host {host}"],
+    "running": ([(_JOB, "wait", (), "returns when it ends, or at the timeout"), (_JOB, "logs", ("--tail", "50"), None)],
+                []),
+    "stalled": ([(_JOB, "triage", (), "where the steps stopped"), (_JOB, "logs", ("--tail", "200"), None),
+                 (_JOB, "stop", (), "a dry run: shows what would be signalled")], []),
+    "completed": ([], ["Pull the outputs you need (gpuops pull) before the box is stopped; teardown-check says "
+                       "what its stop would delete."]),
+    "reboot": ([(_BOX, "preflight", (), "the box after its reboot"), (_JOB, "retry", (), "runs the same command")],
+               ["If the script can resume, retry with --resume-arg naming its last checkpoint."]),
+    "oom-kill": ([(_BOX, "preflight", (), "memory headroom and the cgroup limit")],
+                 ["Lower host-RAM use: fewer DataLoader workers, a smaller prefetch, no full-dataset preload."]),
+    "gpu-fault": ([(_BOX, "preflight", (), "Xid, ECC and row-remap state")],
+                  ["Move to another GPU or box; a fatal Xid needs a GPU reset."]),
+    "disk-full": ([(_BOX, "preflight", (), "free bytes and inodes"), (_JOB, "retry", (), "once space is freed")],
+                  ["Free bytes or inodes on the job's filesystem before retrying."]),
+    "sighup": ([(_JOB, "retry", (), "relaunched detached: its own session survives hangups")], []),
+    "stopped": ([(_JOB, "retry", (), "to run it again")], []),
+    "killed-by-signal": ([(_JOB, "retry", (), "if the signal was not intended")],
+                         ["Find who sent the signal: another user, a scheduler, the platform stopping the box."]),
+    "failed-exit": ([(_JOB, "triage", (), "the failure class in its log"), (_JOB, "logs", ("--tail", "200"), None)],
+                    []),
+    "unknown": ([(_JOB, "logs", ("--tail", "200"), None), (_BOX, "preflight", (), None)], []),
 }
 
 
-def next_steps(verdict, host, job):
-    return [s.format(host=host or "local", job=job or "<job>") for s in NEXT.get(verdict, [])]
+def next_steps(verdict, host, job, jobs_dir=None):
+    """(steps, advice) for a verdict: each step an exact argv (gpuops.envelope.step)."""
+    from ..envelope import step
+
+    planned, advice = NEXT.get(verdict, ([], []))
+    out = []
+    for about, verb, extra, why in planned:
+        if about == _JOB and not job:
+            continue
+        words = ["gpuops", verb, "--host", host or "local"] + (["--job", job] if about == _JOB else []) + list(extra)
+        if about == _JOB and jobs_dir:
+            words += ["--jobs-dir", jobs_dir]
+        out.append(step(*words, why=why))
+    return out, list(advice)

@@ -7,7 +7,7 @@ and reports which profile it resembles. The guess is reported, never applied.
 
 from .. import gotcha as gotchas
 from .. import profiles as P
-from ..envelope import envelope
+from ..envelope import envelope, step
 from ..errors import HostError, NotFound
 from ..profiles_guess import guess, probe_files
 from ..tomlschema import plain
@@ -25,7 +25,7 @@ def _row(p) -> dict:
 def list_profiles() -> dict:
     rows = [_row(p) for p in P.all_profiles()]
     return envelope("profiles", ok=True, summary=f"{len(rows)} profiles (user profiles: {P.user_dir()})",
-                    data={"profiles": rows}, next=["gpuops profiles --name NAME"])
+                    data={"profiles": rows}, advice=["Name one profile to see it in full."])
 
 
 def show_profile(name: str) -> dict:
@@ -36,8 +36,8 @@ def show_profile(name: str) -> dict:
     verb = P.verb_label(p, "stop")
     lost = ", ".join(data["deleted_by_meter_stop"]) or "nothing"
     return envelope("profiles", ok=True, summary=f"{p.title}: {verb} deletes {lost}", data=data,
-                    next=[f"gpuops preflight --host H --profile {p.name}",
-                          f"gpuops teardown-check --host H --profile {p.name} --keep PATH"])
+                    advice=[f"On a {p.title} box, give preflight and teardown-check the profile {p.name}: its paths "
+                            f"and thresholds apply, and teardown-check says what {verb} would lose."])
 
 
 def _facts_command(files) -> str:
@@ -69,13 +69,18 @@ def guess_on(target) -> dict:
     if not ranked:
         return envelope("profiles", ok=True, summary="no profile matches this box; generic-ssh is the safe choice",
                         data={"guess": None, "candidates": [], "facts": facts_out},
-                        next=["gpuops profiles --name generic-ssh"])
+                        next=_guess_steps(target.name, "generic-ssh"))
     best = ranked[0]
     return envelope("profiles", ok=True,
                     summary=f"looks like {best['name']} ({'; '.join(best['evidence'])}); a guess, not applied: "
                             f"pass --profile {best['name']} to use it",
                     data={"guess": best["name"], "candidates": ranked[:5], "facts": facts_out},
-                    next=[f"gpuops profiles --name {best['name']}"])
+                    next=_guess_steps(target.name, best["name"]))
+
+
+def _guess_steps(host, name):
+    return [step("gpuops", "profiles", "--name", name),
+            step("gpuops", "preflight", "--host", host, "--profile", name, why="checks the box with that profile")]
 
 
 def find_gotchas(query: str, limit: int = 5) -> dict:
@@ -91,4 +96,4 @@ def find_gotchas(query: str, limit: int = 5) -> dict:
     more = f" (showing {len(hits)}; --limit for more)" if total > len(hits) else ""
     return envelope("gotcha", ok=True, summary=f"{total} gotcha(s) match {query!r}{more}",
                     data={"query": query, "total": total, "hits": entries},
-                    next=[f"gpuops gotcha --query {h.id}" for h in hits[1:3]])
+                    next=[step("gpuops", "gotcha", "--query", h.id) for h in hits[1:3]])

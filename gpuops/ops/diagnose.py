@@ -35,9 +35,11 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
         v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
     triaged = _triage(ev, row)
-    nxt = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"))
+    nxt, advice = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"), jobs_dir)
     if triaged and triaged.get("primary"):
-        nxt = [f"log tail triage: {triaged['primary']} ({triaged['status']})"] + list(triaged.get("next") or [])[:3] + nxt
+        advice = ([f"The log's tail reads as {triaged['primary']} ({triaged['status']})."]
+                  + list(triaged.get("advice") or [])[:3] + advice)
+        nxt += [s for s in triaged.get("next") or [] if s not in nxt]
     what = ev.get("job_id") or f"pid {pid}"
     data = {
         "verdict": v["verdict"],
@@ -59,7 +61,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     summary = f"{what}: {v['verdict']} ({v['confidence']} confidence)"
     if v["evidence"]:
         summary += f": {v['evidence'][-1]}"
-    return envelope("diagnose", ok=ok, summary=summary, data=data, next=nxt)
+    return envelope("diagnose", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
 
 
 def _triage(ev, row):

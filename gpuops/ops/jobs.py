@@ -10,7 +10,7 @@ import os
 import time
 
 from .. import errors
-from ..envelope import CODE_KEY, envelope
+from ..envelope import CODE_KEY, envelope, step
 from ..boundary import expect
 from ..jobs import answers, lastseen, state, states
 from ..onbox import plans, steps
@@ -58,13 +58,12 @@ def _facts_in(action, doc):
     return [doc["job"]]
 
 
-def command_line(host, verb, job, *extra, jobs_dir=None):
-    from ..remote import wrap
-
+def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
+    """The next step `gpuops VERB --host H --job J ...`, on the records directory the op used."""
     words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
     if jobs_dir:
         words += ["--jobs-dir", jobs_dir]
-    return wrap.join(words)
+    return step(*words, why=why)
 
 
 # ------------------------------------------------------------------ launch / retry
@@ -90,7 +89,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         opts.update(kind="cmd", command=command)
     doc = call(target, "launch", opts, timeout_s)
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
-    out["next"] = notes + out["next"]
+    out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
 
 
@@ -113,8 +112,11 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     else:
         summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
     ok = not meta.get("spawn_error")
-    nxt = [command_line(target.name, "status", jid, jobs_dir=jobs_dir),
-           command_line(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
+    if ok:
+        nxt = [command_line(target.name, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout"),
+               command_line(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
+    else:
+        nxt = [command_line(target.name, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
     data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
@@ -143,7 +145,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         row = rows[0]
         ok = row["state"] in states.HEALTHY
         summary = one_line(row)
-        nxt = [command_line(target.name, "logs", row["job_id"], "--tail", "50", jobs_dir=jobs_dir)] if not ok else []
+        nxt = job_steps(target.name, row, jobs_dir)
     else:
         counts = {}
         for r in rows:
@@ -152,6 +154,20 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown)"
         nxt = []
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
+
+
+def job_steps(host, row, jobs_dir=None):
+    """What to run next about one job, by its state: wait on a live one, look into an ended one
+    that did not complete, nothing for one that did."""
+    jid, now = row["job_id"], row["state"]
+    if now in states.ALIVE:
+        return [command_line(host, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout")]
+    if now == states.COMPLETED:
+        return []
+    if now in states.TERMINAL:
+        return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir, why="why it stopped"),
+                command_line(host, "triage", jid, jobs_dir=jobs_dir, why="what its log says")]
+    return [command_line(host, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
 
 
 def one_line(row):
@@ -209,9 +225,12 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
     if doc.get("all_gone"):
         summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
         return envelope("stop", ok=True, summary=summary, data=data,
-                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir)])
+                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir, why="to run it again")])
     left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
-    return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data)
+    return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data,
+                    next=[step("gpuops", "reap", "--host", target.name, why="lists what still holds a GPU")],
+                    advice=["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
+                            "driver): it goes with a GPU reset or a reboot."])
 
 
 def _plan(jid, targets):
@@ -266,4 +285,6 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
         if not doc.get("runner_alive") and not doc.get("runner_started"):
             summary += "; no runner (re-run with --file to resume)"
         ok = not failed
-    return envelope("queue", ok=ok, summary=summary, data=data)
+    broken = next((e for e in entries if e["line"] in failed and e["job_id"]), None)
+    nxt = job_steps(target.name, broken, jobs_dir) if broken else []
+    return envelope("queue", ok=ok, summary=summary, data=data, next=nxt)

@@ -8,7 +8,7 @@ import re
 
 from .. import checks
 from ..checks.thresholds import merged
-from ..envelope import envelope
+from ..envelope import envelope, step
 from ..findings import any_failed
 
 NEXT_MAX = 4
@@ -50,18 +50,24 @@ def summarize(findings):
     return f"{'NOT READY' if counts['fail'] else 'usable'}: {head}; {tally}"
 
 
-def next_steps(findings, host, paths):
-    steps = []
+def next_steps(findings, host, profile, paths, dirs_named):
+    """(next, advice): the fixes of what failed or warned, as advice (they are prose, often for a
+    person on the box), and preflight again once something needs fixing, with the same arguments."""
+    advice = []
     for f in findings:
-        if f.severity in ("fail", "warn") and f.fix and f.fix not in steps:
-            steps.append(f.fix)
-    steps = steps[:NEXT_MAX]
-    where = "" if host in (None, "local") else f" --host {host}"
-    if steps:
-        steps.append(f"gpuops preflight{where}   # again, after fixing")
-    elif not paths:
-        steps.append(f"gpuops preflight{where} --path <data dir> --path <checkpoint dir>   # check where the run writes")
-    return steps
+        if f.severity in ("fail", "warn") and f.fix and f.fix not in advice:
+            advice.append(f.fix)
+    advice = advice[:NEXT_MAX]
+    nxt = []
+    if advice:
+        again = ["gpuops", "preflight", "--host", host or "local"] + (["--profile", profile] if profile else [])
+        for p in paths:
+            again += ["--path", p]
+        nxt.append(step(*again, why="again, after fixing"))
+    elif not dirs_named:
+        advice.append("Name the directories the run writes to (--path DIR, or DIR:SIZE for one that needs SIZE "
+                      "free) so their free space and inodes are checked too.")
+    return nxt, advice
 
 
 def preflight(target, profile=None, paths=(), timeout_s=60.0):
@@ -84,5 +90,6 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
         facts["path_floors"] = floors
     findings = checks.evaluate(facts, thresholds)
     data = dict(facts, thresholds=thresholds, profile=profile)
+    nxt, advice = next_steps(findings, getattr(target, "name", None), profile, list(paths), bool(all_paths))
     return envelope("preflight", ok=not any_failed(findings), summary=summarize(findings), data=data,
-                    findings=findings, next=next_steps(findings, getattr(target, "name", None), all_paths))
+                    findings=findings, next=nxt, advice=advice)

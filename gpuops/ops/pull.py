@@ -86,7 +86,7 @@ def _pull(target, src, dst, local_root, opts):
     mism = S.verify_and_repair(p.send, rmap, lmap, both_check, engine, outcome, progress, "remote", "local")
     vanished = [r for r in p.send if r not in rmap]
     doc = S.result("pull", target, local_root, remote_root, engine_name, rmap, p, outcome, mism, verdict, vanished,
-                   deleted, findings, backoff, tally, rerun=S.command("pull", target.name, src, dst))
+                   deleted, findings, backoff, tally, rerun=S.command("pull", target.name, src, dst, opts))
     if doc["ok"]:
         doc["data"]["manifest"] = _record_pull(target.name, remote_root, local_root, rmap)
     return doc

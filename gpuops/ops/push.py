@@ -96,7 +96,7 @@ def _push(target, src, dst, local_root, profile, held, opts):
     hasher.wait()
     hasher.finish(tally)
     return S.result("push", target, local_root, remote_root, engine_name, lmap, p, outcome, mism, verdict,
-                    vanished, deleted, findings, backoff, tally, rerun=S.command("push", target.name, src, dst))
+                    vanished, deleted, findings, backoff, tally, rerun=S.command("push", target.name, src, dst, opts))
 
 
 def _vanished(root, src_map, rels):

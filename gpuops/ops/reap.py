@@ -9,7 +9,7 @@ import time
 
 from .. import errors
 from ..boundary import expect
-from ..envelope import envelope
+from ..envelope import CODE_KEY, envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
 from ..onbox.reap_rules import CLASSES
@@ -41,7 +41,9 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False,
         rerun += ["--min-age", str(min_age)]
     if idle_window != 10:
         rerun += ["--idle-window", str(idle_window)]
-    doc = build(facts, rerun=" ".join(rerun) + " --yes")
+    if term_wait != 10:
+        rerun += ["--term-wait", str(term_wait)]
+    doc = build(facts, rerun=rerun + ["--yes"])
     if stale or facts.get("plan_refused"):
         fresh = doc["data"].get("plan")
         message = (f"plan {plan} {'has expired' if stale else 'no longer matches the reapable holders'}; nothing "
@@ -139,11 +141,12 @@ def build(facts, rerun):
         hint = errors.REFUSED
         summary = "%d of %d GPU holder(s) can be reaped (%s); dry run, nothing was signalled" % (
             len(targets), len(holders), _count_by_class(targets))
-        nexts.append(rerun)
         if facts.get("plan_targets") is not None:
             expires = plans.expires_at()
             facts["plan"] = {"plan_id": plans.plan_id("reap", facts["gpu"], facts["plan_targets"], expires),
                              "expires_at": expires, "pids": [t["pid"] for t in targets]}
+            rerun = rerun + ["--plan", facts["plan"]["plan_id"]]
+        nexts.append(step(*rerun, why="reaps exactly the holders listed, or refuses if they changed"))
     else:
         actions = facts["actions"]
         failed = [a for a in actions if a["outcome"] in FAILED_OUTCOMES]
@@ -156,5 +159,5 @@ def build(facts, rerun):
     doc = envelope("reap", ok=hint == errors.OK, summary=summary, data=facts, findings=worst_first(findings),
                    next=nexts)
     if hint != errors.OK:
-        doc["exit_code_hint"] = hint
+        doc[CODE_KEY] = hint
     return doc

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import errors
-from ..envelope import envelope
+from ..envelope import envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
+from ..remote import wrap
 from ..sync import budget, plan, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome
 from ..sync.progress import Silent
@@ -151,11 +152,19 @@ def check_small_files(src_map, send, opts, findings):
                                     "send those, read them with WebDataset-style loaders"))
 
 
-def command(verb, host, src, dst) -> str:
-    """A command line to suggest, quoted so it can be pasted."""
-    from ..remote import wrap
-
-    return f"gpuops {verb} --host {wrap.quote(host)} --src {wrap.quote(src)} --dst {wrap.quote(dst)}"
+def command(verb, host, src, dst, opts) -> list:
+    """The argv that runs this sync again, with the options that decide what it sends (and, with
+    --delete, what it lists for deletion: a plan is the same plan only for the same selection)."""
+    argv = ["gpuops", verb, "--host", host, "--src", src, "--dst", dst]
+    for pattern in opts.excludes:
+        argv += ["--exclude", pattern]
+    for flag, on in (("--include-git", opts.include_git), ("--fix-crlf", opts.fix_crlf), ("--delete", opts.delete)):
+        argv += [flag] if on else []
+    if opts.engine != "auto":
+        argv += ["--engine", opts.engine]
+    if opts.profile:
+        argv += ["--profile", opts.profile]
+    return argv
 
 
 def cut(items):
@@ -301,13 +310,14 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
     if p.skipped:
         findings.append(Finding("sync.special", "info", f"{len(p.skipped)} socket/fifo/device file(s) not synced",
                                 evidence={"paths": cut(p.skipped)}))
+    again = wrap.join(rerun)
     if mism:
         findings.append(Finding("sync.mismatch", "fail", f"{len(mism)} path(s) differ after the {verb}",
-                                evidence={"paths": [m["path"] for m in mism[:20]]}, fix=rerun, gotcha="U33"))
+                                evidence={"paths": [m["path"] for m in mism[:20]]}, fix=again, gotcha="U33"))
     error = None
     if outcome.failure:
         summary = engine_failure(outcome, verb)
-        findings.append(Finding(f"sync.{outcome.failure['kind']}", "fail", summary, fix=rerun,
+        findings.append(Finding(f"sync.{outcome.failure['kind']}", "fail", summary, fix=again,
                                 gotcha="U7" if outcome.failure["kind"] == DISK_FULL else "U12"))
         if outcome.failure["kind"] == TRANSPORT:
             error = {"kind": errors.Unreachable.kind, "message": f"{target.name}: {summary}"}
@@ -320,5 +330,10 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
                    f"(sent {len(p.send)} path(s), {human_bytes(outcome.bytes_sent)}; "
                    f"{data['retries']} retries)")
     ok = data["verified"]
+    nxt = [] if ok else [step(*rerun, why="resumes: partial files are kept")]
+    listed = next((f for f in findings if f.id == "sync.would-delete"), None)
+    if listed is not None:
+        nxt.append(step(*rerun, "--yes", "--plan", listed.evidence["plan_id"],
+                        why="deletes exactly the paths listed, or refuses if they changed"))
     return envelope(verb, ok=ok, summary=summary, host=target.name, data=data, findings=worst_first(findings),
-                    next=[] if ok else [rerun + "   # resumes: partial files are kept"], error=error)
+                    next=nxt, error=error)

@@ -110,9 +110,11 @@ def teardown_check(host: str, profile_name: str, keeps=(), verb: str = "stop") -
         summary = f"all {len(records)} kept path(s) are safe from {label}"
     else:
         summary = f"{label} deletes {', '.join(t.name for t in lost) or 'nothing'}; name paths to keep with --keep"
-    next_steps = [f"gpuops pull --host {host} --src {p} --dst LOCAL_DIR" for p in at_risk]
+    # A pull's local destination is the caller's choice, so it is advice, not a step to run.
+    advice = [f"Pull {p} to this machine with gpuops pull (it verifies, and records the pull for this check) "
+              f"before {label}." for p in at_risk]
     data = {"profile": profile.name, "verb": verb, "meter_stop_verb": profile.billing.meter_stop_verb,
             "deletes": [{"tier": t.name, "path": t.path} for t in lost], "still_bills": profile.billing.still_bills,
             "keeps": records}
     return envelope("teardown-check", ok=not any_failed(findings), summary=summary, host=host, data=data,
-                    findings=worst_first(findings), next=next_steps)
+                    findings=worst_first(findings), advice=advice)

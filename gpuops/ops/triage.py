@@ -31,9 +31,10 @@ def check_inputs(log, dir, slurm_id, host, job):
 
 
 def build(result, host=None):
-    data = result.data
+    """The envelope: what to do next leaves `data` for the envelope's own `next` and `advice`."""
+    data = {k: v for k, v in result.data.items() if k not in ("next", "advice")}
     return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=result.summary, host=host, data=data,
-                    findings=result.findings, next=data["next"])
+                    findings=result.findings, next=result.data["next"], advice=result.data["advice"])
 
 
 def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_state=None, now=None):
@@ -83,7 +84,7 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     if now is None and box_now:
         now = datetime.fromtimestamp(float(box_now))
     meta = facts.get("meta") or {}
-    context = {"host": target.name, "job": row["job_id"], "log_bytes_total": size,
+    context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
     result = triage_pieces(pieces, now=now, slurm_state=slurm_state or row["state"], exit_record=facts.get("exit"),
                            context=context)

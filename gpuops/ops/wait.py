@@ -15,7 +15,7 @@ from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import state, states
-from .jobs import call, command_line
+from .jobs import call, command_line, job_steps
 
 TEXT_BYTES = 64 << 10
 MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
@@ -120,8 +120,8 @@ def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir):
         said = TERMINAL if set(until) == set(states.TERMINAL) else ",".join(until)
         again = ["--until", said] + (["--log-regex", log_regex, "--from-offset", str(offset)]
                                                  if log_regex else [])
-        return [command_line(host, "wait", jid, *again, jobs_dir=jobs_dir)]
+        return [command_line(host, "wait", jid, *again, jobs_dir=jobs_dir, why="keep waiting")]
     if row["state"] in states.TERMINAL and row["state"] != states.COMPLETED:
-        return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir),
-                command_line(host, "triage", jid, jobs_dir=jobs_dir)]
-    return [command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir)]
+        return job_steps(host, row, jobs_dir)
+    return [command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir,
+                         why="the log from where this wait stopped")]

@@ -103,10 +103,27 @@ def rollup_line(doc, con):
     con.print(f"[{style}]{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}[/]", soft_wrap=True)
 
 
+def step_text(step) -> str:
+    """A next step as the command line to paste: its argv shell-quoted, never re-split."""
+    from ..remote.wrap import join
+
+    return join(step["argv"])
+
+
+def print_next(doc, con):
+    """The next steps, one whole command line each (with why on its own line, so the command can be
+    copied alone), then the advice."""
+    for step in doc.get("next") or []:
+        con.print(f"  next: {step_text(step)}", markup=False, soft_wrap=True, crop=False)
+        if step.get("why"):
+            con.print(f"        ({step['why']})", markup=False, soft_wrap=True, style="dim")
+    for text in doc.get("advice") or []:
+        con.print(f"  advice: {text}", markup=False, soft_wrap=True)
+
+
 def summary_line(doc, con):
     verdict_line(doc, con)
-    for step in doc.get("next") or []:
-        con.print(f"  next: {step}", markup=False, soft_wrap=True)
+    print_next(doc, con)
 
 
 def state_text(row):

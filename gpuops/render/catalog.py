@@ -3,6 +3,7 @@
 from rich.text import Text
 
 from ..units import duration
+from . import print_next
 
 
 def render_list(doc, con):
@@ -79,8 +80,7 @@ def render_profile(doc, con):
         rows.append(("preflight", ", ".join(f"{k}={v}" for k, v in d["preflight"].items()), None))
     rows += [("gotcha", f"{gid}: {d['gotcha_titles'][gid]}", None) for gid in d["gotchas"]]
     _lines(con, rows)
-    for step in doc.get("next") or []:
-        con.print(f"  next: {step}", markup=False, soft_wrap=True)
+    print_next(doc, con)
 
 
 def render_profiles(doc, con):

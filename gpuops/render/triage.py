@@ -8,6 +8,7 @@ import sys
 
 from ..errors import UsageError
 from ..units import duration
+from . import step_text
 
 FORMATS = ("rich", "md")
 
@@ -93,7 +94,8 @@ def markdown(doc):
         out.append("- The job is live: want port forwarding for the Ray Dashboard, TensorBoard and Prometheus?"
                    if d.get("live") else "- The job has ended: its live dashboards are gone (use the persisted TSDB).")
     out += ["", "### Recommended next steps"]
-    out += [f"{i}. {step}" for i, step in enumerate(data.get("next") or [], 1)] or ["Nothing to do."]
+    todo = [f"`{step_text(s)}`" + (f" ({s['why']})" if s.get("why") else "") for s in doc.get("next") or []]
+    out += [f"{i}. {text}" for i, text in enumerate(todo + list(doc.get("advice") or []), 1)] or ["Nothing to do."]
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Job log triage: status, failure class, progress projection and next steps from a job's log.
+"""Job log triage: status, failure class, progress projection and what to do next, from a job's log.
 
 Pure entry points (no I/O beyond reading the given file):
 
@@ -6,7 +6,8 @@ Pure entry points (no I/O beyond reading the given file):
     classify_file(path, now=None, slurm_state=None, exit_record=None) -> dict
 
 Both return the `data` dict of `gpuops triage --json`, whose keys are exactly
-signatures.DATA_KEYS: status, primary, also, stage, evidence, progress, next. `now` is a datetime
+signatures.DATA_KEYS: status, primary, also, stage, evidence, progress, next (runnable steps,
+gpuops.envelope.step), advice (prose). `now` is a datetime
 (naive means local time; log times without a zone are read in the zone of `now`), `slurm_state`
 a Slurm job state (RUNNING, CANCELLED, ...; None when unknown), `exit_record` a gpuops job exit
 record ({"exit_code": int | None, "signal": "SIGKILL" | None}) that stands in for a JOB SUMMARY, and

@@ -25,8 +25,16 @@ class FailureClass(NamedTuple):
     role: str
     stage: Optional[str]    # None: the stage comes from the log (banners, training or not)
     what: str               # one plain sentence for "what happened"
-    steps: tuple            # recommended next steps; {scancel} {job_dir} {slurm_id} {diagnose} are filled in
+    steps: tuple            # advice, and commands: see the note above _c
     gotcha: Optional[str] = None
+
+
+# A step is prose for a person, with {job_dir} filled in (gpuops.triage.advice). Three steps are
+# commands instead: STOP, DIAGNOSE and SCONTROL become runnable next steps when their arguments
+# are known (the job is live and its id known; a gpuops job; a Slurm id), and are left out
+# otherwise. A step starting with ENDED is a post-mortem check, left out while the job is alive.
+STOP, DIAGNOSE, SCONTROL = "{stop}", "{diagnose}", "{scontrol}"
+ENDED = "{ended} "
 
 
 def _c(name, table, role, stage, what, *steps, gotcha=None):
@@ -99,8 +107,9 @@ CLASSES = (
        "If the job runs with RAY=1 and is still live: open the Ray Dashboard (port 8265) and read each actor's stack to find the stuck collective.",
        "Query Prometheus around the stall: GPU utilisation at 100% with idle-level power means ranks busy-waiting in a collective; also look at TCP retransmits and RDMA counters.",
        "Look for core files (core.*) in the job directory and the outputs root to rule out a crash; a pure hang leaves none.",
-       "Stop the job: {scancel}.",
-       "On resubmit add _env_NCCL_DEBUG=INFO and watch step progress (slurm_job_monitor.sh -j <id>) to catch the next stall early."),
+       STOP,
+       "On resubmit add _env_NCCL_DEBUG=INFO and watch step progress (slurm_job_monitor.sh -j with the new job's id) "
+       "to catch the next stall early."),
     _c("heartbeat-timeout", "training", "root", "Training",
        "The JAX coordination service declared tasks dead because their heartbeats stopped; this mechanism is known to accuse healthy, training tasks.",
        "Treat it as a false positive unless the accused tasks crashed first (see the checklist result below).",
@@ -112,7 +121,8 @@ CLASSES = (
        "Lower per_device_batch_size (or the data-loader worker count).",
        "Use remat_policy=full to trade compute for memory.",
        "Look for a memory spike while checkpointing (data-parallel replica 0 gathers the state).",
-       "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events oom_kill counter.",
+       ENDED + "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
+               "oom_kill counter.",
        gotcha="U9"),
     _c("oom-gpu", "training", "root", "Training",
        "GPU memory ran out while compiling or running the step.",
@@ -218,9 +228,9 @@ CLASSES = (
        gotcha="SLURM1"),
     _c("unknown-death", "job", "derived", None,
        "The job stopped without writing its summary: it was killed from outside (SIGKILL, host OOM killer, preemption).",
-       "Check the kernel log on the nodes for OOM kills: dmesg -T | grep -i -e oom -e 'killed process'.",
-       "Check the scheduler's record: scontrol show job {slurm_id} (PREEMPTED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY).",
-       "For a gpuops job: {diagnose} reads the box's records (exit record, boot id, OOM counters, kernel log).",
+       ENDED + "Check the kernel log on the nodes for OOM kills: dmesg -T | grep -i -e oom -e 'killed process'.",
+       SCONTROL,
+       DIAGNOSE,
        "If it recurs, run with RAY=1 so the TSDB survives for the next post-mortem."),
     _c("stage-fail", "job", "exit", None,
        "A stage of the job failed (not by timeout); its exit code is in the evidence.",
@@ -244,13 +254,13 @@ FRAMEWORK_STEPS = {
         "torch.utils.checkpoint around the big blocks.",
         "Reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; train in bf16 and shorten the "
         "sequence length if it still does not fit.",
-        "Check that nothing else holds the GPU (nvidia-smi; gpuops reap --host H lists the holders), then read "
+        "Check that nothing else holds the GPU (nvidia-smi; gpuops reap lists the holders), then read "
         "torch.cuda.memory_summary() at the failure.",
     ),
     ("oom-host", "torch"): (
         "Lower the DataLoader's num_workers: every worker holds its own copy of what the dataset keeps in RAM.",
         "Load big data lazily (memory-mapped files, datasets' Arrow tables) instead of one in-memory object.",
-        "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
-        "oom_kill counter (gpuops preflight reads it).",
+        ENDED + "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
+                "oom_kill counter (gpuops preflight reads it).",
     ),
 }

@@ -34,7 +34,7 @@ from datetime import datetime
 
 from ..jobs import states
 from ..onbox import steps
-from ..units import duration
+from . import advice as A
 from . import progress as P
 from . import signatures as S
 from . import status as ST
@@ -47,8 +47,6 @@ _ENDED_BY = {"completed": "completion line", "failed": "failure report", "cancel
 _SHORT_STATES = {"R": "RUNNING", "PD": "PENDING", "CG": "COMPLETING", "CD": "COMPLETED", "F": "FAILED",
                  "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
                  "S": "SUSPENDED", "DL": "DEADLINE", "BF": "BOOT_FAIL"}
-_EXIT_MEANING = {137: "SIGKILL: often the OOM killer", 134: "SIGABRT: look for a core dump",
-                 139: "SIGSEGV: look for a core dump", 1: "a generic error"}
 
 
 class Result:
@@ -171,8 +169,8 @@ class _Verdict:
             "stage": stage,
             "evidence": self._evidence(primary, also, eligible, heartbeat),
             "progress": prog,
-            "next": self._next(status, primary, also, prog, heartbeat, dashboards),
         }
+        data["next"], data["advice"] = A.compose(self, status, primary, also, prog, heartbeat, dashboards)
         context = self._context(status)
         results = W.findings_for(data, found, eligible, self, context, heartbeat, dashboards)
         return Result(data, results, context, W.summary_line(data))
@@ -299,7 +297,7 @@ class _Verdict:
                 "tunnel": f.tunnel.decoded().strip() if f.tunnel else None,
                 "tunnel_line": f.tunnel.line if f.tunnel else None}
 
-    # ------------------------------------------------------------------ evidence and next steps
+    # ------------------------------------------------------------------ evidence
 
     def _evidence(self, primary, also, eligible, heartbeat):
         f = self.f
@@ -333,90 +331,14 @@ class _Verdict:
         chosen = sorted(picked.values(), key=lambda ro: (ro[0], ro[1].line))[:S.EVIDENCE_MAX]
         return [{"line": occ.line, "text": W.clip(occ.decoded())} for _, occ in sorted(chosen, key=lambda ro: ro[1].line)]
 
-    def _fill(self, text):
-        sid = self.ctx.get("slurm_id")
-        if self.ctx.get("job") and self.ctx.get("host"):
-            stop = f"gpuops stop --host {self.ctx['host']} --job {self.ctx['job']}"
-        else:
-            stop = f"scancel {sid}" if sid else "scancel <job id>"
-        if self.ctx.get("job"):
-            diagnose = f"gpuops diagnose --host {self.ctx.get('host') or 'local'} --job {self.ctx['job']}"
-        else:
-            diagnose = "gpuops diagnose --host HOST --job JOB"
-        return (text.replace("{scancel}", stop).replace("{slurm_id}", str(sid) if sid else "<job id>")
-                .replace("{job_dir}", self.ctx.get("job_dir") or "<job dir>").replace("{diagnose}", diagnose))
-
-    def _next(self, status, primary, also, prog, heartbeat, dashboards):
-        f = self.f
-        steps = []
-        if primary == "heartbeat-timeout" and heartbeat:
-            steps.append(W.heartbeat_sentence(heartbeat))
-        if primary is not None:
-            if primary == "cancelled":
-                steps.append(self._cancel_sentence())
-            if primary == "unknown-death":
-                steps.extend(self._death_clues())
-            steps.extend(self._fill(s) for s in self.steps_of(primary))
-            if primary == "node-fail":
-                steps.append(self._node_sentence())
-            if primary == "hang" and len(set(f.task_last_steps.values())) == 1 and len(f.task_last_steps) > 1:
-                steps.insert(0, f"All {len(f.task_last_steps)} tasks stopped after step {f.last_step}: the pattern "
-                                "of a collective deadlock, not of one dead node.")
-        elif status == "completed":
-            steps.append("Nothing to fix: the job completed" + (f" (last step {f.last_step})." if f.last_step is not None else "."))
-        elif status == "running":
-            left = f", about {duration(prog['eta_s'])} left" if prog["eta_s"] is not None else ""
-            at = f" (step {f.last_step}" + (f" of {self.total}" if self.total else "") + f"{left})" if f.last_step is not None else ""
-            steps.append(f"Training is advancing{at}; nothing to fix. Triage again later to confirm it still advances.")
-        else:
-            steps.append("No known failure signature matched: read the lines just before the end of the log.")
-        for name in also:
-            cls = S.CLASS_BY_NAME[name]
-            if name == "heartbeat-timeout" and heartbeat:
-                continue  # its checklist result follows; the generic hint could contradict it
-            if cls.role in ("root", "cause") and len(steps) < 14:
-                steps.append(f"Also found {name}: {self._fill(self.steps_of(name)[0])}")
-        if "heartbeat-timeout" in also and heartbeat:
-            steps.append(W.heartbeat_sentence(heartbeat))
-        if dashboards:
-            steps.extend(W.dashboard_sentences(dashboards, self.ctx.get("job_dir")))
-        return steps
-
     def framework(self):
         """'torch' or 'jax' when the log shows exactly one of them, else None."""
         seen = self.f.frameworks
         return next(iter(seen)) if len(seen) == 1 else None
 
-    def steps_of(self, name):
-        return S.FRAMEWORK_STEPS.get((name, self.framework())) or S.CLASS_BY_NAME[name].steps
-
-    def _cancel_sentence(self):
-        last = self.f.last_step
-        if last is None:
-            return "The job was cancelled before any training step completed; no error was found before it."
-        at_end = ""
-        if self.step_time and self.last_epoch is not None and self.end_epoch is not None:
-            at_end = f", about step {int(last + max(0.0, self.end_epoch - self.last_epoch) / self.step_time)} expected then"
-        return (f"Training was still advancing when the job was cancelled (last step {last}{at_end}) and no error "
-                "came before the cancellation: nothing needs fixing unless the cancellation was unexpected.")
-
-    def _node_sentence(self):
-        bad = [(h, c) for h, c in self.f.node_exits.items() if c not in (0,) + S.CANCEL_EXITS]
-        if not bad:
-            return "No NODE_EXIT line named the failing node; look for srun's 'task N: Exited with exit code' lines."
-        parts = [f"{h} exit {c}" + (f" ({_EXIT_MEANING[c]})" if c in _EXIT_MEANING else "") for h, c in bad[:8]]
-        return "Failed nodes: " + ", ".join(parts) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "") + "."
-
-    def _death_clues(self):
-        out = []
-        if self.f.truncated:
-            out.append("The log ends in the middle of a line with no cleanup messages: the process was most likely "
-                       "killed with SIGKILL (host OOM killer, scheduler or a person).")
-        if self.state in ("PREEMPTED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"):
-            out.append(f"Slurm reports the job as {self.state}: that is how it ended.")
-        if not out:
-            out.append("No cause was printed: the usual ones are the host OOM killer and Slurm preemption.")
-        return out
+    def fix_for(self, name, status):
+        """The first prose step of a class, for its finding."""
+        return A.first_fix(self, name, status in A.LIVE)
 
     def _context(self, status):
         f = self.f

@@ -28,7 +28,7 @@ TENSORBOARD_PORT = 6006
 STATUSES = ("completed", "failed", "cancelled", "running", "hanging", "unknown")
 PROGRESS_KEYS = ("first_step", "last_step", "total_steps", "checkpoint_period", "last_periodic_ckpt",
                  "steps_lost", "step_time_s", "expected_step_now", "eta_s")
-DATA_KEYS = ("status", "primary", "also", "stage", "evidence", "progress", "next")
+DATA_KEYS = ("status", "primary", "also", "stage", "evidence", "progress", "next", "advice")
 
 # Slurm job states, normalised to their first word in upper case.
 SLURM_ALIVE = ("RUNNING", "CONFIGURING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUED")

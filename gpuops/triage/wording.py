@@ -50,7 +50,7 @@ def dashboard_sentences(d, job_dir):
         out.append(f"Offer to set up port forwarding for the Ray Dashboard ({S.RAY_DASHBOARD_PORT}), TensorBoard "
                    f"({S.TENSORBOARD_PORT}) and Prometheus ({port}).")
         return out
-    tsdb = f"{job_dir or '<job dir>'}/prometheus"
+    tsdb = f"{job_dir}/prometheus" if job_dir else "the job directory's prometheus/"
     return [f"The job has ended, so its live dashboards are gone; for the post-mortem start a read-only Prometheus "
             f"on the persisted TSDB: utils/prometheus.sh view {tsdb}."]
 
@@ -83,7 +83,7 @@ def findings_for(data, found, eligible, verdict, context, heartbeat, dashboards)
         if occ is not None:
             evidence.update(line=occ.line, text=clip(occ.decoded()))
         out.append(_findings.Finding(f"triage.{name}", severity, cls.what, evidence,
-                                     verdict._fill(verdict.steps_of(name)[0]), cls.gotcha))
+                                     verdict.fix_for(name, data["status"]), cls.gotcha))
     if heartbeat:
         out.append(_findings.Finding("triage.heartbeat-checklist", "info", heartbeat_sentence(heartbeat),
                                      {"verdict": heartbeat["verdict"], "accused": heartbeat["accused"],

@@ -109,7 +109,7 @@ def test_hang_projection_numbers():
 
 def test_preempted_state_is_named_in_the_next_steps():
     data = classify_bytes(RUNNING_LOG, now=T_LAST + timedelta(hours=2), slurm_state="PREEMPTED")
-    assert any("PREEMPTED" in s for s in data["next"])
+    assert any("PREEMPTED" in s for s in data["advice"])
 
 
 def test_no_steps_yet_depends_on_the_job_state():
@@ -183,15 +183,15 @@ def test_heartbeat_without_self_report_is_a_presumed_false_positive():
     result = triage_bytes(text(steps(0, 30), HB, b"========== JOB SUMMARY ==========", b"Status: FAILED (exit 1)"),
                           now=last_time(0, 30))
     assert result.data["primary"] == "heartbeat-timeout"
-    assert "treat it as a false positive" in result.data["next"][0]
+    assert "treat it as a false positive" in result.data["advice"][0]
     check = [f for f in result.findings if f.id == "triage.heartbeat-checklist"][0]
     assert check.evidence["verdict"] == "presumed-false-positive" and check.evidence["accused"] == [5]
-    assert any("14400" in s for s in result.data["next"])  # the heartbeat fix is offered
+    assert any("14400" in s for s in result.data["advice"])  # the heartbeat fix is offered
 
 
 def test_heartbeat_steps_never_offered_for_a_hang():
     data = classify_bytes(RUNNING_LOG, now=T_LAST + timedelta(hours=2), slurm_state="RUNNING")
-    assert not any("heartbeat" in s for s in data["next"])
+    assert not any("heartbeat" in s for s in data["advice"])
 
 
 # ---------------------------------------------------------------- harmless lines
@@ -229,8 +229,8 @@ def test_live_ray_job_points_at_its_prometheus():
     log = text(b"RAY=1", b"ssh -L 8265:gpu-h07:8265 -L 9195:gpu-h07:9195 me@jump", steps(0, 50))
     data = classify_bytes(log, now=last_time(0, 50))
     assert data["status"] == "running"
-    assert any("http://gpu-h07:9195" in s for s in data["next"])
-    assert any("port forwarding" in s for s in data["next"])
+    assert any("http://gpu-h07:9195" in s for s in data["advice"])
+    assert any("port forwarding" in s for s in data["advice"])
 
 
 def test_prometheus_port_line_beats_the_default():
@@ -243,8 +243,8 @@ def test_prometheus_port_line_beats_the_default():
 def test_ended_ray_job_points_at_the_persisted_tsdb():
     log = text(b"RAY=1", steps(0, 5), b"========== JOB SUMMARY ==========", b"Status: SUCCESS (exit 0)")
     data = classify_bytes(log, now=last_time(0, 5))
-    assert any("prometheus.sh view" in s for s in data["next"])
-    assert classify_bytes(text(b"RAY=0", steps(0, 5)), now=last_time(0, 5))["next"][-1].startswith("Training is advancing")
+    assert any("prometheus.sh view" in s for s in data["advice"])
+    assert classify_bytes(text(b"RAY=0", steps(0, 5)), now=last_time(0, 5))["advice"][-1].startswith("Training is advancing")
 
 
 # ---------------------------------------------------------------- times

@@ -75,7 +75,7 @@ def test_killed_inside_a_sentence_is_not_an_oom():
 def test_truncated_last_line_is_noted_for_an_unknown_death():
     data = classify_bytes(b"completed step: 0, seconds: 9.0\ncompleted step: 1, seconds: 2.0\nsaving to /ou")
     assert data["status"] == "unknown" and data["primary"] == "unknown-death"
-    assert any("middle of a line" in s for s in data["next"])
+    assert any("middle of a line" in s for s in data["advice"])
     assert data["evidence"][-1] == {"line": 3, "text": "saving to /ou"}
 
 

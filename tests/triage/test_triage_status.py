@@ -73,7 +73,7 @@ def test_evidence_on_a_progress_bar_line_is_the_segment_after_the_last_cr():
     ("oom_gpu", "remat_policy", "PYTORCH_CUDA_ALLOC_CONF"),
 ])
 def test_gpu_oom_advice_follows_the_framework_the_log_shows(name, wanted, never):
-    advice = " ".join(data_of(name)["next"])
+    advice = " ".join(data_of(name)["advice"])
     assert wanted in advice and never not in advice
 
 
