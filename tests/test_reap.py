@@ -264,7 +264,7 @@ def test_each_holder_is_classified_and_yes_kills_exactly_the_reapable_ones(box):
     # The dry run signalled nothing.
     assert plan["applied"] is False and plan["actions"] == []
     assert [pid for pid in everyone if not box.alive(pid)] == [roles["leader"]]
-    assert op.build(plan, rerun="x")["exit_code_hint"] == 5
+    assert op.build(plan, rerun=["x"])["exit_code_hint"] == 5
 
     done = reap_here("--min-age", "0", "--idle-window", "0", "--yes")
     reaped = {orphan, leftover, idle, zombie["defunct"], zombie["parent"]}
@@ -274,7 +274,7 @@ def test_each_holder_is_classified_and_yes_kills_exactly_the_reapable_ones(box):
     assert [pid for pid in kept if not box.alive(pid)] == []
     freed = dict((g["index"], g["freed_mib"]) for g in done["gpus"])
     assert freed == {0: 1000 + 2000 + 500 + 700, 1: 0}
-    envelope = op.build(done, rerun="x")
+    envelope = op.build(done, rerun=["x"])
     assert envelope["ok"] and "exit_code_hint" not in envelope and "freed 4200 MiB" in envelope["summary"]
 
 
@@ -370,7 +370,7 @@ def test_a_holder_stuck_in_the_driver_is_reported_not_retried(box):
     assert record["outcome"] == "stuck" and "GPU reset or a reboot" in record["why"]
     assert elapsed < 0.5 + 0.5 + 3 + 2  # one SIGTERM, one SIGKILL, bounded waits: no retry loop
     assert real_start(stuck) is None  # the real process did get the signals (it is gone or a zombie)
-    envelope = op.build(done, rerun="x")
+    envelope = op.build(done, rerun=["x"])
     assert envelope["exit_code_hint"] == 1
     assert [f["id"] for f in envelope["findings"]][:1] == ["reap.stuck"]
 

@@ -214,7 +214,7 @@ def test_envelope_exit_codes():
 
 def test_memory_no_process_here_holds_is_flagged_once_it_is_large():
     doc = op.build(facts(gpus=[gpu_row(0, used=20000), gpu_row(1, used=900), gpu_row(2, used=20000, holders=[5])],
-                         nested_pid_namespace=True), rerun="x")
+                         nested_pid_namespace=True), rerun=["x"])
     flagged = [f for f in doc["findings"] if f["id"] == "reap.unattributed-memory"]
     assert [f["evidence"]["gpu"] for f in flagged] == [0]
     assert flagged[0]["gotcha"] == "U11" and doc["ok"]

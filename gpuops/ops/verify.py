@@ -1,8 +1,9 @@
 """verify: compare a local tree with its copy on the box by sha256, copying nothing (deploy drift)."""
 
 from .. import errors
-from ..envelope import envelope
+from ..envelope import envelope, step
 from ..findings import Finding, worst_first
+from ..remote import wrap
 from ..sync import plan, rules, tree
 from ..units import human_bytes
 from . import sync as S
@@ -13,6 +14,7 @@ def verify(target, local, remote, opts: S.Options) -> dict:
         raise errors.UsageError("--remote (the directory on the box) is required")
     tally = tree.Tally()
     local_root = S.local_root(local, "--local", must_exist=True)
+    opts.progress.stage(f"hashing {local_root} here and {remote} on {target.name}")
     scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
                                    "cache": opts.cache})
     lmap = scan.entries  # live: the hasher fills in digests
@@ -20,6 +22,7 @@ def verify(target, local, remote, opts: S.Options) -> dict:
     nbytes = sum(e.size for e in lmap.values() if e.kind == "f")
     rdoc = tree.remote(target, remote, {**rules.fixed(scan.doc["rules"]), "hash": "all", "cache": opts.cache},
                        timeout_s=tree.budget_s(nbytes, len(lmap)), tally=tally)
+    opts.progress.stage("comparing the digests")
     hasher.wait()
     hasher.finish(tally)
     S.check_remote_root(rdoc, "--remote", remote, True, target.name)
@@ -29,11 +32,12 @@ def verify(target, local, remote, opts: S.Options) -> dict:
     extras = plan.extras(lmap, rmap)
     files = [e for e in lmap.values() if e.kind == "f"]
     bad = {m["path"] for m in mism}
-    findings = []
+    findings, nxt = [], []
     if mism:
+        push = S.command("push", target.name, local, remote, opts)
         findings.append(Finding("verify.drift", "fail", f"{len(mism)} path(s) on the box differ from {local_root}",
-                                evidence={"paths": [m["path"] for m in mism[:20]]},
-                                fix=S.command("push", target.name, local, remote), gotcha="U42"))
+                                evidence={"paths": [m["path"] for m in mism[:20]]}, fix=wrap.join(push), gotcha="U42"))
+        nxt.append(step(*push, why="sends what differs, and verifies it"))
     if extras:
         findings.append(Finding("verify.extra", "warn", f"{len(extras)} path(s) exist only on the box",
                                 evidence={"paths": S.cut(extras)}))
@@ -50,4 +54,4 @@ def verify(target, local, remote, opts: S.Options) -> dict:
     else:
         summary = f"verified: {len(files)} files, {human_bytes(nbytes)} identical on the box"
     return envelope("verify", ok=not mism, summary=summary, host=target.name, data=data,
-                    findings=worst_first(findings))
+                    findings=worst_first(findings), next=nxt)

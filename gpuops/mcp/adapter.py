@@ -1,0 +1,117 @@
+"""What every tool shares: its parameters' types, the readonly guard, one host, and progress.
+
+A tool function returns the operation's envelope or raises a GpuopsError; gpuops.mcp.server turns
+either into the tool result. Blocking operations get timeouts that keep a call under about 50 s
+(clients give up near 60 s).
+"""
+
+import os
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .. import errors
+from ..jobs import states
+from ..sync.progress import Silent
+
+MODE_ENV = "GPUOPS_MODE"
+OP_TIMEOUT_S = 40.0  # on-box work per call, leaving room for the SSH connect under ~50 s
+LOG_TEXT_BYTES = 24_000  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
+MAX_WAIT_S = 45.0  # one job_wait call; clients give up near 60 s, so a longer wait is several calls
+PROGRESS_EVERY_S = 2.0
+MAX_GRACE_S = 30.0
+
+Host = Annotated[str, Field(description="'local', an ssh_config alias or user@host:port (one host)")]
+Job = Annotated[str, Field(description="job id, idempotency key or name")]
+Yes = Annotated[bool, Field(description="false: only report what would be done (and its plan_id); true: do it")]
+PlanId = Annotated[str, Field(description="with yes: the plan_id its dry run showed; refused, with the new plan, "
+                                          "if what it would touch changed")]
+Env = Annotated[dict[str, str], Field(description="environment for the job (not secrets)")]
+SecretEnv = Annotated[list[str], Field(
+    description="NAMES of variables set in this server's environment and allowed by its owner "
+                "(GPUOPS_MCP_SECRETS); their values reach the job through stdin only")]
+Gpus = Annotated[str, Field(description="CUDA_VISIBLE_DEVICES, e.g. '0,1'")]
+Workdir = Annotated[str, Field(description="directory on the box")]
+Exclude = Annotated[list[str], Field(description="gitignore-style patterns to leave out")]
+IncludeGit = Annotated[bool, Field(description="also send .git directories (left out by default)")]
+WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE))]
+
+
+def readonly():
+    """Anything but the default mode fails closed, a typo included."""
+    return (os.environ.get(MODE_ENV, "").strip().lower() or "operate") != "operate"
+
+
+def refuse_if_readonly(command):
+    if readonly():
+        mode = os.environ.get(MODE_ENV, "").strip().lower()
+        raise errors.Refused(f"{command} would change the box, and this server runs with {MODE_ENV}={mode}")
+
+
+def on_host(command, host, op):
+    """`op(target) -> envelope` on exactly one host, the way the CLI's --host does it."""
+    from ..ops.hosts import on_hosts, one_host
+
+    return on_hosts(command, one_host(command, host), op)
+
+
+def check_regex(name, pattern):
+    import re
+
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise errors.UsageError(f"{name} is not a valid regular expression: {e}") from None
+
+
+class Stages(Silent):
+    """A sync's progress, kept for the notifications: its current stage and bytes moved."""
+
+    def __init__(self):
+        self.text, self.done, self.total = "starting", 0, None
+
+    def stage(self, text):
+        self.text, self.total = text, None
+
+    def start(self, total, what=""):
+        self.text, self.done, self.total = what or "sending", 0, total
+
+    def update(self, done):
+        self.done = max(self.done, done)
+
+    def __str__(self):
+        from ..units import human_bytes
+
+        moved = f" ({human_bytes(self.done)} of {human_bytes(self.total)})" if self.total else ""
+        return self.text + moved
+
+
+async def with_progress(ctx, total_s, message, work):
+    """`work()` on a worker thread, with a progress notification every PROGRESS_EVERY_S meanwhile
+    (`message()` says what is happening), so a client that asked for progress sees the call is
+    alive and may extend its own timeout. The progress is the seconds waited: always increasing."""
+    import anyio
+
+    async def beat():
+        waited = 0.0
+        while True:
+            await anyio.sleep(PROGRESS_EVERY_S)
+            waited += PROGRESS_EVERY_S
+            # past its expected total (an SSH connect, a slow answer) the progress still grows
+            await ctx.report_progress(waited, total_s if total_s and waited <= total_s else None, message())
+
+    def caught():  # raised after the task group, so the caller sees the error itself, not a group of one
+        try:
+            return work(), None
+        except Exception as e:  # noqa: BLE001 - re-raised below
+            return None, e
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(beat)
+        try:
+            done, failed = await anyio.to_thread.run_sync(caught)
+        finally:
+            group.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return done
