@@ -4,6 +4,7 @@ progress during verify and push. Driven through the SDK's own client, in-process
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,14 @@ async def test_readonly_mode_refuses_push_and_pull_at_call_time(client, jobs_dir
         doc = doc_of(await client.call_tool(name, args))
         assert doc["error"]["kind"] == "refused", name
     assert not (tmp_path / "d").exists() and not (tmp_path / "e").exists()
+
+
+def test_the_readmes_allow_list_is_exactly_the_read_only_tools():
+    import re
+
+    from tests.test_mcp import READ_ONLY
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    allowed = set(re.findall(r'"mcp__gpuops__(\w+)"', readme.read_text(encoding="utf-8")))
+    assert allowed == READ_ONLY
+    assert READ_ONLY == {spec[0].__name__ for spec in server._TOOLS if spec[2].read_only_hint}
