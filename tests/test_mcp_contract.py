@@ -14,29 +14,15 @@ import jsonschema  # noqa: E402 - the SDK's client validates results with it
 from mcp import Client  # noqa: E402
 
 from gpuops.mcp import adapter, nextsteps, schemas, server  # noqa: E402
+from tests.test_mcp import anyio_backend, client, jobs_dir  # noqa: E402,F401 - the same fixtures
 
 ALL = {n for n in server.VERB}
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
-def jobs_dir(tmp_path, monkeypatch):
-    path = tmp_path / "jobs"
-    path.mkdir()
-    monkeypatch.setenv("GPUOPS_JOBS_DIR", str(path))
-    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+@pytest.fixture(autouse=True)
+def roots(tmp_path, monkeypatch):
+    """The test's own directory is where the server may read and write locally."""
     monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(tmp_path))
-    return path
-
-
-@pytest.fixture
-async def client():
-    async with Client(server.build(), raise_exceptions=True) as c:
-        yield c
 
 
 def doc_of(result):

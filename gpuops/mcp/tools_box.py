@@ -20,6 +20,9 @@ from .adapter import (OP_TIMEOUT_S, Exclude, Host, IncludeGit, PlanId, Stages, Y
                       with_progress)
 
 Profile = Annotated[str, Field(description="platform profile (see profiles_show)")]
+Delete = Annotated[bool, Field(description="remove paths that exist only at the destination: listed, with a plan_id, "
+                                           "unless yes")]
+YesDelete = Annotated[bool, Field(description="with delete: really delete")]
 _LOCAL = "under the directories the server reads (GPUOPS_MCP_ROOTS)"
 
 
@@ -123,6 +126,20 @@ def _options(stages, exclude, include_git, **more):
                    **more)
 
 
+async def _synced(ctx, verb, host, local, run, mutates=True):
+    """`run(target, local path, progress) -> envelope` for a sync verb, on a worker thread while
+    progress notifications say its stage; `local` only under the owner's roots."""
+    if mutates:
+        refuse_if_readonly(verb)
+    stages = Stages()
+
+    def work():
+        real = scope.local_path(local, os.environ)
+        return on_host(verb, host, lambda t: run(t, real, stages))
+
+    return await with_progress(ctx, None, lambda: str(stages), work)
+
+
 async def data_verify(
     ctx: Context,
     host: Host,
@@ -135,13 +152,8 @@ async def data_verify(
     matches. Lists what differs or is missing."""
     from ..ops.verify import verify
 
-    stages = Stages()
-
-    def work():
-        real = scope.local_path(local, os.environ)
-        return on_host("verify", host, lambda t: verify(t, real, remote, _options(stages, exclude, include_git)))
-
-    return await with_progress(ctx, None, lambda: str(stages), work)
+    return await _synced(ctx, "verify", host, local, lambda t, real, stages: verify(
+        t, real, remote, _options(stages, exclude, include_git)), mutates=False)
 
 
 async def data_push(
@@ -151,9 +163,8 @@ async def data_push(
     remote: Annotated[str, Field(description="directory on the box (created if missing)")],
     exclude: Optional[Exclude] = None,
     include_git: IncludeGit = False,
-    delete: Annotated[bool, Field(description="remove paths that exist only on the box: listed, with a "
-                                              "plan_id, unless yes")] = False,
-    yes: Annotated[bool, Field(description="with delete: really delete")] = False,
+    delete: Delete = False,
+    yes: YesDelete = False,
     plan_id: Optional[PlanId] = None,
     fix_crlf: Annotated[bool, Field(description="convert shell scripts with CRLF line endings to LF first")] = False,
     profile: Optional[Profile] = None,
@@ -162,17 +173,9 @@ async def data_push(
     both ends). For a tree that takes minutes, use the CLI: a call should end within a minute."""
     from ..ops import push as op
 
-    refuse_if_readonly("push")
-    stages = Stages()
-
-    def work():
-        _check_plan(delete, plan_id)
-        real = scope.local_path(local, os.environ)
-        opts = _options(stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id, fix_crlf=fix_crlf,
-                        profile=profile)
-        return on_host("push", host, lambda t: op.push(t, real, remote, opts))
-
-    return await with_progress(ctx, None, lambda: str(stages), work)
+    _check_plan(delete, plan_id)
+    return await _synced(ctx, "push", host, local, lambda t, real, stages: op.push(t, real, remote, _options(
+        stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id, fix_crlf=fix_crlf, profile=profile)))
 
 
 async def data_pull(
@@ -182,25 +185,17 @@ async def data_pull(
     local: Annotated[str, Field(description=f"local directory to write (created if missing), {_LOCAL}")],
     exclude: Optional[Exclude] = None,
     include_git: IncludeGit = False,
-    delete: Annotated[bool, Field(description="remove local paths that are not on the box: listed, with a "
-                                              "plan_id, unless yes")] = False,
-    yes: Annotated[bool, Field(description="with delete: really delete")] = False,
+    delete: Delete = False,
+    yes: YesDelete = False,
     plan_id: Optional[PlanId] = None,
 ) -> dict:
     """Fetch a directory from the box, verify it, and record the verified pull (teardown_check
     reads it). For a tree that takes minutes, use the CLI: a call should end within a minute."""
     from ..ops import pull as op
 
-    refuse_if_readonly("pull")
-    stages = Stages()
-
-    def work():
-        _check_plan(delete, plan_id)
-        real = scope.local_path(local, os.environ)
-        opts = _options(stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id)
-        return on_host("pull", host, lambda t: op.pull(t, remote, real, opts))
-
-    return await with_progress(ctx, None, lambda: str(stages), work)
+    _check_plan(delete, plan_id)
+    return await _synced(ctx, "pull", host, local, lambda t, real, stages: op.pull(t, remote, real, _options(
+        stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id)))
 
 
 def _check_plan(delete, plan_id):
