@@ -116,7 +116,7 @@ class StrictTool(Tool):
     def result(self, doc) -> CallToolResult:
         doc = public(doc)
         doc["next"] = nextsteps.translate(doc.get("next") or [], self.listed)
-        if doc.get("error", {}).get("kind") in (errors.UsageError.kind, errors.Ambiguous.kind):
+        if (doc.get("error") or {}).get("kind") in (errors.UsageError.kind, errors.Ambiguous.kind):
             said = nextsteps.reword(doc["command"], doc["error"]["message"])
             doc["error"] = dict(doc["error"], message=said)
             doc["summary"] = nextsteps.reword(doc["command"], doc["summary"])
