@@ -34,7 +34,7 @@ Gpus = Annotated[str, Field(description="CUDA_VISIBLE_DEVICES, e.g. '0,1'")]
 Workdir = Annotated[str, Field(description="directory on the box")]
 Exclude = Annotated[list[str], Field(description="gitignore-style patterns to leave out")]
 IncludeGit = Annotated[bool, Field(description="also send .git directories (left out by default)")]
-WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE))]
+WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))]
 
 
 def readonly():
