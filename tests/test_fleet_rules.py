@@ -21,6 +21,7 @@ def facts(util=(0.0, 0.0), running=0, last_end=None, uptime=86400.0, present=Tru
     return {"now": NOW, "hostname": "box", "uptime_s": uptime,
             "gpu": {"present": present, "source": "nvidia-smi", "error": error, "samples": 5, "devices": devices},
             "jobs": {"dir": "/root/.gpuops/jobs", "running": ["20261124-030000-cccccc"] * running,
+                     "running_gpus": [None] * running,
                      "running_count": running, "last_end": last_end, "last_job": None, "ends_read": 3, "total": 3},
             "disk": {"role": "home", "path": "/root", "total_bytes": 100 << 30, "free_bytes": 25 << 30,
                      "total_inodes": 1000, "free_inodes": 900, "error": None}}

@@ -81,9 +81,10 @@ def _ended_at(job_id, meta, exit_doc):
 
 
 def jobs():
-    """{dir, running: [ids], running_count, last_end, last_job, ends_read, total}."""
+    """{dir, running: [ids], running_gpus: [the --gpus each was pinned to, or None], running_count,
+    last_end, last_job, ends_read, total}."""
     ids = jobrecord.all_ids()
-    running, last_end, last_job, ends_read = [], None, None, 0
+    running, pinned, last_end, last_job, ends_read = [], [], None, None, 0
     for n, job_id in enumerate(reversed(ids)):
         exit_path = jobrecord.path(job_id, EXIT)
         if n >= MAX_ENDS_READ and os.path.exists(exit_path):
@@ -94,12 +95,14 @@ def jobs():
             continue
         if exit_doc is None and meta.get("pid") and jobrecord.liveness(meta) == "alive":
             running.append(job_id)
+            pinned.append(meta.get("gpus") if isinstance(meta.get("gpus"), str) else None)
             continue
         ends_read += 1
         end = _ended_at(job_id, meta, exit_doc)
         if end is not None and (last_end is None or end > last_end):
             last_end, last_job = end, job_id
-    return {"dir": jobrecord.jobs_dir(), "running": running[:MAX_RUNNING_LISTED], "running_count": len(running),
+    return {"dir": jobrecord.jobs_dir(), "running": running[:MAX_RUNNING_LISTED],
+            "running_gpus": [g[:200] if g else None for g in pinned[:MAX_RUNNING_LISTED]], "running_count": len(running),
             "last_end": last_end, "last_job": last_job, "ends_read": ends_read, "total": len(ids)}
 
 
