@@ -18,6 +18,7 @@ from . import budget
 
 _JSON = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "a": "array", "o": "object"}
 _STARTED = "job:o existing:b meta:o"
+_GANG_STARTED = "gang:o gang_id:s? refused:s preflight:o"
 _SYNC = ("direction:s engine:s local:s remote:s files:i dirs:i symlinks:i payload_bytes:i sent_paths:i "
          "already_equal:i bytes_sent:n bytes_reused:n wire_bytes:n? bytes_verified:i files_verified:i retries:i "
          "attempts:a mismatches:a mismatch_count:i extras:a extra_count:i deleted:a vanished:a skipped_special:a "
@@ -73,6 +74,12 @@ def data_codes():
                        "extras:a extra_count:i hashing:o verified:b",
         "data_push": _SYNC,
         "data_pull": _SYNC + " manifest:s",
+        "gang_launch": _GANG_STARTED,
+        "gang_retry": _GANG_STARTED,
+        "gang_status": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s?",
+        "gang_logs": "gang_id:s nodes:a cursors:s text:s",
+        "gang_stop": "gang_id:s nodes:a plan:o dry_run:b refused_plan:s changed:a",
+        "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o?",
     }
 
 
@@ -94,7 +101,7 @@ STEP = {"type": "object", "properties": {"tool": _STR, "args": {"type": "object"
         "additionalProperties": False, "oneOf": [{"required": ["tool", "args"]}, {"required": ["argv"]}]}
 # the tools whose answers carry findings; the others' findings list is always empty
 WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
-                 "data_pull")
+                 "data_pull", "gang_launch", "gang_retry")
 FINDING = {"type": "object", "required": ["id", "severity", "title"],
            "properties": {"id": _STR, "severity": {"enum": list(SEVERITIES)}, "title": _STR,
                           "evidence": {"type": "object"}, "fix": {"type": ["string", "null"]},
