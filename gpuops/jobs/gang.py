@@ -6,7 +6,9 @@ with the rendezvous facts. The gang's state is derived from its nodes' states he
 table (gpuops.jobs.states):
 
     a node ended badly, others still alive    DEGRADED, naming the first node that ended badly
-    every node ended, some badly              that first node's state (FAILED, KILLED, VANISHED)
+    every node ended, some badly              FAILED, naming the first node that ended badly (or
+                                              KILLED, VANISHED when every node that ended badly
+                                              ended so, as a gang `gpuops stop` took down)
     a node could not be asked, none failed    UNREACHABLE, naming it (says nothing about the job)
     every node COMPLETED                      COMPLETED
     otherwise                                 the least healthy live state (STALLED before
@@ -84,8 +86,10 @@ def aggregate(nodes) -> dict:
         if alive:
             return {"state": states.DEGRADED, "first_failed": first["index"],
                     "reason": f"{told}; {len(alive)} node(s) still running, but the gang cannot finish as launched"}
-        others = [_describe(n) for n in nodes if n is not first and n["row"]["state"] != states.COMPLETED]
-        return {"state": first["row"]["state"], "first_failed": first["index"],
+        bad = [n for n in nodes if n["row"]["state"] != states.COMPLETED]
+        alike = len({n["row"]["state"] for n in bad}) == 1
+        others = [_describe(n) for n in bad if n is not first]
+        return {"state": first["row"]["state"] if alike else states.FAILED, "first_failed": first["index"],
                 "reason": f"{told} first" + (f"; then {', '.join(others)}" if others else "")}
     lost = by_state.get(states.UNREACHABLE)
     if lost:

@@ -254,16 +254,28 @@ def stop(gang_id, *, grace=10.0, yes=False, plan=None, identity=None):
             return None
         return jobs.stop(target, job=node["job_id"], grace=grace, yes=True, plan=mine["plan_id"], jobs_dir=jobs_dir)
 
-    left = []
+    left, changed = [], []
     for node, value in _on_node(record, identity, act):
-        if value is None:
+        name = gang.node_name(node["index"], node["host"])
+        if value is None or (not isinstance(value, Exception) and value["ok"]):
             continue
-        if isinstance(value, Exception) or not value["ok"]:
-            why = value.message if isinstance(value, errors.GpuopsError) else (
-                repr(value) if isinstance(value, Exception) else value["summary"])
-            left.append(f"{gang.node_name(node['index'], node['host'])}: {why}")
-    if left:
-        return envelope("stop", ok=False, summary=f"gang {gang_id} not fully stopped: {'; '.join(left)}", data=data)
+        if isinstance(value, Exception):
+            left.append(f"{name}: {value.message if isinstance(value, errors.GpuopsError) else repr(value)}")
+        elif value["data"].get("refused_plan"):
+            changed.append(name)  # its processes changed since the look just now: nothing signalled there
+        else:
+            left.append(f"{name}: {value['summary']}")
+    if changed and not left:
+        message = (f"the processes of {', '.join(changed)} changed while the gang was being stopped (nothing was "
+                   f"signalled there); look again: gpuops stop --gang {gang_id}")
+        out = envelope("stop", ok=False, summary=message, data=dict(data, changed=changed),
+                       next=[step("gpuops", "stop", "--gang", gang_id)])
+        out[CODE_KEY] = errors.REFUSED
+        return out
+    if left or changed:
+        told = "; ".join(left + [f"{c}: its processes changed, nothing signalled" for c in changed])
+        return envelope("stop", ok=False, data=dict(data, changed=changed),
+                        summary=f"gang {gang_id} not fully stopped: {told}")
     return envelope("stop", ok=True, data=data, next=[step("gpuops", "retry", "--gang", gang_id)],
                     summary=f"stopped gang {gang_id}: {count} process(es) on {len(live)} node(s) gone")
 
