@@ -8,9 +8,16 @@ trust no key, so they are left out.
 """
 
 import base64
-import fnmatch
 import hashlib
 import hmac
+import re
+
+
+def _wildcard(pattern: str, host: str) -> bool:
+    """OpenSSH's match_pattern: only * and ? are special, so '[host]:port' is taken literally (fnmatch
+    would read the brackets as a character class); case-insensitive, as host names are."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, host, re.IGNORECASE | re.DOTALL) is not None
 
 
 def matches(patterns: str, host: str) -> bool:
@@ -27,7 +34,7 @@ def matches(patterns: str, host: str) -> bool:
             except (ValueError, TypeError):
                 found = False
         else:
-            found = fnmatch.fnmatchcase(host.lower(), pattern.lower())
+            found = _wildcard(pattern, host)
         if found and negated:
             return False
         hit = hit or found
