@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from . import disk, gpu, jobrecord, procs, runcmd
+from . import disk, gpu, jobrecord, procs
 from .jobrecord import EXIT, LOG, META
 
 # How many jobs, newest launch first, have their end time read. Every job without an exit record
@@ -24,7 +24,6 @@ from .jobrecord import EXIT, LOG, META
 MAX_ENDS_READ = 2000
 MAX_RUNNING_LISTED = 50
 MAX_GPUS = 64
-NAME_FIELDS = [("index", "index", int), ("name", "name", str)]
 
 
 def _args(argv):
@@ -43,23 +42,11 @@ def gpus(window_s, interval_s):
     reader = gpu.Reader()
     if reader.nvml is None and shutil.which("nvidia-smi") is None:
         return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
-    names = {}
-    pending = None
-    if reader.nvml is not None:
-        doc, _ = gpu.from_nvml(reader.nvml)
-        names = dict((d.get("index"), d.get("name")) for d in (doc or {}).get("devices", []))
-    else:
-        # The names are static: asked once, side by side with the first samples.
-        pending = runcmd.start(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader,nounits"],
-                               gpu.LIGHT_TIMEOUT_S)
-    first, peak, samples = gpu.sample(reader, window_s, interval_s)
-    if pending is not None:
-        r = runcmd.finish(pending)
-        if r["error"] is None and r["rc"] == 0:
-            names = dict((row["index"], row["name"]) for row in gpu.parse_csv(r["out"], NAME_FIELDS))
+    # The names ride along in the first sample's query: one nvidia-smi run fewer per box.
+    first, peak, samples = gpu.sample(reader, window_s, interval_s, names=True)
     devices = []
     for d in first["devices"][:MAX_GPUS]:
-        devices.append({"index": d.get("index"), "name": names.get(d.get("index")),
+        devices.append({"index": d.get("index"), "name": d.get("name"),
                         "memory_used_mib": d.get("memory_used_mib"), "memory_total_mib": d.get("memory_total_mib"),
                         "util_peak_pct": peak.get(d.get("index"))})
     return {"present": True, "source": first.get("source"), "error": first.get("error"), "samples": samples,
