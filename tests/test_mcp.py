@@ -26,11 +26,6 @@ CORE_TOOLS = READ_ONLY | {"job_launch", "job_retry", "job_queue", "job_stop", "v
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 async def client():
     async with Client(server.build(), raise_exceptions=True) as c:
         yield c

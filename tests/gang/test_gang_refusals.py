@@ -143,11 +143,6 @@ def test_gang_verbs_on_an_unknown_gang(cli, gang_rig):
     assert r.returncode == 2 and "leave out --host and --job" in r.stderr
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_a_refused_gang_is_an_answer_for_an_agent_and_readonly_launches_nothing(gang_rig, boxes, monkeypatch):
     pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")

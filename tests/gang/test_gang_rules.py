@@ -8,6 +8,7 @@ import pytest
 from gpuops import errors, placement
 from gpuops.jobs import gang, gangcheck, gangstore, states
 from gpuops.remote import knownkeys
+from tests.test_fleet_rules import planted
 
 NOW = 1_790_000_000.0
 
@@ -161,13 +162,8 @@ def test_a_node_not_asked_and_a_shared_host_key_stop_the_judging_early():
                  "truncated": False, "errors": 0}, "a code entry is ['a', 1]"),
 ])
 def test_an_answer_gpuops_did_not_write_is_a_bad_answer(path, value, words):
-    doc = node_facts(0)
-    target = doc
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = value
     with pytest.raises(errors.BadAnswer) as e:
-        gangcheck.checked(doc, "box0")
+        gangcheck.checked(planted(node_facts(0), path, value), "box0")
     assert words in e.value.message
 
 
