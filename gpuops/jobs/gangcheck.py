@@ -12,7 +12,7 @@ CLOCK_TOLERANCE_S. Warned: drivers, Python versions or GPU models that differ.
 import ipaddress
 
 from ..boundary import bounded, shaped
-from ..errors import BadAnswer
+from ..errors import BadAnswer, HostKeyShared
 from ..findings import Finding, any_failed, worst_first
 from . import torchrun
 
@@ -186,10 +186,18 @@ def _port(head, rdzv_host, port):
                     (f"kill {pids}   # a leftover torchrun? or " if pids else "") + f"--rdzv-port {port + 1}")]
 
 
+def _candidates(head):
+    """The head's addresses other hosts could reach it at ('10.0.0.5 (ens5)'), for a fix line."""
+    return ", ".join(f"{i['ipv4']} ({i['name']})" for i in head["facts"]["interfaces"]
+                     if i["up"] and i["ipv4"] and not torchrun.interface_problem(i["name"]))
+
+
 def _reach(nodes, head, rdzv_host, port):
     out = []
     if not head["facts"]["rendezvous"]["free"]:
         return out  # nothing listened: the busy port is the finding
+    known = _candidates(head)
+    where = f" (the head has {known})" if known else ""
     for n in nodes:
         r = n["facts"]["rendezvous"]
         if n is head:
@@ -198,12 +206,12 @@ def _reach(nodes, head, rdzv_host, port):
             out.append(Finding("gang.unreachable-rendezvous", "fail",
                                f"{_who(n)} cannot reach {rdzv_host}:{port} on the head: {r['error']} "
                                f"({r['attempts']} tries)", {"host": n["host"], "error": r["error"]},
-                               "open the port between the boxes, or give the head's address they can reach: "
-                               "--rdzv-host ADDR", "VAST6"))
+                               "open the port between the boxes, or give an address of the head they can reach: "
+                               f"--rdzv-host ADDR{where}", "VAST6"))
         elif not r["answered"]:
             out.append(Finding("gang.wrong-head", "fail", f"{_who(n)} reached {rdzv_host}:{port}, but not the head "
                                f"{head['host']}: {r['error']}", {"host": n["host"]},
-                               "--rdzv-host with an address of the head itself"))
+                               f"--rdzv-host with an address of the head itself{where}"))
     return out
 
 
@@ -250,7 +258,8 @@ def judge(nodes, *, port, rdzv_host, nproc_per_node, shared_keys=None):
     for host, other in (shared_keys or {}).items():
         findings.append(Finding("gang.same-box", "fail", f"{host} answers with the host key of {other}: one box "
                                 "under two names (or a cloned image); it would run two nodes",
-                                {"host": host, "same_key_as": other}, "name each box once in --host"))
+                                {"host": host, "same_key_as": other, "kind": HostKeyShared.kind},
+                                "name each box once in --host"))
     rows = table(nodes)
     out = {"ok": False, "table": rows, "multi_host": None, "nodes": []}
     if findings:

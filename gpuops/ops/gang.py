@@ -112,8 +112,9 @@ def preflight(hosts, *, nproc_per_node, port, rdzv_host, code=None, identity=Non
 
 def _refusal(pre, gang_id):
     failed = [f for f in pre["findings"] if f.severity == "fail"]
-    kinds = {"gang.unreachable": None, "gang.same-box": errors.HostKeyShared.kind}
-    node_errors = [f.evidence.get("kind") or kinds[f.id] for f in failed if f.id in kinds]
+    # A node that could not be used at all (unreachable, one box under two names) is the host's
+    # error (exit 3); every other refusal is a refusal (exit 5).
+    node_errors = [f.evidence["kind"] for f in failed if f.id in ("gang.unreachable", "gang.same-box")]
     kind = node_errors[0] if node_errors else errors.Refused.kind
     message = f"gang refused before launch: {failed[0].title}"
     if len(failed) > 1:

@@ -130,7 +130,7 @@ def logs(gang_id, *, tail=50, cursors=None, follow=False, timeout_s=None, max_by
     each node's cursor) or followed until every node's job ended or `timeout_s` passed."""
     record = gangstore.load(gang_id)
     started = [n for n in record["nodes"] if n.get("job_id")]
-    lock, kept = threading.Lock(), []
+    lock, kept, pages = threading.Lock(), [], {}
 
     def write(data):
         with lock:
@@ -142,13 +142,15 @@ def logs(gang_id, *, tail=50, cursors=None, follow=False, timeout_s=None, max_by
     def read(target, node):
         if not node.get("job_id"):
             return None
-        prefix = _Prefixer(f"[{node['index']}:{node['host']}] ", write)
+        # A follow prints lines as they come from any node; a page keeps each node's lines
+        # together, in node order, so the same page reads the same twice.
+        out = write if follow else pages.setdefault(node["index"], []).append
+        prefix = _Prefixer(f"[{node['index']}:{node['host']}] ", out)
         offset = (cursors or {}).get(node["index"])
-        page = None if follow else max_bytes
         try:
             doc = joblogs.logs(target, job=node["job_id"], tail=tail, follow=follow, from_offset=offset,
-                               jobs_dir=record["spec"].get("jobs_dir"), sink=prefix, max_bytes=page,
-                               timeout_s=timeout_s, reconnect_s=reconnect_s)
+                               jobs_dir=record["spec"].get("jobs_dir"), sink=prefix,
+                               max_bytes=None if follow else max_bytes, timeout_s=timeout_s, reconnect_s=reconnect_s)
         finally:
             prefix.flush()
         return doc
@@ -165,6 +167,8 @@ def logs(gang_id, *, tail=50, cursors=None, follow=False, timeout_s=None, max_by
             entry.update(next_offset=d["next_offset"], start_offset=d["start_offset"], ended=d.get("state"),
                          timed_out=d.get("timed_out"))
         per_node.append(entry)
+    for index in sorted(pages):
+        write(b"".join(pages[index]))
     return _logs_envelope(gang_id, per_node, kept, follow)
 
 

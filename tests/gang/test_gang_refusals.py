@@ -94,6 +94,7 @@ def test_a_rendezvous_the_other_nodes_cannot_reach(gang_rig, boxes):
     assert not verdict["ok"]
     unreachable = next(f for f in verdict["findings"] if f.id == "gang.unreachable-rendezvous")
     assert unreachable.title.startswith(f"node 1 ({boxes['b']}) cannot reach 198.51.100.1:")
+    assert "--rdzv-host ADDR" in unreachable.fix
 
 
 def test_one_box_under_two_names_is_refused(cli, gang_rig, boxes):
@@ -101,8 +102,8 @@ def test_one_box_under_two_names_is_refused(cli, gang_rig, boxes):
     assert r.returncode == 3, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["data"]["refused"] == "host-key-shared"
-    assert any(f["id"] == "gang.same-box" and f["evidence"] == {"host": "gr-twin", "same_key_as": boxes["a"]}
-               for f in doc["findings"])
+    assert any(f["id"] == "gang.same-box" and f["evidence"] == {"host": "gr-twin", "same_key_as": boxes["a"],
+                                                                "kind": "host-key-shared"} for f in doc["findings"])
     r = cli("fleet", "--host", f"{boxes['a']},{boxes['twin']}", "--window", "0", "--json", env=gang_rig.env())
     assert r.returncode == 3, r.stdout + r.stderr
     rows = {row["host"]: row for row in json.loads(r.stdout)["data"]["hosts"]}

@@ -113,10 +113,15 @@ def test_a_busy_port_names_its_holder():
 
 
 def test_a_node_that_cannot_reach_the_head_or_reached_someone_else():
-    v = judge(nodes(node_facts(0), node_facts(1, connected=False, answered=False, error="Connection refused",
-                                              local=None, attempts=12, interface=None)))
-    assert failed(v)["gang.unreachable-rendezvous"].title.startswith(
+    head = node_facts(0)
+    head["interfaces"] += [{"name": "ens5", "ipv4": "10.0.0.5", "up": True, "loopback": False},
+                           {"name": "docker0", "ipv4": "172.17.0.1", "up": True, "loopback": False}]
+    v = judge(nodes(head, node_facts(1, connected=False, answered=False, error="Connection refused", local=None,
+                                     attempts=12, interface=None)))
+    unreachable = failed(v)["gang.unreachable-rendezvous"]
+    assert unreachable.title.startswith(
         "node 1 (box1) cannot reach 127.0.0.1:29500 on the head: Connection refused (12 tries)")
+    assert unreachable.fix.endswith("--rdzv-host ADDR (the head has 10.0.0.5 (ens5))")
     v = judge(nodes(node_facts(0), node_facts(1, answered=False, error="something answered at 127.0.0.1:29500, but "
                                                                        "not this preflight's head")))
     assert "gang.wrong-head" in failed(v)

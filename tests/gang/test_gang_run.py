@@ -48,8 +48,18 @@ def three(gang_rig):
     return [gang_rig.box(f"gang-{n}").spec for n in ("a", "b", "c")]
 
 
-def test_a_gang_of_three_trains_to_completed_and_writes_its_checkpoint(cli, gang_rig, three, tmp_path):
-    doc, ckpt = _launch(cli, gang_rig, three, 5, tmp_path)
+@pytest.fixture(scope="module")
+def completed(gang_rig, three, tmp_path_factory):
+    """A gang of three that trained 5 steps: its launch envelope and checkpoint path."""
+    from tests.conftest import gpuops
+
+    doc, ckpt = _launch(gpuops, gang_rig, three, 5, tmp_path_factory.mktemp("completed"))
+    _until(doc["data"]["gang"]["gang_id"], states.TERMINAL)
+    return doc, ckpt
+
+
+def test_a_gang_of_three_trains_to_completed_and_writes_its_checkpoint(cli, gang_rig, three, completed):
+    doc, ckpt = completed
     gang = doc["data"]["gang"]
     gang_id = gang["gang_id"]
     assert doc["summary"].startswith(f"started gang {gang_id}: 3 nodes x 1 processes (world size 3)")
@@ -61,9 +71,8 @@ def test_a_gang_of_three_trains_to_completed_and_writes_its_checkpoint(cli, gang
         assert meta["labels"] == {"gang": gang_id, "gang_node": str(node["index"]), "gang_nodes": "3"}
         assert meta["env"]["GLOO_SOCKET_IFNAME"] == "lo" and "--rdzv-id" in meta["command"]
 
-    done, seen = _until(gang_id, (states.COMPLETED,) + states.TERMINAL)
+    done, _ = _until(gang_id, states.TERMINAL)
     assert done["data"]["state"] == states.COMPLETED, done["summary"]
-    assert states.RUNNING in seen or states.STARTING in seen
     saved = torch.load(ckpt, weights_only=True)
     assert saved["steps"] == 5 and saved["world"] == 3
 
@@ -82,6 +91,29 @@ def test_a_gang_of_three_trains_to_completed_and_writes_its_checkpoint(cli, gang
     r = cli("logs", "--gang", gang_id, "--cursors", logs["cursors"], "--json", env=gang_rig.env())
     again = json.loads(r.stdout)["data"]
     assert r.returncode == 0 and again["text"] == "" and again["cursors"] == logs["cursors"]
+    # following a gang whose nodes have all ended prints every node's lines and ends by itself
+    r = cli("logs", "--gang", gang_id, "--follow", "--timeout", "60", env=gang_rig.env())
+    assert r.returncode == 0, r.stderr
+    assert {line.split("]")[0] + "]" for line in r.stdout.splitlines()} == {
+        f"[{n['index']}:{n['host']}]" for n in gang["nodes"]}
+    assert r.stderr.startswith(f"gpuops: {gang_id}: 3 node log(s); cursors ")
+
+
+@pytest.mark.anyio
+async def test_an_agent_reads_the_gang(completed):
+    pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+    from mcp import Client
+
+    from gpuops.mcp import server
+
+    gang_id = completed[0]["data"]["gang"]["gang_id"]
+    async with Client(server.build(), raise_exceptions=True) as client:
+        status = (await client.call_tool("gang_status", {"gang": gang_id})).structured_content
+        page = (await client.call_tool("gang_logs", {"gang": gang_id, "tail": 2})).structured_content
+        stop = (await client.call_tool("gang_stop", {"gang": gang_id})).structured_content
+    assert status["ok"] and status["data"]["state"] == states.COMPLETED
+    assert [line[:3] for line in page["data"]["text"].splitlines()] == ["[0:", "[0:", "[1:", "[1:", "[2:", "[2:"]
+    assert stop["ok"] and stop["summary"] == f"nothing to stop: no process of gang {gang_id} is alive"
 
 
 def _worker_of(jobs_dir, job_id):
