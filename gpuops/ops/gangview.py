@@ -230,7 +230,7 @@ def stop(gang_id, *, grace=10.0, yes=False, plan=None, identity=None):
     nodes = _look(record, gang_id, grace, identity)
     live = [n for n in nodes if n["targets"]]
     count = sum(len(n["targets"]) for n in nodes)
-    expires = int(time.time()) + jobs.PLAN_TTL_S
+    expires = plans.expires_at()
     fresh = _gang_plan(gang_id, nodes, expires)
     data = {"gang_id": gang_id, "nodes": nodes, "plan": {"plan_id": fresh, "expires_at": expires}}
     again = step("gpuops", "stop", "--gang", gang_id, "--grace", f"{float(grace):g}", "--yes", "--plan", fresh)
