@@ -13,7 +13,7 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "fleet": frozenset({"--json", "--watch"}),
-    "launch": frozenset({"--json"}),
+    "launch": frozenset({"--json", "--torchrun"}),
     "logs": frozenset({"--follow", "--json"}),
     "preflight": frozenset({"--json"}),
     "profiles": frozenset({"--json"}),

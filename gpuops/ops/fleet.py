@@ -7,6 +7,7 @@ others are still shown, and the exit code is the worst row's (gpuops.errors).
 """
 
 import re
+from collections import Counter
 
 from .. import errors, profiles
 from ..boundary import bounded, shaped
@@ -194,7 +195,7 @@ def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS):
     """Ask every box in `boxes` (fleetfile.Box) at once; the fleet envelope."""
     if not boxes:
         raise errors.UsageError("no hosts to ask")
-    twice = sorted({b.alias for b in boxes if sum(1 for o in boxes if o.alias == b.alias) > 1})
+    twice = sorted(a for a, n in Counter(b.alias for b in boxes).items() if n > 1)
     if twice:
         raise errors.UsageError(f"{', '.join(twice)} named more than once: each box is asked once")
     extra = {b.alias: box_args(b) for b in boxes}  # a broken profile is a usage error, before any SSH

@@ -13,6 +13,7 @@ gang: gpuops.ops.gangview.
 
 import json
 import os
+import re
 import shlex
 import time
 
@@ -48,7 +49,7 @@ def check_request(hosts, cmd, nproc_per_node):
         raise errors.UsageError(f"--cmd cannot be split into words: {e}") from None
     if not words:
         raise errors.UsageError("--cmd names the training script torchrun runs, e.g. 'train.py --lr 3e-4'")
-    if os.path.basename(words[0]).startswith("python"):
+    if re.fullmatch(r"python[0-9.]*", os.path.basename(words[0])):  # an interpreter, not python_tools.py
         raise errors.UsageError(f"--cmd is what torchrun runs with python: drop the leading {words[0]!r} "
                                 f"(--cmd {shlex.join(words[1:])!r})")
 

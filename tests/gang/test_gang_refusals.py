@@ -122,6 +122,7 @@ def test_a_node_that_cannot_be_asked_refuses_the_gang(cli, gang_rig, boxes):
 @pytest.mark.parametrize("args,words", [
     (["--host", "gr-a,gr-a", "--cmd", "train.py"], "--host names gr-a more than once"),
     (["--host", "gr-a,gr-b", "--cmd", "python3 train.py --x"], "drop the leading 'python3' (--cmd 'train.py --x')"),
+    (["--host", "gr-a,gr-b", "--cmd", "/usr/bin/python3.11 -u train.py"], "drop the leading '/usr/bin/python3.11'"),
     (["--host", "gr-a,gr-b", "--script", DDP], "--script does not apply here"),
     (["--host", "gr-a,gr-b", "--cmd", "train.py", "--key", "k"], "--key does not apply here"),
     (["--cmd", "train.py"], "--torchrun needs the gang's boxes: --host a,b"),

@@ -315,3 +315,11 @@ def test_known_hosts_names_match_as_openssh_matches_them(tmp_path):
     assert knownkeys.trusted([f], "[127.0.0.1]:2222") == knownkeys.trusted([f], "c") == {knownkeys.fingerprint_of(key)}
     assert knownkeys.trusted([f], "d") == set()
     assert knownkeys.shared({"a": {"k1"}, "b": {"k2"}, "c": {"k1"}, "d": set()}) == {"c": "a"}
+
+
+def test_a_script_named_like_python_is_no_interpreter():
+    from gpuops.ops import gang as op
+
+    op.check_request(["a", "b"], "python_tools.py --x 1", 1)  # a script, run by torchrun's python
+    with pytest.raises(errors.UsageError, match="drop the leading 'python'"):
+        op.check_request(["a", "b"], "python -u train.py", 1)
