@@ -21,8 +21,7 @@ TEXT_BYTES = 64 << 10
 MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
 SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling (job_facts.EXIT_SETTLE_S)
 RECHECK_S = 2.0
-PHASE = {states.STARTING: "starting", states.RUNNING: "alive", states.STALLED: "alive"}
-PHASE.update({name: "ended" for name in states.TERMINAL})
+PHASE = {name: phase for name, phase in states.PHASES.items() if name != states.PENDING}
 TERMINAL = "terminal"
 _ANSWER = {"job": dict, "phase": str, "reason": str, "start": int, "next": int, "size": int, "text_start": int,
            "text_b64": str, "match": (dict, type(None))}

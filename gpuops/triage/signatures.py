@@ -32,6 +32,7 @@ DATA_KEYS = ("status", "primary", "also", "stage", "evidence", "progress", "next
 
 # Slurm job states, normalised to their first word in upper case.
 SLURM_ALIVE = ("RUNNING", "CONFIGURING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUED")
+SLURM_CANCELLED = "CANCELLED"  # Slurm's (and the harness summary's) word, which gpuops' table also has
 SLURM_ENDED = ("COMPLETED", "COMPLETING", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
                "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
 

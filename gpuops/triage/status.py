@@ -38,7 +38,7 @@ def from_exit(code, word, signal=None):
     """The status table's rows for an ended job: 0 completed, 130/143 (SIGINT/SIGTERM) cancelled."""
     if code == 0 or (code is None and word == "SUCCESS"):
         return "completed"
-    if code in S.CANCEL_EXITS or word == "CANCELLED" or signal in ("SIGTERM", "SIGINT"):
+    if code in S.CANCEL_EXITS or word == S.SLURM_CANCELLED or signal in ("SIGTERM", "SIGINT"):
         return "cancelled"
     return "failed"
 
@@ -57,8 +57,8 @@ def from_records(f, state, exit_record):
             return from_exit(code, None, sig), f"exit record: exit {code}" + (f" ({sig})" if sig else "")
         if state in _RECORDED:
             return _RECORDED[state], f"job state {state} (its exit record holds no code)"
-    if state == "CANCELLED":
-        return "cancelled", "Slurm state CANCELLED"
+    if state == S.SLURM_CANCELLED:
+        return "cancelled", f"Slurm state {S.SLURM_CANCELLED}"
     return None
 
 
