@@ -43,6 +43,12 @@ class Ambiguous(UsageError):
     kind = "ambiguous"
 
 
+class Rejected(UsageError):
+    """The scheduler refused the request as given (sbatch's own words, and the option at fault)."""
+
+    kind = "rejected"
+
+
 class NotFound(GpuopsError):
     exit_code = NOT_FOUND
     kind = "not-found"
@@ -117,8 +123,9 @@ class BadAnswer(HostError):
     kind = "bad-answer"
 
 
-KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged,
-                                   HostKeyRevoked, HostKeyUnverifiable, HostKeyShared, TimedOut, PythonMissing, BadAnswer)}
+KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, Rejected, NotFound, Refused, Unreachable, AuthFailed,
+                                   HostKeyChanged, HostKeyRevoked, HostKeyUnverifiable, HostKeyShared, TimedOut,
+                                   PythonMissing, BadAnswer)}
 
 
 def for_kind(kind):

@@ -77,6 +77,15 @@ class Launch:
 
 
 @dataclasses.dataclass(frozen=True)
+class Scheduler:
+    partition: str = _f("Slurm partition jobs go to unless --partition says (empty = the cluster's default)", "")
+    account: str = _f("Slurm account jobs are charged to unless --account says", "")
+    qos: str = _f("Slurm QOS jobs ask for unless --qos says", "")
+    constraint: str = _f("node features jobs ask for unless --constraint says", "")
+    time: str = _f("walltime jobs ask for unless --time says (Slurm's formats: 90, 1:30:00, 2-00:00:00)", "")
+
+
+@dataclasses.dataclass(frozen=True)
 class Billing:
     meter_stop_verb: str = _f("the action that stops the GPU meter, in the platform's words")
     meter_stop_is: str = _f("which survival column that action uses", choices=METER_STOP)
@@ -163,6 +172,7 @@ class Profile:
     preflight: Mapping[str, object] = _f("preflight threshold overrides (names from gpuops.checks.thresholds)", {})
     gotchas: tuple[str, ...] = _f("the platform's own gotcha ids (see `gpuops gotcha`)", (), pattern=GOTCHA_ID)
     guess: Guess = _f("signals for guessing this platform from a box", Guess)
+    slurm: Scheduler = _f("site defaults for jobs submitted to Slurm (module loads: launch.proxy_hook)", Scheduler)
 
     def tier_for(self, remote_path: str) -> Optional[Tier]:
         """The most specific storage tier whose path covers `remote_path`, or None."""

@@ -18,12 +18,21 @@ JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit": (dict, NONE),
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
-          "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE)}
+          "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
-         "spawn_error": (str, NONE)}
+         "spawn_error": (str, NONE), "engine": (str, NONE), "slurm_job_id": (str, NONE), "resources": (dict, NONE)}
 _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
-         "survivors": (list, NONE)}
+         "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE)}
+_PAUSE = {"requested_at": NUMBER + (NONE,), "held_at": NUMBER + (NONE,), "stopped_at": NUMBER + (NONE,),
+          "resumed_at": NUMBER + (NONE,), "signal": (str, NONE), "marker": (dict, NONE), "failed": (str, NONE),
+          "resumed_as": (str, NONE)}
+# What the scheduler said (gpuops.onbox.slurm): its own words, each a bounded string.
+_SCHEDULER = {"known": (bool, NONE), "source": (str, NONE), "job": (dict, NONE), "held": (bool, NONE),
+              "paused": (bool, NONE), "pending": (dict, NONE), "error": (str, NONE)}
+_PENDING = {"position": (int, NONE), "pending_in_partition": (int, NONE), "start_estimate": (str, NONE),
+            "partition": (dict, NONE), "nodes": (list, NONE)}
+WORD_MAX = 1024
 _STOP = {"requested_at": NUMBER + (NONE,), "signals": (list, NONE), "all_gone": (bool, NONE)}
 _STOP_ROUND = {"signal": str, "pids": list, "at": NUMBER + (NONE,)}
 _PROGRESS = {"events": (list, NONE), "first_step": (int, NONE), "regex_error": (str, NONE)}
@@ -36,15 +45,44 @@ def job_id(value, host):
     return value
 
 
+def words(table, host, what):
+    """A {name: value} table of the scheduler's words: strings only, each bounded."""
+    if not all(isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= WORD_MAX for k, v in table.items()):
+        raise BadAnswer(f"{host}: the box's {what} is not gpuops's: not a table of short words")
+
+
+def _scheduler_words(doc, host):
+    sched = doc.get("scheduler") or {}
+    for table, what in ((sched.get("job"), "scheduler job"), ((doc.get("exit") or {}).get("scheduler"), "exit record"),
+                        ((sched.get("pending") or {}).get("partition"), "partition")):
+        if table is not None:
+            words(table, host, what)
+    if sched.get("pending") is not None:
+        expect(sched["pending"], _PENDING, host, "pending job")
+        for node in sched["pending"].get("nodes") or []:
+            words(node if isinstance(node, dict) else {0: 0}, host, "partition node")
+
+
+def exit_record(rec, host):
+    """An exit record on its own (a log stream's end carries one), once its shape is gpuops's."""
+    if rec is not None:
+        expect(rec if isinstance(rec, dict) else {"exit_code": "?"}, _EXIT, host, "exit record")
+        if rec.get("scheduler") is not None:
+            words(rec["scheduler"], host, "exit record")
+    return rec
+
+
 def facts(doc, host):
     """A job's facts as the box reported them, once their shape is gpuops's."""
     if not isinstance(doc, dict):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
     expect(doc, _FACTS, host, "job record")
     job_id(doc["job_id"], host)
-    for key, fields in (("meta", _META), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP)):
+    for key, fields in (("meta", _META), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP),
+                        ("pause", _PAUSE), ("scheduler", _SCHEDULER)):
         if doc.get(key) is not None:
             expect(doc[key], fields, host, f"job record's {key}")
+    _scheduler_words(doc, host)
     for step in (doc.get("stop") or {}).get("signals") or []:
         expect(step if isinstance(step, dict) else {}, _STOP_ROUND, host, "stop record's signal")
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):

@@ -2,8 +2,10 @@
 
 The states and what they mean are gpuops.jobs.states; the rules that pick one are here:
 no start record yet and young -> STARTING (old -> VANISHED); an exit record decides COMPLETED,
-FAILED or KILLED; a changed boot_id or a dead process without an exit record is VANISHED; a live
-process is RUNNING, or STALLED by the progress policy (gpuops.onbox.steps).
+FAILED or KILLED, unless `gpuops pause` stopped the job (PAUSED until resumed); a changed boot_id
+or a dead process without an exit record is VANISHED; a live process is RUNNING, or STALLED by
+the progress policy (gpuops.onbox.steps). A Slurm job's state is the scheduler's
+(gpuops.jobs.slurmstate), and a running one is STALLED by the same policy.
 
 Times are the box's clock (`now` comes from the box), so a skewed laptop clock cannot make a
 job look stalled.
@@ -12,7 +14,9 @@ job look stalled.
 import signal
 
 from ..onbox import steps
-from .states import COMPLETED, FAILED, KILLED, RUNNING, STALLED, STARTING, UNREACHABLE, VANISHED
+from ..onbox.jobrecord import SLURM
+from . import slurmstate
+from .states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, STALLED, STARTING, UNREACHABLE, VANISHED
 
 LAUNCH_GRACE_S = 60.0
 
@@ -30,6 +34,7 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
             row["reason"] = "the launch never wrote its start record (meta.json)"
         return row
     row.update(
+        engine=meta.get("engine") or "box",
         name=meta.get("name"),
         labels=meta.get("labels") or {},
         pid=meta.get("pid"),
@@ -41,8 +46,13 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
         log_size=facts.get("log_size"),
     )
     row["progress"] = progress(facts, now)
+    if meta.get("engine") == SLURM:
+        return _scheduled(row, facts, meta, stall_factor, stall_min_s)
     exit_rec = facts.get("exit")
-    if exit_rec is not None:
+    if exit_rec is not None and _paused(facts):
+        row.update(state=PAUSED, reason="paused by gpuops: checkpointed and stopped; `gpuops resume` starts it "
+                                        "again from its checkpoint")
+    elif exit_rec is not None:
         _from_exit(row, exit_rec, meta, facts.get("survivors_alive") or [])
     elif facts.get("liveness") == "rebooted":
         row.update(state=VANISHED, reason="the box rebooted since launch (boot_id changed)")
@@ -53,6 +63,31 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
             row["hint"] = "the gpuops supervisor of this job is gone: its exit will not be recorded"
     else:
         row.update(state=VANISHED, reason=_vanish_reason(facts))
+    return _resumed(row, facts)
+
+
+def _resumed(row, facts):
+    child = (facts.get("pause") or {}).get("resumed_as")
+    if child:
+        note = "paused, then resumed as %s" % child
+        row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
+    return row
+
+
+def _paused(facts):
+    rec = facts.get("pause") or {}
+    return bool(rec.get("stopped_at")) and not rec.get("resumed_at")
+
+
+def _scheduled(row, facts, meta, stall_factor, stall_min_s):
+    """A Slurm job's row: the scheduler decides the state; a running one can still be STALLED."""
+    row.update(slurmstate.decide(facts, meta.get("resources") or {}), slurm_job_id=meta.get("slurm_job_id"))
+    if row["state"] == FAILED:
+        row["hint"] = code_hint(row["exit_code"])
+    elif row["state"] == RUNNING:
+        _stall(row, stall_factor, stall_min_s)
+    if (facts.get("exit") or {}).get("ended_at") is not None:
+        row["ended_at"] = facts["exit"]["ended_at"]
     return row
 
 

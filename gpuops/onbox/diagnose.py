@@ -10,10 +10,11 @@ For a bare pid (`--pid P --since EPOCH`) the same, minus the records. Reads only
 import json
 import os
 import re
+import socket
 import sys
 import time
 
-from . import cgroup, disk, job_facts, jobrecord, kernlog, procs
+from . import cgroup, disk, job_facts, jobrecord, kernlog, procs, slurm
 
 TAIL_BYTES = 64 * 1024
 _DMESG_STAMP = re.compile(r"^\[\s*(\d+)\.(\d+)\]")
@@ -71,6 +72,8 @@ def gather(job_ref=None, pid=None, since=None):
         job_id = jobrecord.resolve(job_ref)
         rec = jobrecord.load(job_id)
         meta = rec["meta"]
+        if jobrecord.engine(meta) == jobrecord.SLURM:
+            return _scheduled(ev, job_id, rec)
         pid = meta.get("pid")
         since = meta.get("launched_at") or since or now
         ev.update({
@@ -97,14 +100,44 @@ def gather(job_ref=None, pid=None, since=None):
                 pass
     ev["pid"] = pid
     ev["since"] = since
-    kern = _kernel(since, {pid} if pid else set())
+    _with_kernel(ev, since, {pid} if pid else set())
+    ev["disks"] = [disk.measure("job", p) for p in paths]
+    return ev
+
+
+def _with_kernel(ev, since, pids):
+    kern = _kernel(since, pids)
     ev["kernel_readable"] = kern["readable"]
     ev["kernel_source"] = kern.get("source")
     ev["kernel_tried"] = kern.get("tried")
     ev["kernel_oom_named"] = kern.get("oom_named", [])
     ev["kernel_oom_other"] = kern.get("oom_other", [])
     ev["xid_after_launch"] = [{"code": x["code"], "pci": x["pci"], "line": x["last_line"]} for x in kern.get("xid", [])]
-    ev["disks"] = [disk.measure("job", p) for p in paths]
+
+
+def _scheduled(ev, job_id, rec):
+    """A Slurm job's evidence: its record and the scheduler's facts (sacct's steps too, for
+    MaxRSS against ReqMem), the log's tail, and the kernel log where the job ran when that node
+    is this one (a login node that is not the compute node cannot read the node's log)."""
+    meta = rec["meta"]
+    facts = job_facts.facts(job_id)
+    since = meta.get("launched_at") or ev["now"]
+    job = ((facts.get("scheduler") or {}).get("job")) or {}
+    rows, completion = slurm.accounting(meta["slurm_job_id"], steps=True) if meta.get("slurm_job_id") else ([], False)
+    nodes = [n for n in (job.get("BatchHost"), job.get("NodeList")) if n and n not in ("(null)", "None")]
+    here = socket.gethostname().split(".")[0]
+    ev.update({"job_id": job_id, "meta": meta, "exit": rec["exit"], "job": facts, "pid": None, "since": since,
+               "boot_id_then": None, "boot_changed": False, "oom_kills_at_launch": None, "oom_kills_now": None,
+               "alive": slurm.phase_of(facts.get("scheduler") or {}) in ("starting", "alive"),
+               "log_tail": _tail(os.path.join(rec["dir"], jobrecord.LOG)),
+               "accounting": rows, "accounting_source": "sacct -c" if completion else "sacct",
+               "node": nodes[0] if nodes else None, "node_is_here": bool(nodes) and nodes[0].split(",")[0] == here})
+    if ev["node_is_here"]:
+        _with_kernel(ev, since, set())
+    else:
+        ev.update(kernel_readable=False, kernel_source=None, kernel_tried=None, kernel_oom_named=[],
+                  kernel_oom_other=[], xid_after_launch=[])
+    ev["disks"] = [disk.measure("job", p) for p in [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])]
     return ev
 
 
@@ -115,6 +148,11 @@ def main(argv):
         opts[flag.lstrip("-")] = next(it, None)
     if opts["jobs-dir"]:
         os.environ["GPUOPS_JOBS_DIR"] = os.path.expanduser(opts["jobs-dir"])
+    raw = sys.stdin.buffer.read()
+    try:
+        jobrecord.CALL.update(json.loads(raw.decode("utf-8")) if raw.strip() else {})
+    except ValueError:
+        pass
     try:
         ev = gather(opts["job"], int(opts["pid"]) if opts["pid"] else None,
                     float(opts["since"]) if opts["since"] else None)

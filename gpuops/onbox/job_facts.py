@@ -11,8 +11,8 @@ import socket
 import time
 from collections import deque
 
-from . import jobrecord, logscan, procs, signals, steps
-from .jobrecord import EXIT, GROWTH, LOG, META, STOP, JobError
+from . import jobrecord, logscan, procs, signals, slurm, steps
+from .jobrecord import EXIT, GROWTH, LOG, META, PAUSE, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
 EXCERPT_HEAD, EXCERPT_TAIL, EXCERPT_STEP_LINES = 256 << 10, 4 << 20, 300
@@ -23,8 +23,9 @@ _STEP_LINE_MAX = 4096
 EXIT_SETTLE_S = 3.0
 
 
-def facts(job_id, progress_regex=None):
-    """Everything status needs about one job, as observed now (liveness read before exit)."""
+def facts(job_id, progress_regex=None, detail=True):
+    """Everything status needs about one job, as observed now (liveness read before exit); with
+    `detail`, a pending Slurm job's place in the queue and its partition too."""
     jdir = jobrecord.job_dir(job_id)
     meta = jobrecord.read_json(os.path.join(jdir, META))
     out = {"job_id": job_id, "now": time.time()}
@@ -37,15 +38,20 @@ def facts(job_id, progress_regex=None):
         out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
         return out
     out["meta"] = meta
-    out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
-    out["pid_reused"] = pid_reused(meta)
-    out["wrapper_alive"] = wrapper_alive(meta)
-    if out["liveness"] == "gone" and out["wrapper_alive"]:
-        wait_exit_record(jdir, meta, EXIT_SETTLE_S)
-        out["wrapper_alive"] = wrapper_alive(meta)
+    if jobrecord.engine(meta) == jobrecord.SLURM:
+        # Slurm runs it: the scheduler says whether it lives, and its exit record is Slurm's verdict.
+        try:
+            out["scheduler"] = slurm.observe(job_id, meta, detail=detail, jdir=jdir)
+        except JobError as e:
+            if e.kind != "unreachable":
+                raise
+            out["scheduler"] = {"known": None, "error": str(e)}  # says nothing about the job
+    else:
+        _supervised(out, jdir, meta)
     out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
+    out["pause"] = jobrecord.read_json(os.path.join(jdir, PAUSE))
     out["stop"] = jobrecord.read_json(os.path.join(jdir, STOP))
-    if out["exit"] and out["liveness"] != "rebooted":
+    if out["exit"] and out.get("liveness") not in (None, "rebooted"):
         out["survivors_alive"] = [s["pid"] for s in out["exit"].get("survivors") or []
                                   if isinstance(s, dict) and procs.alive(s.get("pid"), s.get("start_ticks"))]
     log = os.path.join(jdir, LOG)
@@ -57,6 +63,16 @@ def facts(job_id, progress_regex=None):
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
     return out
+
+
+def _supervised(out, jdir, meta):
+    """Liveness of a job under gpuops' supervisor."""
+    out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
+    out["pid_reused"] = pid_reused(meta)
+    out["wrapper_alive"] = wrapper_alive(meta)
+    if out["liveness"] == "gone" and out["wrapper_alive"]:
+        wait_exit_record(jdir, meta, EXIT_SETTLE_S)
+        out["wrapper_alive"] = wrapper_alive(meta)
 
 
 def wait_exit_record(jdir, meta, seconds):

@@ -8,7 +8,7 @@ import shutil
 import socket
 import time
 
-from . import cgroup, job_facts, jobrecord, procs, wrapper
+from . import cgroup, job_facts, jobrecord, procs, slurm_submit, wrapper
 from .jobrecord import CMD, LOG, META, JobError
 
 
@@ -70,10 +70,6 @@ def _workdir(raw):
     return os.path.abspath(path)
 
 
-def new_id():
-    return "%s-%s" % (time.strftime("%Y%m%d-%H%M%S"), os.urandom(3).hex())
-
-
 def create(spec, body):
     """Start one job from `spec` and the bytes of its command; returns the job id.
 
@@ -82,7 +78,7 @@ def create(spec, body):
     workdir = _workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
         _check_shebang(body)
-    job_id = new_id()
+    job_id = jobrecord.new_id()
     jdir = jobrecord.job_dir(job_id)
     os.mkdir(jdir, 0o700)
     cmd_path = os.path.join(jdir, CMD)
@@ -91,6 +87,7 @@ def create(spec, body):
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
         "job_id": job_id,
+        "engine": jobrecord.BOX,
         "name": spec.get("name") or job_id,
         "labels": spec.get("labels") or {},
         "command": spec.get("command"),
@@ -130,6 +127,8 @@ def body_of(spec):
 
 
 def launch(opts):
+    if opts.get("engine") == jobrecord.SLURM:
+        return slurm_submit.launch(opts, body_of(opts))
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
         if opts.get("key"):
@@ -152,6 +151,11 @@ def retry(opts):
                        (parent_id, ", ".join(missing)))
     with open(os.path.join(pdir, CMD), "rb") as f:
         body = f.read()
+    if parent.get("engine") == jobrecord.SLURM:
+        return slurm_submit.retry(opts, parent_id, parent, body)
+    if opts.get("sbatch_options"):
+        raise JobError("usage", "job %s ran under the supervisor, not Slurm: its retry takes no Slurm "
+                                "resources" % parent_id)
     spec = {k: parent.get(k) for k in ("name", "labels", "command", "kind", "args", "workdir", "gpus",
                                        "progress_regex", "queue", "profile", "pre")}
     spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))

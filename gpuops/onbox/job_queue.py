@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from . import job_facts, job_launch, jobrecord, procs, wrapper
+from . import job_facts, job_launch, jobrecord, procs, slurm, slurm_submit, wrapper
 from .jobrecord import EXIT, META, JobError
 
 
@@ -74,19 +74,72 @@ def queue(opts):
             jobrecord.write_json(cancel_path, {"at": time.time()})
         elif new is not None and os.path.exists(cancel_path):
             os.unlink(cancel_path)  # sending the file again means: carry on
+        scheduled = _engine(qdir, opts) == jobrecord.SLURM
+        if scheduled:
+            _schedule(name, qdir, opts, new is not None)
         runner = jobrecord.read_json(os.path.join(qdir, "runner.json")) or {}
         alive = bool(runner.get("pid")) and jobrecord.liveness(runner) == "alive"
         done = jobrecord.read_json(os.path.join(qdir, "done.json"))
         pending = _pending(name, _read(lines_path))
-        if not alive and not opts.get("cancel") and pending and (new is not None or opts.get("resume")):
+        wanted = new is not None or opts.get("resume")
+        if not scheduled and not alive and not opts.get("cancel") and pending and wanted:
             if done is not None:
                 os.unlink(os.path.join(qdir, "done.json"))
             _start_runner(name, qdir, opts)
             started = True
+    if scheduled:
+        return _scheduled_report(name, qdir, opts)
     deadline = time.time() + float(opts.get("wait") or 0)
     while time.time() < deadline and not os.path.exists(os.path.join(qdir, "done.json")):
         time.sleep(0.2)
     return dict(queue_report(name, qdir), runner_started=started)
+
+
+def _engine(qdir, opts):
+    """The engine a queue runs on: recorded when it was made, and the same for every later call."""
+    path = os.path.join(qdir, "engine.json")
+    recorded = (jobrecord.read_json(path) or {}).get("engine")
+    asked = opts.get("engine")
+    if recorded is None:
+        recorded = asked or jobrecord.BOX
+        jobrecord.write_json(path, {"engine": recorded})
+    elif asked and asked != recorded:
+        raise JobError("usage", "queue %s runs on %s, not %s" % (opts.get("name"), recorded, asked))
+    return recorded
+
+
+def _schedule(name, qdir, opts, sent):
+    """A Slurm queue: its entries are a dependency chain Slurm runs; sending the file submits the
+    lines not submitted yet, cancel takes back the entries that have not started."""
+    keyed = _queue_jobs(name)
+    entries = queue_entries(_read(os.path.join(qdir, "lines")))
+    if opts.get("cancel"):
+        for line, _ in entries:
+            job_id = keyed.get(_entry_key(name, line))
+            meta = jobrecord.read_json(jobrecord.path(job_id, META)) if job_id else None
+            if meta and slurm.phase(job_id, meta) == "starting":
+                slurm.run(["scancel", str(meta["slurm_job_id"])])
+    elif sent:
+        spec = dict(opts, labels=dict(opts.get("labels") or {}, queue=name))
+        slurm_submit.chain(spec, entries, jobrecord.by_key)
+
+
+def _scheduled_report(name, qdir, opts):
+    """The entries of a Slurm queue, once all ended or `wait` seconds passed; done when all ended."""
+    deadline = time.time() + float(opts.get("wait") or 0)
+    while True:
+        report = queue_report(name, qdir)
+        ended = all(e["job"] and slurm.phase_of(e["job"].get("scheduler") or {}) == "ended"
+                    for e in report["entries"])
+        if ended or time.time() >= deadline:
+            break
+        time.sleep(1.0)
+    report.update(engine=jobrecord.SLURM, runner_alive=False, runner_started=False)
+    if ended:
+        failed = [e["line"] for e in report["entries"] if not _entry_ok(e["job"])]
+        report["done"] = {"total": len(report["entries"]), "failed_lines": failed,
+                          "cancelled": report["cancelled"], "error": None}
+    return report
 
 
 def _queue_jobs(name):

@@ -5,7 +5,7 @@ processes is still the one planned. Entry: main(argv)."""
 import os
 import time
 
-from . import job_facts, jobrecord, plans, procs, signals
+from . import job_facts, jobrecord, plans, procs, signals, slurm_control
 from .jobrecord import META, STOP, JobError
 
 KILL_WAIT_S = 5.0
@@ -49,7 +49,7 @@ def job_processes(job_id, meta):
     return found
 
 
-def _signal(targets, meta, sig):
+def signal_job(targets, meta, sig):
     """Signal the job's group (its leader re-checked: the group is the job's own session, so every
     member is the job's) and every other target that still is the process recorded. The pids
     signalled."""
@@ -80,6 +80,11 @@ def stop(opts):
     job_id = jobrecord.resolve(opts.get("job"))
     jdir = jobrecord.job_dir(job_id)
     meta = jobrecord.read_json(os.path.join(jdir, META)) or {}
+    if jobrecord.engine(meta) == jobrecord.SLURM:
+        return slurm_control.stop(opts, job_id, meta)
+    if opts.get("signal"):
+        raise JobError("usage", "--signal is for Slurm jobs; to checkpoint a supervised job before it stops, "
+                                "use gpuops pause")
     targets = job_processes(job_id, meta)
     holders, _ = procs.device_holders(exclude=procs.ancestry())
     gpu = set(h["pid"] for h in holders if h["pid"] in targets)
@@ -105,7 +110,7 @@ def stop(opts):
     stop_path = os.path.join(jdir, STOP)
 
     def send_round(items, sig):
-        sent = _signal(items, meta, sig)
+        sent = signal_job(items, meta, sig)
         record["signals"].append({"signal": signals.name(sig), "pids": sent, "at": time.time()})
         jobrecord.write_json(stop_path, record)
         return sent

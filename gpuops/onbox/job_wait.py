@@ -14,14 +14,15 @@ import os
 import re
 import time
 
-from . import job_facts, jobrecord, logscan
-from .jobrecord import EXIT, LOG, META, JobError
+from . import job_facts, jobrecord, logscan, slurm
+from .jobrecord import EXIT, LOG, META, PAUSE, JobError
 
 POLL_S = 0.2
+SCHEDULER_POLL_S = 1.0  # a Slurm job's phase is asked of the controller, which serves everyone
 SCAN_CHUNK = 1 << 20
 LINE_MAX = 64 << 10  # a line is matched on its first 64 KiB: a progress bar without newlines stays bounded
 TEXT_MAX = 1 << 20
-PHASES = ("starting", "alive", "ended")
+PHASES = ("starting", "alive", "paused", "ended")
 # tqdm and friends redraw with \r: each redraw is a line to a reader, and to the regex.
 _LINE_END = re.compile(b"[\r\n]")
 
@@ -31,11 +32,19 @@ def phase(job_id):
     meta = jobrecord.read_json(os.path.join(jdir, META))
     if meta is None:
         return "starting"
+    if jobrecord.engine(meta) == jobrecord.SLURM:
+        return slurm.phase(job_id, meta)
     if os.path.exists(os.path.join(jdir, EXIT)):
-        return "ended"
+        return "paused" if paused(jdir) else "ended"
     if meta.get("pid") and jobrecord.liveness(meta) == "alive":
         return "alive"
     return "ended"
+
+
+def paused(jdir):
+    """A supervised job that `gpuops pause` checkpointed and stopped, and nothing resumed yet."""
+    rec = jobrecord.read_json(os.path.join(jdir, PAUSE)) or {}
+    return bool(rec.get("stopped_at")) and not rec.get("resumed_at")
 
 
 class Scan(object):
@@ -95,8 +104,12 @@ def wait(opts):
     deadline = time.time() + max(0.0, float(opts.get("timeout") or 0))
     scan = Scan(log, start, pattern) if pattern else None
     match = None
+    meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    every = SCHEDULER_POLL_S if jobrecord.engine(meta) == jobrecord.SLURM else POLL_S
+    asked = 0.0
     while True:
-        now_phase = phase(job_id)
+        if time.time() - asked >= every:
+            now_phase, asked = phase(job_id), time.time()
         if scan is not None:
             match = scan.run(now_phase == "ended", deadline)
         if match is not None:

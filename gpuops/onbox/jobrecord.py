@@ -12,6 +12,12 @@
                     (also: core_dumped, error, survivors [{pid, start_ticks}] still in its group)
         growth      "epoch size" lines the wrapper appends while the log grows (dates log lines)
         stop.json   written by `gpuops stop`: the signals it sent, to which pids, and when
+        pause.json  written by `gpuops pause` / `resume`: the checkpoint signal, when it was sent,
+                    the marker seen, and when the job was held (Slurm) or stopped, then resumed
+A Slurm job (meta engine "slurm") has the same directory on the login node's shared filesystem:
+cmd, batch.sh (the script sbatch ran), meta.json (slurm_job_id, resources, sbatch options), log
+(the job's StdOut and StdErr, which sbatch writes there), and exit.json written once the scheduler
+reports the job ended (its JobState and ExitCode, see gpuops.onbox.slurm).
 The job's processes carry GPUOPS_JOB_ID=<job_id> in their environment. Run queues live in
 <jobs_dir>/.queues/<name>/ (lines, runner.json, done.json); their entries are ordinary jobs.
 
@@ -34,6 +40,9 @@ import time
 from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
+PAUSE, BATCH = "pause.json", "batch.sh"
+# meta["engine"]: who runs the job (records older than the field are the supervisor's).
+BOX, SLURM = "box", "slurm"
 QUEUES, LOCK = ".queues", ".lock"
 
 
@@ -43,6 +52,23 @@ class JobError(Exception):
     def __init__(self, kind, message):
         Exception.__init__(self, message)
         self.kind = kind
+
+
+# The options of the action this process serves (set by serve()); the Slurm JobStates that mean
+# a job ended or waits come with them, from the caller's state table.
+CALL = {}
+
+
+def slurm_phases():
+    return CALL.get("slurm_phases") or {}
+
+
+def new_id():
+    return "%s-%s" % (time.strftime("%Y%m%d-%H%M%S"), os.urandom(3).hex())
+
+
+def engine(meta):
+    return (meta or {}).get("engine") or BOX
 
 
 def jobs_dir():
@@ -127,7 +153,7 @@ def by_key(key):
 
 
 def resolve(ref):
-    """A job id from an id, an idempotency key or a name. A name several jobs share is refused
+    """A job id from an id, an idempotency key, a Slurm job id or a name. A name several jobs share is refused
     (kind "ambiguous", listing them), unless they are one line of retries: then the newest
     attempt is the job."""
     if not ref:
@@ -139,6 +165,7 @@ def resolve(ref):
         pass
     found = metas()
     hit = next((jid for jid, m in found if m.get("key") == ref), None)
+    hit = hit or next((jid for jid, m in found if m.get("slurm_job_id") and m["slurm_job_id"] == ref), None)
     if hit:
         return hit
     named = [(jid, m) for jid, m in found if m.get("name") == ref]
@@ -148,7 +175,7 @@ def resolve(ref):
             len(named), ref, listed, ", ..." if len(named) > 10 else ""))
     if named:
         return named[0][0]
-    raise JobError("not-found", "no job %r in %s" % (ref, jobs_dir()))
+    raise JobError("not-found", "no job %r in %s (gpuops has no record of it)" % (ref, jobs_dir()))
 
 
 def _one_lineage(named):
@@ -202,6 +229,7 @@ def serve(actions, argv):
             raise JobError("usage", "unknown job action %r or unreadable options" % (action,))
         if opts.get("jobs_dir"):
             os.environ["GPUOPS_JOBS_DIR"] = os.path.expanduser(opts["jobs_dir"])
+        CALL.update(opts)
         doc = fn(opts)
     except JobError as e:
         doc = {"error": {"kind": e.kind, "message": str(e)}}

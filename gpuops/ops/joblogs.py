@@ -274,8 +274,10 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
         summary += f" of {run.size}"
     ended = end.get("reason") in ("exited", "vanished")
     if ended:
-        rec = end.get("exit")
-        row = state.derive({"job_id": job_id, "meta": {}, "exit": rec, "liveness": "gone"})
+        rec = answers.exit_record(end.get("exit"), target.name)
+        engine = {"engine": end["engine"]} if end.get("engine") in ("box", "slurm") else {}
+        row = state.derive({"job_id": job_id, "meta": engine, "exit": rec, "liveness": "gone",
+                            "scheduler": {"known": bool(rec)} if engine.get("engine") == "slurm" else None})
         data["state"] = row["state"]
         data["exit"] = rec
         ok = row["state"] == states.COMPLETED

@@ -14,15 +14,21 @@ from ..envelope import CODE_KEY, envelope, step
 from ..boundary import expect
 from ..jobs import answers, lastseen, state, states
 from ..onbox import plans, steps
+from . import slurmjobs
 from ..units import duration
 
 # The on-box entry that carries out each job action.
 ENTRIES = {"launch": "job_launch", "retry": "job_launch", "status": "job_facts", "excerpt": "job_facts",
-           "stream": "job_stream", "stop": "job_stop", "queue": "job_queue", "wait": "job_wait"}
+           "stream": "job_stream", "stop": "job_stop", "queue": "job_queue", "wait": "job_wait",
+           "pause": "job_pause", "resume": "job_pause"}
 
 
 def payload(opts):
-    return json.dumps({k: v for k, v in opts.items() if v is not None}).encode("utf-8")
+    """The options of an on-box action; every action may meet a Slurm job, so each carries what
+    Slurm's JobStates mean (the state table's, which the box may not spell)."""
+    sent = {k: v for k, v in opts.items() if v is not None}
+    sent["slurm_phases"] = states.slurm_phases()
+    return json.dumps(sent).encode("utf-8")
 
 
 def raise_reported(target, err):
@@ -45,14 +51,18 @@ def call(target, action, opts, timeout_s=60):
 # What each action's answer must hold, and where its job records are.
 ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict}, "status": {"jobs": list, "now": (int, float)},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
-           "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
+           "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict},
+           "pause": {"job_id": str, "engine": str, "after": dict},
+           "resume": {"job_id": str, "engine": str, "after": dict}}
 
 
 def _facts_in(action, doc):
     if action == "status":
         return doc["jobs"]
-    if action == "stop":
+    if action in ("stop", "pause"):
         return [doc["after"]]
+    if action == "resume":
+        return [doc["after"]] + ([doc["child"]] if doc.get("child") is not None else [])
     if action == "queue":
         return [e["job"] for e in doc["entries"] if isinstance(e, dict) and e.get("job") is not None]
     return [doc["job"]]
@@ -70,12 +80,18 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
 
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
-           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0):
+           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
+           resources=None, signal=None, torchrun=None, timeout_s=60.0):
+    """Start a job: under the box's supervisor, or with `engine` "slurm" (or a profile that
+    detaches with sbatch) as a Slurm batch job asking for `resources` (gpuops.jobs.sbatch)."""
     pre, notes = None, []
     if profile is not None:
         from ..jobs import platform
 
         jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
+        engine = engine or platform.engine(profile)
+        resources = dict(platform.slurm_defaults(profile), **(resources or {})) if engine == slurmjobs.SLURM \
+            else resources
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
             "profile": profile.name if profile is not None else None, "pre": pre}
@@ -87,16 +103,34 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    doc = call(target, "launch", opts, timeout_s)
+    asked = None
+    if engine == slurmjobs.SLURM:
+        asked = slurmjobs.submission(opts, resources=resources, signal=signal, torchrun_opts=torchrun)
+    elif resources or signal or torchrun:
+        raise errors.UsageError("Slurm resources, --signal and --torchrun need --engine slurm (or a profile "
+                                "that runs jobs through sbatch)")
+    try:
+        doc = call(target, "launch", opts, timeout_s)
+    except errors.Rejected as e:
+        raise slurmjobs.blamed(e, asked or {}) from None
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
 
 
-def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):
+def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
+          timeout_s=60.0):
+    """A child job of `job` from its immutable command; a Slurm job's child may ask for other
+    `resources` (those it names replace the parent's)."""
+    from ..jobs import sbatch
+
+    asked = sbatch.resources(dict(resources or {}))
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
-            "jobs_dir": jobs_dir}
-    doc = call(target, "retry", opts, timeout_s)
+            "jobs_dir": jobs_dir, "resources": asked or None, "sbatch_options": sbatch.options(asked) or None}
+    try:
+        doc = call(target, "retry", opts, timeout_s)
+    except errors.Rejected as e:
+        raise slurmjobs.blamed(e, asked) from None
     return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
 
 
@@ -111,6 +145,9 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
         summary = f"{jid} could not start: {meta['spawn_error']}"
     else:
         summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+    if meta.get("engine") == slurmjobs.SLURM and not doc.get("existing"):
+        summary = (f"submitted {jid} as Slurm job {meta.get('slurm_job_id')}: {one_line(row).split(': ', 1)[1]}"
+                   + (f" as a retry of {parent}" if parent else ""))
     ok = not meta.get("spawn_error")
     if ok:
         nxt = [command_line(target.name, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout"),
@@ -143,7 +180,10 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
     if job:
         row = rows[0]
-        ok = row["state"] in states.HEALTHY
+        if row["state"] == states.UNREACHABLE:  # the scheduler, not the host, did not answer
+            error = errors.Unreachable(f"{target.name}: {row['reason']}").as_dict()
+            return envelope("status", ok=False, summary=f"UNREACHABLE: {row['reason']}", data=data, error=error)
+        ok = row["state"] in states.HEALTHY and not row.get("never_runs")
         summary = one_line(row)
         nxt = job_steps(target.name, row, jobs_dir)
     else:
@@ -187,10 +227,18 @@ def one_line(row):
 _TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
 
 
-def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
+_SLURM_TARGET = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
+                 "reason": (str, type(None))}
+
+
+def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir=None):
     """Stop a job; a dry run unless `yes`. With `plan` (the plan_id of a dry run), only when the
-    job's live processes are still exactly the planned ones: else refused, with the new plan."""
-    opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir}
+    job's live processes (a Slurm job: its run) are still exactly the planned ones: else refused,
+    with the new plan. A Slurm job is scancel'ed, after `signal` and up to `grace` seconds for it."""
+    from ..jobs import sbatch
+
+    opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir,
+            "signal": sbatch.checkpoint_signal(signal)[0]}
     stale = plan is not None and (plans.expiry(plan) or 0) < time.time()
     if plan is not None and plans.expiry(plan) is None:
         raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
@@ -198,8 +246,9 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
         opts["plan"] = plan
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
+    scheduled = doc.get("engine") == slurmjobs.SLURM
     for t in doc["targets"]:
-        expect(t if isinstance(t, dict) else {}, _TARGET, target.name, "stop target")
+        expect(t if isinstance(t, dict) else {}, _SLURM_TARGET if scheduled else _TARGET, target.name, "stop target")
     after = state.derive(doc["after"])
     targets = doc["targets"]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
@@ -208,19 +257,26 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
     if stale or doc.get("plan_refused"):
         return _refused_plan(target.name, jid, plan, stale, targets, float(grace), data, jobs_dir)
     if not targets:
-        return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and none of its "
-                                                  f"processes is alive", data=data)
+        alive = "it is not queued or running in Slurm" if scheduled else "none of its processes is alive"
+        return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
     gpu = sum(1 for t in targets if t.get("gpu"))
     if doc.get("dry_run"):
         shown = _plan(jid, targets)
-        out = envelope("stop", ok=False, summary=f"dry run: would send SIGTERM to {len(targets)} process(es) of "
-                                                 f"{jid} ({gpu} holding a GPU), SIGKILL after {float(grace):g}s; "
-                                                 f"add --yes --plan {shown['plan_id']}",
+        what = (slurmjobs.dry_run_text(targets, opts["signal"], float(grace)) if scheduled else
+                f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
+                f"{float(grace):g}s")
+        again = ["--signal", opts["signal"]] if opts["signal"] else []
+        out = envelope("stop", ok=False, summary=f"dry run: {what}; add --yes --plan {shown['plan_id']}",
                        data=dict(data, dry_run=True, plan=shown),
-                       next=[command_line(target.name, "stop", jid, "--grace", f"{float(grace):g}", "--yes",
+                       next=[command_line(target.name, "stop", jid, "--grace", f"{float(grace):g}", *again, "--yes",
                                           "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
         out[CODE_KEY] = errors.REFUSED
         return out
+    if scheduled:
+        gone = bool(doc.get("all_gone"))
+        summary = slurmjobs.done_text(jid, targets, after, gone, doc.get("signals"))
+        return envelope("stop", ok=gone, summary=summary, data=data,
+                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir)] if gone else [])
     used = "+".join(s["signal"] for s in doc.get("signals") or [])
     if doc.get("all_gone"):
         summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
@@ -234,10 +290,16 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, jobs_dir=None):
 
 
 def _plan(jid, targets):
+    """A stop's plan: the processes (pid, start time) it signals, or the Slurm run (job id and
+    restart count: a requeued run is another) it cancels."""
     expires = plans.expires_at()
-    pairs = [(t["pid"], t["start_ticks"]) for t in targets]
-    return {"plan_id": plans.plan_id("stop", jid, pairs, expires), "expires_at": expires,
-            "pids": [t["pid"] for t in targets]}
+    if targets and "slurm_job_id" in targets[0]:
+        pairs = [[t["slurm_job_id"], t["restarts"]] for t in targets]
+        shown = {"slurm_job_ids": [t["slurm_job_id"] for t in targets]}
+    else:
+        pairs = [(t["pid"], t["start_ticks"]) for t in targets]
+        shown = {"pids": [t["pid"] for t in targets]}
+    return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 
 def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir):
@@ -257,10 +319,20 @@ def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir):
 
 
 def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, gpus=None, wait=0.0, cancel=False,
-          jobs_dir=None):
+          jobs_dir=None, engine=None, resources=None):
+    """A sequential queue: run by a runner on the box, or with `engine` "slurm" submitted as a
+    dependency chain (each entry starts after the one before it ended, however that ended)."""
     opts = {"name": name, "content": content, "env": env or {}, "secrets": secrets or {}, "workdir": workdir,
-            "gpus": gpus, "wait": float(wait), "cancel": bool(cancel), "jobs_dir": jobs_dir}
-    doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
+            "gpus": gpus, "wait": float(wait), "cancel": bool(cancel), "jobs_dir": jobs_dir, "kind": "cmd"}
+    asked = None
+    if engine == slurmjobs.SLURM:
+        asked = slurmjobs.submission(opts, resources=resources)
+    elif resources:
+        raise errors.UsageError("Slurm resources need --engine slurm")
+    try:
+        doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
+    except errors.Rejected as e:
+        raise slurmjobs.blamed(e, asked or {}) from None
     entries = []
     for e in doc["entries"]:
         row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": states.PENDING}
@@ -269,7 +341,8 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     done = doc.get("done")
     finished = sum(1 for e in entries if e["state"] in states.TERMINAL)
     failed = [e["line"] for e in entries if e["state"] in states.TERMINAL and e["state"] != states.COMPLETED]
-    data = {"queue": name, "entries": entries, "done": done, "runner_alive": doc.get("runner_alive"),
+    data = {"queue": name, "engine": doc.get("engine") or "box", "entries": entries, "done": done,
+            "runner_alive": doc.get("runner_alive"),
             "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}
     if done:
         verb = "cancelled" if done.get("cancelled") else "done"
@@ -282,7 +355,9 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
         summary = f"queue {name}: {finished}/{len(entries)} finished"
         if running:
             summary += f", running line {running['line']} ({running['job_id']})"
-        if not doc.get("runner_alive") and not doc.get("runner_started"):
+        if doc.get("engine") == slurmjobs.SLURM:
+            summary += ", the rest waiting in Slurm's queue"
+        elif not doc.get("runner_alive") and not doc.get("runner_started"):
             summary += "; no runner (re-run with --file to resume)"
         ok = not failed
     broken = next((e for e in entries if e["line"] in failed and e["job_id"]), None)

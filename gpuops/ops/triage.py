@@ -86,6 +86,6 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    result = triage_pieces(pieces, now=now, slurm_state=slurm_state or row["state"], exit_record=facts.get("exit"),
-                           context=context)
+    said = slurm_state or row.get("scheduler_state") or row["state"]  # a Slurm job: the scheduler's own word
+    result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=facts.get("exit"), context=context)
     return build(result, host=target.name)

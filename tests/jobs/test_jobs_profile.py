@@ -29,10 +29,22 @@ def test_a_placeholder_path_is_not_applied_but_said():
     assert "HF_HOME" not in env and any("placeholder" in n for n in notes)
 
 
-@pytest.mark.parametrize("name", ["slurm", "kubernetes"])
-def test_scheduled_platforms_are_refused(name):
+def test_a_platform_whose_jobs_must_be_kubernetes_jobs_is_refused():
     with pytest.raises(errors.Refused):
-        platform.settings(profiles.load(name))
+        platform.settings(profiles.load("kubernetes"))
+
+
+def test_a_slurm_profile_submits_to_slurm_with_the_sites_defaults(tmp_path, monkeypatch):
+    assert (platform.engine(profiles.load("slurm")), platform.slurm_defaults(profiles.load("slurm"))) == ("slurm", {})
+    assert platform.engine(profiles.load("autodl")) is None
+    pdir = tmp_path / "profiles"
+    pdir.mkdir()
+    shipped = (profiles.SHIPPED_DIR / "slurm.toml").read_text()
+    (pdir / "mysite.toml").write_text(shipped + '\n[slurm]\npartition = "gpu"\naccount = "acme"\ntime = "1:00:00"\n')
+    monkeypatch.setenv("GPUOPS_PROFILES_DIR", str(pdir))
+    site = profiles.load("mysite")
+    assert platform.slurm_defaults(site) == {"partition": "gpu", "account": "acme", "time": "1:00:00"}
+    assert platform.settings(site)[2] == "module load cuda 2>/dev/null || true"  # the module loads, sourced
 
 
 @pytest.fixture

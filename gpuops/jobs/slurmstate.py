@@ -1,0 +1,182 @@
+"""A Slurm job's state from what the scheduler said (pure: facts in, the row's state out).
+
+The scheduler's JobState is mapped through the state table (gpuops.jobs.states: each row lists
+the Slurm states reported as it); what the table cannot know comes from the record: a job held
+after `gpuops pause` is PAUSED, one Slurm no longer knows and whose end was never seen is
+VANISHED, a controller that did not answer is UNREACHABLE. A pending job's reason is said in
+words, and a request that can never run is named as such with the numbers, in the words of a
+person who asked for it ("asked for 2 nodes; partition debug has 1").
+"""
+
+import re
+import signal
+
+from . import states
+
+# Reasons a job waits for its turn (Slurm's words); any other reason is explained below.
+_WAITING = ("Priority", "Resources", "None", "")
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")
+
+
+def decide(facts, resources):
+    """{state, reason, exit_code, signal, never_runs, ...scheduler fields} of a Slurm job:
+    `facts` as gpuops.onbox.job_facts gathers them (scheduler, exit, pause), `resources` what
+    the launch asked for (the record's)."""
+    sched = facts.get("scheduler") or {}
+    rec = facts.get("exit") or {}
+    job = sched.get("job") or rec.get("scheduler") or {}
+    out = {"state": None, "reason": None, "exit_code": None, "signal": None, "engine": "slurm",
+           "scheduler_state": (job.get("JobState") or rec.get("engine_state") or None),
+           "scheduler_reason": job.get("Reason"), "nodes": _set(job.get("NodeList")),
+           "partition": job.get("Partition"), "time_limit": job.get("TimeLimit"), "run_time": job.get("RunTime"),
+           "restarts": _int(job.get("Restarts")), "scheduler_source": sched.get("source")}
+    if sched.get("known") is None and not rec:
+        out.update(state=states.UNREACHABLE, reason=sched.get("error") or "the Slurm controller did not answer")
+        return out
+    if not sched.get("known") and not rec:
+        out.update(state=states.VANISHED, reason="Slurm no longer knows this job (neither scontrol nor sacct has "
+                                                 "it) and gpuops never saw it end")
+        return out
+    word = (out["scheduler_state"] or "").split(" ")[0]
+    name = states.from_slurm(word)
+    if sched.get("paused"):
+        name = states.PAUSED
+    out["state"] = name or states.PENDING
+    code, sig = _exit(job.get("ExitCode"))
+    if name in states.TERMINAL and sig:
+        out["signal"] = _signal_name(sig)
+    if name == states.FAILED:
+        out["exit_code"] = code
+    out["reason"] = _reason(out, word, job, sched, resources)
+    if name == states.PENDING and not sched.get("held"):
+        pending = sched.get("pending") or {}
+        out.update(position=pending.get("position"), pending_in_partition=pending.get("pending_in_partition"),
+                   start_estimate=pending.get("start_estimate"))
+        never = never_runs(job, pending, resources)
+        if never:
+            out.update(reason=never, never_runs=True)
+    return out
+
+
+def _reason(out, word, job, sched, resources):
+    name = out["state"]
+    said = job.get("Reason")
+    if name == states.PAUSED:
+        return ("paused by gpuops: checkpointed, requeued and held; `gpuops resume` releases it"
+                if sched.get("paused") else "suspended in Slurm (scontrol suspend): resources still held")
+    if sched.get("held"):
+        return "held in Slurm (%s): `scontrol release %s` or `gpuops resume`" % (said, job.get("JobId"))
+    if name == states.PENDING:
+        return pending_reason(said, job, sched.get("pending") or {})
+    if name == states.TIMEOUT:
+        return "reached its time limit (%s; ran %s)%s" % (job.get("TimeLimit") or resources.get("time"),
+                                                         job.get("RunTime"),
+                                                         ": its --deadline passed" if word == "DEADLINE" else "")
+    if word == "OUT_OF_MEMORY":
+        return "Slurm killed it at its memory limit (asked --mem %s)" % (resources.get("mem") or "default")
+    if word == "NODE_FAIL":
+        return "a node it ran on failed (%s)" % (job.get("NodeList") or "?")
+    if word == "BOOT_FAIL":
+        return "a node failed to boot for it"
+    if name == states.CANCELLED:
+        return "cancelled in Slurm (scancel or gpuops stop)"
+    if name == states.PREEMPTED:
+        return "preempted: Slurm gave its nodes to other work"
+    if name == states.FAILED and out.get("signal"):
+        return "ended by %s" % out["signal"]
+    return None
+
+
+def pending_reason(said, job, pending):
+    """Why a job waits, in words; its place in the queue and Slurm's start estimate when known."""
+    where = ""
+    if pending.get("position"):
+        where = "; %d of %d pending in partition %s" % (pending["position"], pending.get("pending_in_partition") or 0,
+                                                       job.get("Partition"))
+    if pending.get("start_estimate"):
+        where += "; Slurm estimates a start at %s" % pending["start_estimate"]
+    if said in _WAITING:
+        return "waiting for its turn (%s)%s" % (said or "queued", where)
+    if said == "Dependency":
+        return "waiting for the job(s) it depends on (%s)%s" % (job.get("Dependency"), where)
+    if said == "DependencyNeverSatisfied":
+        return "its dependency can never be satisfied (%s): cancel it" % job.get("Dependency")
+    if said == "BeginTime":
+        return "not eligible to start before %s" % job.get("StartTime")
+    if said == "ReqNodeNotAvail":
+        return "a node it needs is down, drained or reserved (ReqNodeNotAvail)%s" % where
+    return "pending: Slurm's reason is %s%s" % (said, where)
+
+
+def never_runs(job, pending, resources):
+    """Why a pending request can never run in its partition, with the numbers; or None."""
+    part = pending.get("partition") or {}
+    nodes = pending.get("nodes") or []
+    name = job.get("Partition") or part.get("PartitionName")
+    said = job.get("Reason")
+    asked_nodes = _int(resources.get("nodes")) or _int((job.get("NumNodes") or "").split("-")[0])
+    total = _int(part.get("TotalNodes"))
+    most = _int(part.get("MaxNodes"))
+    if asked_nodes and total is not None and asked_nodes > total:
+        return "asked for %d nodes; partition %s has %d: it can never run there" % (asked_nodes, name, total)
+    if asked_nodes and most is not None and asked_nodes > most:
+        return "asked for %d nodes; partition %s takes at most %d per job" % (asked_nodes, name, most)
+    cpus = _int(resources.get("cpus_per_task"))
+    top = max([_int(n.get("cpus")) or 0 for n in nodes] or [0])
+    if cpus and nodes and cpus > top:
+        return "asked for %d CPUs per task; the nodes of partition %s have at most %d" % (cpus, name, top)
+    gpus = _int(str(resources.get("gpus_per_node") or "").split(":")[-1])
+    have = max([gpu_count(n.get("gres")) for n in nodes] or [0])
+    if gpus and nodes and gpus > have:
+        return "asked for %d GPUs per node; the nodes of partition %s have at most %d" % (gpus, name, have)
+    limit, asked_time = seconds(part.get("MaxTime")), seconds(resources.get("time"))
+    if asked_time and limit and asked_time > limit:
+        return "asked for --time %s; partition %s allows at most %s" % (resources.get("time"), name, part["MaxTime"])
+    if said in ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "PartitionTimeLimit"):
+        return "Slurm says it can never run in partition %s as asked (%s)" % (name, said)
+    return None
+
+
+def gpu_count(gres):
+    """GPUs a node's Gres string offers ('gpu:a100:4(S:0-1),shard:8' -> 4)."""
+    return sum(int(m.group(1)) for m in _GRES_GPU.finditer(gres or ""))
+
+
+def seconds(text):
+    """Seconds of a Slurm duration ('30', '0:01', '1:00:00', '2-12', '1-00:00:00'); None for
+    UNLIMITED, empty or anything else."""
+    text = str(text or "").strip()
+    m = re.match(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$", text)
+    if not m:
+        return None
+    days, a, b, c = (int(g) if g else None for g in m.groups())
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        return days * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
+    if c is not None:  # hours:minutes:seconds
+        return a * 3600 + b * 60 + c
+    if b is not None:  # minutes:seconds
+        return a * 60 + b
+    return a * 60  # minutes
+
+
+def _exit(value):
+    m = re.match(r"^(\d+):(\d+)$", value or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "SIG%d" % number
+
+
+def _int(value):
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _set(value):
+    return value if value and value not in ("(null)", "None") else None

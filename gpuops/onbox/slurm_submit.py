@@ -1,0 +1,168 @@
+"""Submitting gpuops jobs to Slurm from the login node: launch, retry and a queue's chain.
+Not an entry: job_launch and job_queue hand a job here when it asks for engine "slurm".
+
+A job gets the same record directory as a supervised one (gpuops.onbox.jobrecord), on the
+shared filesystem: its immutable `cmd`, the `batch.sh` sbatch runs (gpuops.onbox.slurm_script),
+meta.json with the Slurm job id and the resources asked, and `log`, where sbatch writes the job's
+output (appending, so a requeued run continues it). Secrets are put in sbatch's environment
+only (exported with the job, --export=ALL): never in argv, the script or the record.
+An sbatch rejection removes the directory again and is reported with sbatch's own words (kind
+"rejected"); a controller that does not answer is "unreachable".
+"""
+
+import os
+import shutil
+import socket
+import time
+
+from . import job_facts, jobrecord, slurm, slurm_script
+from .jobrecord import BATCH, CMD, LOG, META, JobError
+
+# sbatch options the caller may pass (gpuops.jobs.sbatch builds them); the rest gpuops sets itself.
+ALLOWED = ("--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--mem", "--time", "--partition",
+           "--account", "--qos", "--constraint", "--exclusive", "--signal", "--dependency")
+
+
+def _checked_options(options):
+    for opt in options or []:
+        if not isinstance(opt, str) or opt.split("=", 1)[0] not in ALLOWED or "\n" in opt:
+            raise JobError("usage", "not an sbatch option gpuops passes: %r" % (opt,))
+    return list(options or [])
+
+
+def _workdir(raw):
+    path = os.path.abspath(os.path.expanduser(raw) if raw else os.path.expanduser("~"))
+    if not os.path.isdir(path):
+        raise JobError("usage", "workdir %s does not exist on the login node" % path)
+    return path
+
+
+def submit(spec, body):
+    """Write the record and sbatch it; the job id. The caller holds the jobs-dir lock."""
+    workdir = _workdir(spec.get("workdir"))
+    options = _checked_options(spec.get("sbatch_options"))
+    job_id = jobrecord.new_id()
+    jdir = jobrecord.job_dir(job_id)
+    os.mkdir(jdir, 0o700)
+    try:
+        return _submit(spec, body, job_id, jdir, workdir, options)
+    except BaseException:
+        shutil.rmtree(jdir, ignore_errors=True)
+        raise
+
+
+def _submit(spec, body, job_id, jdir, workdir, options):
+    jobrecord.atomic_write(os.path.join(jdir, CMD), body, 0o500)
+    script = slurm_script.render({"job_id": job_id, "job_dir": jdir, "kind": spec.get("kind"),
+                                  "args": spec.get("args"), "env": spec.get("env"), "pre": spec.get("pre"),
+                                  "signal": spec.get("signal"), "rdzv_port": spec.get("rdzv_port")})
+    jobrecord.atomic_write(os.path.join(jdir, BATCH), script, 0o500)
+    log = os.path.join(jdir, LOG)
+    argv = ["sbatch", "--parsable", "--job-name", (spec.get("name") or job_id)[:128], "--output", log,
+            "--open-mode=append", "--chdir", workdir, "--requeue", "--export=ALL",
+            "--comment", slurm.comment(spec.get("labels"))]
+    sig = spec.get("signal")
+    if sig and spec.get("signal_lead_s"):
+        argv.append("--signal=B:%s@%d" % (sig, int(spec["signal_lead_s"])))
+    argv += options + [os.path.join(jdir, BATCH)]
+    env = dict(os.environ)
+    env.update(spec.get("secrets") or {})
+    rc, out, err = slurm.run(argv, env=env)
+    slurm_id = out.strip().split(";")[0] if rc == 0 else ""
+    if not slurm_id.isdigit():
+        raise JobError("rejected", err or "sbatch exited %d without a job id" % rc)
+    meta = {
+        "job_id": job_id, "engine": jobrecord.SLURM, "slurm_job_id": slurm_id,
+        "cluster": out.strip().split(";")[1] if ";" in out else None,
+        "name": spec.get("name") or job_id, "labels": spec.get("labels") or {},
+        "command": spec.get("command"), "kind": spec.get("kind") or "cmd", "args": list(spec.get("args") or []),
+        "workdir": workdir, "env": spec.get("env") or {}, "env_names": sorted(spec.get("env") or {}),
+        "secret_env_names": sorted(spec.get("secrets") or {}), "resources": spec.get("resources") or {},
+        "sbatch_options": options, "signal": sig, "signal_lead_s": spec.get("signal_lead_s"),
+        "torchrun": spec.get("torchrun"), "rdzv_port": spec.get("rdzv_port"),
+        "progress_regex": spec.get("progress_regex"), "profile": spec.get("profile"), "pre": spec.get("pre"),
+        "host": socket.gethostname(), "launched_at": time.time(), "parent_job_id": spec.get("parent_job_id"),
+        "key": spec.get("key"), "queue": spec.get("queue"), "log": log, "script": os.path.join(jdir, BATCH),
+    }
+    jobrecord.write_json(os.path.join(jdir, META), meta)
+    return job_id
+
+
+def launch(opts, body):
+    root = jobrecord.ensure_root()
+    with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
+        if opts.get("key"):
+            existing = jobrecord.by_key(opts["key"])
+            if existing:
+                return {"existing": True, "job": job_facts.facts(existing)}
+        job_id = submit(opts, body)
+    return {"existing": False, "job": job_facts.facts(job_id)}
+
+
+# What a retry takes from its parent's record unless the retry says otherwise.
+INHERITED = ("name", "labels", "command", "kind", "args", "workdir", "progress_regex", "queue", "profile", "pre",
+             "signal", "signal_lead_s", "torchrun", "rdzv_port")
+
+
+def retry(opts, parent_id, parent, body):
+    """A child job of a Slurm job: the parent's command and resources, with what the retry
+    changes (new sbatch options replace the parent's of the same name)."""
+    if slurm.phase(parent_id, parent) in ("starting", "alive"):
+        raise JobError("refused", "job %s is still queued or running in Slurm (job %s); stop it first "
+                                  "(retry never runs two copies)" % (parent_id, parent.get("slurm_job_id")))
+    spec = dict((k, parent.get(k)) for k in INHERITED)
+    spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
+    spec["secrets"] = opts.get("secrets") or {}
+    new = _checked_options(opts.get("sbatch_options"))
+    changed = set(o.split("=", 1)[0] for o in new)
+    spec["sbatch_options"] = [o for o in parent.get("sbatch_options") or [] if o.split("=", 1)[0] not in changed] + new
+    spec["resources"] = dict(parent.get("resources") or {}, **(opts.get("resources") or {}))
+    spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
+    resume = opts.get("resume_arg")
+    if resume and spec["kind"] != "script":
+        body = body.rstrip(b"\n") + b" " + resume.encode("utf-8") + b"\n"
+        spec["command"] = (spec.get("command") or "").rstrip("\n") + " " + resume
+    elif resume:
+        import shlex
+
+        spec["args"] = list(spec.get("args") or []) + shlex.split(resume)
+    root = jobrecord.ensure_root()
+    with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
+        existing = jobrecord.by_key(spec["key"]) if spec["key"] else None
+        if existing:
+            return {"existing": True, "job": job_facts.facts(existing), "parent_job_id": parent_id}
+        job_id = submit(spec, body)
+    return {"existing": False, "job": job_facts.facts(job_id), "parent_job_id": parent_id}
+
+
+def chain(opts, entries, existing_key):
+    """A queue as a Slurm dependency chain: each entry not yet submitted becomes a job that starts
+    after the one before it ends (--dependency=afterany), so the scheduler runs the queue, not a
+    loop on the login node. `entries`: [(line, command)]; `existing_key(line)`: its job id or None.
+    Returns [(line, command, job id)]."""
+    out, before = [], None
+    root = jobrecord.ensure_root()
+    for line, command in entries:
+        key = "queue:%s:%d" % (opts["name"], line)
+        with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
+            job_id = existing_key(key)
+            if job_id is None:
+                spec = dict(opts, command=command, kind="cmd", key=key, queue=opts["name"],
+                            name="%s:%d" % (opts["name"], line))
+                after = _dependency(before)
+                spec["sbatch_options"] = list(opts.get("sbatch_options") or []) + after
+                job_id = submit(spec, (command + "\n").encode("utf-8"))
+        out.append((line, command, job_id))
+        before = job_id
+    return out
+
+
+def _dependency(job_id):
+    """['--dependency=afterany:N'] for the Slurm job of `job_id` while Slurm still has it queued
+    or running; none once it ended (Slurm refuses a dependency on a job it has forgotten)."""
+    if job_id is None:
+        return []
+    meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    if not meta.get("slurm_job_id") or slurm.phase(job_id, meta) == "ended":
+        return []
+    return ["--dependency=afterany:%s" % meta["slurm_job_id"]]
