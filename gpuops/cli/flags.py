@@ -16,7 +16,8 @@ DAY = 86400
 # `logs demo`. Invoke's own positional arguments would swallow `--help` as a value, so the
 # program rewrites argv instead. True: every bare word joins the query; False: exactly one word.
 WORD_ARGS = {"gotcha": ("--query", True), "profiles": ("--name", False), "logs": ("--job", False),
-             "status": ("--job", False), "stop": ("--job", False), "diagnose": ("--job", False)}
+             "status": ("--job", False), "stop": ("--job", False), "diagnose": ("--job", False),
+             "pause": ("--job", False), "resume": ("--job", False)}
 
 
 def verb(help=None, iterable=None):

@@ -13,7 +13,7 @@ TAGLINE = "gpuops: operate rented GPU machines over SSH without losing runs, dat
 GROUPS = (
     ("Check", ("preflight", "fleet", "profiles", "teardown-check")),
     ("Data", ("push", "pull", "verify")),
-    ("Jobs", ("launch", "status", "wait", "logs", "stop", "retry", "queue")),
+    ("Jobs", ("launch", "status", "wait", "logs", "stop", "pause", "resume", "retry", "queue")),
     ("Post-mortem", ("diagnose", "triage", "reap")),
     ("Reference", ("gotcha",)),
     ("Connections", ("disconnect",)),
@@ -34,7 +34,12 @@ EXAMPLES = {
     "verify": ["gpuops verify --host box --local ./data --remote /root/autodl-tmp/data"],
     "launch": ["gpuops launch --host box --name train --cmd 'python train.py'",
                "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
-               "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'"],
+               "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
+               "gpuops launch --host login --engine slurm --nodes 2 --gpus-per-node 8 --time 4:00:00 --signal USR1@120 "
+               "--torchrun --cmd 'train.py --resume auto'"],
+    "pause": ["gpuops pause --host login --job train --ckpt-regex 'saved checkpoint'"],
+    "resume": ["gpuops resume --host login --job train",
+               "gpuops resume --host box --job train --resume-arg '--resume last.pt'"],
     "status": ["gpuops status --host box", "gpuops status --host box --job train", "gpuops status --gang GANG_ID"],
     "wait": ["gpuops wait --host box --job train --timeout 3600",
              "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"],

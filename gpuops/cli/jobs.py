@@ -8,6 +8,8 @@ import sys
 from ..errors import Interrupted, UsageError
 from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
+from ..jobs import torchrun as torchrun_defaults
+from . import slurmflags
 from .common import run
 from .flags import DAY, number, seconds, verb
 
@@ -34,6 +36,32 @@ def _env_and_secrets(env, secret_env):
 
     envs = spec.pairs(env, "--env", env_names=True)
     return envs, spec.secrets(secret_env, os.environ, taken=envs)
+
+
+# Flags that mean something only where another engine runs the job.
+NOT_FOR_SLURM = {"--fleet": "Slurm places the job on its own nodes", "--rdzv-host": "it is a --torchrun gang's",
+                 "--code": "it is compared across a --torchrun gang's boxes"}
+SLURM_ONLY = dict({f"--{k.replace('_', '-')}": "it is asked of Slurm: add --engine slurm" for k in slurmflags.RESOURCES},
+                  **{"--iface": "it is a Slurm --torchrun job's (add --engine slurm)",
+                     "--signal": "Slurm sends it before the time limit: add --engine slurm"})
+
+
+def _engine(value):
+    if value in (None, "", "box"):
+        return None
+    if value != "slurm":
+        raise UsageError(f"--engine takes box or slurm, not {value!r}")
+    return value
+
+
+def _torchrun(on, nproc_per_node, rdzv_port, iface):
+    """--torchrun's settings, or None; its companions without it are a mistake worth saying."""
+    if not on:
+        if nproc_per_node or rdzv_port or iface:
+            raise UsageError("--nproc-per-node, --rdzv-port and --iface go with --torchrun")
+        return None
+    return {"nproc_per_node": number("--nproc-per-node", nproc_per_node, 1, 1024, integer=True),
+            "port": number("--rdzv-port", rdzv_port, 1, 65535, integer=True), "interface": iface}
 
 
 def _check_words(resume_arg):
@@ -70,26 +98,37 @@ def _check_regex(pattern, flag="--progress-regex"):
     gpus="GPU indices or UUIDs for CUDA_VISIBLE_DEVICES, e.g. 0,1",
     key="idempotency key: if a job with this key exists, return it instead of starting another",
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
-    profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`)",
+    profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`); "
+            "a Slurm profile's site defaults too",
     timeout="seconds the launch may take on the box",
     fleet="place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) with "
           "--gpus N free GPUs; nothing fitting is exit 5 and launches nothing",
     gpu_type="with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
     min_vram_gib="with --fleet: only GPUs with at least this much memory (GiB)",
     torchrun="one training run across every --host box: a gang preflight, then torchrun on each (c10d "
-             "rendezvous on the first box); prints the gang id the other verbs take with --gang",
-    nproc_per_node="with --torchrun: processes (GPUs) per box (default 1)",
-    rdzv_port="with --torchrun: the rendezvous port on the first box (default 29500)",
+             "rendezvous on the first box); prints the gang id the other verbs take with --gang. With --engine "
+             "slurm: srun runs torchrun on every node of the allocation (c10d on its first node)",
+    nproc_per_node="with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: --gpus-per-node)",
+    rdzv_port="with --torchrun: the rendezvous port on the first box or node (default 29500; under Slurm, a "
+              "free one when it is taken there)",
     rdzv_host="with --torchrun: the first box's address as the others reach it (default: its SSH HostName)",
     code="with --torchrun: a directory on the boxes that must be identical on all of them (sha256 compared)",
+    engine=slurmflags.ENGINE,
+    signal=slurmflags.SIGNAL,
+    iface=slurmflags.IFACE,
+    **slurmflags.RESOURCES,
 ))
 def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
-           timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node="1",
-           rdzv_port="29500", rdzv_host=None, code=None):
+           timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node=None,
+           rdzv_port=None, rdzv_host=None, code=None, engine=None, nodes=None, gpus_per_node=None,
+           cpus_per_task=None, mem=None, time=None, partition=None, account=None, qos=None, constraint=None,
+           exclusive=False, signal=None, iface=None):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
-    With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box."""
+    With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box;
+    with --engine slurm, the job is a Slurm batch job submitted on the login node --host."""
+    asked = slurmflags.resources(locals())
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -114,14 +153,26 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
             from .. import profiles
 
             prof = profiles.load(profile)
+        from ..jobs import platform
+
+        scheduled = _engine(engine) or platform.engine(prof)
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
+        if scheduled:
+            several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code}, NOT_FOR_SLURM)
+            return on_hosts("launch", host, lambda t: op.launch(
+                t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
+                progress_regex=progress_regex, engine=scheduled, resources=asked, signal=signal,
+                torchrun=_torchrun(torchrun, nproc_per_node, rdzv_port, iface), timeout_s=timeout_s, **common),
+                identity)
+        several.refuse({"--iface": iface, "--signal": signal, **{f"--{k.replace('_', '-')}": v
+                                                                  for k, v in asked.items()}}, SLURM_ONLY)
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
-                min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port,
-                rdzv_host=rdzv_host, code=code, one_job=dict(script=script, key=key, labels=labels,
-                                                             progress_regex=progress_regex, timeout_s=timeout_s),
-                **common)
+                min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node or "1",
+                rdzv_port=rdzv_port or str(torchrun_defaults.DEFAULT_PORT), rdzv_host=rdzv_host, code=code,
+                one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
+                             timeout_s=timeout_s), **common)
         several.refuse({"--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib, "--code": code,
                         "--rdzv-host": rdzv_host}, several.NOT_FOR_ONE_BOX)
         pinned = spec.gpus(gpus)
@@ -131,7 +182,11 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
 
     from ..render import gang as several_render
 
-    run("launch", json, produce, several_render.launched if torchrun or fleet else render.started)
+    def shown(doc, con):
+        one = ((doc.get("data") or {}).get("meta") or {}).get("engine") == "slurm" or not (torchrun or fleet)
+        (render.started if one else several_render.launched)(doc, con)  # Slurm's --torchrun is one job
+
+    run("launch", json, produce, shown)
 
 
 @verb(iterable=["label"], help=_help(
@@ -296,10 +351,12 @@ def _stdout_sink(data):
     plan="with --yes: act only if the job's live processes are still those of this plan id (from a dry run); "
          "else exit 5 with the new plan",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
+    signal="Slurm: send this checkpoint signal first (e.g. USR1) and give the job up to --grace seconds to end "
+           "before scancel",
 ))
-def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None, jobs_dir=None, json=False,
-         gang=None):
-    """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone."""
+def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None, signal=None, jobs_dir=None,
+         json=False, gang=None):
+    """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone (Slurm: scancel)."""
     from ..ops import jobs as op
     from ..render import jobs as render
 
@@ -313,7 +370,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
             raise UsageError("name the job with --job")
         wait = seconds("--grace", grace)
         spec = one_host("stop", host)
-        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan,
+        return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan, signal=signal,
                                                         jobs_dir=jobs_dir), identity)
 
     from ..render import gang as several_render
@@ -328,10 +385,13 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
     resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
     key="idempotency key for the retry itself",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
+    **{k: v + "; replaces the parent's" for k, v in slurmflags.RESOURCES.items()},
 ))
 def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
-          jobs_dir=None, json=False, gang=None):
-    """Start a child job from the same immutable command, with parent_job_id set."""
+          jobs_dir=None, json=False, gang=None, nodes=None, gpus_per_node=None, cpus_per_task=None, mem=None,
+          time=None, partition=None, account=None, qos=None, constraint=None, exclusive=False):
+    """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
+    asked = slurmflags.resources(locals())
     from ..ops import jobs as op
     from ..render import jobs as render
 
@@ -340,6 +400,8 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
         envs, secrets = _env_and_secrets(env, secret_env)
         if gang:
             _gang_alone(host, job)
+            if asked:
+                raise UsageError("Slurm resources (--nodes, --time ...) retry a Slurm job, not a gang")
             from . import gang as several
 
             return several.retry(gang, resume_arg=resume_arg, env=envs, secrets=secrets, identity=identity)
@@ -347,8 +409,8 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
             raise UsageError("name the job with --job")
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
-                                                          resume_arg=resume_arg, key=key, jobs_dir=jobs_dir),
-                        identity)
+                                                          resume_arg=resume_arg, key=key, jobs_dir=jobs_dir,
+                                                          resources=asked), identity)
 
     from ..render import gang as several_render
 
@@ -366,10 +428,15 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
     gpus="CUDA_VISIBLE_DEVICES for every entry",
     wait="wait up to this many seconds for the queue to finish",
     cancel="start no further entries (the running one keeps running: stop it with `gpuops stop`)",
+    engine=slurmflags.ENGINE + "; under Slurm each entry waits for the one before (--dependency=afterany)",
+    **slurmflags.RESOURCES,
 ))
 def queue(c, host="local", identity=None, file=None, name=None, env=None, secret_env=None, workdir=None, gpus=None,
-          wait="0", cancel=False, jobs_dir=None, json=False):
-    """A sequential run queue on the box: each line a normal job, resumable, append-safe."""
+          wait="0", cancel=False, jobs_dir=None, json=False, engine=None, nodes=None, gpus_per_node=None,
+          cpus_per_task=None, mem=None, time=None, partition=None, account=None, qos=None, constraint=None,
+          exclusive=False):
+    """A sequential run queue: each line a normal job, resumable, append-safe (Slurm: a dependency chain)."""
+    asked = slurmflags.resources(locals())
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -391,7 +458,7 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
         envs, secrets = _env_and_secrets(env, secret_env)
         return on_hosts("queue", host, lambda t: op.queue(
             t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
-            wait=patience, cancel=cancel, jobs_dir=jobs_dir), identity)
+            wait=patience, cancel=cancel, jobs_dir=jobs_dir, engine=_engine(engine), resources=asked), identity)
 
     run("queue", json, produce, render.queue)
 

@@ -15,11 +15,11 @@ from invoke.parser import Parser
 
 from .. import __version__, errors
 from ..envelope import dumps, error_envelope
-from . import diagnose, disconnect, fleet, helptext, jobs, preflight, profiles, reap, sync, triage
+from . import diagnose, disconnect, fleet, helptext, jobs, pause, preflight, profiles, reap, sync, triage
 from .flags import words_to_flag
 
 ns = Collection()
-for _module in (preflight, fleet, reap, jobs, profiles, diagnose, triage, sync, disconnect):
+for _module in (preflight, fleet, reap, jobs, pause, profiles, diagnose, triage, sync, disconnect):
     for _task in _module.TASKS:
         ns.add_task(_task)
 
