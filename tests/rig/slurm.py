@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.rig import slurmdbd
 from tests.rig.sshd import free_port
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd")
@@ -49,8 +50,17 @@ def unavailable():
     return None
 
 
-def _config(d, host, ctld_port, slurmd_port):
-    return "\n".join([
+def accounting_unavailable():
+    """Why the rig cannot run slurmdbd here, or None."""
+    missing = slurmdbd.missing()
+    if missing:
+        return ("Slurm's accounting is not installed (missing " + ", ".join(missing) + "); scripts/test installs "
+                "slurmdbd slurm-wlm-mysql-plugin mariadb-server-core mariadb-client-core as root")
+    return unavailable()
+
+
+def _config(d, host, ctld_port, slurmd_port, accounting=None, min_job_age=None):
+    lines = [
         "ClusterName=gpuopstest",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={ctld_port}",
@@ -80,7 +90,13 @@ def _config(d, host, ctld_port, slurmd_port):
         "MpiDefault=none",
         f"NodeName={host} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN",
         f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
-    ]) + "\n"
+    ]
+    if accounting is not None:
+        lines = [line for line in lines if not line.startswith(("AccountingStorageType=", "JobAcctGatherType="))]
+        lines += slurmdbd.config_lines(host, accounting.dbd_port)
+    if min_job_age is not None:
+        lines.append(f"MinJobAge={min_job_age}")
+    return "\n".join(lines) + "\n"
 
 
 def _resolves(name):
@@ -121,14 +137,18 @@ class SlurmError(RuntimeError):
 
 
 class SlurmRig:
-    """start() brings the cluster up (node idle); stop() tears it down and removes the directory."""
+    """start() brings the cluster up (node idle); stop() tears it down and removes the directory.
+    `accounting`: also MariaDB and slurmdbd, so plain sacct answers; `min_job_age`: seconds the
+    controller keeps an ended job (Slurm's MinJobAge; it forgets them on a 60 s purge cycle)."""
 
-    def __init__(self, directory=None):
+    def __init__(self, directory=None, accounting=False, min_job_age=None):
         self.dir = Path(directory or tempfile.mkdtemp(prefix="gpuops-slurm-"))
         self.conf = self.dir / "etc" / "slurm.conf"
         self.host = socket.gethostname().split(".")[0]
         self.procs = {}
         self._hosts_line = None
+        self.accounting = slurmdbd.Accounting(self) if accounting else None
+        self.min_job_age = min_job_age
 
     # ------------------------------------------------------------------ client side
 
@@ -193,7 +213,10 @@ class SlurmRig:
         self._spawn("munged", [_tool("munged"), "-F", "--force", f"--socket={sock}", f"--key-file={key}",
                                f"--pid-file={d}/run/munged.pid", f"--seed-file={d}/munge/munged.seed"])
         self._until(lambda: sock.exists(), timeout, "munged did not create its socket")
-        self.conf.write_text(_config(d, self.host, free_port(), free_port()))
+        self.conf.write_text(_config(d, self.host, free_port(), free_port(), self.accounting, self.min_job_age))
+        if self.accounting is not None:
+            self.accounting.link_munge(sock)
+            self.accounting.start(self._spawn, lambda ready, what: self._until(ready, timeout, what))
         self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-f", str(self.conf)])
         self._spawn("slurmd", [_tool("slurmd"), "-D", "-f", str(self.conf)])
         self._until(lambda: self.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split() == ["idle"],
@@ -216,6 +239,16 @@ class SlurmRig:
             time.sleep(0.05)
         raise SlurmError(f"{what} within {timeout} s:\n{self.log_tail()}")
 
+    def dead_conf(self):
+        """A slurm.conf for a controller that is not there (a closed port, short timeouts): what a
+        login node whose controller is down sees."""
+        text = self.conf.read_text()
+        dead = self.conf.parent / "dead.conf"
+        port = free_port()
+        lines = [f"SlurmctldPort={port}" if line.startswith("SlurmctldPort=") else line for line in text.splitlines()]
+        dead.write_text("\n".join(lines + ["MessageTimeout=1", "TCPTimeout=1"]) + "\n")
+        return dead
+
     def log_tail(self, lines=8):
         parts = []
         for path in sorted((self.dir / "log").glob("*")):
@@ -234,10 +267,12 @@ class SlurmRig:
                 deadline = time.monotonic() + 15
                 while self.job_ids() and time.monotonic() < deadline:
                     time.sleep(0.1)
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"):
             proc = self.procs.pop(name, None)
             if proc is not None:
                 _terminate(proc)
+        if self.accounting is not None:
+            self.accounting.unlink_munge()
         if self._hosts_line:
             _hosts_remove(self._hosts_line)
             self._hosts_line = None
