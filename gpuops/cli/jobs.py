@@ -47,10 +47,12 @@ SLURM_ONLY = dict({f"--{k.replace('_', '-')}": "it is asked of Slurm: add --engi
 
 
 def _engine(value):
-    if value in (None, "", "box"):
+    from ..onbox.jobrecord import BOX, SLURM
+
+    if value in (None, "", BOX):
         return None
-    if value != "slurm":
-        raise UsageError(f"--engine takes box or slurm, not {value!r}")
+    if value != SLURM:
+        raise UsageError(f"--engine takes {BOX} or {SLURM}, not {value!r}")
     return value
 
 

@@ -9,9 +9,9 @@ inside a pod's shell is not a job there, and it dies or is killed without a reco
 """
 
 from ..errors import Refused
+from ..onbox.jobrecord import SLURM
 
 SCHEDULED = ("k8s-job",)
-SLURM = "slurm"
 
 
 def settings(profile, *, jobs_dir=None, env=None):

@@ -11,6 +11,7 @@ person who asked for it ("asked for 2 nodes; partition debug has 1").
 import re
 import signal
 
+from ..onbox.jobrecord import SLURM
 from . import states
 
 # Reasons a job waits for its turn (Slurm's words); any other reason is explained below.
@@ -25,7 +26,7 @@ def decide(facts, resources):
     sched = facts.get("scheduler") or {}
     rec = facts.get("exit") or {}
     job = sched.get("job") or rec.get("scheduler") or {}
-    out = {"state": None, "reason": None, "exit_code": None, "signal": None, "engine": "slurm",
+    out = {"state": None, "reason": None, "exit_code": None, "signal": None, "engine": SLURM,
            "scheduler_state": (job.get("JobState") or rec.get("engine_state") or None),
            "scheduler_reason": job.get("Reason"), "nodes": _set(job.get("NodeList")),
            "partition": job.get("Partition"), "time_limit": job.get("TimeLimit"), "run_time": job.get("RunTime"),

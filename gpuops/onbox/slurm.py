@@ -15,6 +15,7 @@ answers when Slurm has forgotten the job.
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -182,9 +183,16 @@ def observe(job_id, meta, detail=True, jdir=None):
 
 def record_end(jdir, job, source):
     code, sig = exit_code(job.get("ExitCode"))
-    rec = {"exit_code": code, "signal": ("SIG%d" % sig) if sig else None, "ended_at": time.time(),
+    rec = {"exit_code": code, "signal": _signal_name(sig) if sig else None, "ended_at": time.time(),
            "engine_state": (job.get("JobState") or "").split(" ")[0], "scheduler": job, "source": source}
     jobrecord.write_json(os.path.join(jdir, EXIT), rec)
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "SIG%d" % number
 
 
 def phase(job_id, meta):

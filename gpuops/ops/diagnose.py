@@ -102,4 +102,7 @@ def _triage(ev, row):
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said = (row.get("scheduler_state") or row["state"]) if row else None
-    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=ev.get("exit"))
+    # Slurm's exit record is the scheduler's verdict, said by `said`; its ExitCode alone (0:15 at a
+    # time limit) would read as a clean exit.
+    rec = None if row and row.get("engine") == SLURM else ev.get("exit")
+    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec)

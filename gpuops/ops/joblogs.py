@@ -17,6 +17,7 @@ from .. import contained, errors
 from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, frames, state, states
+from ..onbox.jobrecord import BOX, SLURM
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
@@ -275,9 +276,9 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
     ended = end.get("reason") in ("exited", "vanished")
     if ended:
         rec = answers.exit_record(end.get("exit"), target.name)
-        engine = {"engine": end["engine"]} if end.get("engine") in ("box", "slurm") else {}
+        engine = {"engine": end["engine"]} if end.get("engine") in (BOX, SLURM) else {}
         row = state.derive({"job_id": job_id, "meta": engine, "exit": rec, "liveness": "gone",
-                            "scheduler": {"known": bool(rec)} if engine.get("engine") == "slurm" else None})
+                            "scheduler": {"known": bool(rec)} if engine.get("engine") == SLURM else None})
         data["state"] = row["state"]
         data["exit"] = rec
         ok = row["state"] == states.COMPLETED

@@ -5,8 +5,7 @@ themselves are gpuops.ops.jobs, written once for both engines.
 
 from .. import errors
 from ..jobs import sbatch, torchrun
-
-SLURM = "slurm"
+from ..onbox.jobrecord import BOX, SLURM
 # One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
 SRUN = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL"
 

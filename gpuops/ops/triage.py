@@ -6,6 +6,7 @@ from datetime import datetime
 
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
+from ..onbox.jobrecord import SLURM
 from ..triage import locate, timestamps, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
@@ -86,6 +87,8 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    said = slurm_state or row.get("scheduler_state") or row["state"]  # a Slurm job: the scheduler's own word
-    result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=facts.get("exit"), context=context)
+    # A Slurm job: the scheduler's own word decides, not its ExitCode (0:15 at a time limit).
+    said = slurm_state or row.get("scheduler_state") or row["state"]
+    rec = None if row.get("engine") == SLURM else facts.get("exit")
+    result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context)
     return build(result, host=target.name)
