@@ -19,9 +19,9 @@ FLAGS = {"nodes": "--nodes", "gpus_per_node": "--gpus-per-node", "cpus_per_task"
 COUNTS = ("nodes", "cpus_per_task", "ntasks_per_node")
 # sbatch's words for a refused request -> the resource it names (first match wins).
 _BLAME = (
+    (re.compile(r"\bqos\b", re.I), "qos"),  # "violates accounting/QOS policy (... time limits)"
     (re.compile(r"partition", re.I), "partition"),
     (re.compile(r"--time|time limit|time specification", re.I), "time"),
-    (re.compile(r"\bqos\b", re.I), "qos"),
     (re.compile(r"account|association", re.I), "account"),
     (re.compile(r"memory|--mem\b", re.I), "mem"),
     (re.compile(r"gres|generic resource|\bgpus?\b", re.I), "gpus_per_node"),

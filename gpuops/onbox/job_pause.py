@@ -15,7 +15,7 @@ import re
 import signal
 import time
 
-from . import job_facts, job_launch, job_stop, job_wait, jobrecord, slurm_control
+from . import job_facts, job_launch, job_stop, job_wait, jobrecord, signals, slurm_control
 from .jobrecord import LOG, META, PAUSE, JobError
 
 POLL_S = 0.2
@@ -80,7 +80,12 @@ def _pause_supervised(opts, job_id, meta, wait):
     rec = {"requested_at": time.time(), "engine": jobrecord.BOX, "signal": "SIG" + sig, "from_offset": offset}
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
     targets = job_stop.job_processes(job_id, meta)
-    job_stop.signal_job(list(targets.items()), meta, number)
+    if _shell_leads(job_id, meta):
+        # The job's leader is the bash that runs its command line: the signal is for the programs
+        # it started (bash would die of SIGUSR1 and end the job before any checkpoint).
+        targets.pop(meta.get("pid"), None)
+    for pid, ticks in targets.items():
+        signals.send(pid, ticks, number)
     marker = wait(offset)
     if marker is None:
         rec.update(failed="no checkpoint marker", gave_up_at=time.time())
@@ -92,6 +97,18 @@ def _pause_supervised(opts, job_id, meta, wait):
     rec["stopped_at"] = time.time()
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
     return {"paused": bool(stopped.get("all_gone")), "marker": marker}
+
+
+def _shell_leads(job_id, meta):
+    """Whether the supervisor started the job as `bash cmd` (a command line, or a script without
+    a #! line) rather than as the script's own interpreter."""
+    if meta.get("kind") != "script":
+        return True
+    try:
+        with open(jobrecord.path(job_id, jobrecord.CMD), "rb") as f:
+            return f.read(2) != b"#!"
+    except (OSError, IOError):
+        return True
 
 
 def resume(opts):
