@@ -49,7 +49,7 @@ def decide(ev, row):
                 + (f", Reason {f['reason']}" if f["reason"] not in (None, "None") else "")
                 + (f", on {f['nodes']}" if f["nodes"] else "")]
     ruled_out = []
-    if f["elapsed"] and f["time_limit"]:
+    if f["elapsed"] and f["time_limit"] and slurmstate.seconds(f["time_limit"]):
         evidence.append(f"ran {f['elapsed']} of its {f['time_limit']} time limit")
     mem = _memory_line(f)
     if mem:
@@ -117,9 +117,9 @@ def _near_limit(f):
     return bool(limit and f["max_rss_mb"] and f["max_rss_mb"] >= NEAR_LIMIT * limit)
 
 
-def next_steps(verdict, host, job, row, resources):
+def next_steps(verdict, host, job, row, resources, jobs_dir=None):
     """Runnable next steps (envelope.step) for a verdict; what needs a person's judgement is advice."""
-    base = ["--host", host, "--job", job]
+    base = ["--host", host, "--job", job] + (["--jobs-dir", jobs_dir] if jobs_dir else [])
     retry = ("gpuops", "retry", *base)
     if verdict == "timeout":
         limit = slurmstate.seconds(row.get("time_limit")) or slurmstate.seconds(resources.get("time"))

@@ -97,7 +97,7 @@ def pending_reason(said, job, pending):
     if pending.get("start_estimate"):
         where += "; Slurm estimates a start at %s" % pending["start_estimate"]
     if said in _WAITING:
-        return "waiting for its turn (%s)%s" % (said or "queued", where)
+        return "waiting for its turn%s%s" % ("" if said in ("None", "") else " (%s)" % said, where)
     if said == "Dependency":
         return "waiting for the job(s) it depends on (%s)%s" % (job.get("Dependency"), where)
     if said == "DependencyNeverSatisfied":
@@ -107,6 +107,17 @@ def pending_reason(said, job, pending):
     if said == "ReqNodeNotAvail":
         return "a node it needs is down, drained or reserved (ReqNodeNotAvail)%s" % where
     return "pending: Slurm's reason is %s%s" % (said, where)
+
+
+def exit_record(row):
+    """The exit record a log's triage may believe for a Slurm job: the script's own exit where
+    Slurm says it completed or failed; none where Slurm ended it (a time limit's 0:15, a cancel),
+    whose state says more than its ExitCode."""
+    if row.get("state") == states.COMPLETED:
+        return {"exit_code": 0, "signal": None}
+    if row.get("state") == states.FAILED and (row.get("exit_code") or row.get("signal")):
+        return {"exit_code": row.get("exit_code") or None, "signal": row.get("signal")}
+    return None
 
 
 def never_runs(job, pending, resources):

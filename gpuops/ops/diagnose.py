@@ -6,7 +6,7 @@ from .. import errors
 from ..boundary import expect
 from ..diagnose import scheduled, verdict
 from ..envelope import envelope
-from ..jobs import answers, state
+from ..jobs import answers, slurmstate, state
 from .jobs import payload
 from .slurmjobs import SLURM
 
@@ -36,7 +36,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     if row is not None:
         ev["status"] = row
     if row is not None and row.get("engine") == SLURM:
-        return _scheduled(target, ev, row)
+        return _scheduled(target, ev, row, jobs_dir)
     v = verdict.decide(ev)
     if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
         v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
@@ -70,15 +70,15 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     return envelope("diagnose", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
 
 
-def _scheduled(target, ev, row):
+def _scheduled(target, ev, row, jobs_dir):
     """A Slurm job's diagnosis: the scheduler's verdict, its numbers, and the output's triage
     judged with the scheduler's own state."""
     for rec in ev.get("accounting") or []:
         answers.words(rec if isinstance(rec, dict) else {None: None}, target.name, "sacct row")
     v = scheduled.decide(ev, row)
     jid = row["job_id"]
-    nxt, advice = scheduled.next_steps(v["verdict"], target.name, jid, row, (ev.get("meta") or {}).get("resources")
-                                       or {})
+    nxt, advice = scheduled.next_steps(v["verdict"], target.name, jid, row,
+                                       (ev.get("meta") or {}).get("resources") or {}, jobs_dir)
     data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": jid, "engine": SLURM,
             "slurm_job_id": row.get("slurm_job_id"), "exit_code": v["exit_code"], "signal": v["signal"],
             "evidence": v["evidence"], "ruled_out": v["ruled_out"], "scheduler": scheduled.facts(ev),
@@ -102,7 +102,5 @@ def _triage(ev, row):
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said = (row.get("scheduler_state") or row["state"]) if row else None
-    # Slurm's exit record is the scheduler's verdict, said by `said`; its ExitCode alone (0:15 at a
-    # time limit) would read as a clean exit.
-    rec = None if row and row.get("engine") == SLURM else ev.get("exit")
+    rec = slurmstate.exit_record(row) if row and row.get("engine") == SLURM else ev.get("exit")
     return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec)

@@ -77,7 +77,7 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
-    from ..jobs import platform, state
+    from ..jobs import platform, slurmstate, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now = read_excerpt(target, job, jobs_dir)
@@ -87,8 +87,7 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    # A Slurm job: the scheduler's own word decides, not its ExitCode (0:15 at a time limit).
-    said = slurm_state or row.get("scheduler_state") or row["state"]
-    rec = None if row.get("engine") == SLURM else facts.get("exit")
+    said = slurm_state or row.get("scheduler_state") or row["state"]  # a Slurm job: the scheduler's own word
+    rec = slurmstate.exit_record(row) if row.get("engine") == SLURM else facts.get("exit")
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context)
     return build(result, host=target.name)

@@ -11,7 +11,7 @@ def status(doc, con):
 
     rows = doc["data"].get("jobs") or []
     table = Table(title=f"jobs on {doc.get('host') or ''}".strip(), expand=False)
-    for col in ("job", "name", "state", "age", "last progress", "pid"):
+    for col in ("job", "name", "state", "age", "last progress", "pid / Slurm job"):
         table.add_column(col, no_wrap=col != "last progress")
     for r in rows:
         p = (r.get("progress") or {}).get("last") or {}
@@ -21,8 +21,8 @@ def status(doc, con):
             silent = (r.get("progress") or {}).get("silent_s")
             prog += f", {duration(silent)} ago" if silent is not None else ""
         age = duration(r.get("age_s")) if r.get("age_s") is not None else "-"
-        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), state_text(r), age, prog,
-                      str(r.get("pid") or "-"))
+        where = f"slurm {r['slurm_job_id']}" if r.get("slurm_job_id") else str(r.get("pid") or "-")
+        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), state_text(r), age, prog, where)
     if rows:
         con.print(table)
     for r in rows:
@@ -38,6 +38,9 @@ def started(doc, con):
 
 def stop(doc, con):
     for t in doc["data"].get("targets") or []:
+        if "slurm_job_id" in t:
+            con.print(f"  Slurm job {t['slurm_job_id']}: {t.get('state')} on {t.get('nodes') or '-'}", markup=False)
+            continue
         con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
                   soft_wrap=True)
     summary_line(doc, con)
