@@ -127,37 +127,45 @@ def body_of(spec):
 
 
 def launch(opts):
-    if opts.get("engine") == jobrecord.SLURM:
-        return slurm_submit.launch(opts, body_of(opts))
+    return _started(opts, body_of(opts), slurm_submit.submit if opts.get("engine") == jobrecord.SLURM else create)
+
+
+def _started(spec, body, make):
+    """The job `make(spec, body)` starts, unless one with the spec's key exists already."""
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
-        if opts.get("key"):
-            existing = jobrecord.by_key(opts["key"])
-            if existing:
-                return {"existing": True, "job": job_facts.facts(existing)}
-        job_id = create(opts, body_of(opts))
+        existing = jobrecord.by_key(spec["key"]) if spec.get("key") else None
+        if existing:
+            return {"existing": True, "job": job_facts.facts(existing)}
+        job_id = make(spec, body)
     return {"existing": False, "job": job_facts.facts(job_id)}
 
 
+# What a retry takes from its parent's record unless the retry says otherwise.
+INHERITED = ("name", "labels", "command", "kind", "args", "workdir", "gpus", "progress_regex", "queue", "profile",
+             "pre")
+
+
 def retry(opts):
+    """A child job from the parent's immutable command (and, for Slurm, its resources)."""
     parent_id = jobrecord.resolve(opts.get("job"))
     pdir = jobrecord.job_dir(parent_id)
     parent = jobrecord.read_json(os.path.join(pdir, META)) or {}
-    if parent.get("pid") and jobrecord.liveness(parent) == "alive":
+    scheduled = jobrecord.engine(parent) == jobrecord.SLURM
+    if scheduled:
+        slurm_submit.check_retry(parent_id, parent)
+    elif parent.get("pid") and jobrecord.liveness(parent) == "alive":
         raise JobError("refused", "job %s is still running; stop it first (retry never runs two copies)" % parent_id)
+    elif opts.get("sbatch_options"):
+        raise JobError("usage", "job %s ran under the supervisor, not Slurm: its retry takes no Slurm "
+                                "resources" % parent_id)
     missing = sorted(set(parent.get("secret_env_names") or []) - set(opts.get("secrets") or {}))
     if missing:
         raise JobError("usage", "job %s was launched with secrets %s: pass --secret-env for each" %
                        (parent_id, ", ".join(missing)))
     with open(os.path.join(pdir, CMD), "rb") as f:
         body = f.read()
-    if parent.get("engine") == jobrecord.SLURM:
-        return slurm_submit.retry(opts, parent_id, parent, body)
-    if opts.get("sbatch_options"):
-        raise JobError("usage", "job %s ran under the supervisor, not Slurm: its retry takes no Slurm "
-                                "resources" % parent_id)
-    spec = {k: parent.get(k) for k in ("name", "labels", "command", "kind", "args", "workdir", "gpus",
-                                       "progress_regex", "queue", "profile", "pre")}
+    spec = dict((k, parent.get(k)) for k in INHERITED + (slurm_submit.INHERITED if scheduled else ()))
     spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
     spec["secrets"] = opts.get("secrets") or {}
     spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
@@ -171,13 +179,9 @@ def retry(opts):
         else:
             body = body.rstrip(b"\n") + b" " + resume.encode("utf-8") + b"\n"
             spec["command"] = (spec.get("command") or "").rstrip("\n") + " " + resume
-    root = jobrecord.ensure_root()
-    with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
-        existing = jobrecord.by_key(spec["key"]) if spec["key"] else None
-        if existing:
-            return {"existing": True, "job": job_facts.facts(existing), "parent_job_id": parent_id}
-        job_id = create(spec, body)
-    return {"existing": False, "job": job_facts.facts(job_id), "parent_job_id": parent_id}
+    if scheduled:
+        slurm_submit.retried(spec, parent, opts)
+    return dict(_started(spec, body, slurm_submit.submit if scheduled else create), parent_job_id=parent_id)
 
 
 def main(argv):

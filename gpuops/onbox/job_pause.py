@@ -58,34 +58,37 @@ def pause(opts):
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
     since = time.time()
     wait = marker_waiter(job_id, opts, since)
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        done = slurm_control.pause(opts, job_id, meta, wait)
-    else:
-        done = _pause_supervised(opts, job_id, meta, wait)
+    scheduled = jobrecord.engine(meta) == jobrecord.SLURM
+    done = slurm_control.before_pause(job_id, meta) if scheduled else _before_supervised(job_id, meta)
+    if done is None:
+        done = _checkpoint(opts, job_id, meta, wait, scheduled)
     done.update(job_id=job_id, engine=jobrecord.engine(meta), after=job_facts.facts(job_id))
     return done
 
 
-def _pause_supervised(opts, job_id, meta, wait):
-    if not (meta.get("pid") and jobrecord.liveness(meta) == "alive"):
-        if job_wait.paused(jobrecord.job_dir(job_id)):
-            return {"paused": True, "already": True, "marker": None}
-        raise JobError("refused", "job %s is not running: nothing to pause" % job_id)
-    sig = (opts.get("signal") or "USR1").upper().replace("SIG", "", 1)
+def _before_supervised(job_id, meta):
+    if meta.get("pid") and jobrecord.liveness(meta) == "alive":
+        return None
+    if job_wait.paused(jobrecord.job_dir(job_id)):
+        return {"paused": True, "already": True, "marker": None}
+    raise JobError("refused", "job %s is not running: nothing to pause" % job_id)
+
+
+def _checkpoint(opts, job_id, meta, wait, scheduled):
+    """Signal, wait for the marker, then give the resources back; pause.json says each step."""
+    sig = (opts.get("signal") or (meta.get("signal") if scheduled else None) or "USR1").upper().replace("SIG", "", 1)
     number = getattr(signal, "SIG" + sig, None)
     if number is None:
         raise JobError("usage", "no signal SIG%s on this box" % sig)
     log = jobrecord.path(job_id, LOG)
     offset = os.path.getsize(log) if os.path.exists(log) else 0
-    rec = {"requested_at": time.time(), "engine": jobrecord.BOX, "signal": "SIG" + sig, "from_offset": offset}
+    rec = {"requested_at": time.time(), "engine": jobrecord.engine(meta), "signal": "SIG" + sig,
+           "from_offset": offset}
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    targets = job_stop.job_processes(job_id, meta)
-    if _shell_leads(job_id, meta):
-        # The job's leader is the bash that runs its command line: the signal is for the programs
-        # it started (bash would die of SIGUSR1 and end the job before any checkpoint).
-        targets.pop(meta.get("pid"), None)
-    for pid, ticks in targets.items():
-        signals.send(pid, ticks, number)
+    if scheduled:
+        slurm_control.signal_batch(meta, sig)
+    else:
+        _signal_supervised(job_id, meta, number)
     marker = wait(offset)
     if marker is None:
         rec.update(failed="no checkpoint marker", gave_up_at=time.time())
@@ -93,10 +96,22 @@ def _pause_supervised(opts, job_id, meta, wait):
         return {"paused": False, "marker": None}
     rec.update(marker=marker, checkpointed_at=time.time())
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
+    if scheduled:
+        return {"paused": slurm_control.requeue_hold(job_id, meta), "marker": marker}
     stopped = job_stop.stop({"job": job_id, "yes": True, "grace": opts.get("grace")})
     rec["stopped_at"] = time.time()
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
     return {"paused": bool(stopped.get("all_gone")), "marker": marker}
+
+
+def _signal_supervised(job_id, meta, number):
+    targets = job_stop.job_processes(job_id, meta)
+    if _shell_leads(job_id, meta):
+        # The job's leader is the bash that runs its command line: the signal is for the programs
+        # it started (bash would die of SIGUSR1 and end the job before any checkpoint).
+        targets.pop(meta.get("pid"), None)
+    for pid, ticks in targets.items():
+        signals.send(pid, ticks, number)
 
 
 def _shell_leads(job_id, meta):

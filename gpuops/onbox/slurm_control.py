@@ -1,10 +1,9 @@
-"""Acting on a Slurm job from the login node: stop (scancel), pause (checkpoint signal, then
-`scontrol requeuehold`) and resume (`scontrol release`). Not an entry: job_stop and job_pause
-hand a job here when its record says engine "slurm".
+"""Acting on a Slurm job from the login node: stop (scancel), pause's steps (the checkpoint
+signal to the batch shell, `scontrol requeuehold`) and resume (`scontrol release`). Not an entry:
+job_stop and job_pause hand a job here when its record says engine "slurm".
 
 Stop is a dry run unless `yes`, and with a plan id acts only on the run it planned (the Slurm
-job id and its restart count: a requeued run is another run). Pause requeues only once the job
-showed its checkpoint marker; without one the job runs on untouched.
+job id and its restart count: a requeued run is another run).
 """
 
 import os
@@ -86,39 +85,37 @@ def stop(opts, job_id, meta):
     return doc
 
 
-def pause(opts, job_id, meta, wait_marker):
-    """Checkpoint and requeue-hold a running job (hold a pending one): the job's facts after, and
-    whether it is paused; `wait_marker(log offset)` waits for the checkpoint marker."""
+def before_pause(job_id, meta):
+    """What a pause finds: None for a running job (signal it), else the pause's answer: already
+    paused, or held at once (a pending job has nothing to checkpoint). An ended job is refused."""
     _, sched = _scheduler(job_id)
     phase = slurm.phase_of(sched)
-    slurm_id = meta["slurm_job_id"]
-    rec = {"requested_at": time.time(), "engine": jobrecord.SLURM}
     if phase == "ended":
         raise JobError("refused", "job %s has ended in Slurm (%s): nothing to pause; retry it instead"
-                       % (job_id, sched.get("job", {}).get("JobState") if sched.get("known") else "forgotten"))
-    if phase in ("paused",):
+                       % (job_id, sched["job"].get("JobState") if sched.get("known") else "forgotten"))
+    if phase == "paused":
         return {"paused": True, "already": True, "marker": None}
     if phase == "starting":
-        _scontrol("hold", slurm_id)  # nothing ran yet, so nothing to checkpoint
-        rec.update(held_at=time.time(), stopped_at=time.time(), pending=True)
-        jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
+        _scontrol("hold", meta["slurm_job_id"])
+        now = time.time()
+        jobrecord.write_json(jobrecord.path(job_id, PAUSE), {"requested_at": now, "engine": jobrecord.SLURM,
+                                                             "held_at": now, "stopped_at": now, "pending": True})
         return {"paused": _until(job_id, meta, ("paused",), 10.0), "marker": None}
-    sig = (opts.get("signal") or meta.get("signal") or "USR1").upper().replace("SIG", "", 1)
-    offset = os.path.getsize(jobrecord.path(job_id, jobrecord.LOG)) \
-        if os.path.exists(jobrecord.path(job_id, jobrecord.LOG)) else 0
-    rec.update(signal="SIG" + sig, from_offset=offset)
-    jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    _scancel("--batch", "--signal=" + sig, slurm_id)
-    marker = wait_marker(offset)
-    if marker is None:
-        rec.update(failed="no checkpoint marker", gave_up_at=time.time())
-        jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-        return {"paused": False, "marker": None}
-    rec.update(marker=marker, checkpointed_at=time.time())
-    _scontrol("requeuehold", slurm_id)
+    return None
+
+
+def signal_batch(meta, sig):
+    """The checkpoint signal to the job's batch shell, which hands it to the command (slurm_script)."""
+    _scancel("--batch", "--signal=" + sig, meta["slurm_job_id"])
+
+
+def requeue_hold(job_id, meta):
+    """Give the resources back and keep the job: requeued, held until resumed. True once held."""
+    _scontrol("requeuehold", meta["slurm_job_id"])
+    rec = jobrecord.read_json(jobrecord.path(job_id, PAUSE)) or {}
     rec.update(held_at=time.time(), stopped_at=time.time())
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    return {"paused": _until(job_id, meta, ("paused",), 15.0), "marker": marker}
+    return _until(job_id, meta, ("paused",), 15.0)
 
 
 def resume(job_id, meta):

@@ -1,5 +1,5 @@
-"""Submitting gpuops jobs to Slurm from the login node: launch, retry and a queue's chain.
-Not an entry: job_launch and job_queue hand a job here when it asks for engine "slurm".
+"""Submitting gpuops jobs to Slurm from the login node: a job, a retry's request and a queue's
+chain. Not an entry: job_launch and job_queue hand a job here when it asks for engine "slurm".
 
 A job gets the same record directory as a supervised one (gpuops.onbox.jobrecord), on the
 shared filesystem: its immutable `cmd`, the `batch.sh` sbatch runs (gpuops.onbox.slurm_script),
@@ -15,7 +15,7 @@ import shutil
 import socket
 import time
 
-from . import job_facts, jobrecord, slurm, slurm_script
+from . import jobrecord, slurm, slurm_script
 from .jobrecord import BATCH, CMD, LOG, META, JobError
 
 # sbatch options the caller may pass (gpuops.jobs.sbatch builds them); the rest gpuops sets itself.
@@ -88,51 +88,23 @@ def _submit(spec, body, job_id, jdir, workdir, options):
     return job_id
 
 
-def launch(opts, body):
-    root = jobrecord.ensure_root()
-    with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
-        if opts.get("key"):
-            existing = jobrecord.by_key(opts["key"])
-            if existing:
-                return {"existing": True, "job": job_facts.facts(existing)}
-        job_id = submit(opts, body)
-    return {"existing": False, "job": job_facts.facts(job_id)}
+# What a Slurm job's retry takes from its parent besides what every retry takes (job_launch).
+INHERITED = ("signal", "signal_lead_s", "torchrun", "rdzv_port")
 
 
-# What a retry takes from its parent's record unless the retry says otherwise.
-INHERITED = ("name", "labels", "command", "kind", "args", "workdir", "progress_regex", "queue", "profile", "pre",
-             "signal", "signal_lead_s", "torchrun", "rdzv_port")
-
-
-def retry(opts, parent_id, parent, body):
-    """A child job of a Slurm job: the parent's command and resources, with what the retry
-    changes (new sbatch options replace the parent's of the same name)."""
+def check_retry(parent_id, parent):
     if slurm.phase(parent_id, parent) in ("starting", "alive"):
         raise JobError("refused", "job %s is still queued or running in Slurm (job %s); stop it first "
                                   "(retry never runs two copies)" % (parent_id, parent.get("slurm_job_id")))
-    spec = dict((k, parent.get(k)) for k in INHERITED)
-    spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
-    spec["secrets"] = opts.get("secrets") or {}
+
+
+def retried(spec, parent, opts):
+    """A retry's Slurm request: the parent's, with the options the retry gives replacing the
+    parent's of the same name."""
     new = _checked_options(opts.get("sbatch_options"))
     changed = set(o.split("=", 1)[0] for o in new)
     spec["sbatch_options"] = [o for o in parent.get("sbatch_options") or [] if o.split("=", 1)[0] not in changed] + new
     spec["resources"] = dict(parent.get("resources") or {}, **(opts.get("resources") or {}))
-    spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
-    resume = opts.get("resume_arg")
-    if resume and spec["kind"] != "script":
-        body = body.rstrip(b"\n") + b" " + resume.encode("utf-8") + b"\n"
-        spec["command"] = (spec.get("command") or "").rstrip("\n") + " " + resume
-    elif resume:
-        import shlex
-
-        spec["args"] = list(spec.get("args") or []) + shlex.split(resume)
-    root = jobrecord.ensure_root()
-    with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
-        existing = jobrecord.by_key(spec["key"]) if spec["key"] else None
-        if existing:
-            return {"existing": True, "job": job_facts.facts(existing), "parent_job_id": parent_id}
-        job_id = submit(spec, body)
-    return {"existing": False, "job": job_facts.facts(job_id), "parent_job_id": parent_id}
 
 
 def chain(opts, entries, existing_key):
