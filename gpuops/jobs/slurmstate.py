@@ -9,9 +9,10 @@ person who asked for it ("asked for 2 nodes; partition debug has 1").
 """
 
 import re
-import signal
 
+from ..onbox import signals
 from ..onbox.jobrecord import SLURM
+from ..onbox.slurm import exit_code
 from . import states
 
 # Reasons a job waits for its turn (Slurm's words); any other reason is explained below.
@@ -43,9 +44,9 @@ def decide(facts, resources):
     if sched.get("paused"):
         name = states.PAUSED
     out["state"] = name or states.PENDING
-    code, sig = _exit(job.get("ExitCode"))
+    code, sig = exit_code(job.get("ExitCode"))
     if name in states.TERMINAL and sig:
-        out["signal"] = _signal_name(sig)
+        out["signal"] = signals.name(sig)
     if name == states.FAILED:
         out["exit_code"] = code
     out["reason"] = _reason(out, word, job, sched, resources)
@@ -169,18 +170,6 @@ def seconds(text):
     if b is not None:  # minutes:seconds
         return a * 60 + b
     return a * 60  # minutes
-
-
-def _exit(value):
-    m = re.match(r"^(\d+):(\d+)$", value or "")
-    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
-
-
-def _signal_name(number):
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "SIG%d" % number
 
 
 def _int(value):

@@ -35,6 +35,7 @@ def marker_waiter(job_id, opts, since):
     def wait(offset):
         deadline = time.time() + float(opts.get("timeout") or 300)
         scan = job_wait.Scan(jobrecord.path(job_id, LOG), offset, pattern) if pattern else None
+        asked = time.time()
         while True:
             if scan is not None:
                 hit = scan.run(False, deadline)
@@ -46,8 +47,12 @@ def marker_waiter(job_id, opts, since):
                         return {"file": path}
                 except OSError:
                     pass
-            if time.time() >= deadline or job_wait.phase(job_id) == "ended":
+            if time.time() >= deadline:
                 return None
+            if time.time() - asked >= job_wait.SCHEDULER_POLL_S:  # a job that died first writes no marker
+                if job_wait.phase(job_id) == "ended":
+                    return None
+                asked = time.time()
             time.sleep(POLL_S)
 
     return wait

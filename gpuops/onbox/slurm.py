@@ -15,11 +15,10 @@ answers when Slurm has forgotten the job.
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 
-from . import jobrecord
+from . import jobrecord, signals
 from .jobrecord import EXIT, PAUSE, JobError
 
 CALL_S = 20
@@ -183,16 +182,9 @@ def observe(job_id, meta, detail=True, jdir=None):
 
 def record_end(jdir, job, source):
     code, sig = exit_code(job.get("ExitCode"))
-    rec = {"exit_code": code, "signal": _signal_name(sig) if sig else None, "ended_at": time.time(),
+    rec = {"exit_code": code, "signal": signals.name(sig) if sig else None, "ended_at": time.time(),
            "engine_state": (job.get("JobState") or "").split(" ")[0], "scheduler": job, "source": source}
     jobrecord.write_json(os.path.join(jdir, EXIT), rec)
-
-
-def _signal_name(number):
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "SIG%d" % number
 
 
 def phase(job_id, meta):
@@ -202,7 +194,9 @@ def phase(job_id, meta):
 
 def phase_of(facts):
     """The phase of observed facts: a job Slurm forgot has ended; one held after `gpuops pause`
-    is paused."""
+    is paused; one the controller could not be asked about is "unknown" (not ended)."""
+    if facts.get("known") is None and facts.get("error"):
+        return "unknown"
     if not facts.get("known"):
         return "ended"
     if facts.get("paused"):
