@@ -200,6 +200,11 @@ def job_steps(host, row, jobs_dir=None):
     """What to run next about one job, by its state: wait on a live one, look into an ended one
     that did not complete, nothing for one that did."""
     jid, now = row["job_id"], row["state"]
+    if row.get("never_runs"):
+        return [command_line(host, "stop", jid, jobs_dir=jobs_dir, why="it can never run as asked: cancel it, "
+                                                                         "then launch what the partition has")]
+    if now == states.PAUSED:
+        return [command_line(host, "resume", jid, jobs_dir=jobs_dir, why="continues it from its checkpoint")]
     if now in states.ALIVE:
         return [command_line(host, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout")]
     if now == states.COMPLETED:

@@ -146,7 +146,7 @@ def _death_clues(v):
     if v.f.truncated:
         out.append("The log ends in the middle of a line with no cleanup messages: the process was most likely "
                    "killed with SIGKILL (host OOM killer, scheduler or a person).")
-    if v.state in ("PREEMPTED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"):
+    if v.state in S.SLURM_ENDED_IT:
         out.append(f"Slurm reports the job as {v.state}: that is how it ended.")
     if not out:
         out.append("No cause was printed: the usual ones are the host OOM killer and Slurm preemption.")

@@ -32,6 +32,8 @@ DATA_KEYS = ("status", "primary", "also", "stage", "evidence", "progress", "next
 
 # Slurm job states, normalised to their first word in upper case.
 SLURM_ALIVE = ("RUNNING", "CONFIGURING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUED")
+# Slurm's words for an end the scheduler itself caused (the log may say nothing of it).
+SLURM_ENDED_IT = ("PREEMPTED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
 SLURM_CANCELLED = "CANCELLED"  # Slurm's (and the harness summary's) word, which gpuops' table also has
 SLURM_ENDED = ("COMPLETED", "COMPLETING", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
                "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT")

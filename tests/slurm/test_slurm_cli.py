@@ -104,8 +104,8 @@ def test_a_slurm_profile_submits_with_the_sites_defaults(cli, login, slurm, jobs
     assert (rc, doc["data"]["state"]) == (0, states.COMPLETED)
 
 
-def test_without_slurmdbd_an_ended_job_is_read_from_the_completion_file(slurm, monkeypatch):
-    job = slurm.sbatch("--wrap", "exit 4")
+def test_without_slurmdbd_an_ended_job_is_read_from_the_completion_file(slurm, monkeypatch, tmp_path):
+    job = slurm.sbatch(f"--chdir={tmp_path}", "--wrap", "exit 4")
     slurm.wait_state(job, ("FAILED",))
     monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
     rows, completion = onbox_slurm.accounting(job)
