@@ -110,7 +110,9 @@ class _ScriptedTarget(Target):
 
         from gpuops.remote.result import Result
 
-        opts = json.loads(stdin[stdin.rindex(b"{"):])
+        from gpuops import onbox
+
+        opts = json.loads(stdin[len(onbox.script("job_stream")):])  # the options follow the shipped source
         self.calls.append(opts)
         start = opts.get("from_offset", 0)
         on_stdout(logscan.frame(b"H", {"job_id": "j", "start": start, "size": len(self.log)}))
