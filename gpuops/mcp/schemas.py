@@ -52,7 +52,7 @@ def data_codes():
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED,
         "job_retry": _STARTED,
-        "job_queue": "queue:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
+        "job_queue": "queue:s engine:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
         "job_status": "jobs:a box_now:n? jobs_dir:s? total:i?",
         "job_logs": "job_id:s start_offset:i? next_offset:i? bytes:i log_size:i? reconnects:i end:s? timed_out:b "
                     "interrupted:s? text:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b saved_to:s",
@@ -61,7 +61,7 @@ def data_codes():
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
-                        "kernel_log:o oom_kills:o disks:a? triage:o? state:s?",
+                        "kernel_log:o oom_kills:o disks:a? triage:o? state:s? engine:s slurm_job_id:s? scheduler:o",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "

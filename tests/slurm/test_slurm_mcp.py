@@ -12,6 +12,7 @@ from mcp import Client  # noqa: E402
 from gpuops.jobs import states  # noqa: E402
 from gpuops.mcp import server  # noqa: E402
 from tests.slurm.conftest import cancel_recorded, login_env  # noqa: E402
+from tests.test_mcp_contract import _undeclared  # noqa: E402
 
 
 @pytest.fixture
@@ -50,5 +51,8 @@ async def test_job_tools_follow_a_slurm_job_with_the_engine_in_their_data(mcp_lo
             assert listed["data"]["jobs"][0]["slurm_job_id"] == doc["data"]["meta"]["slurm_job_id"]
             why = envelope(await c.call_tool("job_diagnose", {"host": box.spec, "job": job}))
             assert (why["data"]["engine"], why["data"]["verdict"]) == ("slurm", "failed-exit")
+            for tool, answer in (("job_launch", doc), ("job_wait", waited), ("job_status", listed),
+                                 ("job_diagnose", why)):
+                assert _undeclared(tool, answer) == [], tool
     finally:
         cancel_recorded(slurm, jobs)
