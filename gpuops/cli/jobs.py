@@ -38,34 +38,6 @@ def _env_and_secrets(env, secret_env):
     return envs, spec.secrets(secret_env, os.environ, taken=envs)
 
 
-# Flags that mean something only where another engine runs the job.
-NOT_FOR_SLURM = {"--fleet": "Slurm places the job on its own nodes", "--rdzv-host": "it is a --torchrun gang's",
-                 "--code": "it is compared across a --torchrun gang's boxes"}
-SLURM_ONLY = dict({f"--{k.replace('_', '-')}": "it is asked of Slurm: add --engine slurm" for k in slurmflags.RESOURCES},
-                  **{"--iface": "it is a Slurm --torchrun job's (add --engine slurm)",
-                     "--signal": "Slurm sends it before the time limit: add --engine slurm"})
-
-
-def _engine(value):
-    from ..onbox.jobrecord import BOX, SLURM
-
-    if value in (None, "", BOX):
-        return None
-    if value != SLURM:
-        raise UsageError(f"--engine takes {BOX} or {SLURM}, not {value!r}")
-    return value
-
-
-def _torchrun(on, nproc_per_node, rdzv_port, iface):
-    """--torchrun's settings, or None; its companions without it are a mistake worth saying."""
-    if not on:
-        if nproc_per_node or rdzv_port or iface:
-            raise UsageError("--nproc-per-node, --rdzv-port and --iface go with --torchrun")
-        return None
-    return {"nproc_per_node": number("--nproc-per-node", nproc_per_node, 1, 1024, integer=True),
-            "port": number("--rdzv-port", rdzv_port, 1, 65535, integer=True), "interface": iface}
-
-
 def _check_words(resume_arg):
     """The box splits --resume-arg into words for a script job (and bash would for a command): an
     unbalanced quote is the caller's mistake, reported before anything is sent."""
@@ -157,17 +129,17 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
             prof = profiles.load(profile)
         from ..jobs import platform
 
-        scheduled = _engine(engine) or platform.engine(prof)
+        scheduled = slurmflags.engine(engine) or platform.engine(prof)
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
         if scheduled:
-            several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code}, NOT_FOR_SLURM)
+            several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code}, slurmflags.NOT_FOR_SLURM)
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
                 progress_regex=progress_regex, engine=scheduled, resources=asked, signal=signal,
-                torchrun=_torchrun(torchrun, nproc_per_node, rdzv_port, iface), timeout_s=timeout_s, **common),
+                torchrun=slurmflags.torchrun(torchrun, nproc_per_node, rdzv_port, iface), timeout_s=timeout_s, **common),
                 identity)
         several.refuse({"--iface": iface, "--signal": signal, **{f"--{k.replace('_', '-')}": v
-                                                                  for k, v in asked.items()}}, SLURM_ONLY)
+                                                                  for k, v in asked.items()}}, slurmflags.SLURM_ONLY)
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
@@ -460,7 +432,7 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
         envs, secrets = _env_and_secrets(env, secret_env)
         return on_hosts("queue", host, lambda t: op.queue(
             t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
-            wait=patience, cancel=cancel, jobs_dir=jobs_dir, engine=_engine(engine), resources=asked), identity)
+            wait=patience, cancel=cancel, jobs_dir=jobs_dir, engine=slurmflags.engine(engine), resources=asked), identity)
 
     run("queue", json, produce, render.queue)
 

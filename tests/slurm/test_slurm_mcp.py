@@ -15,11 +15,6 @@ from tests.slurm.conftest import cancel_recorded, login_env  # noqa: E402
 from tests.test_mcp_contract import _undeclared  # noqa: E402
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def mcp_login(rig, slurm, tmp_path_factory):
     """A login node whose jobs directory is the test's (job_launch takes none: the box's own)."""
