@@ -10,6 +10,7 @@ from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
 from .common import run
 from .flags import DAY, number, seconds, verb
+from .helptext import missing
 
 _COMMON = {
     "host": "'local' (default), an ssh_config alias or user@host:port",
@@ -27,6 +28,12 @@ def _help(**extra):
 
 
 _SEVERAL = "'local' (default), an ssh_config alias or user@host:port; comma-separate several"
+_WHICH = "the job's id or a unique part of it, its --key or its --name"
+
+
+def _need_job(verb_name, job):
+    if not job:
+        raise UsageError(missing(verb_name, "--job", _WHICH))
 
 
 def _env_and_secrets(env, secret_env):
@@ -97,8 +104,10 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
 
     def produce():
         timeout_s = seconds("--timeout", timeout, low=1, whole=True)
-        if bool(cmd) == bool(script):
-            raise UsageError("give exactly one of --cmd or --script")
+        if not cmd and not script:
+            raise UsageError(missing("launch", "--cmd", "the command line to run, or --script FILE"))
+        if cmd and script:
+            raise UsageError("give one of --cmd or --script, not both")
         if script:
             if not os.path.isfile(script):
                 raise UsageError(f"--script {script}: no such file")
@@ -136,7 +145,7 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
 
 @verb(iterable=["label"], help=_help(
     host=_SEVERAL,
-    job="one job: its id, --key or --name (default: list recent jobs). States: " + states.listing(),
+    job="one job: " + _WHICH + " (default: list recent jobs). States: " + states.listing(),
     label="only jobs with this k=v label (repeatable)",
     progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
     stall_factor="STALLED when no progress line for this many times the recent step time",
@@ -172,7 +181,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
@@ -203,8 +212,7 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
                                     max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
         if cursors:
             raise UsageError("--cursors goes with --gang; one job's log goes on from --from-offset")
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("logs", job)
         lines = number("--tail", tail, 0, 1000000, integer=True)
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         most = number("--max-bytes", max_bytes, 1, op.MAX_BYTES, integer=True)
@@ -254,7 +262,7 @@ def _signals_interrupt(active):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
         s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED)),
     log_regex="also return as soon as a log line (after --from-offset) matches this regular expression",
@@ -269,8 +277,7 @@ def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=N
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("wait", job)
         wanted = op.parse_until(until)
         _check_regex(log_regex, "--log-regex")
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
@@ -290,7 +297,7 @@ def _stdout_sink(data):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     grace="seconds between SIGTERM and SIGKILL",
     yes="really send the signals (without it: show what would be signalled, and its plan id)",
     plan="with --yes: act only if the job's live processes are still those of this plan id (from a dry run); "
@@ -309,8 +316,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
             from . import gang as several
 
             return several.stop(gang, grace=grace, yes=yes, plan=plan, identity=identity)
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("stop", job)
         wait = seconds("--grace", grace)
         spec = one_host("stop", host)
         return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan,
@@ -322,7 +328,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
-    job="the job to retry: its id, --key or --name",
+    job="the job to retry: " + _WHICH,
     env=_ENV + "; overrides the parent's",
     secret_env=_SECRET,
     resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
@@ -343,8 +349,7 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
             from . import gang as several
 
             return several.retry(gang, resume_arg=resume_arg, env=envs, secrets=secrets, identity=identity)
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("retry", job)
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir),
@@ -376,7 +381,8 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
 
     def produce():
         if not file and not name:
-            raise UsageError("give --file (start, extend or resume a queue) or --name (show one)")
+            raise UsageError(missing("queue", "--file", "one command a line: starts, extends or resumes a queue; "
+                                              "or --name to show one"))
         patience = seconds("--wait", wait, high=7 * DAY)
         content = None
         if file:
