@@ -150,11 +150,11 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
     progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
     stall_factor="STALLED when no progress line for this many times the recent step time",
     stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
-    limit="list at most this many jobs, newest first",
+    limit="list at most this many jobs, newest first (0: all of them)",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
 def status(c, host=None, identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit="50", jobs_dir=None, json=False, gang=None):
+           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
@@ -168,7 +168,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
             return several.status(gang, identity)
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
-        most = number("--limit", limit, 1, 10000, integer=True)
+        most = number("--limit", limit, 0, 100000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         return on_hosts("status", host, lambda t: op.status(

@@ -91,7 +91,7 @@ def create(spec, body):
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
         "job_id": job_id,
-        "name": spec.get("name") or job_id,
+        "name": spec.get("name"),
         "labels": spec.get("labels") or {},
         "command": spec.get("command"),
         "kind": spec.get("kind") or "cmd",

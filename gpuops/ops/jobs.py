@@ -43,7 +43,8 @@ def call(target, action, opts, timeout_s=60):
 
 
 # What each action's answer must hold, and where its job records are.
-ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict}, "status": {"jobs": list, "now": (int, float)},
+ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict},
+           "status": {"jobs": list, "now": (int, float), "more": int},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
            "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
 
@@ -140,7 +141,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
-    data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
+    data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total"),
+            "more": max(0, doc["more"])}
     if job:
         row = rows[0]
         ok = row["state"] in states.HEALTHY
@@ -151,7 +153,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
         ok = True
-        summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown)"
+        summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown"
+        summary += f", {data['more']} older)" if data["more"] else ")"
         nxt = []
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 

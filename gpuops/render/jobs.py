@@ -6,25 +6,42 @@ from ..units import duration
 from . import state_text, summary_line
 
 
+# Display order, and which columns stay when the terminal is narrow (kubectl get's way): the id
+# and the state always; the id is never cut, since its unique part is its end.
+_HEADER = ("JOB", "NAME", "STATE", "AGE", "LAST PROGRESS", "PID")
+_PRIORITY = ("JOB", "STATE", "NAME", "LAST PROGRESS", "AGE", "PID")
+_LEAST = {"NAME": 8, "LAST PROGRESS": 16}
+
+
+def _progress(r):
+    p = (r.get("progress") or {}).get("last") or {}
+    if not p:
+        return "-"
+    text = f"step {p['step']}" if p.get("step") is not None else (p.get("text") or "").strip()
+    silent = (r.get("progress") or {}).get("silent_s")
+    return text + (f", {duration(silent)} ago" if silent is not None else "")
+
+
+def _name(r):
+    """'-' for a job launched without --name (records older than this wrote the id as its name)."""
+    name = r.get("name")
+    return "-" if not name or name == r.get("job_id") else str(name)
+
+
 def status(doc, con):
-    from rich.table import Table
+    from rich.text import Text
+
+    from .columns import table
 
     rows = doc["data"].get("jobs") or []
-    table = Table(title=f"jobs on {doc.get('host') or ''}".strip(), expand=False)
-    for col in ("job", "name", "state", "age", "last progress", "pid"):
-        table.add_column(col, no_wrap=col != "last progress")
-    for r in rows:
-        p = (r.get("progress") or {}).get("last") or {}
-        prog = "-"
-        if p:
-            prog = (f"step {p['step']}" if p.get("step") is not None else p.get("text", "")[:40])
-            silent = (r.get("progress") or {}).get("silent_s")
-            prog += f", {duration(silent)} ago" if silent is not None else ""
-        age = duration(r.get("age_s")) if r.get("age_s") is not None else "-"
-        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), state_text(r), age, prog,
-                      str(r.get("pid") or "-"))
+    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": Text.from_markup(state_text(r)),
+              "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
+              "PID": str(r.get("pid") or "-")} for r in rows]
     if rows:
-        con.print(table)
+        con.print(table(_HEADER, cells, _PRIORITY, _LEAST, con.width))
+    more = doc["data"].get("more")
+    if more:
+        con.print(f"… {more} older (--limit 0 lists them all)", style="dim", markup=False)
     for r in rows:
         for label, key in (("reason", "reason"), ("hint", "hint")):
             if r.get(key):
