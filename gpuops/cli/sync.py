@@ -6,6 +6,8 @@ destination filled up mid-way); 2 bad flags; 3 the box could not be reached (ret
 free bytes or inodes (pass --no-budget to try anyway).
 """
 
+from functools import partial
+
 from ..errors import UsageError
 from ..ops.hosts import on_hosts
 from .common import run
@@ -109,9 +111,11 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
-                                      remote="directory on the box to compare with it"))
+                                      remote="directory on the box to compare with it",
+                                      all="list every passing check on its own line, even when that takes more "
+                                          "than a screen"))
 def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, rehash=False, identity=None,
-           json=False):
+           json=False, all=False):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render
@@ -123,7 +127,7 @@ def verify(c, host=None, local=None, remote=None, exclude=None, include_git=Fals
         opts = _options(Silent(), exclude, include_git, rehash)
         return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
-    run("verify", json, produce, render.render)
+    run("verify", json, produce, partial(render.render, show_all=all))
 
 
 TASKS = (push, pull, verify)

@@ -29,35 +29,73 @@ def severity_text(sev):
 
 _MARK = {"fail": "✗", "warn": "!", "info": "i", "ok": "✓"}
 EVIDENCE_KEYS = 8
+ID_COLUMN = 24  # passing checks line their titles up after ids up to this long
 
 
-def print_findings(findings, con):
+def screen_lines(con):
+    """How long a report may be before its passing checks fold into one line: the terminal's
+    height, at most a 24-row one's, less the prompt and the command that made it."""
+    return min(con.height, 24) - 4
+
+
+def print_findings(findings, con, show_all=False, around=0):
     """The findings doctor-style (flutter/brew doctor): a block per problem, worst first, with its
     evidence as `key: value` lines and its fix on one line of its own (never wrapped nor cut, so
-    it can be copied whole); every passing check condensed into one wrapped ✓ line."""
+    it can be copied whole); then one `✓ id  title` line per passing check, unless with the
+    `around` lines the rest of the report takes that is more than a screen and not `show_all`:
+    then one line counts them."""
     from rich.text import Text
 
     from ..findings import SEVERITIES
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
     problems = sorted((f for f in findings if f["severity"] != "ok"), key=lambda f: (-order[f["severity"]], f["id"]))
+    used = 0
     for f in problems:
-        sev = f["severity"]
-        head = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"),
-                             "  ", f["title"])
-        if f.get("gotcha"):
-            head.append(f" ({f['gotcha']})", style="dim")
-        con.print(head)
-        evidence = [(k, v) for k, v in (f.get("evidence") or {}).items() if v not in (None, "", [], {})]
-        for key, value in evidence[:EVIDENCE_KEYS]:
-            con.print(Text(f"    {key}: {_evidence(value)}", no_wrap=True, overflow="ellipsis"))
-        if len(evidence) > EVIDENCE_KEYS:
-            con.print(Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"))
-        if f.get("fix"):
-            con.print(Text.assemble(("    fix: ", "bold"), f["fix"]), soft_wrap=True, crop=False)
-    passed = sorted(f["id"] for f in findings if f["severity"] == "ok")
-    if passed:
-        con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} passed: ", ", ".join(passed)))
+        for line, wraps in _problem_block(f):
+            used += _height(con, line, wraps)
+            con.print(line, soft_wrap=wraps, crop=not wraps)
+    passed = sorted((f for f in findings if f["severity"] == "ok"), key=lambda f: f["id"])
+    if not passed:
+        return
+    if show_all or used + len(passed) + around <= screen_lines(con):
+        pad = min(max(len(f["id"]) for f in passed), ID_COLUMN)
+        for f in passed:
+            con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{f['id']:<{pad}}  ", f["title"],
+                                    no_wrap=True, overflow="ellipsis"))
+    else:
+        con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} checks passed ",
+                                ("(--all lists them)", "dim")))
+
+
+def _problem_block(f):
+    """[(line, whether it wraps softly)] of a warn, fail or info finding: the fix is one soft
+    line, so a terminal folds it and a copy gets it whole."""
+    from rich.text import Text
+
+    sev = f["severity"]
+    head = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"),
+                         "  ", f["title"])
+    if f.get("gotcha"):
+        head.append(f" ({f['gotcha']})", style="dim")
+    lines = [(head, False)]
+    evidence = [(k, v) for k, v in (f.get("evidence") or {}).items() if v not in (None, "", [], {})]
+    for key, value in evidence[:EVIDENCE_KEYS]:
+        lines.append((Text(f"    {key}: {_evidence(value)}", no_wrap=True, overflow="ellipsis"), False))
+    if len(evidence) > EVIDENCE_KEYS:
+        lines.append((Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"), False))
+    if f.get("fix"):
+        lines.append((Text.assemble(("    fix: ", "bold"), f["fix"]), True))
+    return lines
+
+
+def _height(con, renderable, soft=False):
+    """The lines `renderable` takes on `con`'s terminal."""
+    from rich.cells import cell_len
+
+    if soft:
+        return max(1, -(-cell_len(renderable.plain) // con.width))
+    return len(con.render_lines(renderable, con.options, pad=False))
 
 
 def _evidence(value):
@@ -65,11 +103,36 @@ def _evidence(value):
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def doctor(doc, con, blocks=(), show_all=False):
+    """A report doctor-style: the verdict, what the verb shows (`blocks`: rich renderables), the
+    findings, and the verdict again with the next steps. The first verdict is left out when
+    nothing would stand between the two."""
+    findings = doc.get("findings") or []
+    if blocks or findings:
+        verdict_line(doc, con)
+    around = 2 + len(doc.get("next") or []) + sum(_height(con, b) for b in blocks)
+    for b in blocks:
+        con.print(b)
+    print_findings(findings, con, show_all, around)
+    summary_line(doc, con)
+
+
+def _verdict_style(doc):
+    """Green when fine; yellow for a dry run's plan, which is not a failure; else red."""
+    from ..envelope import CODE_KEY
+    from ..errors import REFUSED
+
+    if doc.get("ok"):
+        return "green"
+    return "yellow" if doc.get(CODE_KEY) == REFUSED and not doc.get("error") else "bold red"
+
+
 def verdict_line(doc, con):
     """The verdict alone, for the top of a report (summary_line repeats it at the end, with next steps)."""
-    style = "green" if doc.get("ok") else "bold red"
+    from rich.markup import escape
+
     host = f"{doc.get('host')}: " if doc.get("host") else ""
-    con.print(f"[{style}]{host}{doc.get('summary')}[/]", soft_wrap=True)
+    con.print(f"[{_verdict_style(doc)}]{escape(host + str(doc.get('summary')))}[/]", soft_wrap=True)
 
 
 _UNREACHED = ("unreachable", "timed-out")

@@ -3,7 +3,7 @@
 import sys
 
 from ..units import duration
-from . import state_text, summary_line
+from . import print_next, state_text, summary_line, verdict_line
 
 
 # Display order, and which columns stay when the terminal is narrow (kubectl get's way): the id
@@ -54,10 +54,13 @@ def started(doc, con):
 
 
 def stop(doc, con):
+    """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
+    names, then the command that acts on it."""
+    verdict_line(doc, con)
     for t in doc["data"].get("targets") or []:
         con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
                   soft_wrap=True)
-    summary_line(doc, con)
+    print_next(doc, con)
 
 
 def queue(doc, con):

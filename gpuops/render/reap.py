@@ -2,7 +2,7 @@
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import print_findings, summary_line
+from . import doctor
 
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
@@ -47,11 +47,12 @@ def gpu_table(facts):
     return table
 
 
-def render(doc, con):
+def render(doc, con, show_all=False):
     facts = doc["data"]
     host = doc.get("host") or ""
+    blocks = []
     if facts["holders"]:
-        con.print(plan_table(facts, title=("reap %s" if facts["applied"] else "reap plan (dry run) %s") % host))
+        blocks.append(plan_table(facts, title=("reap %s" if facts["applied"] else "reap plan (dry run) %s") % host))
     if facts["actions"]:
         from rich.table import Table
 
@@ -61,9 +62,7 @@ def render(doc, con):
         for a in facts["actions"]:
             acts.add_row(str(a["pid"]), a["scope"], "; ".join(a["signals"]), a["outcome"] + (
                 ": " + a["why"] if a.get("why") else ""), style=None if a["outcome"] in ("reaped", "gone") else "red")
-        con.print(acts)
+        blocks.append(acts)
     if facts["gpus"]:
-        con.print(gpu_table(facts))
-    if doc["findings"]:
-        print_findings(doc["findings"], con)
-    summary_line(doc, con)
+        blocks.append(gpu_table(facts))
+    doctor(doc, con, blocks, show_all)
