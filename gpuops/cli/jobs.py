@@ -245,8 +245,8 @@ def _gang_alone(host, job):
 
 @contextlib.contextmanager
 def _signals_interrupt(active):
-    """While following, SIGTERM interrupts like SIGINT does, so the envelope (and next_offset) is
-    still printed when a supervisor or `timeout` ends the follow."""
+    """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
+    job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
     if not active:
         yield
         return
@@ -284,9 +284,10 @@ def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=N
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
         spec = one_host("wait", host)
-        return on_hosts("wait", spec, lambda t: op.wait(
-            t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
-            max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
+        with _signals_interrupt(True):
+            return on_hosts("wait", spec, lambda t: op.wait(
+                t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
+                max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
 
     run("wait", json, produce, render.waited)
 

@@ -173,6 +173,16 @@ def job_steps(host, row, jobs_dir=None):
     return [command_line(host, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
 
 
+def state_now(target, job, jobs_dir=None, timeout_s=10.0):
+    """The job's status row as the box sees it now, for a verb stopped half-way that must say
+    where the job stands; None when the box does not answer in time."""
+    try:
+        doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir}, timeout_s)
+    except errors.GpuopsError:
+        return None
+    return state.derive(doc["jobs"][0]) if doc["jobs"] else None
+
+
 def one_line(row):
     text = f"{row['job_id']}: {row['state']}"
     if row.get("exit_code") is not None:

@@ -3,7 +3,7 @@
 import sys
 
 from ..units import duration
-from . import print_next, state_text, summary_line, verdict_line
+from . import print_next, state_text, step_text, summary_line, verdict_line
 
 
 # Display order, and which columns stay when the terminal is narrow (kubectl get's way): the id
@@ -84,7 +84,37 @@ def waited(doc, con):
 
 
 def logs_trailer(doc, con=None, stream=None):
-    """After raw log bytes on stdout: one line on stderr with the outcome and the next offset."""
-    stream = stream or sys.stderr
+    """After the raw log bytes on stdout, one line on stderr that says how the log ended for a
+    person; the offsets stay in --json."""
+    line = logs_ending(doc)
+    if line:
+        (stream or sys.stderr).write(f"gpuops: {line}\n")
+
+
+def logs_ending(doc):
+    """'demo COMPLETED (exit 0) after 20s' when a follow saw the job end; where a follow cut short
+    left the job, with the command that resumes it; the command for the next page when there is
+    more; None for a page that reached the log's end."""
     d = doc["data"]
-    stream.write(f"gpuops: {doc['summary']}; next offset {d.get('next_offset')}\n")
+    who = d.get("name") or d.get("job_id")
+    again = step_text(doc["next"][0]) if doc.get("next") else None
+    text = None
+    if d.get("end") in ("exited", "vanished"):
+        text = f"{who} {ended(d.get('state'), d.get('exit'), d.get('duration_s'))}"
+    elif d.get("interrupted") or d.get("timed_out"):
+        how = f"stopped following ({d['interrupted']})" if d.get("interrupted") else "stopped following at --timeout"
+        where = f"{who} is {d['state']}" if d.get("state") else f"{who}: state unknown (the box did not answer)"
+        text = f"{where}; {how}" + (f". Resume: {again}" if again else "")
+    elif d.get("more") and again:
+        text = f"more of the log: {again}"
+    if d.get("saved_to"):
+        text = (text + "; " if text else "") + f"saved to {d['saved_to']}"
+    return text
+
+
+def ended(state, exit_rec, duration_s):
+    """'COMPLETED (exit 0) after 20s', 'KILLED (SIGTERM) after 3m 10s', 'VANISHED'."""
+    rec = exit_rec or {}
+    how = f" ({rec['signal']})" if rec.get("signal") else (
+        f" (exit {rec['exit_code']})" if rec.get("exit_code") is not None else "")
+    return f"{state}{how}" + (f" after {duration(duration_s)}" if duration_s is not None else "")
