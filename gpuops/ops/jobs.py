@@ -12,7 +12,7 @@ import time
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
 from ..boundary import expect
-from ..jobs import answers, lastseen, state, states
+from ..jobs import answers, errorline, lastseen, state, states
 from ..onbox import plans, steps
 from ..units import duration
 
@@ -43,7 +43,7 @@ def call(target, action, opts, timeout_s=60):
 
 
 # What each action's answer must hold, and where its job records are.
-ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict},
+ANSWERS = {"launch": {"job": dict, "log_head": (str, type(None))}, "retry": {"job": dict, "log_head": (str, type(None))},
            "status": {"jobs": list, "now": (int, float), "more": int},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
            "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
@@ -70,8 +70,14 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
 # ------------------------------------------------------------------ launch / retry
 
 
+# How long a launch watches the job it started: long enough for a typo (`pythn`), a missing file or
+# module to end it, so that it is reported FAILED with its error rather than "started".
+CONFIRM_S = 1.0
+
+
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
-           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0):
+           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0,
+           confirm_s=CONFIRM_S):
     pre, notes = None, []
     if profile is not None:
         from ..jobs import platform
@@ -79,7 +85,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
-            "profile": profile.name if profile is not None else None, "pre": pre}
+            "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s}
     if script is not None:
         import base64
 
@@ -88,16 +94,17 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    doc = call(target, "launch", opts, timeout_s)
+    doc = call(target, "launch", opts, timeout_s + confirm_s)
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
 
 
-def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):
+def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0,
+          confirm_s=CONFIRM_S):
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
-            "jobs_dir": jobs_dir}
-    doc = call(target, "retry", opts, timeout_s)
+            "jobs_dir": jobs_dir, "confirm_s": confirm_s}
+    doc = call(target, "retry", opts, timeout_s + confirm_s)
     return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
 
 
@@ -106,19 +113,27 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     row = state.derive(facts)
     meta = facts.get("meta") or {}
     jid = row["job_id"]
-    if doc.get("existing"):
-        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
-    elif meta.get("spawn_error"):
-        summary = f"{jid} could not start: {meta['spawn_error']}"
-    else:
-        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+    data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
     ok = not meta.get("spawn_error")
     if ok:
         nxt = [command_line(target.name, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout"),
                command_line(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
     else:
         nxt = [command_line(target.name, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
-    data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
+    if doc.get("existing"):
+        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
+    elif meta.get("spawn_error"):
+        summary = f"{jid} could not start: {meta['spawn_error']}"
+    elif row["state"] in states.TERMINAL:
+        # it ended while the launch watched it: say how, and for a failure the line that says why
+        ok = row["state"] == states.COMPLETED
+        summary = one_line(row) + " at launch"
+        nxt = job_steps(target.name, row, jobs_dir)
+        if not ok:
+            data["first_error"] = errorline.first_error(doc.get("log_head") or "")
+            summary += f": {data['first_error']}" if data["first_error"] else ""
+    else:
+        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
 

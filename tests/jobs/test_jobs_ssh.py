@@ -20,7 +20,7 @@ def job_state(box, jobs_dir, job, **kw):
 
 def launched(box, jobs_dir, command, **kw):
     doc = op.launch(box, command=command, jobs_dir=str(jobs_dir), **kw)
-    assert doc["ok"], (doc["summary"], doc["data"]["remaining"], doc["data"]["signals"])
+    assert doc["data"]["meta"].get("pid"), doc["summary"]  # started (a quick one may have ended already)
     return doc["data"]["job"]["job_id"]
 
 
