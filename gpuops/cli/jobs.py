@@ -8,8 +8,10 @@ import sys
 from ..errors import Interrupted, UsageError
 from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
+from . import spinner
 from .common import run
 from .flags import DAY, number, seconds, verb
+from .spinner import countdown
 from .helptext import missing
 
 _COMMON = {
@@ -235,7 +237,8 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
 
     from ..render import gang as several_render
 
-    run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer)
+    # the log itself is what it shows: a spinner only while connecting
+    run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
 
 
 def _gang_alone(host, job):
@@ -284,12 +287,13 @@ def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=N
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
         spec = one_host("wait", host)
-        with _signals_interrupt(True):
+        what = "the end" if until == "terminal" else ",".join(wanted)
+        with _signals_interrupt(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
             return on_hosts("wait", spec, lambda t: op.wait(
                 t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
                 max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
 
-    run("wait", json, produce, render.waited)
+    run("wait", json, produce, render.waited, waiting=None)
 
 
 def _stdout_sink(data):

@@ -3,7 +3,9 @@
 from functools import partial
 
 from ..ops.hosts import on_hosts
+from . import spinner
 from .common import run
+from .spinner import countdown
 from .flags import DAY, number, seconds, verb
 
 
@@ -35,10 +37,12 @@ def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="1
 
     def produce():
         index, age, window, wait = _options(gpu, min_age, idle_window, term_wait)
-        return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
-                                                        term_wait=wait, yes=yes, plan=plan), identity)
+        # the box samples GPU use over the window only when some process holds a GPU
+        with spinner.show(countdown(f"reap: watching GPU holders for up to {window:g}s", window)):
+            return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
+                                                            term_wait=wait, yes=yes, plan=plan), identity)
 
-    run("reap", json, produce, partial(render.render, show_all=all))
+    run("reap", json, produce, partial(render.render, show_all=all), waiting=None)
 
 
 TASKS = (reap,)

@@ -89,7 +89,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
                         io_timeout, retry_for, profile, plan)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
-    run("push", json, produce, render.render)
+    run("push", json, produce, render.render, waiting=False)  # its bar says what it waits for
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
@@ -107,7 +107,7 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
                         no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
-    run("pull", json, produce, render.render)
+    run("pull", json, produce, render.render, waiting=False)
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
@@ -119,15 +119,14 @@ def verify(c, host=None, local=None, remote=None, exclude=None, include_git=Fals
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render
-    from ..sync.progress import Silent
 
     def produce():
-        _hosts(host, "verify", local=(local, "the local directory, the reference"),
-               remote=(remote, "the directory on the box"))
-        opts = _options(Silent(), exclude, include_git, rehash)
+        hosts = _hosts(host, "verify", local=(local, "the local directory, the reference"),
+                       remote=(remote, "the directory on the box"))
+        opts = _options(_progress(json, hosts), exclude, include_git, rehash)
         return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
-    run("verify", json, produce, partial(render.render, show_all=all))
+    run("verify", json, produce, partial(render.render, show_all=all), waiting=False)
 
 
 TASKS = (push, pull, verify)

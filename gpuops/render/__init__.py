@@ -118,13 +118,15 @@ def doctor(doc, con, blocks=(), show_all=False):
 
 
 def _verdict_style(doc):
-    """Green when fine; yellow for a dry run's plan, which is not a failure; else red."""
+    """Green when fine; yellow for what is no failure (a dry run's plan, a wait that ran out of
+    time or was stopped: the job is as it was); else red."""
     from ..envelope import CODE_KEY
-    from ..errors import REFUSED
+    from ..errors import INTERRUPTED, REFUSED, WAIT_TIMED_OUT
 
     if doc.get("ok"):
         return "green"
-    return "yellow" if doc.get(CODE_KEY) == REFUSED and not doc.get("error") else "bold red"
+    calm = (REFUSED, WAIT_TIMED_OUT, *INTERRUPTED.values())
+    return "yellow" if doc.get(CODE_KEY) in calm and not doc.get("error") else "bold red"
 
 
 def verdict_line(doc, con):
