@@ -61,13 +61,7 @@ def run(command, as_json, produce, human, waiting=True):
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from ..render import console, render_errors, rollup_line
+        from ..render import console, report
 
-        con = console()
-        for d in doc.get("hosts") or [doc]:
-            if not d.get("error"):
-                human(d, con)
-        render_errors(doc)
-        if doc.get("hosts"):
-            rollup_line(doc, con)
+        report(doc, human, console())
     raise Exit(code=code)

@@ -52,53 +52,76 @@ def print_findings(findings, con, show_all=False, around=0):
     problems = sorted((f for f in findings if f["severity"] != "ok"), key=lambda f: (-order[f["severity"]], f["id"]))
     used = 0
     for f in problems:
-        for line, wraps in _problem_block(f):
-            used += _height(con, line, wraps)
-            con.print(line, soft_wrap=wraps, crop=not wraps)
+        for line, how in _problem_block(f):
+            used += _height(con, line, how)
+            _print(con, line, how)
     passed = sorted((f for f in findings if f["severity"] == "ok"), key=lambda f: f["id"])
     if not passed:
         return
     if show_all or used + len(passed) + around <= screen_lines(con):
         pad = min(max(len(f["id"]) for f in passed), ID_COLUMN)
         for f in passed:
-            con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{f['id']:<{pad}}  ", f["title"],
-                                    no_wrap=True, overflow="ellipsis"))
+            _print(con, Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{f['id']:<{pad}}  ", f["title"]), "cut")
     else:
         con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} checks passed ",
                                 ("(--all lists them)", "dim")))
 
 
 def _problem_block(f):
-    """[(line, whether it wraps softly)] of a warn, fail or info finding: the fix is one soft
-    line, so a terminal folds it and a copy gets it whole."""
+    """[(line, how it meets the edge)] of a warn, fail or info finding: its head wraps with the
+    title's continuation under the title, evidence is cut at the edge, and the fix is one soft
+    line (a terminal folds it, a copy gets it whole)."""
     from rich.text import Text
 
     sev = f["severity"]
-    head = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"),
-                         "  ", f["title"])
+    lead = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"), "  ")
+    title = Text(f["title"])
     if f.get("gotcha"):
-        head.append(f" ({f['gotcha']})", style="dim")
-    lines = [(head, False)]
+        title.append(f" ({f['gotcha']})", style="dim")
+    lines = [(hanging(lead, title), "wrap")]
     evidence = [(k, v) for k, v in (f.get("evidence") or {}).items() if v not in (None, "", [], {})]
     for key, value in evidence[:EVIDENCE_KEYS]:
-        lines.append((Text(f"    {key}: {_evidence(value)}", no_wrap=True, overflow="ellipsis"), False))
+        lines.append((Text(f"    {key}: {_evidence(value)}"), "cut"))
     if len(evidence) > EVIDENCE_KEYS:
-        lines.append((Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"), False))
+        lines.append((Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"), "cut"))
     if f.get("fix"):
-        lines.append((Text.assemble(("    fix: ", "bold"), f["fix"]), True))
+        lines.append((Text.assemble(("    fix: ", "bold"), f["fix"]), "soft"))
     return lines
 
 
-def _height(con, renderable, soft=False):
-    """The lines `renderable` takes on `con`'s terminal."""
+def hanging(lead, text, width=None):
+    """`lead` then `text`, whose wrapped lines go on under its first word (a hanging indent)."""
+    from rich.table import Table
+
+    grid = Table.grid()
+    grid.add_column(no_wrap=True, width=width)
+    grid.add_column()
+    grid.add_row(lead, text)
+    return grid
+
+
+def _print(con, renderable, how):
+    """how: 'wrap' at the width, 'cut' there with an ellipsis, or 'soft' (one line, whole)."""
+    if how == "soft":
+        con.print(renderable, soft_wrap=True, crop=False)
+    elif how == "cut":
+        con.print(renderable, no_wrap=True, overflow="ellipsis")
+    else:
+        con.print(renderable)
+
+
+def _height(con, renderable, how="wrap"):
+    """The lines `renderable` takes on `con`'s terminal, printed as _print prints it `how`."""
     from rich.cells import cell_len
 
-    if soft:
+    if how == "soft":
         return max(1, -(-cell_len(renderable.plain) // con.width))
-    return len(con.render_lines(renderable, con.options, pad=False))
+    return 1 if how == "cut" else len(con.render_lines(renderable, con.options, pad=False))
 
 
 def _evidence(value):
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        value = ", ".join(map(str, value))
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 160 else text[:157] + "..."
 
@@ -140,7 +163,18 @@ def verdict_line(doc, con):
 _UNREACHED = ("unreachable", "timed-out")
 
 
-def render_errors(doc):
+def report(doc, human, con, err=None):
+    """A verb's envelope for people: each host's report (`human(doc, con)`), one stderr line per
+    host that failed, and for several hosts one line that rolls them up."""
+    for d in doc.get("hosts") or [doc]:
+        if not d.get("error"):
+            human(d, con)
+    render_errors(doc, err)
+    if doc.get("hosts"):
+        rollup_line(doc, con)
+
+
+def render_errors(doc, stream=None):
     """One line per failed host on stderr: the expected-error contract (no traceback). For a host
     that could not be reached the line ends saying how to see why, and how to check this machine."""
     for d in doc.get("hosts") or [doc]:
@@ -149,7 +183,7 @@ def render_errors(doc):
             hint = ""
             if err.get("kind") in _UNREACHED and d.get("host"):
                 hint = f" (try: {_ssh_command(d['host'])} for the SSH client's own words; --host local checks this machine)"
-            print(f"gpuops: {err['message']}{hint}", file=sys.stderr)
+            print(f"gpuops: {err['message']}{hint}", file=stream or sys.stderr)
 
 
 def _ssh_command(spec):

@@ -4,7 +4,7 @@ wrapped a word per line at 80 columns; a block gives each fact its own line at a
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import doctor
+from . import doctor, hanging
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
                 "idle": "bold yellow", "live": "green", "protected": "dim"}
@@ -18,7 +18,8 @@ def _mem(h):
 
 def holder_block(h, applied):
     """One holder: pid, class, GPUs, memory, age and user on its head line; then why, what the
-    window saw, what it would get (or got) and its command, each a line cut to the width."""
+    window saw and what it would get (or got), each wrapped under itself, and its command cut at
+    the width."""
     from rich.console import Group
     from rich.text import Text
 
@@ -27,9 +28,9 @@ def holder_block(h, applied):
     head = Text.assemble((f"pid {h['pid']}", "bold"), "  ", (h["class"], _CLASS_STYLE.get(h["class"], "")),
                          f"  GPU {gpus}{_mem(h)}  up {age}  {h['user'] or '?'}")
     doing = h["outcome"] if applied else h["action"]
-    rows = [("why", h["reason"]), ("seen", h["last_activity"]), ("outcome" if applied else "would send", doing),
-            ("command", h["command"])]
-    return Group(head, *(Text(f"    {k}: {v}", no_wrap=True, overflow="ellipsis") for k, v in rows if v))
+    rows = [("why", h["reason"]), ("seen", h["last_activity"]), ("outcome" if applied else "would send", doing)]
+    lines = [hanging(Text(f"    {k}: "), Text(v)) for k, v in rows if v]
+    return Group(head, *lines, Text(f"    command: {h['command']}", no_wrap=True, overflow="ellipsis"))
 
 
 def action_line(a):
