@@ -108,3 +108,14 @@ def test_a_local_preflight_fits_twenty_lines_at_80_columns():
     for name in ("preflight-local", "preflight-healthy"):
         assert len(rendered(name, 80).splitlines()) <= 20, name
 
+
+
+def test_no_color_on_a_terminal_keeps_the_text_and_drops_every_colour():
+    from tests import terminal
+
+    code, raw = terminal.run("preflight", env={**os.environ, "NO_COLOR": "1"})
+    colours = re.findall(r"\x1b\[([0-9;]*)m", raw)
+    assert code in (0, 1) and "checks passed" in raw
+    assert not [c for c in colours if re.search(r"(^|;)(3[0-8]|9[0-7]|4[0-8])(;|$)", c)], set(colours)
+    code, raw = terminal.run("preflight")
+    assert re.search(r"\x1b\[[0-9;]*3[12]m", raw), "a terminal without NO_COLOR gets the verdict's colour"
