@@ -222,10 +222,10 @@ def context(table, jobs, util, min_age, idle_window, before):
 
 def survey(opts, reader, window=None):
     """(document, signal units): every holder classified and, when reapable, planned. Signals nothing."""
-    # Each process's own CPU and I/O are read before and after the GPU's window, over the same span;
-    # with no holder to judge, sampling the GPUs would only keep a person waiting.
+    # Each process's own CPU and I/O are read before and after the GPU's window, over the same span.
     before = activity.snapshot(process_table())
-    window = (opts.idle_window if scan_holders(process_table(), {})[0] else 0) if window is None else window
+    if window is None:  # with no holder to judge, sampling the GPUs would only keep a person waiting
+        window = opts.idle_window if scan_holders(process_table(), {})[0] else 0
     first, util, samples = gpu.sample(reader, window)
     minor_to_index = dict((d["minor"], d["index"]) for d in first["devices"] if d.get("minor") is not None)
     table = process_table()
