@@ -44,7 +44,7 @@ def call(target, action, opts, timeout_s=60):
 
 # What each action's answer must hold, and where its job records are.
 ANSWERS = {"launch": {"job": dict, "log_head": (str, type(None))}, "retry": {"job": dict, "log_head": (str, type(None))},
-           "status": {"jobs": list, "now": (int, float), "more": int},
+           "status": {"jobs": list, "now": (int, float), "more": (int, type(None))},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
            "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
 
@@ -157,7 +157,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
     data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total"),
-            "more": max(0, doc["more"])}
+            "more": max(0, doc.get("more") or 0)}
     if job:
         row = rows[0]
         ok = row["state"] in states.HEALTHY
