@@ -48,8 +48,9 @@ PROGRAM = {
     "profile-autodl": ["profiles", "autodl"],
     "gotcha": ["gotcha", "U7"],
 }
-# Lines kept whole at any width: copied as they are, or folded by the terminal itself.
-WHOLE = re.compile(r"^(    fix: |  next: |    command: |gpuops: |\S+: .*(READY|FAILED|drift|dry run|RUNNING|reaped|"
+# Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
+# verdict the terminal folds itself.
+WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\S+: .*(READY|FAILED|drift|dry run|RUNNING|reaped|"
                    r"deletes|verified|hosts ok))")
 
 

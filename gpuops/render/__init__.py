@@ -133,7 +133,9 @@ def doctor(doc, con, blocks=(), show_all=False):
     findings = doc.get("findings") or []
     if blocks or findings:
         verdict_line(doc, con)
-    around = 2 + len(doc.get("next") or []) + sum(_height(con, b) for b in blocks)
+    steps = doc.get("next") or []
+    around = 2 + len(steps) + sum(1 for x in steps if x.get("why")) + len(doc.get("advice") or [])
+    around += sum(_height(con, b) for b in blocks)
     for b in blocks:
         con.print(b)
     print_findings(findings, con, show_all, around)
