@@ -281,8 +281,9 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
         ok = row["state"] == states.COMPLETED
         summary += f"; job ended: {one_line(row).split(': ', 1)[1]}"
     elif run.opts["follow"] and (run.interrupted or run.timed_out):
-        row = state_now(target, job_id, jobs_dir) or {}  # a follow cut short says where the job stands
-        data.update(state=row.get("state"), name=row.get("name"))
+        row = state_now(target, job_id, jobs_dir)  # a follow cut short says where the job stands
+        if row:
+            data.update(state=row["state"], name=row.get("name"))
     elif end.get("reason") == "eof":
         data["ended"] = bool(end.get("ended"))
     if run.timed_out:

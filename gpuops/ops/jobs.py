@@ -128,8 +128,8 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
         # it ended while the launch watched it: say how, and for a failure the line that says why
         ok = row["state"] == states.COMPLETED
         summary = one_line(row) + " at launch"
-        nxt = job_steps(target.name, row, jobs_dir)
-        if not ok:
+        if not ok:  # a completed one keeps the steps of any launch (wait returns at once)
+            nxt = job_steps(target.name, row, jobs_dir)
             data["first_error"] = errorline.first_error(doc.get("log_head") or "")
             summary += f": {data['first_error']}" if data["first_error"] else ""
     else:

@@ -26,7 +26,7 @@ def verify(target, local, remote, opts: S.Options) -> dict:
                                                 "cache": opts.cache},
                                timeout_s=tree.budget_s(nbytes, len(lmap)), tally=tally)
         if hasher.total_files:
-            progress.start(hasher.total_bytes, "hashing", files=hasher.total_files)
+            progress.start(hasher.total_bytes, "verifying", files=hasher.total_files)
             hasher.watch(progress.update, until=pending.failed)
         progress.stage(f"waiting for {target.name} to finish hashing")
         rdoc = pending.result()

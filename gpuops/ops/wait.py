@@ -90,8 +90,10 @@ def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, j
              "--timeout", f"{max(1.0, float(timeout_s) - waited):.0f}"]
     if log_regex:
         again += ["--log-regex", log_regex] + (["--from-offset", str(from_offset)] if from_offset is not None else [])
-    data = {"job_id": jid, "state": (row or {}).get("state"), "until": list(until), "reached": False,
-            "timed_out": False, "interrupted": signal_name, "waited_s": round(waited, 3), "job": row}
+    data = {"job_id": jid, "state": row["state"] if row else states.UNREACHABLE, "until": list(until), "reached": False,
+            "timed_out": False, "interrupted": signal_name, "waited_s": round(waited, 3)}
+    if row:
+        data["job"] = row
     out = envelope("wait", ok=False, summary=f"{said}; stopped waiting ({signal_name}) after {waited:.1f}s",
                    data=data, next=[command_line(target.name, "wait", jid, *again, jobs_dir=jobs_dir)])
     out[CODE_KEY] = errors.INTERRUPTED[signal_name]

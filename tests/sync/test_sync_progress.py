@@ -65,6 +65,6 @@ def test_verify_rehash_shows_its_hashing_on_a_terminal_and_nothing_in_a_pipe(tmp
     code, raw = terminal.run(*argv, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
     lines = terminal.frames(raw)
     assert code == 0 and lines[-1] == "local: verified: 3 files, 12.0 MiB identical on the box", lines
-    assert any(line.startswith("hashing ") and "/12.0 MiB" in line and "/3 files" in line for line in lines), lines
+    assert any(line.startswith("verifying ") and "/12.0 MiB" in line and "/3 files" in line for line in lines), lines
     piped = gpuops(*argv)
     assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.count("\n") == 1
