@@ -9,9 +9,11 @@ from ..errors import Interrupted, UsageError
 from ..jobs import states
 from ..ops.hosts import on_hosts, one_host
 from ..jobs import torchrun as torchrun_defaults
-from . import slurmflags
+from . import slurmflags, spinner
 from .common import run
 from .flags import DAY, number, seconds, verb
+from .spinner import countdown
+from .helptext import missing
 
 _COMMON = {
     "host": "'local' (default), an ssh_config alias or user@host:port",
@@ -29,6 +31,12 @@ def _help(**extra):
 
 
 _SEVERAL = "'local' (default), an ssh_config alias or user@host:port; comma-separate several"
+_WHICH = "the job's id or a unique part of it, its --key or its --name"
+
+
+def _need_job(verb_name, job):
+    if not job:
+        raise UsageError(missing(verb_name, "--job", _WHICH))
 
 
 def _env_and_secrets(env, secret_env):
@@ -110,8 +118,10 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
 
     def produce():
         timeout_s = seconds("--timeout", timeout, low=1, whole=True)
-        if bool(cmd) == bool(script):
-            raise UsageError("give exactly one of --cmd or --script")
+        if not cmd and not script:
+            raise UsageError(missing("launch", "--cmd", "the command line to run, or --script FILE"))
+        if cmd and script:
+            raise UsageError("give one of --cmd or --script, not both")
         if script:
             if not os.path.isfile(script):
                 raise UsageError(f"--script {script}: no such file")
@@ -165,16 +175,16 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
 
 @verb(iterable=["label"], help=_help(
     host=_SEVERAL,
-    job="one job: its id, --key or --name (default: list recent jobs). States: " + states.listing(),
+    job="one job: " + _WHICH + " (default: list recent jobs). States: " + states.listing(),
     label="only jobs with this k=v label (repeatable)",
     progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
     stall_factor="STALLED when no progress line for this many times the recent step time",
     stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
-    limit="list at most this many jobs, newest first",
+    limit="list at most this many jobs, newest first (0: all of them)",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
 def status(c, host=None, identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit="50", jobs_dir=None, json=False, gang=None):
+           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
@@ -188,7 +198,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
             return several.status(gang, identity)
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
-        most = number("--limit", limit, 1, 10000, integer=True)
+        most = number("--limit", limit, 0, 100000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         return on_hosts("status", host, lambda t: op.status(
@@ -201,7 +211,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
@@ -232,8 +242,7 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
                                     max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
         if cursors:
             raise UsageError("--cursors goes with --gang; one job's log goes on from --from-offset")
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("logs", job)
         lines = number("--tail", tail, 0, 1000000, integer=True)
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         most = number("--max-bytes", max_bytes, 1, op.MAX_BYTES, integer=True)
@@ -256,7 +265,8 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
 
     from ..render import gang as several_render
 
-    run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer)
+    # the log itself is what it shows: a spinner only while connecting
+    run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
 
 
 def _gang_alone(host, job):
@@ -266,8 +276,8 @@ def _gang_alone(host, job):
 
 @contextlib.contextmanager
 def _signals_interrupt(active):
-    """While following, SIGTERM interrupts like SIGINT does, so the envelope (and next_offset) is
-    still printed when a supervisor or `timeout` ends the follow."""
+    """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
+    job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
     if not active:
         yield
         return
@@ -283,7 +293,7 @@ def _signals_interrupt(active):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
         s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED)),
     log_regex="also return as soon as a log line (after --from-offset) matches this regular expression",
@@ -298,19 +308,20 @@ def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=N
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("wait", job)
         wanted = op.parse_until(until)
         _check_regex(log_regex, "--log-regex")
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
         spec = one_host("wait", host)
-        return on_hosts("wait", spec, lambda t: op.wait(
-            t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
-            max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
+        what = "the end" if until == "terminal" else ",".join(wanted)
+        with _signals_interrupt(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
+            return on_hosts("wait", spec, lambda t: op.wait(
+                t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
+                max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
 
-    run("wait", json, produce, render.waited)
+    run("wait", json, produce, render.waited, waiting=None)
 
 
 def _stdout_sink(data):
@@ -319,7 +330,7 @@ def _stdout_sink(data):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     grace="seconds between SIGTERM and SIGKILL",
     yes="really send the signals (without it: show what would be signalled, and its plan id)",
     plan="with --yes: act only if the job's live processes are still those of this plan id (from a dry run); "
@@ -340,8 +351,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
             from . import gang as several
 
             return several.stop(gang, grace=grace, yes=yes, plan=plan, identity=identity)
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("stop", job)
         wait = seconds("--grace", grace)
         spec = one_host("stop", host)
         return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan, signal=signal,
@@ -353,7 +363,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
-    job="the job to retry: its id, --key or --name",
+    job="the job to retry: " + _WHICH,
     env=_ENV + "; overrides the parent's",
     secret_env=_SECRET,
     resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
@@ -379,8 +389,7 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
             from . import gang as several
 
             return several.retry(gang, resume_arg=resume_arg, env=envs, secrets=secrets, identity=identity)
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("retry", job)
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir,
@@ -417,7 +426,8 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
 
     def produce():
         if not file and not name:
-            raise UsageError("give --file (start, extend or resume a queue) or --name (show one)")
+            raise UsageError(missing("queue", "--file", "one command a line: starts, extends or resumes a queue; "
+                                              "or --name to show one"))
         patience = seconds("--wait", wait, high=7 * DAY)
         content = None
         if file:

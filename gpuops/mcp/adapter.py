@@ -73,10 +73,10 @@ class Stages(Silent):
     def stage(self, text):
         self.text, self.total = text, None
 
-    def start(self, total, what=""):
+    def start(self, total, what="", files=None):
         self.text, self.done, self.total = what or "sending", 0, total
 
-    def update(self, done):
+    def update(self, done, files=None):
         self.done = max(self.done, done)
 
     def __str__(self):

@@ -8,8 +8,10 @@ import shutil
 import socket
 import time
 
-from . import cgroup, job_facts, jobrecord, procs, slurm_submit, wrapper
+from . import cgroup, job_facts, jobrecord, procs, signals, slurm_submit, wrapper
 from .jobrecord import CMD, LOG, META, JobError
+
+LOG_HEAD = 4096  # what a launch answers of the log of a job that died at once: its first error is there
 
 
 def _check_shebang(body):
@@ -88,7 +90,7 @@ def create(spec, body):
     meta = {
         "job_id": job_id,
         "engine": jobrecord.BOX,
-        "name": spec.get("name") or job_id,
+        "name": spec.get("name"),
         "labels": spec.get("labels") or {},
         "command": spec.get("command"),
         "kind": spec.get("kind") or "cmd",
@@ -126,19 +128,38 @@ def body_of(spec):
     return (cmd if cmd.endswith("\n") else cmd + "\n").encode("utf-8")
 
 
+def confirmed(job_id, seconds):
+    """The job's facts once it has run `seconds`, or sooner once it died: a typo or a missing file
+    ends a job within moments, and the caller should hear that, not "started". A job that died
+    comes with the head of its log."""
+    meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    if meta.get("pid") and seconds:
+        signals.wait_until(lambda: jobrecord.liveness(meta) != "alive", seconds)
+    out = {"job": job_facts.facts(job_id)}
+    if out["job"].get("exit") is not None:
+        try:
+            with open(jobrecord.path(job_id, LOG), "rb") as f:
+                out["log_head"] = f.read(LOG_HEAD).decode("utf-8", "replace")
+        except (OSError, IOError):
+            out["log_head"] = ""
+    return out
+
+
 def launch(opts):
-    return _started(opts, body_of(opts), slurm_submit.submit if opts.get("engine") == jobrecord.SLURM else create)
+    make = slurm_submit.submit if opts.get("engine") == jobrecord.SLURM else create
+    return _started(opts, body_of(opts), make, opts.get("confirm_s"))
 
 
-def _started(spec, body, make):
-    """The job `make(spec, body)` starts, unless one with the spec's key exists already."""
+def _started(spec, body, make, confirm_s):
+    """The job `make(spec, body)` starts, unless one with the spec's key exists already; looked at
+    for up to confirm_s once started."""
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
         existing = jobrecord.by_key(spec["key"]) if spec.get("key") else None
         if existing:
             return {"existing": True, "job": job_facts.facts(existing)}
         job_id = make(spec, body)
-    return {"existing": False, "job": job_facts.facts(job_id)}
+    return dict(confirmed(job_id, float(confirm_s or 0)), existing=False)
 
 
 # What a retry takes from its parent's record unless the retry says otherwise.
@@ -181,7 +202,8 @@ def retry(opts):
             spec["command"] = (spec.get("command") or "").rstrip("\n") + " " + resume
     if scheduled:
         slurm_submit.retried(spec, parent, opts)
-    return dict(_started(spec, body, slurm_submit.submit if scheduled else create), parent_job_id=parent_id)
+    make = slurm_submit.submit if scheduled else create
+    return dict(_started(spec, body, make, opts.get("confirm_s")), parent_job_id=parent_id)
 
 
 def main(argv):

@@ -182,10 +182,11 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
             entry["launch_error"] = value.as_dict()
         elif isinstance(value, Exception):
             entry["launch_error"] = {"kind": "internal", "message": f"{type(value).__name__}: {value}"}
-        elif not value["ok"]:
-            entry["launch_error"] = {"kind": "refused", "message": value["summary"]}
         else:
-            entry.update(job_id=value["data"]["job"]["job_id"], pid=value["data"]["meta"].get("pid"))
+            if value["data"]["meta"].get("pid"):  # it started, though it may have died at launch already
+                entry.update(job_id=value["data"]["job"]["job_id"], pid=value["data"]["meta"]["pid"])
+            if not value["ok"]:
+                entry["launch_error"] = {"kind": "refused", "message": value["summary"]}
         if entry["launch_error"]:
             failed.append(entry)
         record["nodes"].append(entry)

@@ -18,7 +18,7 @@ from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, frames, state, states
 from ..onbox.jobrecord import BOX, SLURM
-from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported
+from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_TIMEOUT_S = 120  # a page is at most MAX_BYTES read from a file: a box still sending after this is stuck or lying
@@ -275,14 +275,20 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
         summary += f" of {run.size}"
     ended = end.get("reason") in ("exited", "vanished")
     if ended:
-        rec = answers.exit_record(end.get("exit"), target.name)
-        engine = {"engine": end["engine"]} if end.get("engine") in (BOX, SLURM) else {}
-        row = state.derive({"job_id": job_id, "meta": engine, "exit": rec, "liveness": "gone",
-                            "scheduler": {"known": bool(rec)} if engine.get("engine") == SLURM else None})
-        data["state"] = row["state"]
-        data["exit"] = rec
+        rec = end.get("exit")
+        meta = {"name": end.get("name"), "launched_at": end.get("launched_at")}
+        if end.get("engine") in (BOX, SLURM):
+            meta["engine"] = end["engine"]
+        row = state.derive(answers.facts({"job_id": job_id, "exit": rec, "liveness": "gone", "meta": meta,
+                                          "scheduler": {"known": bool(rec)} if meta.get("engine") == SLURM else None},
+                                         target.name))
+        data.update(state=row["state"], exit=rec, name=end.get("name"), duration_s=row.get("duration_s"))
         ok = row["state"] == states.COMPLETED
         summary += f"; job ended: {one_line(row).split(': ', 1)[1]}"
+    elif run.opts["follow"] and (run.interrupted or run.timed_out):
+        row = state_now(target, job_id, jobs_dir)  # a follow cut short says where the job stands
+        if row:
+            data.update(state=row["state"], name=row.get("name"))
     elif end.get("reason") == "eof":
         data["ended"] = bool(end.get("ended"))
     if run.timed_out:

@@ -73,7 +73,7 @@ class Accounting:
         conf = self.rig.conf.parent / "slurmdbd.conf"
         conf.write_text("\n".join([
             "AuthType=auth/munge", f"AuthInfo=socket={d}/munge/munge.sock", f"DbdHost={self.rig.host}",
-            f"DbdAddr=127.0.0.1", f"DbdPort={self.dbd_port}", "SlurmUser=root", f"PidFile={d}/run/slurmdbd.pid",
+            "DbdAddr=127.0.0.1", f"DbdPort={self.dbd_port}", "SlurmUser=root", f"PidFile={d}/run/slurmdbd.pid",
             f"LogFile={d}/log/slurmdbd.log", "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1",
             f"StoragePort={self.db_port}", "StorageUser=slurm", "StoragePass=slurmpw", "StorageLoc=slurm_acct_db",
         ]) + "\n")
