@@ -63,6 +63,18 @@ class Target:
     def _on_deadline(self):
         """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
 
+    _python = None
+
+    def _known_python(self):
+        """(the box's interpreter an earlier call on this connection named, or None; a token for
+        _learned_python). Kept with the target, whose connection is one box for its lifetime; a
+        transport whose connections outlive it keeps it with them instead."""
+        return self._python, None
+
+    def _learned_python(self, path, seen):
+        """Remember `path` (already valid) as what the box runs; None forgets."""
+        self._python = path
+
     def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES, stream=False):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
         started = {}
@@ -112,9 +124,23 @@ class Target:
 
     def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None, stream=False):
         src = onbox.script(entry)
-        line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE)
-        return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
-                        max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream)
+        # An entry that starts the user's commands runs as the login shell finds python3 (a
+        # shim's environment included), so what a job inherits never depends on this cache.
+        known, seen = (None, None) if entry in onbox.STARTS_JOBS else self._known_python()
+        while True:
+            line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE, python=known)
+            result = self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
+                              max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream)
+            ran, result.stderr = wrap.took_python(result.stderr)
+            if ran is None and known is not None and result.exit in (126, 127) and not result.stdout:
+                # The remembered interpreter could not even be started (the shell's own exit
+                # codes, and no line from the bootstrap): nothing ran, so asking again is safe.
+                self._learned_python(None, seen)
+                known = None
+                continue
+            if ran is not None and ran != known:
+                self._learned_python(ran, seen)
+            return result
 
     def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
         result = self.ship(entry, args, stdin, timeout_s, on_stdout)
