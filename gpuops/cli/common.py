@@ -10,8 +10,6 @@ import os
 import shlex
 import sys
 
-from invoke.exceptions import Exit
-
 from .. import errors
 from ..envelope import dumps, envelope, error_envelope, exit_code
 
@@ -32,17 +30,29 @@ def interrupted(command):
               file=sys.stderr)
 
 
+def on_hosts(command, host_value, op, identity=None):
+    """gpuops.ops.hosts.on_hosts, imported only by a verb that connects: the transport's modules
+    are most of what a light verb would otherwise load (see gpuops.cli.lite)."""
+    from ..ops import hosts
+
+    return hosts.on_hosts(command, host_value, op, identity)
+
+
+def one_host(command, host_value):
+    from ..ops import hosts
+
+    return hosts.one_host(command, host_value)
+
+
 def run(command, as_json, produce, human):
     """Produce the envelope, print it, exit with its code. `human(doc, console)` renders it."""
     try:
         doc = produce()
     except errors.GpuopsError as e:
         doc = error_envelope(command, e)
-    except Exit:
-        raise
     except KeyboardInterrupt:
         interrupted(command)
-        raise Exit(code=130)
+        sys.exit(130)
     except Exception as e:
         if os.environ.get("GPUOPS_DEBUG"):
             raise
@@ -52,13 +62,13 @@ def run(command, as_json, produce, human):
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from ..render import console, render_errors, rollup_line
+        from ..render import LazyConsole, render_errors, rollup_line
 
-        con = console()
+        con = LazyConsole()
         for d in doc.get("hosts") or [doc]:
             if not d.get("error"):
                 human(d, con)
         render_errors(doc)
         if doc.get("hosts"):
             rollup_line(doc, con)
-    raise Exit(code=code)
+    sys.exit(code)

@@ -7,8 +7,7 @@ import sys
 
 from ..errors import Interrupted, UsageError
 from ..jobs import states
-from ..ops.hosts import on_hosts, one_host
-from .common import run
+from .common import on_hosts, one_host, run
 from .flags import DAY, number, seconds, verb
 
 _COMMON = {

@@ -1,7 +1,6 @@
 """`preflight`: is this box going to hurt the run? One round trip, verdicts with fixes."""
 
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import seconds, verb
 
 

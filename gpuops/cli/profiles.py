@@ -1,7 +1,6 @@
 """`profiles`, `gotcha` and `teardown-check`: platform facts, the gotcha reference, teardown safety."""
 
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import number, verb
 
 

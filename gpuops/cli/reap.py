@@ -1,7 +1,6 @@
 """`reap`: free GPU memory held by processes nobody needs any more, never touching live work."""
 
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import DAY, number, seconds, verb
 
 

@@ -7,8 +7,7 @@ free bytes or inodes (pass --no-budget to try anyway).
 """
 
 from ..errors import UsageError
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import seconds, verb
 
 _COMMON = {
