@@ -39,7 +39,8 @@ def _push(target, src, dst, local_root, profile, held, opts):
     # fails fast: retries are for a box that answered once and then dropped.
     asked = tree.Pending(target, dst, {**rules.fixed(tree.rule_lines(local_root, request)), "hash": "cached",
                                        "space": True, "cache": opts.cache},
-                         timeout_s=tree.budget_s(nentries=_WALK_BOUND), tally=tally, first=held.acquire)
+                         timeout_s=tree.budget_s(nentries=_WALK_BOUND) + lock.ANSWER_S, tally=tally,
+                         first=held.acquire)
     scan = tree.local(local_root, request)
     lmap = scan.entries  # live: the hasher fills in digests as it goes
     _crlf(scan, opts, findings)
@@ -69,27 +70,33 @@ def _push(target, src, dst, local_root, profile, held, opts):
     engine = S.make_engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff,
                            make_root=not rdoc["exists"])
     landing = _follow_landing(target, remote_root, p.send, lmap, rdoc["now_ns"], opts, tally)
-    outcome = S.transfer(target, engine, p.send, lmap, progress, "push")
-    S.full_by_measure(outcome, lambda: tree.free_space(target, remote_root)[0], lmap, p.send)
-    vanished = _vanished(local_root, lmap, p.send)
-    scan.drop(vanished)
-    deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
-    sent = [r for r in p.send if r in lmap]
+    # The verifying manifest's channel opens as the transfer starts: the box's login rc and
+    # interpreter start-up happen behind the transfer instead of after it.
+    with tree.Early(target, remote_root, _FOLLOW_LIMIT_S, tally, needed=bool(p.send)) as early:
+        outcome = S.transfer(target, engine, p.send, lmap, progress, "push")
+        S.full_by_measure(outcome, lambda: tree.free_space(target, remote_root)[0], lmap, p.send)
+        vanished = _vanished(local_root, lmap, p.send)
+        scan.drop(vanished)
+        deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
+        sent = [r for r in p.send if r in lmap]
 
-    def remote_check(rels):
-        nbytes = sum(lmap[r].size for r in rels if lmap[r].kind == "f")
-        landing.ready.wait(_FOLLOW_WAIT_S)
-        doc = tree.remote(target, remote_root, {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache},
-                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff, tally=tally)
-        found = plan.by_path(doc["entries"], target.name)
-        for r in list(rels) + deleted:
-            rmap.pop(r, None)
-        rmap.update(found)
-        # The local digests were computed on a thread meanwhile; by now they are usually done.
-        hasher.wait()
+        def remote_check(rels):
+            nbytes = sum(lmap[r].size for r in rels if lmap[r].kind == "f")
+            landing.ready.wait(_FOLLOW_WAIT_S)
+            request = {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache}
+            budget = tree.budget_s(nbytes, len(rels))
+            doc = early.ask(request, budget)  # None: asked before, or its channel died with a cut link
+            if doc is None:
+                doc = tree.remote(target, remote_root, request, timeout_s=budget, backoff=backoff, tally=tally)
+            found = plan.by_path(doc["entries"], target.name)
+            for r in list(rels) + deleted:
+                rmap.pop(r, None)
+            rmap.update(found)
+            # The local digests were computed on a thread meanwhile; by now they are usually done.
+            hasher.wait()
 
-    progress.stage("verifying on the box")
-    mism = S.verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
+        progress.stage("verifying on the box")
+        mism = S.verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
     held.release()
     held.check()
     landing.settle(target, _FOLLOW_WAIT_S if sent else 0)
