@@ -61,7 +61,7 @@ def _push(target, src, dst, local_root, profile, held, opts):
     verdict = S.check_budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}",
                              opts, findings)
     S.check_small_files(lmap, p.send, opts, findings)
-    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
+    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings, opts.compress)
     # A missing destination is created by the engine on its way in (rsync over ssh runs mkdir
     # first, SFTP makes every parent); only a local rsync or an empty payload needs a separate call.
     engine_makes_root = bool(p.send) and not target.is_local
