@@ -12,7 +12,8 @@ Three figures, each a ratio against a baseline measured in the same run:
                as it does when the same tree is pushed again. The first run, with both digest
                caches empty, is shown too. Measured on bare loopback, where both ends and the
                hashing share this machine's cores, and through a relay limited to --link-mb (a
-               WAN-like link, where the transfer, not the CPU, is the bottleneck).
+               WAN-like link, where the transfer, not the CPU, is the bottleneck; the relay gives
+               a connection that sat idle no credit to burst with, so a kept master is limited too).
   cut at 50%   the connection is cut (the sshd child serving it is killed) when the big file is
                half-written at the destination; the push resumes by itself. Bytes on the wire are
                counted by a relay in front of sshd (tests/sync/wiremeter.py), not by gpuops, and
