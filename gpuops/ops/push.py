@@ -8,8 +8,8 @@ from ..findings import Finding
 from ..sync import crlf, lock, plan, rules, tree
 from . import sync as S
 
-# Entries the first manifest request is given time to walk before the box's timeout stops it;
-# it is sent before the local walk has counted them.
+# Entries the box is given time to walk for the first manifest before the wait for it gives up; it
+# is asked for before the local walk has counted them.
 _WALK_BOUND = 1_000_000
 
 
@@ -18,36 +18,35 @@ def push(target, src, dst, opts: S.Options) -> dict:
         raise errors.UsageError("--dst (the directory on the box) is required")
     local_root = S.local_root(src, "--src", must_exist=True)
     profile = _load_profile(opts.profile)
+    request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
     # One writer per destination: asked for now, on its own channel, held until verification ends.
-    held = lock.OnBox(target, dst, "push")
+    # The box needs only the source's rule lines, known before the walk, to say what is there: the
+    # lock's channel answers that too, once the lock is held (so no other transfer is changing it),
+    # with the digests its cache holds and how much room is left, while the local walk runs.
+    held = lock.OnBox(target, dst, "push", listing={**rules.fixed(tree.rule_lines(local_root, request)),
+                                                    "root": dst, "hash": "cached", "space": True,
+                                                    "cache": opts.cache})
     try:
-        return _push(target, src, dst, local_root, profile, held, opts)
+        return _push(target, src, dst, local_root, profile, held, request, opts)
     finally:
         held.release()
 
 
-def _push(target, src, dst, local_root, profile, held, opts):
+def _push(target, src, dst, local_root, profile, held, request, opts):
     findings = []
     backoff = opts.backoff()
     tally = tree.Tally()
     progress = opts.progress
     progress.stage(f"walking the source; asking {target.name} what is at {dst}")
-    request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
-    # The box needs only the source's rule lines, known before the walk: one round trip, sent
-    # once the lock is held so that it (and the box's own walk) overlaps the local walk, answers
-    # what is there with the digests its cache holds, and how much room is left. First contact
-    # fails fast: retries are for a box that answered once and then dropped.
-    asked = tree.Pending(target, dst, {**rules.fixed(tree.rule_lines(local_root, request)), "hash": "cached",
-                                       "space": True, "cache": opts.cache},
-                         timeout_s=tree.budget_s(nentries=_WALK_BOUND) + lock.ANSWER_S, tally=tally,
-                         first=held.acquire)
     scan = tree.local(local_root, request)
     lmap = scan.entries  # live: the hasher fills in digests as it goes
     _crlf(scan, opts, findings)
     # Every local file's digest is needed sooner or later (to compare, or to verify what was
     # sent), so hashing starts now and overlaps the round trip and the transfer.
     hasher = tree.Hasher(scan)
-    rdoc = asked.result()
+    held.acquire()
+    rdoc = held.listing(tree.budget_s(nentries=_WALK_BOUND))
+    tally.add("remote", rdoc.get("hashing"))
     S.check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
     rmap = plan.by_path(rdoc["entries"], target.name)

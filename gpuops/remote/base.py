@@ -40,7 +40,7 @@ GRACE_S = 15
 # What a command may print before it is cut off. An entry's JSON answer is far smaller than this
 # (a probe ~100 KiB, a status page well under 1 MiB); a manifest lists every file of a tree.
 OUTPUT_BYTES = 64 << 20
-ANSWER_BYTES = {"manifest": 256 << 20}
+ANSWER_BYTES = {"manifest": 256 << 20, "destlock": (256 << 20) + (1 << 20)}  # the lock's channel may carry one
 STDERR_BYTES = 1 << 20
 
 

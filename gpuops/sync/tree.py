@@ -133,16 +133,12 @@ def remote(target, root, request, timeout_s, backoff=None, tally=None, when=None
 
 
 class Pending:
-    """remote() on a thread, started before the caller's own work (a local walk) so the two
-    overlap; result() returns its document or raises what it raised. `first`, when given, must
-    return before the request is sent (a push waits for its destination lock, so what it is told
-    is there is what no other transfer is changing); the channel opens at once all the same.
-    `when` instead returns the request itself once it is known."""
+    """remote() on a thread, started before the caller's own work so the two overlap; result()
+    returns its document or raises what it raised. With `when`, the channel opens at once and the
+    request is what `when()` returns once it is known."""
 
-    def __init__(self, target, root, request, timeout_s, tally=None, first=None, when=None):
+    def __init__(self, target, root, request, timeout_s, tally=None, when=None):
         self._out = {}
-        if first is not None:
-            when = lambda: (first(), request)[1]  # noqa: E731
         self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally, when),
                                         daemon=True)
         self._thread.start()
