@@ -125,30 +125,28 @@ def test_without_kept_masters_a_target_remembers_for_its_own_lifetime(rig, homes
     assert b.shim_runs() == 1
 
 
-def test_an_interpreter_the_box_no_longer_has_falls_back_to_the_shim_and_is_relearned(rig, reuse, homes):
-    b = ShimBox(rig, "py-gone", homes)
+def _remove(python):
+    shutil.rmtree(python.parents[1])
+
+
+def _break(python):
+    """Still an executable file, but its interpreter is gone: exec fails (127) and nothing runs."""
+    python.unlink()
+    python.write_text("#!/nonexistent/python3\n")
+    python.chmod(0o755)
+
+
+@pytest.mark.parametrize("lose", [_remove, _break], ids=["removed", "cannot-start"])
+def test_an_interpreter_the_box_lost_falls_back_to_the_shim_and_is_relearned(rig, reuse, homes, lose):
+    b = ShimBox(rig, f"py-lost-{lose.__name__[1:]}", homes)
     _open_master(b.spec)
     _ask(b.spec)
     new = b.install("b")
-    shutil.rmtree(b.home / "versions" / "a")
+    lose(b.home / "versions" / "a" / "bin" / "python3")
     assert _ask(b.spec)["exists"] is True, "the call itself succeeds, through the shim"
     assert b.shim_runs() == 2 and _remembered(b.spec) == new
     _ask(b.spec)
     assert b.shim_runs() == 2
-
-
-def test_an_interpreter_that_cannot_start_is_forgotten_and_the_call_asked_again(rig, reuse, homes):
-    b = ShimBox(rig, "py-broken", homes)
-    _open_master(b.spec)
-    _ask(b.spec)
-    new = b.install("b")
-    # still an executable file, but its interpreter is gone: exec fails (127), nothing ran
-    broken = b.home / "versions" / "a" / "bin" / "python3"
-    broken.unlink()
-    broken.write_text("#!/nonexistent/python3\n")
-    broken.chmod(0o755)
-    assert _ask(b.spec)["exists"] is True
-    assert b.shim_runs() == 2 and _remembered(b.spec) == new
 
 
 def test_a_new_master_starts_from_the_shim_and_each_box_keeps_its_own(rig, reuse, homes):
