@@ -28,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.installed import as_installed  # noqa: E402
+
 TINY_LOG = ROOT / "tests" / "fixtures" / "triage" / "bash_killed.log"
 TARGET_S = 0.15
 CASES = {
@@ -78,11 +82,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=15)
     args = ap.parse_args()
-    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     cache = tempfile.mkdtemp(prefix="gpuops-pyc-")
     try:
-        cached = measure({**base, "PYTHONPYCACHEPREFIX": cache}, args.runs)
+        cached = measure(as_installed(base, cache), args.runs)
         source = measure({**base, "PYTHONDONTWRITEBYTECODE": "1"}, args.runs)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
