@@ -9,6 +9,7 @@ for job records).
 """
 
 import json
+import math
 
 from .errors import BadAnswer
 
@@ -47,3 +48,21 @@ def expect(doc: dict, fields: dict, host: str, what: str = "answer") -> dict:
             got = "missing" if value is None else f"a {type(value).__name__}"
             raise BadAnswer(f"{host}: the box's {what} is not gpuops's: {key!r} is {got}")
     return doc
+
+
+def shaped(doc, fields: dict, host: str, what: str) -> dict:
+    """`doc` checked by `expect` (an object first), with every nullable key it left out present
+    as None, so the caller reads each field without a default."""
+    if not isinstance(doc, dict):
+        raise BadAnswer(f"{host}: the box's {what} is not gpuops's: a {type(doc).__name__}, not an object")
+    expect(doc, fields, host, what)
+    for key in fields:
+        doc.setdefault(key, None)
+    return doc
+
+
+def bounded(value, low, high, host: str, what: str, answer: str = "answer"):
+    """`value` when it is None or a finite number in [low, high]; else BadAnswer naming it."""
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise BadAnswer(f"{host}: the box's {answer} is not gpuops's: {what} is {value!r}")
+    return value

@@ -84,6 +84,14 @@ class HostKeyUnverifiable(HostError):
     kind = "host-key-unverifiable"
 
 
+class HostKeyShared(HostError):
+    """The box answered under a host key another box of the same fleet or gang answers under: one
+    machine under two names, or machines cloned with one image's keys. Counted twice, it would
+    run two nodes of a gang or double a fleet's capacity."""
+
+    kind = "host-key-shared"
+
+
 class TimedOut(HostError):
     kind = "timed-out"
 
@@ -110,7 +118,7 @@ class BadAnswer(HostError):
 
 
 KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, NotFound, Refused, Unreachable, AuthFailed, HostKeyChanged,
-                                   HostKeyRevoked, HostKeyUnverifiable, TimedOut, PythonMissing, BadAnswer)}
+                                   HostKeyRevoked, HostKeyUnverifiable, HostKeyShared, TimedOut, PythonMissing, BadAnswer)}
 
 
 def for_kind(kind):

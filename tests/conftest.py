@@ -50,3 +50,9 @@ def gpuops(*args, env=None, input=None, timeout=120):
 @pytest.fixture
 def cli():
     return gpuops
+
+
+@pytest.fixture
+def anyio_backend():
+    """The MCP tests' event loop (anyio's pytest plugin asks for it)."""
+    return "asyncio"

@@ -259,11 +259,6 @@ def test_a_gpu_whose_utilisation_cannot_be_read_leaves_the_box_unknown(tmp_path)
     assert row["idle"]["state"] == "unknown" and row["idle"]["idle_usd"] is None
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_the_fleet_is_a_read_only_mcp_tool(rig, fleet, monkeypatch):
     pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")

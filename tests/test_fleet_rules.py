@@ -21,6 +21,7 @@ def facts(util=(0.0, 0.0), running=0, last_end=None, uptime=86400.0, present=Tru
     return {"now": NOW, "hostname": "box", "uptime_s": uptime,
             "gpu": {"present": present, "source": "nvidia-smi", "error": error, "samples": 5, "devices": devices},
             "jobs": {"dir": "/root/.gpuops/jobs", "running": ["20261124-030000-cccccc"] * running,
+                     "running_gpus": [None] * running,
                      "running_count": running, "last_end": last_end, "last_job": None, "ends_read": 3, "total": 3},
             "disk": {"role": "home", "path": "/root", "total_bytes": 100 << 30, "free_bytes": 25 << 30,
                      "total_inodes": 1000, "free_inodes": 900, "error": None}}
@@ -65,14 +66,18 @@ def test_an_unreadable_gpu_is_not_provably_idle_but_a_missing_one_is_no_gpu():
     (("gpu", "devices", 0, "index"), 5000, "a GPU index is 5000"),
 ])
 def test_an_answer_gpuops_did_not_write_is_a_bad_answer(path, value, words):
-    doc = facts(running=1)
+    with pytest.raises(errors.BadAnswer) as e:
+        op.checked(planted(facts(running=1), path, value), "box")
+    assert words in e.value.message
+
+
+def planted(doc, path, value):
+    """`doc` with `value` put at `path` (keys and indices), as a lying box would answer."""
     target = doc
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
-    with pytest.raises(errors.BadAnswer) as e:
-        op.checked(doc, "box")
-    assert words in e.value.message
+    return doc
 
 
 def test_a_well_formed_answer_passes_and_a_left_out_null_reads_as_none():

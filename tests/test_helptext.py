@@ -28,10 +28,10 @@ def test_overview_groups_verbs_before_any_option_and_fits_the_width():
 
 def test_verb_help_shows_placeholders_repeatable_flags_and_examples():
     text = helptext.verb_help("launch", "Start it.\n\nMore words.", [
-        (("cmd",), True, False, "the command"), (("env",), True, True, "KEY=VALUE (repeatable)"),
-        (("json",), False, False, "one envelope")], 80)
+        (("cmd",), True, False, "the command", None), (("env",), True, True, "KEY=VALUE (repeatable)", None),
+        (("json",), False, False, "one envelope", None), (("job",), True, False, "the job", "-j")], 80)
     assert text.startswith("Usage: gpuops launch [flags]\n")
-    assert "  --cmd=CMD" in text and "--env=ENV ..." in text and "  --json " in text
+    assert "  --cmd=CMD" in text and "--env=ENV ..." in text and "  --json " in text and "  -j, --job=JOB " in text
     assert text.count("repeatable") == 1
     assert "Examples\n  gpuops launch" in text and "Docstring" not in text
 
@@ -98,3 +98,49 @@ def test_bare_words_reach_their_verbs(cli):
     assert r.returncode == 0 and json.loads(r.stdout)["data"]["hits"][0]["id"] == "U7"
     r = cli("profiles", "autodl", "--json")
     assert r.returncode == 0 and "autodl" in r.stdout
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["logs", "-j", "demo", "-f"], ["logs", "--job", "demo", "--follow"]),
+    (["status", "-j", "a1b2"], ["status", "--job", "a1b2"]),
+    (["launch", "--name", "-f", "--cmd", "x"], ["launch", "--name", "-f", "--cmd", "x"]),  # not a verb of -f
+    (["logs", "--tail", "-f"], ["logs", "--tail", "-f"]),  # a value stays a value
+    (["logs", "--job", "x", "--", "-f"], ["logs", "--job", "x", "--", "-f"]),
+])
+def test_short_flags_are_written_long_only_where_the_verb_has_them(argv, expected):
+    from gpuops.cli.switches import expand_short
+
+    assert expand_short(argv, {"logs": {"--tail", "--job"}, "launch": {"--name", "--cmd"}}) == expected
+
+
+def test_the_short_flags_name_every_verb_with_the_long_flag():
+    import inspect
+
+    from gpuops.cli.switches import SHORT
+
+    for short, (long, verbs) in SHORT.items():
+        having = {name for name in VERBS
+                  if long[2:].replace("-", "_") in inspect.signature(ns[name].body).parameters}
+        assert set(verbs) == having, short
+
+
+def test_logs_takes_f_and_j_and_help_shows_them(cli, tmp_path):
+    """`gpuops logs -f` was refused with `Flag <Argument: config (f)> needed value`."""
+    r = cli("logs", "-j", "nosuchjob", "-f", "--jobs-dir", str(tmp_path))
+    assert r.returncode == 4 and "no job 'nosuchjob'" in r.stderr, r.stderr
+    text = cli("logs", "--help").stdout
+    assert "  -f, --follow " in text and "  -j, --job=JOB " in text
+
+
+@pytest.mark.parametrize("argv,example", [
+    (["logs"], "e.g. gpuops logs --host box --job train --follow"),
+    (["wait", "--host", "local"], "e.g. gpuops wait --host box --job train --timeout 3600"),
+    (["launch"], "e.g. gpuops launch --host box --name train --cmd 'python train.py'"),
+    (["push", "--host", "box", "--src", "."], "e.g. gpuops push --host box --src ./data --dst"),
+    (["verify", "--host", "box"], "e.g. gpuops verify --host box --local ./data --remote"),
+])
+def test_a_missing_flag_shows_a_whole_command_to_copy(cli, argv, example):
+    """`gpuops logs` said only "name the job with --job"."""
+    r = cli(*argv)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert " needs --" in r.stderr and example in r.stderr

@@ -19,13 +19,10 @@ from gpuops.mcp import budget, server  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
 READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup",
-             "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify"}
-CORE_TOOLS = READ_ONLY | {"job_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push", "data_pull"}
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
+             "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify", "gang_status", "gang_logs",
+             "gang_diagnose"}
+CORE_TOOLS = READ_ONLY | {"job_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push", "data_pull",
+                          "gang_launch", "gang_retry", "gang_stop"}
 
 
 @pytest.fixture
@@ -65,10 +62,10 @@ async def test_tools_list_names_annotations_and_size(client):
         assert hints.read_only_hint is (name in READ_ONLY), name
         assert tool.output_schema["required"] == ["summary", "ok", "command"], name
         assert "title" not in json.dumps(tool.input_schema["properties"]), name
-    for name in ("job_stop", "vram_reap", "data_push", "data_pull"):
+    for name in ("job_stop", "vram_reap", "data_push", "data_pull", "gang_stop"):
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is True
-    for name in ("job_launch", "job_retry", "job_queue"):  # they run any shell command
+    for name in ("job_launch", "job_retry", "job_queue", "gang_launch", "gang_retry"):  # they run any shell command
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is False
     assert all(t.input_schema["additionalProperties"] is False for t in tools.values())

@@ -14,7 +14,7 @@ import jsonschema  # noqa: E402 - the SDK's client validates results with it
 from mcp import Client  # noqa: E402
 
 from gpuops.mcp import adapter, nextsteps, schemas, server  # noqa: E402
-from tests.test_mcp import anyio_backend, client, jobs_dir  # noqa: E402,F401 - the same fixtures
+from tests.test_mcp import client, jobs_dir  # noqa: E402,F401 - the same fixtures
 
 ALL = {n for n in server.VERB}
 

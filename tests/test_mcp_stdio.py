@@ -22,11 +22,6 @@ from tests.test_reap import box as gpu_box  # noqa: E402,F401
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def mcp_box(rig, tmp_path_factory):
     """A box over the real sshd, its job records in a directory this test reads."""

@@ -98,9 +98,12 @@ def test_human_output_is_doctor_style_worst_first_with_the_verdict_first_and_las
     severities = [line.split()[1] for line in lines if line[:2] in ("✗ ", "! ", "i ")]
     order = {"FAIL": 0, "WARN": 1, "INFO": 2}
     assert severities[0] == "FAIL" and severities == sorted(severities, key=order.get)
-    assert any(line.startswith("✓ ") and " passed: " in line for line in lines)
+    assert any(line.startswith("✓ ") and line.endswith(" checks passed (--all lists them)") for line in lines)
     assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines[2:])
     assert any(line.strip().startswith("next: ") for line in lines)
+    listed = cli("preflight", "--host", boxes["sick"].spec, "--all", env={**os.environ, "COLUMNS": "200"}).stdout
+    passing = [f["id"] for f in preflight_json(cli, "--host", boxes["sick"].spec)[1]["findings"] if f["severity"] == "ok"]
+    assert passing and all(any(line.startswith(f"✓ {fid} ") for line in listed.splitlines()) for fid in passing)
 
 
 def test_unreachable_host_exits_3(cli, rig):
@@ -234,3 +237,4 @@ def test_small_config_dir_path_is_not_failed_on_the_20_gib_checkpoint_floor(cli,
 ])
 def test_path_size_suffix(arg, expected):
     assert op.sized_path(arg) == expected
+

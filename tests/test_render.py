@@ -10,10 +10,10 @@ from gpuops.render import print_findings, summary_line, verdict_line
 LONG_FIX = "sudo sysctl -w vm.overcommit_memory=1 && echo 'vm.overcommit_memory = 1' | sudo tee /etc/sysctl.d/99-gpuops.conf"
 
 
-def _screen(findings, width=80):
+def _screen(findings, width=80, height=25, **kw):
     out = io.StringIO()
-    con = Console(file=out, width=width, no_color=True, highlight=False, soft_wrap=False)
-    print_findings(findings, con)
+    con = Console(file=out, width=width, height=height, no_color=True, highlight=False, soft_wrap=False)
+    print_findings(findings, con, **kw)
     return out.getvalue()
 
 
@@ -22,12 +22,23 @@ def _finding(fid, sev, **kw):
             "fix": kw.pop("fix", None), "gotcha": kw.pop("gotcha", None)}
 
 
-def test_problems_come_worst_first_and_passing_checks_take_one_line():
+def test_problems_come_worst_first_and_each_passing_check_takes_one_line():
     text = _screen([_finding("a.ok", "ok"), _finding("b.warn", "warn"), _finding("c.fail", "fail"),
-                    _finding("d.ok", "ok"), _finding("e.info", "info")])
+                    _finding("dd.ok", "ok"), _finding("e.info", "info")])
     heads = [line for line in text.splitlines() if not line.startswith(" ")]
     assert heads == ["✗ FAIL c.fail  c.fail title", "! WARN b.warn  b.warn title", "i INFO e.info  e.info title",
-                     "✓ 2 passed: a.ok, d.ok"]
+                     "✓ a.ok   a.ok title", "✓ dd.ok  dd.ok title"]
+
+
+def test_passing_checks_fold_into_one_line_when_the_report_would_pass_a_screen_and_all_lists_them():
+    findings = [_finding("c.fail", "fail", evidence={"k": 1}, fix="do it")] + [_finding(f"p{i}.ok", "ok")
+                                                                              for i in range(12)]
+    fits = _screen(findings, height=25, around=3)  # 3 + 12 + 3 lines: within the 20 of a screen
+    assert fits.count("✓ p") == 12
+    folded = _screen(findings, height=25, around=6)
+    assert "✓ p" not in folded and folded.splitlines()[-1] == "✓ 12 checks passed (--all lists them)"
+    assert _screen(findings, height=25, around=6, show_all=True).count("✓ p") == 12
+    assert "✓ p" not in _screen(findings, height=14, around=0)  # a short terminal is a smaller screen
 
 
 def test_a_fix_is_one_line_copied_whole_at_any_width():

@@ -54,6 +54,8 @@ def test_connect_flags_reads_both_spellings():
     assert connect_flags(["preflight", "--host=a=b"]) == ("a=b", None)
     assert connect_flags(["push", "--delete", "--yes", "--host", "box", "--exclude", "*.ckpt"]) == ("box", None)
     assert connect_flags(["logs", "--host", "box", "--follow", "--job", "j"]) == ("box", None)
+    assert connect_flags(["logs", "-j", "j", "-f", "--host", "box"]) == ("box", None)
+    assert connect_flags(["logs", "--job", "-f", "--host", "box"]) == (None, None)  # "-f" may be a job name
 
 
 # Found in review: the warm-up read `--host=` from any word, so this also logged into `evil`

@@ -6,6 +6,7 @@ code. Expected errors become one line on stderr (and an error envelope under --j
 else is a bug: exit 70, traceback only with GPUOPS_DEBUG=1.
 """
 
+import contextlib
 import os
 import shlex
 import sys
@@ -44,10 +45,18 @@ def one_host(command, host_value):
     return hosts.one_host(command, host_value)
 
 
-def run(command, as_json, produce, human):
-    """Produce the envelope, print it, exit with its code. `human(doc, console)` renders it."""
+def run(command, as_json, produce, human, waiting=True):
+    """Produce the envelope, print it, exit with its code. `human(doc, console)` renders it.
+
+    On a terminal a spinner says what is waited for (gpuops.cli.spinner): every SSH handshake,
+    and with `waiting` True, that the verb waits for its answer; None: handshakes only (the
+    verb prints as it goes, or shows its own waits); False: nothing (it shows its own progress)."""
+    from . import spinner
+
     try:
-        doc = produce()
+        with spinner.active(as_json, quiet=waiting is False), \
+                spinner.show(f"{command}: waiting for the answer") if waiting is True else contextlib.nullcontext():
+            doc = produce()
     except errors.GpuopsError as e:
         doc = error_envelope(command, e)
     except KeyboardInterrupt:
@@ -62,13 +71,7 @@ def run(command, as_json, produce, human):
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from ..render import LazyConsole, render_errors, rollup_line
+        from ..render import LazyConsole, report
 
-        con = LazyConsole()
-        for d in doc.get("hosts") or [doc]:
-            if not d.get("error"):
-                human(d, con)
-        render_errors(doc)
-        if doc.get("hosts"):
-            rollup_line(doc, con)
+        report(doc, human, LazyConsole())
     sys.exit(code)

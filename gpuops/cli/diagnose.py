@@ -1,5 +1,6 @@
 """`diagnose`: explain a run that stopped or vanished (reboot, OOM-kill, hangup, Xid, disk full…)."""
 
+from ..errors import UsageError
 from .common import on_hosts, run
 from .flags import number, seconds, verb
 
@@ -15,26 +16,31 @@ PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT
     "jobs_dir": "job records directory on the box (default: $GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)",
     "json": "print one JSON envelope instead of tables",
     "timeout": "seconds the on-box evidence gathering may run",
+    "gang": "a gang id (launch --torchrun prints it): names the node that failed first, and why",
 })
-def diagnose(c, host="local", identity=None, job=None, pid=None, since=None, jobs_dir=None, json=False,
-             timeout="60"):
+def diagnose(c, host=None, identity=None, job=None, pid=None, since=None, jobs_dir=None, json=False,
+             timeout="60", gang=None):
     """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
     from ..ops import diagnose as op
     from ..render import diagnose as render
 
     def produce():
+        if gang:
+            if host or job or pid:
+                raise UsageError("--gang names the gang's boxes and jobs itself: leave out --host, --job and --pid")
+            from . import gang as several
+
+            return several.diagnose(gang, identity)
         when, timeout_s = _epoch(since), seconds("--timeout", timeout, low=1, whole=True)
         pid_n = number("--pid", pid, 1, PID_MAX, integer=True, what="a process id")
         return on_hosts("diagnose", host, lambda t: op.diagnose(
             t, job=job, pid=pid_n, since=when, jobs_dir=jobs_dir, timeout_s=timeout_s), identity)
 
-    run("diagnose", json, produce, render.render)
+    run("diagnose", json, produce, render.render_gang if gang else render.render)
 
 
 def _epoch(value):
     from datetime import datetime
-
-    from ..errors import UsageError
 
     if value is None:
         return None

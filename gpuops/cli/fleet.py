@@ -38,7 +38,7 @@ def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json
             return render.watch(lambda: op.inventory(boxes, window_s=span, identity=identity), console())
         return op.inventory(boxes, window_s=span, identity=identity)
 
-    run("fleet", json, produce, render.render)
+    run("fleet", json, produce, render.render, waiting=not watch and None)  # --watch draws its own screen
 
 
 TASKS = (fleet,)

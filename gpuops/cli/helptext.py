@@ -32,13 +32,19 @@ EXAMPLES = {
     "push": ["gpuops push --host box --src ./data --dst /root/autodl-tmp/data"],
     "pull": ["gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt"],
     "verify": ["gpuops verify --host box --local ./data --remote /root/autodl-tmp/data"],
-    "launch": ["gpuops launch --host box --name train --cmd 'python train.py'"],
-    "status": ["gpuops status --host box", "gpuops status --host box --job train"],
+    "launch": ["gpuops launch --host box --name train --cmd 'python train.py'",
+               "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
+               "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'"],
+    "status": ["gpuops status --host box", "gpuops status --host box --job train", "gpuops status --gang GANG_ID"],
     "wait": ["gpuops wait --host box --job train --timeout 3600",
              "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"],
-    "logs": ["gpuops logs --host box --job train --follow"],
-    "stop": ["gpuops stop --host box --job train", "gpuops stop --host box --job train --yes"],
-    "diagnose": ["gpuops diagnose --host box --job train"],
+    "logs": ["gpuops logs --host box --job train --follow", "gpuops logs -j train -f",
+             "gpuops logs --gang GANG_ID --follow"],
+    "stop": ["gpuops stop --host box --job train", "gpuops stop --host box --job train --yes",
+             "gpuops stop --gang GANG_ID"],
+    "retry": ["gpuops retry --host box --job train --resume-arg '--resume last.pt'"],
+    "queue": ["gpuops queue --host box --file runs.txt", "gpuops queue --host box --name runs"],
+    "diagnose": ["gpuops diagnose --host box --job train", "gpuops diagnose --gang GANG_ID"],
     "triage": ["gpuops triage --log train.log", "gpuops triage --host box --job train"],
     "reap": ["gpuops reap --host box", "gpuops reap --host box --yes"],
     "profiles": ["gpuops profiles", "gpuops profiles autodl", "gpuops profiles --guess --host box"],
@@ -81,10 +87,10 @@ def overview(summaries, width=80):
     return "\n".join(out)
 
 
-def flag_line(names, value, repeatable):
-    """'--host=HOST' / '--label=VALUE (repeatable)' / '--json' for one flag."""
+def flag_line(names, value, repeatable, short=None):
+    """'--host=HOST' / '--label=VALUE ...' / '--json' / '-j, --job=JOB' for one flag."""
     long = max(names, key=len)
-    shown = ("-" if len(long) == 1 else "--") + long
+    shown = (f"{short}, " if short else "") + ("-" if len(long) == 1 else "--") + long
     if value:
         shown += "=" + (long.upper().replace("-", "_") if len(long) <= 12 else "VALUE")
     return shown + (" ..." if repeatable else "")
@@ -92,16 +98,16 @@ def flag_line(names, value, repeatable):
 
 def verb_help(verb, doc, flags, width=80):
     """USAGE / description / FLAGS / EXAMPLES for one verb. flags: [(names, takes_value,
-    repeatable, help)]."""
+    repeatable, help, short flag or None)]."""
     out = [f"Usage: gpuops {verb} [flags]", ""]
     paragraphs = [p for p in re.split(r"\n\s*\n", doc or "") if p.strip()]
     for p in paragraphs:
         out += [_wrap(p, width, ""), ""]
     if flags:
         out.append("Flags")
-        shown = [(flag_line(names, value, rep), text) for names, value, rep, text in flags]
+        shown = [(flag_line(names, value, rep, short), text) for names, value, rep, text, short in flags]
         col = min(max(len(s) for s, _ in shown) + 4, 30)
-        for s, text in sorted(shown):
+        for s, text in sorted(shown, key=lambda pair: pair[0].split(", ")[-1]):
             text = text or ""
             if s.endswith(" ...") and "repeatable" not in text:
                 text += " (repeatable)"
@@ -116,6 +122,13 @@ def verb_help(verb, doc, flags, width=80):
         out += [f"  {e}" for e in EXAMPLES[verb]]
         out.append("")
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
+
+
+def missing(verb, flag, what):
+    """The usage line for a required flag left out: what it takes, and a whole command to copy."""
+    examples = EXAMPLES.get(verb) or []
+    example = next((e for e in examples if f" {flag} " in f"{e} "), examples[0] if examples else None)
+    return f"{verb} needs {flag} ({what})" + (f"; e.g. {example}" if example else "")
 
 
 def closest(word, candidates):

@@ -7,8 +7,11 @@ import sys
 
 from ..errors import Interrupted, UsageError
 from ..jobs import states
+from . import spinner
 from .common import on_hosts, one_host, run
 from .flags import DAY, number, seconds, verb
+from .spinner import countdown
+from .helptext import missing
 
 _COMMON = {
     "host": "'local' (default), an ssh_config alias or user@host:port",
@@ -26,6 +29,12 @@ def _help(**extra):
 
 
 _SEVERAL = "'local' (default), an ssh_config alias or user@host:port; comma-separate several"
+_WHICH = "the job's id or a unique part of it, its --key or its --name"
+
+
+def _need_job(verb_name, job):
+    if not job:
+        raise UsageError(missing(verb_name, "--job", _WHICH))
 
 
 def _env_and_secrets(env, secret_env):
@@ -71,19 +80,35 @@ def _check_regex(pattern, flag="--progress-regex"):
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
     profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`)",
     timeout="seconds the launch may take on the box",
+    fleet="place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) with "
+          "--gpus N free GPUs; nothing fitting is exit 5 and launches nothing",
+    gpu_type="with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
+    min_vram_gib="with --fleet: only GPUs with at least this much memory (GiB)",
+    torchrun="one training run across every --host box: a gang preflight, then torchrun on each (c10d "
+             "rendezvous on the first box); prints the gang id the other verbs take with --gang",
+    nproc_per_node="with --torchrun: processes (GPUs) per box (default 1)",
+    rdzv_port="with --torchrun: the rendezvous port on the first box (default 29500)",
+    rdzv_host="with --torchrun: the first box's address as the others reach it (default: its SSH HostName)",
+    code="with --torchrun: a directory on the boxes that must be identical on all of them (sha256 compared)",
 ))
-def launch(c, host="local", identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
+def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
-           timeout="60"):
-    """Start a command detached on the box (own session, unbuffered log); prints its job id and pid."""
+           timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node="1",
+           rdzv_port="29500", rdzv_host=None, code=None):
+    """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
+
+    With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
+    from . import gang as several
 
     def produce():
         timeout_s = seconds("--timeout", timeout, low=1, whole=True)
-        if bool(cmd) == bool(script):
-            raise UsageError("give exactly one of --cmd or --script")
+        if not cmd and not script:
+            raise UsageError(missing("launch", "--cmd", "the command line to run, or --script FILE"))
+        if cmd and script:
+            raise UsageError("give one of --cmd or --script, not both")
         if script:
             if not os.path.isfile(script):
                 raise UsageError(f"--script {script}: no such file")
@@ -94,51 +119,70 @@ def launch(c, host="local", identity=None, cmd=None, script=None, name=None, lab
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)
-        pinned = spec.gpus(gpus)
         prof = None
         if profile:
             from .. import profiles
 
             prof = profiles.load(profile)
+        common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
+        if torchrun or fleet:
+            return several.launch_several(
+                host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
+                min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port,
+                rdzv_host=rdzv_host, code=code, one_job=dict(script=script, key=key, labels=labels,
+                                                             progress_regex=progress_regex, timeout_s=timeout_s),
+                **common)
+        several.refuse({"--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib, "--code": code,
+                        "--rdzv-host": rdzv_host}, several.NOT_FOR_ONE_BOX)
+        pinned = spec.gpus(gpus)
         return on_hosts("launch", host, lambda t: op.launch(
-            t, command=cmd, script=script, name=name, labels=labels, env=envs, secrets=secrets, workdir=workdir,
-            gpus=pinned, key=key, progress_regex=progress_regex, jobs_dir=jobs_dir, profile=prof,
-            timeout_s=timeout_s), identity)
+            t, command=cmd, script=script, labels=labels, gpus=pinned, key=key, progress_regex=progress_regex,
+            timeout_s=timeout_s, **common), identity)
 
-    run("launch", json, produce, render.started)
+    from ..render import gang as several_render
+
+    run("launch", json, produce, several_render.launched if torchrun or fleet else render.started)
 
 
 @verb(iterable=["label"], help=_help(
     host=_SEVERAL,
-    job="one job: its id, --key or --name (default: list recent jobs). States: " + states.listing(),
+    job="one job: " + _WHICH + " (default: list recent jobs). States: " + states.listing(),
     label="only jobs with this k=v label (repeatable)",
     progress_regex="regex for training-progress lines (group 1 = step), tried before the built-in ones",
     stall_factor="STALLED when no progress line for this many times the recent step time",
     stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
-    limit="list at most this many jobs, newest first",
+    limit="list at most this many jobs, newest first (0: all of them)",
+    gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
-def status(c, host="local", identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit="50", jobs_dir=None, json=False):
+def status(c, host=None, identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
+           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
+        if gang:
+            _gang_alone(host, job)
+            from . import gang as several
+
+            return several.status(gang, identity)
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
-        most = number("--limit", limit, 1, 10000, integer=True)
+        most = number("--limit", limit, 0, 100000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         return on_hosts("status", host, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
             limit=most, jobs_dir=jobs_dir), identity)
 
-    run("status", json, produce, render.status)
+    from ..render import gang as several_render
+
+    run("status", json, produce, several_render.status if gang else render.status)
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
@@ -147,17 +191,29 @@ def status(c, host="local", identity=None, job=None, label=None, progress_regex=
     timeout="with --follow: stop following after this many seconds (exit 6, next_offset says where to resume)",
     save="copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
     reconnect="seconds --follow keeps trying to reconnect after the link drops",
+    gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
+    cursors="with --gang: where each node's log goes on, NODE=OFFSET,... (the cursors a page or follow printed)",
 ))
-def logs(c, host="local", identity=None, job=None, tail="100", follow=False, from_offset=None, max_bytes=None,
-         timeout=None, save=None, reconnect="120", jobs_dir=None, json=False):
+def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_offset=None, max_bytes=None,
+         timeout=None, save=None, reconnect="120", jobs_dir=None, json=False, gang=None, cursors=None):
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote import target_for
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
+        if gang:
+            _gang_alone(host, job)
+            if save or from_offset is not None:
+                raise UsageError("--save and --from-offset are one job's; a gang's log goes on from --cursors")
+            from . import gang as several
+
+            with _signals_interrupt(follow):
+                return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
+                                    max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
+        if cursors:
+            raise UsageError("--cursors goes with --gang; one job's log goes on from --from-offset")
+        _need_job("logs", job)
         lines = number("--tail", tail, 0, 1000000, integer=True)
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         most = number("--max-bytes", max_bytes, 1, op.MAX_BYTES, integer=True)
@@ -178,13 +234,21 @@ def logs(c, host="local", identity=None, job=None, tail="100", follow=False, fro
         doc["host"] = spec
         return doc
 
-    run("logs", json, produce, render.logs_trailer)
+    from ..render import gang as several_render
+
+    # the log itself is what it shows: a spinner only while connecting
+    run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
+
+
+def _gang_alone(host, job):
+    if host or job:
+        raise UsageError("--gang names the gang's boxes and jobs itself: leave out --host and --job")
 
 
 @contextlib.contextmanager
 def _signals_interrupt(active):
-    """While following, SIGTERM interrupts like SIGINT does, so the envelope (and next_offset) is
-    still printed when a supervisor or `timeout` ends the follow."""
+    """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
+    job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
     if not active:
         yield
         return
@@ -200,9 +264,9 @@ def _signals_interrupt(active):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
-        s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE)),
+        s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED)),
     log_regex="also return as soon as a log line (after --from-offset) matches this regular expression",
     from_offset="look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
     timeout="seconds to wait at most (exit 6 when it passes first)",
@@ -215,19 +279,20 @@ def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=N
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
+        _need_job("wait", job)
         wanted = op.parse_until(until)
         _check_regex(log_regex, "--log-regex")
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
         spec = one_host("wait", host)
-        return on_hosts("wait", spec, lambda t: op.wait(
-            t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
-            max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
+        what = "the end" if until == "terminal" else ",".join(wanted)
+        with _signals_interrupt(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
+            return on_hosts("wait", spec, lambda t: op.wait(
+                t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
+                max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
 
-    run("wait", json, produce, render.waited)
+    run("wait", json, produce, render.waited, waiting=None)
 
 
 def _stdout_sink(data):
@@ -236,52 +301,67 @@ def _stdout_sink(data):
 
 
 @verb(help=_help(
-    job="the job: its id, --key or --name",
+    job=_WHICH,
     grace="seconds between SIGTERM and SIGKILL",
     yes="really send the signals (without it: show what would be signalled, and its plan id)",
     plan="with --yes: act only if the job's live processes are still those of this plan id (from a dry run); "
          "else exit 5 with the new plan",
+    gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
-def stop(c, host="local", identity=None, job=None, grace="10", yes=False, plan=None, jobs_dir=None, json=False):
+def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None, jobs_dir=None, json=False,
+         gang=None):
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone."""
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
+        if gang:
+            _gang_alone(host, job)
+            from . import gang as several
+
+            return several.stop(gang, grace=grace, yes=yes, plan=plan, identity=identity)
+        _need_job("stop", job)
         wait = seconds("--grace", grace)
         spec = one_host("stop", host)
         return on_hosts("stop", spec, lambda t: op.stop(t, job=job, grace=wait, yes=yes, plan=plan,
                                                         jobs_dir=jobs_dir), identity)
 
-    run("stop", json, produce, render.stop)
+    from ..render import gang as several_render
+
+    run("stop", json, produce, several_render.stop if gang else render.stop)
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
-    job="the job to retry: its id, --key or --name",
+    job="the job to retry: " + _WHICH,
     env=_ENV + "; overrides the parent's",
     secret_env=_SECRET,
     resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
     key="idempotency key for the retry itself",
+    gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
-def retry(c, host="local", identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
-          jobs_dir=None, json=False):
+def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
+          jobs_dir=None, json=False, gang=None):
     """Start a child job from the same immutable command, with parent_job_id set."""
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
-        if not job:
-            raise UsageError("name the job with --job")
         _check_words(resume_arg)
         envs, secrets = _env_and_secrets(env, secret_env)
+        if gang:
+            _gang_alone(host, job)
+            from . import gang as several
+
+            return several.retry(gang, resume_arg=resume_arg, env=envs, secrets=secrets, identity=identity)
+        _need_job("retry", job)
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir),
                         identity)
 
-    run("retry", json, produce, render.started)
+    from ..render import gang as several_render
+
+    run("retry", json, produce, several_render.launched if gang else render.started)
 
 
 @verb(iterable=["env", "secret_env"], help=_help(
@@ -305,7 +385,8 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
 
     def produce():
         if not file and not name:
-            raise UsageError("give --file (start, extend or resume a queue) or --name (show one)")
+            raise UsageError(missing("queue", "--file", "one command a line: starts, extends or resumes a queue; "
+                                              "or --name to show one"))
         patience = seconds("--wait", wait, high=7 * DAY)
         content = None
         if file:

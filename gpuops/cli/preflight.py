@@ -1,5 +1,7 @@
 """`preflight`: is this box going to hurt the run? One round trip, verdicts with fixes."""
 
+from functools import partial
+
 from .common import on_hosts, run
 from .flags import seconds, verb
 
@@ -12,8 +14,9 @@ from .flags import seconds, verb
     "path": "extra directory whose free bytes and inodes to check (repeatable); DIR:SIZE (e.g. /data/ckpt:200G) "
             "sets the free space it needs, else a 1 GiB floor applies",
     "timeout": "seconds the on-box probe may run before it is killed on the box",
+    "all": "list every passing check on its own line, even when that takes more than a screen",
 })
-def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout="60"):
+def preflight(c, host="local", identity=None, json=False, profile=None, path=None, timeout="60", all=False):
     """Check a GPU box before burning GPU-hours on it."""
     from ..ops import preflight as op
     from ..render import preflight as render
@@ -23,7 +26,7 @@ def preflight(c, host="local", identity=None, json=False, profile=None, path=Non
         return on_hosts("preflight", host, lambda t: op.preflight(t, profile=profile, paths=path or [],
                                                                     timeout_s=timeout_s), identity)
 
-    run("preflight", json, produce, render.render)
+    run("preflight", json, produce, partial(render.render, show_all=all))
 
 
 TASKS = (preflight,)

@@ -1,5 +1,7 @@
 """`profiles`, `gotcha` and `teardown-check`: platform facts, the gotcha reference, teardown safety."""
 
+from functools import partial
+
 from .common import on_hosts, run
 from .flags import number, verb
 
@@ -44,13 +46,15 @@ def gotcha(c, query=None, limit="5", json=False):
     "keep": "path on the box you need after teardown: absolute, or relative to the login home (repeatable)",
     "verb": "stop (the platform's meter-stop verb, default), pause, or destroy",
     "json": "print one JSON envelope instead of tables",
+    "all": "list every passing check on its own line, even when that takes more than a screen",
 })
-def teardown_check(c, host=None, profile=None, keep=None, verb="stop", json=False):
+def teardown_check(c, host=None, profile=None, keep=None, verb="stop", json=False, all=False):
     """Before giving a box back: what gets deleted, and is every kept path pulled and verified? Exit 1 if not."""
     from ..ops import teardown
     from ..render import teardown as render
 
-    run("teardown-check", json, lambda: teardown.teardown_check(host, profile, keep or [], verb), render.render)
+    run("teardown-check", json, lambda: teardown.teardown_check(host, profile, keep or [], verb),
+        partial(render.render, show_all=all))
 
 
 TASKS = (profiles, gotcha, teardown_check)

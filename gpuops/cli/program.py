@@ -18,6 +18,7 @@ from .. import __version__, errors
 from ..envelope import dumps, error_envelope
 from . import helptext, lite
 from .flags import words_to_flag
+from .switches import SHORT, expand_short
 
 ns = Collection()
 for _body in lite.bodies():
@@ -42,7 +43,8 @@ class GpuopsProgram(Program):
 
     def run(self, argv=None, exit=True):
         argv = list(sys.argv if argv is None else argv)
-        argv = argv[:1] + words_to_flag(argv[1:], _takes_value())
+        valued = _takes_value()
+        argv = argv[:1] + words_to_flag(expand_short(argv[1:], valued), valued)
         try:
             self.create_config()
             self.parse_core(argv)
@@ -86,7 +88,9 @@ class GpuopsProgram(Program):
     def print_task_help(self, name):
         ctx = self.parser.contexts[name]
         iterable = set(getattr(ns[name], "iterable", None) or ())
-        flags = [(a.names, a.takes_value, a.attr_name in iterable or a.name in iterable, a.help)
+        shorts = {long: short for short, (long, verbs) in SHORT.items() if name in verbs}
+        flags = [(a.names, a.takes_value, a.attr_name in iterable or a.name in iterable, a.help,
+                  shorts.get("--" + max(a.names, key=len)))
                  for a in {id(a): a for a in ctx.flags.values()}.values()]
         print(helptext.verb_help(name, inspect.getdoc(ns[name]), flags, _width()), end="")
 

@@ -1,6 +1,10 @@
 """`reap`: free GPU memory held by processes nobody needs any more, never touching live work."""
 
+from functools import partial
+
+from . import spinner
 from .common import on_hosts, run
+from .spinner import countdown
 from .flags import DAY, number, seconds, verb
 
 
@@ -22,19 +26,22 @@ def _options(gpu, min_age, idle_window, term_wait):
     "plan": "with --yes: reap only if the reapable set is still this plan id's (from a dry run's data.plan); "
             "else exit 5 with the new plan",
     "json": "print one JSON envelope instead of tables",
+    "all": "list every passing check on its own line, even when that takes more than a screen",
 })
 def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="10", term_wait="10", yes=False,
-         plan=None, json=False):
+         plan=None, json=False, all=False):
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
     from ..render import reap as render
 
     def produce():
         index, age, window, wait = _options(gpu, min_age, idle_window, term_wait)
-        return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
-                                                        term_wait=wait, yes=yes, plan=plan), identity)
+        # the box samples GPU use over the window only when some process holds a GPU
+        with spinner.show(countdown(f"reap: watching GPU holders for up to {window:g}s", window)):
+            return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
+                                                            term_wait=wait, yes=yes, plan=plan), identity)
 
-    run("reap", json, produce, render.render)
+    run("reap", json, produce, partial(render.render, show_all=all), waiting=None)
 
 
 TASKS = (reap,)

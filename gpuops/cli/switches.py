@@ -13,22 +13,53 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "fleet": frozenset({"--json", "--watch"}),
-    "launch": frozenset({"--json"}),
+    "launch": frozenset({"--json", "--torchrun"}),
     "logs": frozenset({"--follow", "--json"}),
-    "preflight": frozenset({"--json"}),
+    "preflight": frozenset({"--all", "--json"}),
     "profiles": frozenset({"--json"}),
     "pull": frozenset({"--compress", "--delete", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
     "push": frozenset({"--compress", "--delete", "--fix-crlf", "--include-git", "--json", "--no-budget", "--rehash",
                        "--yes"}),
     "queue": frozenset({"--cancel", "--json"}),
-    "reap": frozenset({"--json", "--yes"}),
+    "reap": frozenset({"--all", "--json", "--yes"}),
     "retry": frozenset({"--json"}),
     "status": frozenset({"--json"}),
     "stop": frozenset({"--json", "--yes"}),
     "triage": frozenset({"--json"}),
-    "verify": frozenset({"--include-git", "--json", "--rehash"}),
+    "verify": frozenset({"--all", "--include-git", "--json", "--rehash"}),
     "wait": frozenset({"--json"}),
 }
+
+
+# The short flags people reach for first (`logs -f`, `status -j ID`), each with the verbs whose long
+# flag it stands for; anywhere else a short flag stays Invoke's to refuse. tests/test_warmup.py keeps
+# the verbs equal to the tasks that have the long flag.
+SHORT = {
+    "-f": ("--follow", frozenset({"logs"})),
+    "-j": ("--job", frozenset({"diagnose", "logs", "retry", "status", "stop", "triage", "wait"})),
+}
+
+
+def expand_short(argv, valued=None):
+    """argv (the words after the program name) with each short flag of SHORT written long when
+    the verb (the first word that is not a flag) has it. valued: {verb: its flags that take a
+    value}, so that a value is left as it is (`--name -f` names a job "-f"); nothing after `--`,
+    which Invoke leaves unparsed."""
+    out, verb, value_next = [], None, False
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if value_next:
+            out.append(word)
+            value_next = False
+            continue
+        if verb is None and not word.startswith("-"):
+            verb = word
+        long, verbs = SHORT.get(word, (None, ()))
+        word = long if verb in verbs else word
+        value_next = word in (valued or {}).get(verb, ())
+        out.append(word)
+    return out
 
 
 def _maybe_a_flag(word):
@@ -39,6 +70,7 @@ def _maybe_a_flag(word):
 def connect_flags(argv):
     """(--host, --identity) of argv (the words after the program name); (None, None) unless argv
     is one connecting verb followed by its flags only, each of these two at most once."""
+    argv = expand_short(argv)
     if "--" in argv:  # Invoke leaves everything after it unparsed
         argv = argv[:argv.index("--")]
     if not argv or argv[0] not in SWITCHES:

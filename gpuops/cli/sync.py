@@ -6,9 +6,12 @@ destination filled up mid-way); 2 bad flags; 3 the box could not be reached (ret
 free bytes or inodes (pass --no-budget to try anyway).
 """
 
+from functools import partial
+
 from ..errors import UsageError
 from .common import on_hosts, run
 from .flags import seconds, verb
+from .helptext import missing
 
 _COMMON = {
     "host": "an ssh_config alias or user@host:port (push and verify: comma-separate several)",
@@ -49,11 +52,15 @@ def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fi
                    compress=compress)
 
 
-def _hosts(host, verb_name, single=False):
+def _hosts(host, verb_name, single=False, **required):
+    """The hosts named, once every flag the verb cannot go without is given (required: {flag:
+    (value, what it takes)})."""
     from ..remote import split_hosts
 
-    if not host:
-        raise UsageError(f"{verb_name} needs --host (an ssh_config alias or user@host:port)")
+    required = dict(host=(host, "an ssh_config alias or user@host:port"), **required)
+    for flag, (value, what) in required.items():
+        if not value:
+            raise UsageError(missing(verb_name, "--" + flag, what))
     hosts = split_hosts(host)
     if single and len(hosts) != 1:
         raise UsageError(f"{verb_name} takes one host at a time (several would write into the same --dst)")
@@ -78,12 +85,13 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     from ..render import sync as render
 
     def produce():
-        hosts = _hosts(host, "push")
+        hosts = _hosts(host, "push", src=(src, "the local directory to send"),
+                       dst=(dst, "the directory on the box"))
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
                         io_timeout, retry_for, profile, plan, compress)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
-    run("push", json, produce, render.render)
+    run("push", json, produce, render.render, waiting=False)  # its bar says what it waits for
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
@@ -96,30 +104,33 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     from ..render import sync as render
 
     def produce():
-        hosts = _hosts(host, "pull", single=True)
+        hosts = _hosts(host, "pull", single=True, src=(src, "the directory on the box"),
+                       dst=(dst, "the local directory"))
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
                         no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
                         compress=compress)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
-    run("pull", json, produce, render.render)
+    run("pull", json, produce, render.render, waiting=False)
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
-                                      remote="directory on the box to compare with it"))
+                                      remote="directory on the box to compare with it",
+                                      all="list every passing check on its own line, even when that takes more "
+                                          "than a screen"))
 def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, rehash=False, identity=None,
-           json=False):
+           json=False, all=False):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render
-    from ..sync.progress import Silent
 
     def produce():
-        _hosts(host, "verify")
-        opts = _options(Silent(), exclude, include_git, rehash)
+        hosts = _hosts(host, "verify", local=(local, "the local directory, the reference"),
+                       remote=(remote, "the directory on the box"))
+        opts = _options(_progress(json, hosts), exclude, include_git, rehash)
         return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
-    run("verify", json, produce, render.render)
+    run("verify", json, produce, partial(render.render, show_all=all), waiting=False)
 
 
 TASKS = (push, pull, verify)

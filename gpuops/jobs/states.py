@@ -34,10 +34,13 @@ STATES = {s.name: s for s in (
     State("VANISHED", False, True, False, "bold red", "gone without an exit record (reboot, pid reused, supervisor "
                                                       "killed)"),
     State("UNREACHABLE", None, False, False, "yellow", "the host could not be asked; says nothing about the job"),
+    State("DEGRADED", True, False, False, "bold yellow", "a gang (one job across boxes) with a node ended or gone "
+                                                         "while others still run: it cannot finish as launched"),
 )}
 
 PENDING, STARTING, RUNNING, STALLED = "PENDING", "STARTING", "RUNNING", "STALLED"
 COMPLETED, FAILED, KILLED, VANISHED, UNREACHABLE = "COMPLETED", "FAILED", "KILLED", "VANISHED", "UNREACHABLE"
+DEGRADED = "DEGRADED"
 
 NAMES = tuple(STATES)
 ALIVE = tuple(n for n, s in STATES.items() if s.alive)

@@ -34,7 +34,7 @@ Gpus = Annotated[str, Field(description="CUDA_VISIBLE_DEVICES, e.g. '0,1'")]
 Workdir = Annotated[str, Field(description="directory on the box")]
 Exclude = Annotated[list[str], Field(description="gitignore-style patterns to leave out")]
 IncludeGit = Annotated[bool, Field(description="also send .git directories (left out by default)")]
-WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE))]
+WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))]
 
 
 def readonly():
@@ -73,10 +73,10 @@ class Stages(Silent):
     def stage(self, text):
         self.text, self.total = text, None
 
-    def start(self, total, what=""):
+    def start(self, total, what="", files=None):
         self.text, self.done, self.total = what or "sending", 0, total
 
-    def update(self, done):
+    def update(self, done, files=None):
         self.done = max(self.done, done)
 
     def __str__(self):

@@ -11,6 +11,8 @@ shown in CLI syntax; a step that is not gpuops (`scancel 7`) has no tool and kee
 import re
 
 S, I, F, B, L, STATES = "str", "int", "float", "flag", "list", "states"
+CSV, IMPLIED = "csv", "implied"  # 'a,b' as a list; a flag the tool itself means (no parameter)
+_GANG = ("gang", S)
 _HOST, _JOB = ("host", S), ("job", S)
 _SYNC = {"--host": _HOST, "--exclude": ("exclude", L), "--include-git": ("include_git", B)}
 _TRANSFER = dict(_SYNC, **{"--delete": ("delete", B), "--yes": ("yes", B), "--plan": ("plan_id", S)})
@@ -23,21 +25,32 @@ VERBS = {
     "fleet": [("fleet_status", {"--fleet": ("fleet", S), "--window": ("window_s", F)})],
     "launch": [("job_launch", dict(_SECRETS, **{"--host": _HOST, "--cmd": ("cmd", S), "--name": ("name", S),
                                                 "--key": ("key", S), "--workdir": ("workdir", S),
-                                                "--gpus": ("gpus", S)}))],
-    "status": [("job_status", {"--host": _HOST, "--job": _JOB, "--limit": ("limit", I)})],
+                                                "--gpus": ("gpus", S)})),
+               ("gang_launch", dict(_SECRETS, **{"--host": ("hosts", CSV), "--torchrun": (None, IMPLIED),
+                                                 "--cmd": ("cmd", S), "--nproc-per-node": ("nproc_per_node", I),
+                                                 "--rdzv-port": ("rdzv_port", I), "--rdzv-host": ("rdzv_host", S),
+                                                 "--code": ("code", S), "--workdir": ("workdir", S),
+                                                 "--name": ("name", S)}))],
+    "status": [("job_status", {"--host": _HOST, "--job": _JOB, "--limit": ("limit", I)}),
+               ("gang_status", {"--gang": _GANG})],
     "logs": [("job_logs", {"--host": _HOST, "--job": _JOB, "--tail": ("tail", I), "--from-offset": ("from_offset", I),
-                           "--max-bytes": ("max_bytes", I)})],
+                           "--max-bytes": ("max_bytes", I)}),
+             ("gang_logs", {"--gang": _GANG, "--tail": ("tail", I), "--cursors": ("cursors", S),
+                            "--max-bytes": ("max_bytes", I)})],
     "wait": [("job_wait", {"--host": _HOST, "--job": _JOB, "--until": ("until", STATES), "--log-regex": ("log_regex", S),
                            "--from-offset": ("from_offset", I), "--timeout": ("timeout_s", F),
                            "--max-bytes": ("max_bytes", I)})],
     "stop": [("job_stop", {"--host": _HOST, "--job": _JOB, "--grace": ("grace_s", F), "--yes": ("yes", B),
-                           "--plan": ("plan_id", S)})],
+                           "--plan": ("plan_id", S)}),
+             ("gang_stop", {"--gang": _GANG, "--grace": ("grace_s", F), "--yes": ("yes", B),
+                            "--plan": ("plan_id", S)})],
     "retry": [("job_retry", dict(_SECRETS, **{"--host": _HOST, "--job": _JOB, "--resume-arg": ("resume_arg", S),
-                                              "--key": ("key", S)}))],
+                                              "--key": ("key", S)})),
+              ("gang_retry", dict(_SECRETS, **{"--gang": _GANG, "--resume-arg": ("resume_arg", S)}))],
     "queue": [("job_queue", dict(_SECRETS, **{"--host": _HOST, "--name": ("name", S), "--wait": ("wait_s", F),
                                               "--cancel": ("cancel", B), "--workdir": ("workdir", S),
                                               "--gpus": ("gpus", S)}))],
-    "diagnose": [("job_diagnose", {"--host": _HOST, "--job": _JOB})],
+    "diagnose": [("job_diagnose", {"--host": _HOST, "--job": _JOB}), ("gang_diagnose", {"--gang": _GANG})],
     "triage": [("log_triage", {"--host": _HOST, "--job": _JOB, "--log": ("path", S)})],
     "reap": [("vram_reap", {"--host": _HOST, "--gpu": ("gpu", I), "--min-age": ("min_age_s", F),
                             "--idle-window": ("idle_window_s", F), "--term-wait": ("term_wait_s", F),
@@ -83,6 +96,9 @@ def _args(words, flags):
         if spec is None:
             return None
         name, kind = spec
+        if kind == IMPLIED:
+            i += 1
+            continue
         if kind == B:
             args[name], i = True, i + 1
             continue
@@ -108,6 +124,8 @@ def _value(kind, word, before):
         return None
     if kind == L:
         return (before or []) + [word]
+    if kind == CSV:
+        return [w for w in word.split(",") if w] or None
     if kind == "pairs":
         key, sep, value = word.partition("=")
         return dict(before or {}, **{key: value}) if sep and key else None
@@ -118,7 +136,7 @@ def _value(kind, word, before):
 
 def parameters(verb):
     """{--flag: parameter} over every tool a verb maps to."""
-    return {flag: name for _, flags in VERBS.get(verb, []) for flag, (name, _) in flags.items()}
+    return {flag: name for _, flags in VERBS.get(verb, []) for flag, (name, _) in flags.items() if name}
 
 
 def reword(verb, text):

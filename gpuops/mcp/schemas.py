@@ -17,7 +17,8 @@ from ..findings import SEVERITIES
 from . import budget
 
 _JSON = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "a": "array", "o": "object"}
-_STARTED = "job:o existing:b meta:o"
+_STARTED = "job:o existing:b meta:o first_error:s?"
+_GANG_STARTED = "gang:o gang_id:s? refused:s preflight:o"
 _SYNC = ("direction:s engine:s local:s remote:s files:i dirs:i symlinks:i payload_bytes:i sent_paths:i "
          "already_equal:i bytes_sent:n bytes_reused:n wire_bytes:n? bytes_verified:i files_verified:i retries:i "
          "attempts:a mismatches:a mismatch_count:i extras:a extra_count:i deleted:a vanished:a skipped_special:a "
@@ -52,11 +53,12 @@ def data_codes():
         "job_launch": _STARTED,
         "job_retry": _STARTED,
         "job_queue": "queue:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
-        "job_status": "jobs:a box_now:n? jobs_dir:s? total:i?",
+        "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i",
         "job_logs": "job_id:s start_offset:i? next_offset:i? bytes:i log_size:i? reconnects:i end:s? timed_out:b "
-                    "interrupted:s? text:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b saved_to:s",
+                    "interrupted:s? text:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b saved_to:s "
+                    "name:s? duration_s:n?",
         "job_wait": "job_id:s state:s until:a reached:b timed_out:b reason:s new_text:s text_starts_at:i "
-                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o",
+                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s",
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
@@ -73,6 +75,12 @@ def data_codes():
                        "extras:a extra_count:i hashing:o verified:b",
         "data_push": _SYNC,
         "data_pull": _SYNC + " manifest:s",
+        "gang_launch": _GANG_STARTED,
+        "gang_retry": _GANG_STARTED,
+        "gang_status": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s?",
+        "gang_logs": "gang_id:s nodes:a cursors:s text:s",
+        "gang_stop": "gang_id:s nodes:a plan:o dry_run:b refused_plan:s changed:a",
+        "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o?",
     }
 
 
@@ -94,7 +102,7 @@ STEP = {"type": "object", "properties": {"tool": _STR, "args": {"type": "object"
         "additionalProperties": False, "oneOf": [{"required": ["tool", "args"]}, {"required": ["argv"]}]}
 # the tools whose answers carry findings; the others' findings list is always empty
 WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
-                 "data_pull")
+                 "data_pull", "gang_launch", "gang_retry")
 FINDING = {"type": "object", "required": ["id", "severity", "title"],
            "properties": {"id": _STR, "severity": {"enum": list(SEVERITIES)}, "title": _STR,
                           "evidence": {"type": "object"}, "fix": {"type": ["string", "null"]},

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, ValidationError
 
 from .. import __version__, errors
 from ..envelope import envelope, error_envelope, public
-from . import budget, nextsteps, resources, schemas, tools_box, tools_jobs
+from . import budget, nextsteps, resources, schemas, tools_box, tools_gang, tools_jobs
 from .adapter import readonly
 
 log = logging.getLogger("gpuops.mcp")
@@ -38,15 +38,17 @@ job_stop, vram_reap and deletions (data_push/data_pull delete) only plan unless 
 read the plan, then repeat with yes and the plan_id it showed (refused if what it would touch changed).
 Jobs run detached on the box: job_launch, then job_wait (repeat while timed_out), then job_diagnose or
 log_triage when it did not complete; job_logs pages exactly with from_offset=next_offset.
+One torchrun run across boxes is a gang: gang_launch, then gang_status, gang_logs, gang_diagnose, gang_stop.
 Resources: gpuops://profile/{name}, gpuops://gotcha/{id}; prompt post_mortem."""
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 READ_LOCAL = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-# job_launch (and retry, queue) runs any shell command: as destructive as anything a shell can do.
+# job_launch (and retry, queue, the gang's launch and retry) runs any shell command: as destructive as anything
+# a shell can do.
 MUTATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 SIGNAL = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
 
-J, B = tools_jobs, tools_box
+J, B, G = tools_jobs, tools_box, tools_gang
 _TOOLS = (
     (B.host_preflight, "Preflight a GPU box", READ, None),
     (B.fleet_status, "All boxes at once, idle money", READ, None),
@@ -67,6 +69,12 @@ _TOOLS = (
     (B.data_verify, "Verify a copy by hashes", READ, None),
     (B.data_push, "Send a directory, verified", SIGNAL, None),
     (B.data_pull, "Fetch a directory, verified", SIGNAL, None),
+    (G.gang_launch, "Launch torchrun across boxes", MUTATE, None),
+    (G.gang_retry, "Launch a gang again", MUTATE, None),
+    (G.gang_status, "A gang's state", READ, None),
+    (G.gang_logs, "Every node's log", READ, LOG_RESULT_META),
+    (G.gang_stop, "Stop every node of a gang", SIGNAL, None),
+    (G.gang_diagnose, "Why a gang stopped", READ, None),
 )
 # the CLI verb of each tool: the `command` of its error envelopes
 VERB = {tool: verb for verb, made in nextsteps.VERBS.items() for tool, _ in made}

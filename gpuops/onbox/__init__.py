@@ -16,9 +16,9 @@ import re
 
 _PKG = "gpuops_onbox"
 # Entries that look beyond the standard library (pynvml for the probe, the reaper and the fleet's
-# samples; the torch probe). Every other entry runs with `python3 -S`, which spares the
-# site-packages scan and its .pth files on every call.
-NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts"))
+# samples; the torch probe, for the probe and a gang's preflight). Every other entry runs with
+# `python3 -S`, which spares the site-packages scan and its .pth files on every call.
+NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts"))
 # Entries whose children (the user's jobs) inherit the interpreter's environment: always run as
 # the login shell resolves python3 (see gpuops.remote.base.Target.ship).
 STARTS_JOBS = frozenset(("job_launch", "job_queue"))

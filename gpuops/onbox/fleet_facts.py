@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from . import disk, gpu, jobrecord, procs, runcmd
+from . import disk, gpu, jobrecord, procs
 from .jobrecord import EXIT, LOG, META
 
 # How many jobs, newest launch first, have their end time read. Every job without an exit record
@@ -24,7 +24,6 @@ from .jobrecord import EXIT, LOG, META
 MAX_ENDS_READ = 2000
 MAX_RUNNING_LISTED = 50
 MAX_GPUS = 64
-NAME_FIELDS = [("index", "index", int), ("name", "name", str)]
 
 
 def _args(argv):
@@ -43,23 +42,11 @@ def gpus(window_s, interval_s):
     reader = gpu.Reader()
     if reader.nvml is None and shutil.which("nvidia-smi") is None:
         return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
-    names = {}
-    pending = None
-    if reader.nvml is not None:
-        doc, _ = gpu.from_nvml(reader.nvml)
-        names = dict((d.get("index"), d.get("name")) for d in (doc or {}).get("devices", []))
-    else:
-        # The names are static: asked once, side by side with the first samples.
-        pending = runcmd.start(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader,nounits"],
-                               gpu.LIGHT_TIMEOUT_S)
-    first, peak, samples = gpu.sample(reader, window_s, interval_s)
-    if pending is not None:
-        r = runcmd.finish(pending)
-        if r["error"] is None and r["rc"] == 0:
-            names = dict((row["index"], row["name"]) for row in gpu.parse_csv(r["out"], NAME_FIELDS))
+    # The names ride along in the first sample's query: one nvidia-smi run fewer per box.
+    first, peak, samples = gpu.sample(reader, window_s, interval_s, names=True)
     devices = []
     for d in first["devices"][:MAX_GPUS]:
-        devices.append({"index": d.get("index"), "name": names.get(d.get("index")),
+        devices.append({"index": d.get("index"), "name": d.get("name"),
                         "memory_used_mib": d.get("memory_used_mib"), "memory_total_mib": d.get("memory_total_mib"),
                         "util_peak_pct": peak.get(d.get("index"))})
     return {"present": True, "source": first.get("source"), "error": first.get("error"), "samples": samples,
@@ -81,9 +68,10 @@ def _ended_at(job_id, meta, exit_doc):
 
 
 def jobs():
-    """{dir, running: [ids], running_count, last_end, last_job, ends_read, total}."""
+    """{dir, running: [ids], running_gpus: [the --gpus each was pinned to, or None], running_count,
+    last_end, last_job, ends_read, total}."""
     ids = jobrecord.all_ids()
-    running, last_end, last_job, ends_read = [], None, None, 0
+    running, pinned, last_end, last_job, ends_read = [], [], None, None, 0
     for n, job_id in enumerate(reversed(ids)):
         exit_path = jobrecord.path(job_id, EXIT)
         if n >= MAX_ENDS_READ and os.path.exists(exit_path):
@@ -94,12 +82,14 @@ def jobs():
             continue
         if exit_doc is None and meta.get("pid") and jobrecord.liveness(meta) == "alive":
             running.append(job_id)
+            pinned.append(meta.get("gpus") if isinstance(meta.get("gpus"), str) else None)
             continue
         ends_read += 1
         end = _ended_at(job_id, meta, exit_doc)
         if end is not None and (last_end is None or end > last_end):
             last_end, last_job = end, job_id
-    return {"dir": jobrecord.jobs_dir(), "running": running[:MAX_RUNNING_LISTED], "running_count": len(running),
+    return {"dir": jobrecord.jobs_dir(), "running": running[:MAX_RUNNING_LISTED],
+            "running_gpus": [g[:200] if g else None for g in pinned[:MAX_RUNNING_LISTED]], "running_count": len(running),
             "last_end": last_end, "last_job": last_job, "ends_read": ends_read, "total": len(ids)}
 
 

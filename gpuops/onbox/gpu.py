@@ -334,17 +334,21 @@ LIGHT_KEYS = tuple(k for _, k, _ in LIGHT_FIELDS)
 LIGHT_TIMEOUT_S = 10
 
 
-def read_light(apps=True):
-    """Utilisation and memory per GPU from nvidia-smi; `apps` adds the compute-process list (one
-    more nvidia-smi run)."""
-    query = ",".join(f for f, _, _ in LIGHT_FIELDS)
+NAME_FIELD = ("name", "name", str)
+
+
+def read_light(apps=True, names=False):
+    """Utilisation and memory per GPU from nvidia-smi; `names` adds each GPU's name to the same
+    query, `apps` the compute-process list (one more nvidia-smi run)."""
+    fields = LIGHT_FIELDS + ([NAME_FIELD] if names else [])
+    query = ",".join(f for f, _, _ in fields)
     r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], LIGHT_TIMEOUT_S)
     doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
     if r["error"] or r["rc"] != 0:
         why = r["error"] or ((r["err"] or r["out"]).strip() or "exit %s" % r["rc"]).splitlines()[-1]
         doc["error"] = "nvidia-smi --query-gpu: %s" % why[:300]
         return doc
-    doc["devices"] = parse_csv(r["out"], LIGHT_FIELDS)
+    doc["devices"] = parse_csv(r["out"], fields)
     if not apps:
         return doc
     a = runcmd.run(["nvidia-smi", "--query-compute-apps=" + ",".join(f for f, _, _ in APP_FIELDS),
@@ -372,23 +376,25 @@ class Reader(object):
         except Exception:  # absent or broken here: nvidia-smi may still answer
             self.nvml = None
 
-    def read(self, apps=True):
-        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib}], processes}."""
+    def read(self, apps=True, names=False):
+        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib (, name)}], processes}."""
         if self.nvml is not None:
             doc, err = from_nvml(self.nvml)
             if doc is None:
                 return {"source": "nvml", "error": err, "devices": [], "processes": []}
-            doc["devices"] = [dict((k, d.get(k)) for k in LIGHT_KEYS) for d in doc["devices"]]
+            keys = LIGHT_KEYS + (("name",) if names else ())
+            doc["devices"] = [dict((k, d.get(k)) for k in keys) for d in doc["devices"]]
             return doc
-        return read_light(apps)
+        return read_light(apps, names)
 
 
-def sample(reader, window_s, interval_s=1.0):
-    """(first reading, {index: peak util or None}, samples) over `window_s` seconds.
+def sample(reader, window_s, interval_s=1.0, names=False):
+    """(first reading, {index: peak util or None}, samples) over `window_s` seconds; with `names`
+    the first reading also holds each GPU's name (asked in the same query, not one more).
 
     A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
     """
-    first = reader.read(apps=False)
+    first = reader.read(apps=False, names=names)
     peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
     samples = 1
     deadline = time.time() + max(0.0, window_s)

@@ -101,22 +101,26 @@ def listing():
 
 
 def status(opts):
+    """The facts of the newest `limit` jobs (0: all) with the labels asked for, and how many more
+    there are; or of the one job asked for."""
     labels = opts.get("labels") or {}
     if opts.get("job"):
         ids = [jobrecord.resolve(opts["job"])]
     else:
         ids = list(reversed(listing()))
-    jobs = []
+    most = 50 if opts.get("limit") is None else int(opts["limit"])
+    jobs, more = [], 0
     for job_id in ids:
         if labels:
             meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
             if any((meta.get("labels") or {}).get(k) != v for k, v in labels.items()):
                 continue
+        if most and len(jobs) >= most:
+            more += 1
+            continue
         jobs.append(facts(job_id, opts.get("progress_regex")))
-        if len(jobs) >= int(opts.get("limit") or 50):
-            break
     return {"jobs": jobs, "now": time.time(), "boot_id": procs.boot_id(), "hostname": socket.gethostname(),
-            "jobs_dir": jobrecord.jobs_dir(), "total": len(ids)}
+            "jobs_dir": jobrecord.jobs_dir(), "total": len(ids), "more": more}
 
 
 # ---------------------------------------------------------------- excerpt (triage)

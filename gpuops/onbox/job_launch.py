@@ -8,8 +8,10 @@ import shutil
 import socket
 import time
 
-from . import cgroup, job_facts, jobrecord, procs, wrapper
+from . import cgroup, job_facts, jobrecord, procs, signals, wrapper
 from .jobrecord import CMD, LOG, META, JobError
+
+LOG_HEAD = 4096  # what a launch answers of the log of a job that died at once: its first error is there
 
 
 def _check_shebang(body):
@@ -91,7 +93,7 @@ def create(spec, body):
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
         "job_id": job_id,
-        "name": spec.get("name") or job_id,
+        "name": spec.get("name"),
         "labels": spec.get("labels") or {},
         "command": spec.get("command"),
         "kind": spec.get("kind") or "cmd",
@@ -129,6 +131,23 @@ def body_of(spec):
     return (cmd if cmd.endswith("\n") else cmd + "\n").encode("utf-8")
 
 
+def confirmed(job_id, seconds):
+    """The job's facts once it has run `seconds`, or sooner once it died: a typo or a missing file
+    ends a job within moments, and the caller should hear that, not "started". A job that died
+    comes with the head of its log."""
+    meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    if meta.get("pid") and seconds:
+        signals.wait_until(lambda: jobrecord.liveness(meta) != "alive", seconds)
+    out = {"job": job_facts.facts(job_id)}
+    if out["job"].get("exit") is not None:
+        try:
+            with open(jobrecord.path(job_id, LOG), "rb") as f:
+                out["log_head"] = f.read(LOG_HEAD).decode("utf-8", "replace")
+        except (OSError, IOError):
+            out["log_head"] = ""
+    return out
+
+
 def launch(opts):
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
@@ -137,7 +156,7 @@ def launch(opts):
             if existing:
                 return {"existing": True, "job": job_facts.facts(existing)}
         job_id = create(opts, body_of(opts))
-    return {"existing": False, "job": job_facts.facts(job_id)}
+    return dict(confirmed(job_id, float(opts.get("confirm_s") or 0)), existing=False)
 
 
 def retry(opts):
@@ -173,7 +192,7 @@ def retry(opts):
         if existing:
             return {"existing": True, "job": job_facts.facts(existing), "parent_job_id": parent_id}
         job_id = create(spec, body)
-    return {"existing": False, "job": job_facts.facts(job_id), "parent_job_id": parent_id}
+    return dict(confirmed(job_id, float(opts.get("confirm_s") or 0)), existing=False, parent_job_id=parent_id)
 
 
 def main(argv):

@@ -63,7 +63,7 @@ def stream(opts):
                 if not _emit(out, logscan.frame(b"D", tail)):
                     return None
                 pos += len(tail)
-            end.update(next=pos, job_id=job_id)
+            end.update(next=pos, job_id=job_id, name=meta.get("name"), launched_at=meta.get("launched_at"))
             _emit(out, logscan.frame(b"E", end))
             return None
         if time.time() - beat > _KEEPALIVE_S:

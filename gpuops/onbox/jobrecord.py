@@ -35,6 +35,7 @@ from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
 QUEUES, LOCK = ".queues", ".lock"
+SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for 4 too)
 
 
 class JobError(Exception):
@@ -127,9 +128,10 @@ def by_key(key):
 
 
 def resolve(ref):
-    """A job id from an id, an idempotency key or a name. A name several jobs share is refused
-    (kind "ambiguous", listing them), unless they are one line of retries: then the newest
-    attempt is the job."""
+    """A job id from an id, an idempotency key, a name, or the start or end of one id (at least
+    SHORT_ID_MIN characters: `a1b2c3` for 20261122-101500-a1b2c3). A name several jobs share is
+    refused (kind "ambiguous", listing them), unless they are one line of retries: then the newest
+    attempt is the job; so is a piece of an id that several ids share."""
     if not ref:
         raise JobError("usage", "name a job with --job (an id, a --key or a --name)")
     try:
@@ -148,6 +150,12 @@ def resolve(ref):
             len(named), ref, listed, ", ..." if len(named) > 10 else ""))
     if named:
         return named[0][0]
+    pieces = [jid for jid in all_ids() if len(ref) >= SHORT_ID_MIN and (jid.startswith(ref) or jid.endswith(ref))]
+    if len(pieces) > 1:
+        raise JobError("ambiguous", "%r is part of %d job ids: %s%s; give more of the id" % (
+            ref, len(pieces), ", ".join(pieces[:10]), ", ..." if len(pieces) > 10 else ""))
+    if pieces:
+        return pieces[0]
     raise JobError("not-found", "no job %r in %s" % (ref, jobs_dir()))
 
 

@@ -220,14 +220,18 @@ def context(table, jobs, util, min_age, idle_window, before):
             "jobs": jobs, "util": util, "min_age": min_age, "idle_window": idle_window, "before": before}
 
 
-def survey(opts, reader):
+def survey(opts, reader, window=None):
     """(document, signal units): every holder classified and, when reapable, planned. Signals nothing."""
     # Each process's own CPU and I/O are read before and after the GPU's window, over the same span.
     before = activity.snapshot(process_table())
-    first, util, samples = gpu.sample(reader, opts.idle_window)
+    if window is None:  # with no holder to judge, sampling the GPUs would only keep a person waiting
+        window = opts.idle_window if scan_holders(process_table(), {})[0] else 0
+    first, util, samples = gpu.sample(reader, window)
     minor_to_index = dict((d["minor"], d["index"]) for d in first["devices"] if d.get("minor") is not None)
     table = process_table()
     holders, unreadable = scan_holders(table, minor_to_index)
+    if holders and window < opts.idle_window:  # one came after the first look: judge it over the window
+        return survey(opts, reader, opts.idle_window)
     # Read after the scan, so a PID it names is checked against a start time read before it.
     current = reader.read()
     nested = nested_pid_namespace()
@@ -248,7 +252,7 @@ def survey(opts, reader):
         "applied": False,
         "gpu": opts.gpu,
         "min_age_s": opts.min_age,
-        "idle_window_s": opts.idle_window,
+        "idle_window_s": window,
         "samples": samples,
         "gpu_source": current.get("source") if current["devices"] else first.get("source"),
         "gpu_error": current.get("error") or first.get("error"),

@@ -6,15 +6,15 @@ box that cannot be asked, or answers something that is not gpuops's, is a row wi
 others are still shown, and the exit code is the worst row's (gpuops.errors).
 """
 
-import math
 import re
+from collections import Counter
 
 from .. import errors, profiles
-from ..boundary import expect
+from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..jobs.answers import job_id
 from ..jobs.platform import records_dir
-from ..remote import each_host, target_for
+from ..remote import each_host, knownkeys, target_for
 
 # A fleet of up to 64 boxes is asked in one wave (a box's answer is mostly its sampling window,
 # spent waiting on the box), yet bounded: each worker holds one local ssh process.
@@ -29,8 +29,8 @@ _FACTS = {"now": NUMBER, "hostname": str, "uptime_s": NUMBER + (NONE,), "gpu": d
 _GPU = {"present": bool, "source": (str, NONE), "error": (str, NONE), "samples": int, "devices": list}
 _DEVICE = {"index": (int, NONE), "name": (str, NONE), "memory_used_mib": NUMBER + (NONE,),
            "memory_total_mib": NUMBER + (NONE,), "util_peak_pct": NUMBER + (NONE,)}
-_JOBS = {"dir": str, "running": list, "running_count": int, "last_end": NUMBER + (NONE,), "last_job": (str, NONE),
-         "ends_read": int, "total": int}
+_JOBS = {"dir": str, "running": list, "running_gpus": list, "running_count": int, "last_end": NUMBER + (NONE,),
+         "last_job": (str, NONE), "ends_read": int, "total": int}
 _DISK = {"role": str, "path": str, "total_bytes": (int, NONE), "free_bytes": (int, NONE),
          "total_inodes": (int, NONE), "free_inodes": (int, NONE), "error": (str, NONE), "measured_at": (str, NONE)}
 # What an honest box can say: 64 GPUs of at most 16 TiB each, a century of uptime, a million jobs.
@@ -38,33 +38,21 @@ MAX_GPUS, MAX_MIB, MAX_UPTIME_S, MAX_JOBS, MAX_TEXT = 64, 1 << 24, 100 * 365 * 8
 
 
 def _bounded(value, low, high, host, what):
-    if value is not None and not (math.isfinite(value) and low <= value <= high):
-        raise errors.BadAnswer(f"{host}: the box's fleet answer is not gpuops's: {what} is {value!r}")
-    return value
-
-
-def _shaped(doc, fields, host, what):
-    """`doc` checked against `fields`, with every nullable key it left out present as None."""
-    if not isinstance(doc, dict):
-        raise errors.BadAnswer(f"{host}: the box's {what} is not gpuops's: a {type(doc).__name__}, not an object")
-    expect(doc, fields, host, what)
-    for key in fields:
-        doc.setdefault(key, None)
-    return doc
+    return bounded(value, low, high, host, what, "fleet answer")
 
 
 def checked(facts, host):
     """The fleet answer once its shape and ranges are what gpuops' on-box code writes."""
-    _shaped(facts, _FACTS, host, "fleet answer")
-    gpu = _shaped(facts["gpu"], _GPU, host, "fleet GPU answer")
-    jobs = _shaped(facts["jobs"], _JOBS, host, "fleet jobs answer")
-    disk = _shaped(facts["disk"], _DISK, host, "fleet disk answer")
+    shaped(facts, _FACTS, host, "fleet answer")
+    gpu = shaped(facts["gpu"], _GPU, host, "fleet GPU answer")
+    jobs = shaped(facts["jobs"], _JOBS, host, "fleet jobs answer")
+    disk = shaped(facts["disk"], _DISK, host, "fleet disk answer")
     _bounded(facts["now"], 0, 1e11, host, "now")
     _bounded(facts["uptime_s"], 0, MAX_UPTIME_S, host, "uptime_s")
     _bounded(len(gpu["devices"]), 0, MAX_GPUS, host, "the number of GPUs")
     _bounded(gpu["samples"], 0, 10000, host, "samples")
     for d in gpu["devices"]:
-        _shaped(d, _DEVICE, host, "fleet GPU row")
+        shaped(d, _DEVICE, host, "fleet GPU row")
         _bounded(d["index"], 0, 1023, host, "a GPU index")
         _bounded(d["util_peak_pct"], 0, 100, host, "util_peak_pct")
         for key in ("memory_used_mib", "memory_total_mib"):
@@ -74,6 +62,10 @@ def checked(facts, host):
     _bounded(jobs["running_count"], 0, MAX_JOBS, host, "running_count")
     for value in jobs["running"] + ([jobs["last_job"]] if jobs["last_job"] else []):
         job_id(value, host)
+    _bounded(len(jobs["running_gpus"]), len(jobs["running"]), len(jobs["running"]), host, "the running jobs' GPUs")
+    for pinned in jobs["running_gpus"]:
+        if not (pinned is None or (isinstance(pinned, str) and len(pinned) <= MAX_TEXT)):
+            raise errors.BadAnswer(f"{host}: the box's fleet answer is not gpuops's: a job's GPUs are {pinned!r:.80}")
     _bounded(jobs["last_end"], 0, 1e11, host, "last_end")
     for key in ("total_bytes", "free_bytes", "total_inodes", "free_inodes"):
         _bounded(disk[key], 0, 1 << 62, host, key)
@@ -148,7 +140,9 @@ def row(box, facts=None, error=None):
         "vram_used_mib": used, "vram_total_mib": total,
         "vram_free_mib": None if used is None or total is None else max(0, total - used),
         "util_peak_pct": None if None in utils or not utils else max(utils), "util_samples": gpu["samples"],
+        "devices": [{k: d[k] for k in _DEVICE} for d in devices],
         "jobs_running": facts["jobs"]["running_count"], "running_jobs": facts["jobs"]["running"],
+        "running_gpus": facts["jobs"]["running_gpus"],
         "last_job": facts["jobs"]["last_job"], "last_job_end": facts["jobs"]["last_end"],
         "disk": {k: disk.get(k) for k in _DISK},
         "idle": idleness(facts, box.usd_per_hour),
@@ -201,6 +195,9 @@ def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS):
     """Ask every box in `boxes` (fleetfile.Box) at once; the fleet envelope."""
     if not boxes:
         raise errors.UsageError("no hosts to ask")
+    twice = sorted(a for a, n in Counter(b.alias for b in boxes).items() if n > 1)
+    if twice:
+        raise errors.UsageError(f"{', '.join(twice)} named more than once: each box is asked once")
     extra = {b.alias: box_args(b) for b in boxes}  # a broken profile is a usage error, before any SSH
     interval = window_s / (SAMPLES - 1) if window_s > 0 else 0.5
     by_alias = {b.alias: b for b in boxes}
@@ -209,16 +206,23 @@ def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS):
         target = target_for(alias, identity)
         try:
             args = ["--window", window_s, "--interval", interval] + extra[alias]
-            return checked(target.run_onbox("fleet_facts", args, timeout_s=window_s + _SLACK_S), alias)
+            facts = checked(target.run_onbox("fleet_facts", args, timeout_s=window_s + _SLACK_S), alias)
+            return facts, knownkeys.of_target(target)
         finally:
             target.close()
 
+    answers = dict(each_host(list(by_alias), ask, max_workers=workers))
+    shared = knownkeys.shared({a: v[1] for a, v in answers.items() if isinstance(v, tuple)})
     rows = []
-    for alias, value in each_host(list(by_alias), ask, max_workers=workers):
+    for alias, value in answers.items():
+        if alias in shared:
+            value = errors.HostKeyShared(
+                f"{alias} answers with the host key of {shared[alias]}: one box under two names, or a clone of the "
+                "same image (same SSH host keys); left out so its GPUs are not counted twice")
         if isinstance(value, errors.GpuopsError):
             rows.append(row(by_alias[alias], error=value.as_dict()))
         elif isinstance(value, Exception):  # a bug met on one box is that box's row, never the fleet's end
             rows.append(row(by_alias[alias], error={"kind": "internal", "message": f"{type(value).__name__}: {value}"}))
         else:
-            rows.append(row(by_alias[alias], value))
+            rows.append(row(by_alias[alias], value[0]))
     return build(rows)

@@ -17,7 +17,7 @@ from .. import contained, errors
 from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, frames, state, states
-from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported
+from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_TIMEOUT_S = 120  # a page is at most MAX_BYTES read from a file: a box still sending after this is stuck or lying
@@ -275,11 +275,15 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
     ended = end.get("reason") in ("exited", "vanished")
     if ended:
         rec = end.get("exit")
-        row = state.derive({"job_id": job_id, "meta": {}, "exit": rec, "liveness": "gone"})
-        data["state"] = row["state"]
-        data["exit"] = rec
+        row = state.derive(answers.facts({"job_id": job_id, "exit": rec, "liveness": "gone", "meta": {
+            "name": end.get("name"), "launched_at": end.get("launched_at")}}, target.name))
+        data.update(state=row["state"], exit=rec, name=end.get("name"), duration_s=row.get("duration_s"))
         ok = row["state"] == states.COMPLETED
         summary += f"; job ended: {one_line(row).split(': ', 1)[1]}"
+    elif run.opts["follow"] and (run.interrupted or run.timed_out):
+        row = state_now(target, job_id, jobs_dir)  # a follow cut short says where the job stands
+        if row:
+            data.update(state=row["state"], name=row.get("name"))
     elif end.get("reason") == "eof":
         data["ended"] = bool(end.get("ended"))
     if run.timed_out:

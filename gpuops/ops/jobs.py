@@ -12,7 +12,7 @@ import time
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
 from ..boundary import expect
-from ..jobs import answers, lastseen, state, states
+from ..jobs import answers, errorline, lastseen, state, states
 from ..onbox import plans, steps
 from ..units import duration
 
@@ -43,7 +43,8 @@ def call(target, action, opts, timeout_s=60):
 
 
 # What each action's answer must hold, and where its job records are.
-ANSWERS = {"launch": {"job": dict}, "retry": {"job": dict}, "status": {"jobs": list, "now": (int, float)},
+ANSWERS = {"launch": {"job": dict, "log_head": (str, type(None))}, "retry": {"job": dict, "log_head": (str, type(None))},
+           "status": {"jobs": list, "now": (int, float), "more": (int, type(None))},
            "excerpt": {"job": dict, "size": int, "lines": int, "pieces": list, "now": (int, float)},
            "stop": {"job_id": str, "targets": list, "after": dict}, "queue": {"entries": list}, "wait": {"job": dict}}
 
@@ -69,8 +70,14 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
 # ------------------------------------------------------------------ launch / retry
 
 
+# How long a launch watches the job it started: long enough for a typo (`pythn`), a missing file or
+# module to end it, so that it is reported FAILED with its error rather than "started".
+CONFIRM_S = 1.0
+
+
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
-           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0):
+           workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, timeout_s=60.0,
+           confirm_s=CONFIRM_S):
     pre, notes = None, []
     if profile is not None:
         from ..jobs import platform
@@ -78,7 +85,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
-            "profile": profile.name if profile is not None else None, "pre": pre}
+            "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s}
     if script is not None:
         import base64
 
@@ -87,16 +94,17 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    doc = call(target, "launch", opts, timeout_s)
+    doc = call(target, "launch", opts, timeout_s + confirm_s)
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
 
 
-def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0):
+def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, timeout_s=60.0,
+          confirm_s=CONFIRM_S):
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
-            "jobs_dir": jobs_dir}
-    doc = call(target, "retry", opts, timeout_s)
+            "jobs_dir": jobs_dir, "confirm_s": confirm_s}
+    doc = call(target, "retry", opts, timeout_s + confirm_s)
     return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
 
 
@@ -105,19 +113,27 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     row = state.derive(facts)
     meta = facts.get("meta") or {}
     jid = row["job_id"]
-    if doc.get("existing"):
-        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
-    elif meta.get("spawn_error"):
-        summary = f"{jid} could not start: {meta['spawn_error']}"
-    else:
-        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+    data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
     ok = not meta.get("spawn_error")
     if ok:
         nxt = [command_line(target.name, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout"),
                command_line(target.name, "logs", jid, "--follow", jobs_dir=jobs_dir)]
     else:
         nxt = [command_line(target.name, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
-    data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
+    if doc.get("existing"):
+        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
+    elif meta.get("spawn_error"):
+        summary = f"{jid} could not start: {meta['spawn_error']}"
+    elif row["state"] in states.TERMINAL:
+        # it ended while the launch watched it: say how, and for a failure the line that says why
+        ok = row["state"] == states.COMPLETED
+        summary = one_line(row) + " at launch"
+        if not ok:  # a completed one keeps the steps of any launch (wait returns at once)
+            nxt = job_steps(target.name, row, jobs_dir)
+            data["first_error"] = errorline.first_error(doc.get("log_head") or "")
+            summary += f": {data['first_error']}" if data["first_error"] else ""
+    else:
+        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
 
@@ -140,7 +156,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
-    data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total")}
+    data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total"),
+            "more": max(0, doc.get("more") or 0)}
     if job:
         row = rows[0]
         ok = row["state"] in states.HEALTHY
@@ -151,7 +168,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
         ok = True
-        summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown)"
+        summary = (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs") + f" ({len(rows)} shown"
+        summary += f", {data['more']} older)" if data["more"] else ")"
         nxt = []
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
@@ -168,6 +186,16 @@ def job_steps(host, row, jobs_dir=None):
         return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir, why="why it stopped"),
                 command_line(host, "triage", jid, jobs_dir=jobs_dir, why="what its log says")]
     return [command_line(host, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
+
+
+def state_now(target, job, jobs_dir=None, timeout_s=10.0):
+    """The job's status row as the box sees it now, for a verb stopped half-way that must say
+    where the job stands; None when the box does not answer in time."""
+    try:
+        doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir}, timeout_s)
+    except errors.GpuopsError:
+        return None
+    return state.derive(doc["jobs"][0]) if doc["jobs"] else None
 
 
 def one_line(row):

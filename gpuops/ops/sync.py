@@ -258,10 +258,10 @@ class Idle:
 
 
 def transfer(target, engine, send, src_map, progress, verb):
-    total = sum(src_map[r].size for r in send if src_map[r].kind == "f")
+    files = [r for r in send if src_map[r].kind == "f"]
     if not send:
         return Outcome(engine.name)
-    progress.start(total, f"{verb} ({engine.name})")
+    progress.start(sum(src_map[r].size for r in files), f"{verb} ({engine.name})", files=len(files))
     try:
         outcome = engine.run(send)
     finally:

@@ -14,16 +14,26 @@ def verify(target, local, remote, opts: S.Options) -> dict:
         raise errors.UsageError("--remote (the directory on the box) is required")
     tally = tree.Tally()
     local_root = S.local_root(local, "--local", must_exist=True)
-    opts.progress.stage(f"hashing {local_root} here and {remote} on {target.name}")
-    scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
-                                   "cache": opts.cache})
-    lmap = scan.entries  # live: the hasher fills in digests
-    hasher = tree.Hasher(scan)
-    nbytes = sum(e.size for e in lmap.values() if e.kind == "f")
-    rdoc = tree.remote(target, remote, {**rules.fixed(scan.doc["rules"]), "hash": "all", "cache": opts.cache},
-                       timeout_s=tree.budget_s(nbytes, len(lmap)), tally=tally)
-    opts.progress.stage("comparing the digests")
-    hasher.wait()
+    progress = opts.progress  # both ends hash at once: this end's bar, then the wait for the box's
+    progress.stage(f"hashing {local_root} here and {remote} on {target.name}")
+    try:
+        scan = tree.local(local_root, {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True),
+                                       "cache": opts.cache})
+        lmap = scan.entries  # live: the hasher fills in digests
+        hasher = tree.Hasher(scan)
+        nbytes = sum(e.size for e in lmap.values() if e.kind == "f")
+        pending = tree.Pending(target, remote, {**rules.fixed(scan.doc["rules"]), "hash": "all",
+                                                "cache": opts.cache},
+                               timeout_s=tree.budget_s(nbytes, len(lmap)), tally=tally)
+        if hasher.total_files:
+            progress.start(hasher.total_bytes, "verifying", files=hasher.total_files)
+            hasher.watch(progress.update, until=pending.failed)
+        progress.stage(f"waiting for {target.name} to finish hashing")
+        rdoc = pending.result()
+        progress.stage("comparing the digests")
+        hasher.wait()
+    finally:
+        progress.close()
     hasher.finish(tally)
     S.check_remote_root(rdoc, "--remote", remote, True, target.name)
     rmap = plan.by_path(rdoc["entries"], target.name)

@@ -15,7 +15,7 @@ from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import state, states
-from .jobs import call, command_line, job_steps
+from .jobs import call, command_line, job_steps, state_now
 
 TEXT_BYTES = 64 << 10
 MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
@@ -48,6 +48,15 @@ def wait(target, *, job, until=states.TERMINAL, log_regex=None, from_offset=None
     """The job's state once one of `until` (or a line matching `log_regex`) is seen, or at the
     timeout; with the log text before next_offset (at most `max_bytes`)."""
     began = time.monotonic()
+    try:
+        return _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began)
+    except KeyboardInterrupt:
+        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, "SIGINT")
+    except errors.Interrupted as e:
+        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, e.signal_name)
+
+
+def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began):
     deadline = began + float(timeout_s)
     phases = sorted({PHASE[s] for s in until})
     offset, kept, first = from_offset, b"", None
@@ -67,6 +76,28 @@ def wait(target, *, job, until=states.TERMINAL, log_regex=None, from_offset=None
         time.sleep(RECHECK_S)
     return _envelope(target.name, job, until, log_regex, doc, row, reached, kept, first,
                      time.monotonic() - began, jobs_dir)
+
+
+def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, signal_name):
+    """Stopped by a signal: where the job stands now (one more short call) and the command that
+    waits on from here; exit 130 or 143."""
+    target.close()  # ends the wait on the box too
+    row = state_now(target, job, jobs_dir)
+    jid = (row or {}).get("job_id") or job
+    waited = time.monotonic() - began
+    said = f"{jid}: {row['state']}" if row else f"{jid}: state unknown (the box did not answer)"
+    again = ["--until", ",".join(until) if set(until) != set(states.TERMINAL) else TERMINAL,
+             "--timeout", f"{max(1.0, float(timeout_s) - waited):.0f}"]
+    if log_regex:
+        again += ["--log-regex", log_regex] + (["--from-offset", str(from_offset)] if from_offset is not None else [])
+    data = {"job_id": jid, "state": row["state"] if row else states.UNREACHABLE, "until": list(until), "reached": False,
+            "timed_out": False, "interrupted": signal_name, "waited_s": round(waited, 3)}
+    if row:
+        data["job"] = row
+    out = envelope("wait", ok=False, summary=f"{said}; stopped waiting ({signal_name}) after {waited:.1f}s",
+                   data=data, next=[command_line(target.name, "wait", jid, *again, jobs_dir=jobs_dir)])
+    out[CODE_KEY] = errors.INTERRUPTED[signal_name]
+    return out
 
 
 def _checked(doc, host, max_bytes):

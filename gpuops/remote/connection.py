@@ -5,6 +5,7 @@ import socket
 import threading
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
+from . import patience
 
 MAX_HOPS = 8
 # paramiko bounds each step of a handshake, not the whole: a server that trickles a byte every
@@ -82,7 +83,8 @@ def _open_within(conn, seconds, where):
 
     worker = threading.Thread(target=attempt, daemon=True)
     worker.start()
-    worker.join(seconds)
+    with patience.connecting(where, seconds):
+        worker.join(seconds)
     if worker.is_alive():
         conn.client.close()
         worker.join(5)

@@ -16,9 +16,6 @@ raises paramiko's BadHostKeyException, which the transport turns into HostKeyCha
 """
 
 import base64
-import fnmatch
-import hashlib
-import hmac
 import os
 import sys
 import threading
@@ -26,35 +23,14 @@ import threading
 import paramiko
 
 from ..errors import HostKeyRevoked, HostKeyUnverifiable
+from .knownkeys import fingerprint_of, matches
 
 _append_lock = threading.Lock()
 _warned = set()
 
 
 def fingerprint(key) -> str:
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _matches(patterns: str, host: str) -> bool:
-    """OpenSSH host-pattern semantics: comma-separated, * and ? wildcards, !negation, |1| hashes."""
-    hit = False
-    for pattern in patterns.split(","):
-        negated = pattern.startswith("!")
-        pattern = pattern[1:] if negated else pattern
-        if pattern.startswith("|1|"):
-            _, _, salt, digest = (pattern.split("|") + ["", ""])[:4]
-            try:
-                mac = hmac.new(base64.b64decode(salt), host.encode(), hashlib.sha1).digest()
-                found = hmac.compare_digest(base64.b64encode(mac).decode(), digest)
-            except (ValueError, TypeError):
-                found = False
-        else:
-            found = fnmatch.fnmatchcase(host.lower(), pattern.lower())
-        if found and negated:
-            return False
-        hit = hit or found
-    return hit
+    return fingerprint_of(key.get_base64())
 
 
 class KnownHosts:
@@ -95,10 +71,10 @@ class KnownHosts:
                     self.keys.add(name, key.get_name(), key)
 
     def revoked_for(self, host, key) -> bool:
-        return any(k == key and _matches(patterns, host) for patterns, k in self.revoked)
+        return any(k == key and matches(patterns, host) for patterns, k in self.revoked)
 
     def authority_for(self, host) -> bool:
-        return any(_matches(patterns, host) for patterns in self.authorities)
+        return any(matches(patterns, host) for patterns in self.authorities)
 
 
 def _key(kind, data):

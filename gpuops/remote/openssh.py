@@ -19,6 +19,7 @@ background, for a caller with other work to do before its first call (see warmup
 still exactly one exec channel on the server.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ import threading
 import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import hostspec, mux, wrap
+from . import hostspec, mux, patience, wrap
 from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
@@ -145,7 +146,9 @@ class OpenSSHTarget(Target):
             proc = self._master
             if proc is None:
                 return
-            code = self._master_exit(proc, time.monotonic() + self.spec.connect_timeout + GRACE_S)
+            # ssh gives up after its ConnectTimeout: that is the deadline a person is shown
+            with patience.connecting(self.name, self.spec.connect_timeout) if report else contextlib.nullcontext():
+                code = self._master_exit(proc, time.monotonic() + self.spec.connect_timeout + GRACE_S)
             # cleared only now, so a call from another thread waits for the handshake too
             self._master = None
             self._master_err.seek(0)

@@ -50,8 +50,12 @@ def _danger(d):
 
 
 def render_profile(doc, con):
+    from rich.text import Text
+
     d = doc["data"]
-    con.print(f"[bold]{d['title']}[/] ({d['name']}, {d['kind']}, {d['origin']} profile {d['source']})", soft_wrap=True)
+    # where a shipped profile lives is gpuops's business (and --json's); a user's own is named
+    where = f" {d['source']}" if d["origin"] == "user" else ""
+    con.print(Text.assemble((d["title"], "bold"), f" ({d['name']}, {d['kind']}, {d['origin']} profile{where})"))
     _lines(con, [("", d["summary"], None)] + _danger(d))
     ssh, paths, launch, billing = d["ssh"], d["paths"], d["launch"], d["billing"]
     rows = [

@@ -15,3 +15,15 @@ def render(doc, con):
         table.add_row("ruled out", f"{r['cause']}: {r['why']}")
     con.print(table)
     summary_line(doc, con)
+
+
+def render_gang(doc, con):
+    """A gang's diagnose: its nodes' states, then the first failed node's verdict as for one job."""
+    d = doc["data"]
+    for n in d["nodes"]:
+        con.print(f"  node {n['index']} {n['host']}: {n['state']}" + (f" ({n['reason']})" if n.get("reason") else ""),
+                  markup=False, soft_wrap=True)
+    if d.get("diagnose"):
+        render(dict(doc, data=d["diagnose"]), con)
+    else:
+        summary_line(doc, con)

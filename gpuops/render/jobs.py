@@ -3,28 +3,45 @@
 import sys
 
 from ..units import duration
-from . import state_text, summary_line
+from . import print_next, state_text, step_text, summary_line, verdict_line
+
+
+# Display order, and which columns stay when the terminal is narrow (kubectl get's way): the id
+# and the state always; the id is never cut, since its unique part is its end.
+_HEADER = ("JOB", "NAME", "STATE", "AGE", "LAST PROGRESS", "PID")
+_PRIORITY = ("JOB", "STATE", "NAME", "LAST PROGRESS", "AGE", "PID")
+_LEAST = {"NAME": 8, "LAST PROGRESS": 16}
+
+
+def _progress(r):
+    p = (r.get("progress") or {}).get("last") or {}
+    if not p:
+        return "-"
+    text = f"step {p['step']}" if p.get("step") is not None else (p.get("text") or "").strip()
+    silent = (r.get("progress") or {}).get("silent_s")
+    return text + (f", {duration(silent)} ago" if silent is not None else "")
+
+
+def _name(r):
+    """'-' for a job launched without --name (records older than this wrote the id as its name)."""
+    name = r.get("name")
+    return "-" if not name or name == r.get("job_id") else str(name)
 
 
 def status(doc, con):
-    from rich.table import Table
+    from rich.text import Text
+
+    from .columns import table
 
     rows = doc["data"].get("jobs") or []
-    table = Table(title=f"jobs on {doc.get('host') or ''}".strip(), expand=False)
-    for col in ("job", "name", "state", "age", "last progress", "pid"):
-        table.add_column(col, no_wrap=col != "last progress")
-    for r in rows:
-        p = (r.get("progress") or {}).get("last") or {}
-        prog = "-"
-        if p:
-            prog = (f"step {p['step']}" if p.get("step") is not None else p.get("text", "")[:40])
-            silent = (r.get("progress") or {}).get("silent_s")
-            prog += f", {duration(silent)} ago" if silent is not None else ""
-        age = duration(r.get("age_s")) if r.get("age_s") is not None else "-"
-        table.add_row(r.get("job_id") or "-", str(r.get("name") or "-"), state_text(r), age, prog,
-                      str(r.get("pid") or "-"))
+    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": Text.from_markup(state_text(r)),
+              "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
+              "PID": str(r.get("pid") or "-")} for r in rows]
     if rows:
-        con.print(table)
+        con.print(table(_HEADER, cells, _PRIORITY, _LEAST, con.width))
+    more = doc["data"].get("more")
+    if more:
+        con.print(f"… {more} older (--limit 0 lists them all)", style="dim", markup=False)
     for r in rows:
         for label, key in (("reason", "reason"), ("hint", "hint")):
             if r.get(key):
@@ -37,10 +54,13 @@ def started(doc, con):
 
 
 def stop(doc, con):
+    """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
+    names, then the command that acts on it."""
+    verdict_line(doc, con)
     for t in doc["data"].get("targets") or []:
         con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
                   soft_wrap=True)
-    summary_line(doc, con)
+    print_next(doc, con)
 
 
 def queue(doc, con):
@@ -64,7 +84,37 @@ def waited(doc, con):
 
 
 def logs_trailer(doc, con=None, stream=None):
-    """After raw log bytes on stdout: one line on stderr with the outcome and the next offset."""
-    stream = stream or sys.stderr
+    """After the raw log bytes on stdout, one line on stderr that says how the log ended for a
+    person; the offsets stay in --json."""
+    line = logs_ending(doc)
+    if line:
+        (stream or sys.stderr).write(f"gpuops: {line}\n")
+
+
+def logs_ending(doc):
+    """'demo COMPLETED (exit 0) after 20s' when a follow saw the job end; where a follow cut short
+    left the job, with the command that resumes it; the command for the next page when there is
+    more; None for a page that reached the log's end."""
     d = doc["data"]
-    stream.write(f"gpuops: {doc['summary']}; next offset {d.get('next_offset')}\n")
+    who = d.get("name") or d.get("job_id")
+    again = step_text(doc["next"][0]) if doc.get("next") else None
+    text = None
+    if d.get("end") in ("exited", "vanished"):
+        text = f"{who} {ended(d.get('state'), d.get('exit'), d.get('duration_s'))}"
+    elif d.get("interrupted") or d.get("timed_out"):
+        how = f"stopped following ({d['interrupted']})" if d.get("interrupted") else "stopped following at --timeout"
+        where = f"{who} is {d['state']}" if d.get("state") else f"{who}: state unknown (the box did not answer)"
+        text = f"{where}; {how}" + (f". Resume: {again}" if again else "")
+    elif d.get("more") and again:
+        text = f"more of the log: {again}"
+    if d.get("saved_to"):
+        text = (text + "; " if text else "") + f"saved to {d['saved_to']}"
+    return text
+
+
+def ended(state, exit_rec, duration_s):
+    """'COMPLETED (exit 0) after 20s', 'KILLED (SIGTERM) after 3m 10s', 'VANISHED'."""
+    rec = exit_rec or {}
+    how = f" ({rec['signal']})" if rec.get("signal") else (
+        f" (exit {rec['exit_code']})" if rec.get("exit_code") is not None else "")
+    return f"{state}{how}" + (f" after {duration(duration_s)}" if duration_s is not None else "")

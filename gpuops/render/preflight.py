@@ -1,10 +1,10 @@
 """Preflight for people: what the box is, then the findings worst first."""
 
-from . import print_findings, summary_line, verdict_line
+from . import doctor
 
 
 def headline(data):
-    """One line of what the box is, above the table."""
+    """One line of what the box is, above the findings."""
     g = data.get("gpu") or {}
     devices = g.get("devices") or []
     names = sorted({d.get("name") or "?" for d in devices})
@@ -16,8 +16,7 @@ def headline(data):
     return f"{gpus}{driver}{torch_text}; {cpu.get('visible')} CPUs visible"
 
 
-def render(doc, con):
-    verdict_line(doc, con)
-    con.print(headline(doc.get("data") or {}), markup=False, soft_wrap=True)
-    print_findings(doc["findings"], con)
-    summary_line(doc, con)
+def render(doc, con, show_all=False):
+    from rich.text import Text
+
+    doctor(doc, con, [Text(headline(doc.get("data") or {}))], show_all)

@@ -1,37 +1,44 @@
-"""reap for people: the plan (or what was done), the signals sent, GPU memory before and after."""
+"""reap for people, doctor-style: the verdict, one block per GPU holder (the reapable first), the
+signals sent, GPU memory before and after, the verdict again. A ten-column table of sentences
+wrapped a word per line at 80 columns; a block gives each fact its own line at any width."""
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import print_findings, summary_line
-
+from . import doctor, hanging
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
                 "idle": "bold yellow", "live": "green", "protected": "dim"}
 
 
 def _mem(h):
+    """'  2048 MiB' as NVML accounts the holder's memory; nothing when it does not."""
     values = [v for v in h["gpu_mem_mib"].values() if v is not None]
-    return "%d" % sum(values) if values else "-"
+    return "  %d MiB" % sum(values) if values else ""
 
 
-def plan_table(facts, title):
-    from rich.markup import escape
-    from rich.table import Table
+def holder_block(h, applied):
+    """One holder: pid, class, GPUs, memory, age and user on its head line; then why, what the
+    window saw and what it would get (or got), each wrapped under itself, and its command cut at
+    the width."""
+    from rich.console import Group
+    from rich.text import Text
 
-    applied = facts["applied"]
-    table = Table(title=title, expand=False)
-    for name in ("pid", "user", "age", "gpu", "MiB", "class", "reason", "last activity",
-                 "outcome" if applied else "would send", "command"):
-        table.add_column(name, no_wrap=name in ("pid", "user", "age", "gpu", "MiB", "class"))
-    order = dict((c, i) for i, c in enumerate(CLASSES))
-    for h in sorted(facts["holders"], key=lambda h: (order.get(h["class"], 9), h["pid"])):
-        doing = (h["outcome"] if applied else h["action"]) or "-"
-        style = _CLASS_STYLE.get(h["class"], "")
-        table.add_row(str(h["pid"]), h["user"] or "?", duration(h["age_s"]) if h["age_s"] is not None else "?", ",".join(str(g) for g in h["gpus"]) or "-",
-                      _mem(h), "[%s]%s[/]" % (style, h["class"]), escape(h["reason"]), escape(h["last_activity"]),
-                      escape(doing),
-                      escape(h["command"][:80]))
-    return table
+    gpus = ",".join(str(g) for g in h["gpus"]) or "-"
+    age = duration(h["age_s"]) if h["age_s"] is not None else "?"
+    head = Text.assemble((f"pid {h['pid']}", "bold"), "  ", (h["class"], _CLASS_STYLE.get(h["class"], "")),
+                         f"  GPU {gpus}{_mem(h)}  up {age}  {h['user'] or '?'}")
+    doing = h["outcome"] if applied else h["action"]
+    rows = [("why", h["reason"]), ("seen", h["last_activity"]), ("outcome" if applied else "would send", doing)]
+    lines = [hanging(Text(f"    {k}: "), Text(v)) for k, v in rows if v]
+    return Group(head, *lines, Text(f"    command: {h['command']}", no_wrap=True, overflow="ellipsis"))
+
+
+def action_line(a):
+    from rich.text import Text
+
+    outcome = a["outcome"] + (f": {a['why']}" if a.get("why") else "")
+    return Text(f"  pid {a['pid']} ({a['scope']}): {'; '.join(a['signals'])} -> {outcome}",
+                style=None if a["outcome"] in ("reaped", "gone") else "red")
 
 
 def gpu_table(facts):
@@ -47,23 +54,16 @@ def gpu_table(facts):
     return table
 
 
-def render(doc, con):
-    facts = doc["data"]
-    host = doc.get("host") or ""
-    if facts["holders"]:
-        con.print(plan_table(facts, title=("reap %s" if facts["applied"] else "reap plan (dry run) %s") % host))
-    if facts["actions"]:
-        from rich.table import Table
+def render(doc, con, show_all=False):
+    from rich.console import Group
+    from rich.text import Text
 
-        acts = Table(title="signals", expand=False)
-        for name in ("pid", "scope", "signals", "outcome"):
-            acts.add_column(name)
-        for a in facts["actions"]:
-            acts.add_row(str(a["pid"]), a["scope"], "; ".join(a["signals"]), a["outcome"] + (
-                ": " + a["why"] if a.get("why") else ""), style=None if a["outcome"] in ("reaped", "gone") else "red")
-        con.print(acts)
+    facts = doc["data"]
+    order = dict((c, i) for i, c in enumerate(CLASSES))
+    holders = sorted(facts["holders"], key=lambda h: (order.get(h["class"], 9), h["pid"]))
+    blocks = [holder_block(h, facts["applied"]) for h in holders]
+    if facts["actions"]:
+        blocks.append(Group(Text("signals", style="bold"), *(action_line(a) for a in facts["actions"])))
     if facts["gpus"]:
-        con.print(gpu_table(facts))
-    if doc["findings"]:
-        print_findings(doc["findings"], con)
-    summary_line(doc, con)
+        blocks.append(gpu_table(facts))
+    doctor(doc, con, blocks, show_all)

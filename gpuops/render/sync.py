@@ -1,21 +1,13 @@
-"""push, pull and verify for people: the paths that differ, the other findings, the verdict."""
+"""push, pull and verify for people, doctor-style: the paths that differ are the evidence of the
+finding that says so (one block, not a table and then the finding again), then the verdict."""
 
-from . import print_findings, summary_line
+from . import doctor
+
+# The findings whose evidence is the list of paths that differ.
+MISMATCH = ("sync.mismatch", "verify.drift")
 
 
-def render(doc, con):
-    from rich.table import Table
-
-    data = doc.get("data") or {}
-    mism = data.get("mismatches") or []
-    if mism:
-        table = Table(title="paths that differ", expand=False)
-        table.add_column("path")
-        table.add_column("problem", no_wrap=True)
-        for m in mism[:20]:
-            table.add_row(m["path"], m["problem"])
-        con.print(table)
-    shown = [f for f in doc.get("findings") or [] if f["id"] != "sync.mismatch"]
-    if shown:
-        print_findings(shown, con)
-    summary_line(doc, con)
+def render(doc, con, show_all=False):
+    differ = {m["path"]: m["problem"] for m in (doc.get("data") or {}).get("mismatches") or []}
+    findings = [dict(f, evidence=differ) if f["id"] in MISMATCH and differ else f for f in doc.get("findings") or []]
+    doctor(dict(doc, findings=findings), con, show_all=show_all)

@@ -1,9 +1,7 @@
-"""teardown-check for people: the findings and the verdict."""
+"""teardown-check for people: the findings and the verdict, doctor-style."""
 
-from . import print_findings, summary_line, verdict_line
+from . import doctor
 
 
-def render(doc, con):
-    verdict_line(doc, con)
-    print_findings(doc["findings"], con)
-    summary_line(doc, con)
+def render(doc, con, show_all=False):
+    doctor(doc, con, show_all=show_all)

@@ -1,6 +1,7 @@
-"""Progress for people (a rich bar on stderr: bytes, rate, ETA; a spinner with the elapsed time
-through the phases that move no bytes, such as walking or verifying); nothing for machines. Sizes
-are binary (MiB, GiB) here as in every summary, so the bar and the verdict agree."""
+"""Progress for people (a rich bar on stderr: bytes, files, rate, ETA, rsync --info=progress2's
+way; a spinner with the elapsed time through the phases that move no bytes, such as walking or
+waiting for the box); nothing for machines. Sizes are binary (MiB, GiB) here as in every summary,
+so the bar and the verdict agree."""
 
 import sys
 
@@ -8,10 +9,10 @@ from ..units import human_bytes
 
 
 class Silent:
-    def start(self, total, what=""):
+    def start(self, total, what="", files=None):
         pass
 
-    def update(self, done):
+    def update(self, done, files=None):
         pass
 
     def note(self, text):
@@ -44,26 +45,34 @@ class Bar(Silent):
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._console = console or Console(stderr=True)
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+        # a short bar, so that bytes, files, rate and ETA still fit one line of 80 columns
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24),
+                                  DownloadColumn(binary_units=True), TextColumn("{task.fields[files]}"),
                                   _rate_column(), TimeRemainingColumn(), console=self._console, transient=True)
         self._task = None
         self._done = 0
         self._status = None
 
-    def start(self, total, what=""):
+    def start(self, total, what="", files=None):
+        """A bar over `total` bytes, and over `files` files when given."""
         self._end_stage()
         self._progress.start()
-        self._done = 0
-        self._total = total
-        self._task = self._progress.add_task(what, total=total)
+        self._done = self._files_done = 0
+        self._total, self._files = total, files
+        self._task = self._progress.add_task(what, total=total, files=self._files_text())
 
-    def update(self, done):
+    def update(self, done, files=None):
         # A retried attempt counts from zero again, and protocol bytes can run past the payload:
         # the bar never moves backwards and stops at the total.
         done = min(done, self._total)
-        if self._task is not None and done > self._done:
-            self._done = done
-            self._progress.update(self._task, completed=done)
+        if files is not None and self._files is not None:
+            self._files_done = max(self._files_done, min(files, self._files))
+        if self._task is not None and (done > self._done or files is not None):
+            self._done = max(done, self._done)
+            self._progress.update(self._task, completed=self._done, files=self._files_text())
+
+    def _files_text(self):
+        return f"{self._files_done}/{self._files} files" if self._files is not None else ""
 
     def note(self, text):
         self._progress.console.print(f"[yellow]{text}[/]", markup=True, highlight=False)

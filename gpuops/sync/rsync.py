@@ -56,6 +56,7 @@ MEANINGS = {
 FULL_MARKS = ("No space left on device", "Disk quota exceeded")
 
 _PROGRESS = re.compile(rb"^\s*([\d,.]+)\s+\d+%")
+_FILES = re.compile(rb"xfr#(\d+)")  # files done in this run, on each --info=progress2 line
 _STAT = re.compile(rb"^(Literal data|Matched data|Total bytes sent|Total bytes received):\s*([\d,.]+)")
 _VANISHED = re.compile(r'file has vanished: "(.*)"')
 _ERROR_LINE = re.compile(r"^rsync: (.*)$", re.M)
@@ -109,6 +110,7 @@ class Run:
         self.stalled = False
         self.progress = 0
         self.completed = 0   # progress at the last finished file
+        self.files = 0
         self.stats = {}
         self.stderr = ""
         self.io = {}
@@ -182,10 +184,12 @@ class Run:
         m = _PROGRESS.match(line)
         if m:
             self.progress = _number(m.group(1))
-            if b"xfr#" in line:
+            done = _FILES.search(line)
+            if done:
                 self.completed = self.progress
+                self.files = int(done.group(1))
             if self.on_bytes:
-                self.on_bytes(self.progress)
+                self.on_bytes(self.progress, self.files)
             return
         m = _STAT.match(line)
         if m:

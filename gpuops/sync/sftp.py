@@ -66,6 +66,7 @@ class SftpEngine:
         self.remote_free = remote_free  # () -> (free bytes, free inodes) at the remote root
         self._made = set()
         self._done_bytes = 0
+        self._done_files = 0
         self._restarted = set()
 
     def run(self, rels, force=False) -> Outcome:
@@ -148,6 +149,9 @@ class SftpEngine:
                 self._upload(sftp, rel, restart, sent)
             else:
                 self._download(sftp, rel, restart, sent)
+            self._done_files += 1
+            if self.progress:
+                self.progress.update(self._done_bytes, self._done_files)
 
     def _copy(self, read, write, sent):
         while True:

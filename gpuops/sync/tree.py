@@ -68,7 +68,9 @@ class Hasher:
         self._scan = scan
         self._todo = [rel for rel, e in scan.entries.items() if e.kind == "f" and e.sha256 is None]
         self._index = {rel: i for i, rel in enumerate(self._todo)}
+        self.total_files, self.total_bytes = len(self._todo), sum(scan.entries[rel].size for rel in self._todo)
         self._count = 0  # files are hashed in list order, so a count is a watermark
+        self._bytes = 0
         self._stopped = False
         self._finished = False
         self._cond = threading.Condition()
@@ -80,9 +82,11 @@ class Hasher:
             for rel in self._todo:
                 if self._stopped:
                     break
+                size = self._scan.entries[rel].size
                 self._scan.hash([rel])
                 with self._cond:
                     self._count += 1
+                    self._bytes += size
                     self._cond.notify_all()
         finally:
             with self._cond:
@@ -94,6 +98,14 @@ class Hasher:
         last = len(self._todo) - 1 if rels is None else max((self._index.get(r, -1) for r in rels), default=-1)
         with self._cond:
             self._cond.wait_for(lambda: self._finished or self._count > last)
+
+    def watch(self, report, until=None, every_s=0.1):
+        """report(bytes, files) hashed so far, as they go, until every file is or until() is true."""
+        with self._cond:
+            while not self._finished and not (until and until()):
+                report(self._bytes, self._count)
+                self._cond.wait(every_s)
+            report(self._bytes, self._count)
 
     def stop(self):
         self._stopped = True
@@ -148,6 +160,10 @@ class Pending:
             self._out["doc"] = remote(target, root, request, timeout_s, tally=tally, when=when)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread in result()
             self._out["error"] = e
+
+    def failed(self) -> bool:
+        """True once the request has failed (result() would raise)."""
+        return "error" in self._out
 
     def result(self, timeout_s=None) -> dict:
         self._thread.join(timeout_s)

@@ -20,7 +20,7 @@ def job_state(box, jobs_dir, job, **kw):
 
 def launched(box, jobs_dir, command, **kw):
     doc = op.launch(box, command=command, jobs_dir=str(jobs_dir), **kw)
-    assert doc["ok"], (doc["summary"], doc["data"]["remaining"], doc["data"]["signals"])
+    assert doc["data"]["meta"].get("pid"), doc["summary"]  # started (a quick one may have ended already)
     return doc["data"]["job"]["job_id"]
 
 
@@ -74,7 +74,8 @@ def test_idempotency_key_returns_the_existing_job(box, jobs_dir):
 
 
 def test_follow_resumes_after_a_cut_without_losing_or_repeating_bytes(box, jobs_box, jobs_dir):
-    job = launched(box, jobs_dir, "for i in $(seq 1 40); do echo \"line $i ünï\"; sleep 0.05; done")
+    # long enough to outlast the launch's one-second look and a slow connect: the cut lands mid-stream
+    job = launched(box, jobs_dir, "for i in $(seq 1 120); do echo \"line $i ünï\"; sleep 0.05; done")
     got, notices = bytearray(), []
     result = {}
 
@@ -94,7 +95,7 @@ def test_follow_resumes_after_a_cut_without_losing_or_repeating_bytes(box, jobs_
     doc = result["doc"]
     assert notices and doc["data"]["reconnects"] >= 1
     log = (jobs_dir / job / "log").read_bytes()
-    assert bytes(got) == log and log.count(b"\n") == 40
+    assert bytes(got) == log and log.count(b"\n") == 120
     assert doc["data"]["next_offset"] == len(log)
     assert doc["data"]["state"] == "COMPLETED" and doc["ok"]
 

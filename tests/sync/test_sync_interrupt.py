@@ -1,6 +1,6 @@
-"""Ctrl-C during a transfer (SIGINT to the whole foreground process group, as a terminal sends it):
-exit 130, one line that says nothing was claimed and the exact command that resumes, and the
-re-run does resume and verify."""
+"""Ctrl-C during a push, a pull or a verify (SIGINT to the whole foreground process group, as a
+terminal sends it): exit 130, one line that says nothing was claimed and the exact command that
+resumes, and the re-run does resume and verify."""
 
 import os
 import signal
@@ -24,18 +24,57 @@ def test_ctrl_c_mid_push_says_how_to_resume_and_the_rerun_does(engine, request, 
     src.mkdir()
     (src / "big.bin").write_bytes(os.urandom(BIG))
     argv = ["push", "--host", alias, "--src", str(src), "--dst", str(dst), "--engine", engine]
-    proc = subprocess.Popen([sys.executable, "-m", "gpuops", *argv], cwd=ROOT, env=sync_env, text=True,
+    _interrupt_mid_transfer(argv, sync_env, dst)
+    done, doc = run_cli(sync_env, *argv)
+    assert done.returncode == 0 and doc["data"]["verified"], done.stdout[-1500:]
+    assert snapshot(dst) == snapshot(src)
+
+
+def test_ctrl_c_mid_pull_says_how_to_resume_and_the_rerun_does(rsync_box, metered, sync_env, tmp_path):
+    alias, _ = metered(rsync_box, 4 << 20)
+    src, dst = tmp_path / "on-box", tmp_path / "here"
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(BIG))
+    argv = ["pull", "--host", alias, "--src", str(src), "--dst", str(dst)]
+    _interrupt_mid_transfer(argv, sync_env, dst)
+    done, doc = run_cli(sync_env, *argv)
+    assert done.returncode == 0 and doc["data"]["verified"], done.stdout[-1500:]
+    assert snapshot(dst) == snapshot(src)
+
+
+def test_ctrl_c_mid_verify_says_nothing_was_claimed_and_how_to_run_it_again(rsync_box, metered, sync_env, tmp_path):
+    alias, _ = metered(rsync_box, 2 << 10)  # the on-box walker alone takes seconds to arrive at this rate
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("a\n")
+    argv = ["verify", "--host", alias, "--local", str(tree), "--remote", str(tree)]
+    proc = _started(argv, sync_env)
+    time.sleep(1.5)
+    assert proc.poll() is None, "the verify ended before it could be interrupted"
+    _ctrl_c(proc, "verify", argv)
+    done, doc = run_cli(sync_env, "verify", "--host", rsync_box.spec, *argv[3:])
+    assert done.returncode == 0 and doc["ok"], done.stdout[-1500:]
+
+
+def _started(argv, env):
+    return subprocess.Popen([sys.executable, "-m", "gpuops", *argv], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _interrupt_mid_transfer(argv, env, dst):
+    """Ctrl-C once more than 1 MiB of big.bin has landed (in its partial file) under `dst`."""
+    proc = _started(argv, env)
     deadline = time.monotonic() + 30
     while not any(p.stat().st_size > (1 << 20) for p in dst.rglob("*big.bin*") if p.is_file()):
         assert time.monotonic() < deadline and proc.poll() is None, "the transfer never got going"
         time.sleep(0.02)
+    _ctrl_c(proc, argv[0], argv)
+
+
+def _ctrl_c(proc, verb, argv):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out[-500:], err[-500:])
-    line = [x for x in err.splitlines() if x.startswith("gpuops: push interrupted")]
+    line = [x for x in err.splitlines() if x.startswith(f"gpuops: {verb} interrupted; nothing was claimed")]
     assert line and line[0].endswith("gpuops " + " ".join(argv)), err
     assert "Traceback" not in err
-    done, doc = run_cli(sync_env, *argv)
-    assert done.returncode == 0 and doc["data"]["verified"], done.stdout[-1500:]
-    assert snapshot(dst) == snapshot(src)

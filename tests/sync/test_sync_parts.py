@@ -147,10 +147,10 @@ def test_rsync_run_parses_progress_and_stats_of_a_real_rsync(tmp_path):
     out = eng.run(["f"])
     assert out.failure is None and out.attempts[0].outcome == "ok"
     assert out.bytes_sent == 300_000 and out.wire_bytes >= 300_000
-    run = rsync.Run(eng.argv(str(tmp_path / "none")), seen.append)
+    run = rsync.Run(eng.argv(str(tmp_path / "none")), lambda done, files=None: seen.append((done, files)))
     (tmp_path / "none").write_bytes(b"f\0")
     (dst / "f").unlink()
-    assert run() == 0 and seen and seen[-1] == 300_000 and run.stats["Literal data"] == 300_000
+    assert run() == 0 and seen and seen[-1] == (300_000, 1) and run.stats["Literal data"] == 300_000
 
 
 def test_crlf_only_in_shell_scripts(tmp_path):

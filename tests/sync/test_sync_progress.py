@@ -1,11 +1,15 @@
-"""The push/pull bar a person sees: binary units like every summary, a spinner for byteless phases."""
+"""The push/pull/verify bar a person sees: binary units like every summary, files counted, a spinner
+for byteless phases; on a terminal only."""
 
 import io
+import os
 import time
 
 from rich.console import Console
 
 from gpuops.sync.progress import Bar
+from tests import terminal
+from tests.conftest import gpuops
 
 
 def _terminal():
@@ -35,3 +39,32 @@ def test_a_byteless_phase_shows_a_spinner_with_its_elapsed_time():
     bar.close()
     text = out.getvalue()
     assert "verifying on the box (1 s)" in text
+
+
+def test_the_bar_counts_files_too_and_never_moves_back():
+    """The push bar showed bytes only; rsync --info=progress2 counts files as well."""
+    out, con = _terminal()
+    bar = Bar(console=con)
+    bar.start(10 << 20, "push (rsync)", files=229)
+    bar.update(5 << 20, 12)
+    bar.update(4 << 20)  # a retried attempt starting over: neither count goes back
+    time.sleep(0.3)
+    bar._progress.refresh()
+    bar.close()
+    text = out.getvalue()
+    assert "5.0/10.0 MiB" in text and "12/229 files" in text
+
+
+def test_verify_rehash_shows_its_hashing_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
+    """`verify --rehash` of 2 GiB was 2.6 s of nothing."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(3):
+        (tree / f"f{i}").write_bytes(os.urandom(4 << 20))
+    argv = ("verify", "--host", "local", "--local", str(tree), "--remote", str(tree), "--rehash")
+    code, raw = terminal.run(*argv, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    lines = terminal.frames(raw)
+    assert code == 0 and lines[-1] == "local: verified: 3 files, 12.0 MiB identical on the box", lines
+    assert any(line.startswith("verifying ") and "/12.0 MiB" in line and "/3 files" in line for line in lines), lines
+    piped = gpuops(*argv)
+    assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.count("\n") == 1

@@ -26,8 +26,9 @@ def triagebox(rig, jobs_dir):
 
 def launch(cli, box, command):
     proc = cli("launch", "--host", box.spec, "--cmd", command, "--json")
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["data"]["job"]["job_id"]
+    doc = json.loads(proc.stdout)
+    assert doc["data"]["meta"].get("pid"), proc.stderr  # started (a quick one may have ended already)
+    return doc["data"]["job"]["job_id"]
 
 
 def wait_state(cli, box, job, states, timeout=20):

@@ -1,0 +1,109 @@
+"""The job verbs' other targets: a gang (`--torchrun` on several boxes, then `--gang ID`) and a
+fleet placement (`launch --fleet F --gpus N`). The verbs in gpuops.cli.jobs parse their flags and
+hand over here when one of these is asked for; each function returns the envelope."""
+
+from ..errors import UsageError
+from ..jobs import spec
+from ..remote import split_hosts
+from .flags import DAY, number, seconds
+
+# The flags of one box's job that mean nothing for a gang (which has its own id and node records).
+_NOT_FOR_GANG = {"--script": "--torchrun runs --cmd's training script on every box (push the code first)",
+                 "--key": "a gang is named by the id launch prints",
+                 "--label": "each node is labelled gang=ID, gang_node=N",
+                 "--progress-regex": "a gang's nodes use the built-in progress lines",
+                 "--gpu-type": "it places a --fleet job", "--min-vram-gib": "it places a --fleet job"}
+NOT_FOR_ONE_BOX = {"--gpu-type": "it places a --fleet job", "--min-vram-gib": "it places a --fleet job",
+                   "--code": "it is compared across a --torchrun gang's boxes",
+                   "--rdzv-host": "it is a --torchrun gang's"}
+
+
+def refuse(given, reasons):
+    """UsageError for the first flag in `given` ({flag: value}) that is set and has a reason."""
+    for flag, value in given.items():
+        if value and flag in reasons:
+            raise UsageError(f"{flag} does not apply here: {reasons[flag]}")
+
+
+def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_gib, cmd, nproc_per_node,
+                   rdzv_port, rdzv_host, code, one_job, **common):
+    """`launch --fleet` (one job, placed) or `launch --torchrun` (a gang): the envelope."""
+    if torchrun and fleet:
+        raise UsageError("--torchrun runs one job across the boxes --host names; --fleet places a job on one box: "
+                         "pick one")
+    if fleet:
+        if host:
+            raise UsageError("give --host or --fleet, not both: --fleet picks the box")
+        refuse({"--code": code, "--rdzv-host": rdzv_host}, NOT_FOR_ONE_BOX)
+        return _placed(fleet, gpus=gpus, gpu_type=gpu_type, min_vram_gib=min_vram_gib, identity=identity,
+                       command=cmd, **one_job, **common)
+    if not host:
+        raise UsageError("--torchrun needs the gang's boxes: --host a,b (the first hosts the rendezvous)")
+    refuse({"--script": one_job["script"], "--key": one_job["key"], "--label": one_job["labels"],
+            "--progress-regex": one_job["progress_regex"], "--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib},
+           _NOT_FOR_GANG)
+    return _gang(split_hosts(host), cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, rdzv_host=rdzv_host,
+                 code=code, identity=identity, gpus=spec.gpus(gpus), **common)
+
+
+def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):
+    from ..jobs import torchrun
+    from ..ops import gang
+
+    port = number("--rdzv-port", rdzv_port, 1024, 65535, integer=True, what="a TCP port")
+    nproc = number("--nproc-per-node", nproc_per_node, 1, 64, integer=True)
+    if rdzv_host is not None:
+        try:
+            torchrun.endpoint(rdzv_host, port)
+        except ValueError as e:
+            raise UsageError(f"--rdzv-host: {e}") from None
+    return gang.launch(hosts, cmd=cmd, nproc_per_node=nproc, port=port, rdzv_host=rdzv_host, code=code,
+                       identity=identity, **launch_kw)
+
+
+def _placed(fleet_name, *, gpus, gpu_type, min_vram_gib, identity, **launch_kw):
+    from .. import fleetfile, placement
+    from ..ops import place
+
+    count = number("--gpus", gpus, 1, 64, integer=True, what="a number of GPUs (with --fleet)")
+    vram = number("--min-vram-gib", min_vram_gib, 0.001, 4096, what="GiB")
+    req = placement.request(count, gpu_type, vram)
+    return place.launch(fleetfile.boxes(fleet_name), req, identity=identity, **launch_kw)
+
+
+def status(gang_id, identity):
+    from ..ops import gangview
+
+    return gangview.status(gang_id, identity)
+
+
+def logs(gang_id, *, tail, cursors, follow, timeout, max_bytes, sink, identity):
+    from ..jobs import gangstore
+    from ..ops import gangview
+
+    lines = number("--tail", tail, 0, 1000000, integer=True)
+    limit = seconds("--timeout", timeout, high=30 * DAY)
+    if limit is not None and not follow:
+        raise UsageError("--timeout applies to --follow only (a page returns at once)")
+    most = number("--max-bytes", max_bytes, 1, 16 << 20, integer=True) or gangview.PAGE_BYTES
+    parsed = gangview.parse_cursors(cursors, gangstore.load(gang_id)) if cursors else None
+    return gangview.logs(gang_id, tail=lines, cursors=parsed, follow=follow, timeout_s=limit, max_bytes=most,
+                         sink=sink, identity=identity)
+
+
+def stop(gang_id, *, grace, yes, plan, identity):
+    from ..ops import gangview
+
+    return gangview.stop(gang_id, grace=seconds("--grace", grace), yes=yes, plan=plan, identity=identity)
+
+
+def retry(gang_id, *, resume_arg, env, secrets, identity):
+    from ..ops import gang
+
+    return gang.retry(gang_id, resume_arg=resume_arg, env=env, secrets=secrets, identity=identity)
+
+
+def diagnose(gang_id, identity):
+    from ..ops import gangview
+
+    return gangview.diagnose(gang_id, identity)

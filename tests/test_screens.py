@@ -1,0 +1,122 @@
+"""Every screen the CLI issue names, at 80 and 140 columns, against its snapshot.
+
+Envelopes recorded from real runs (tests/fixtures/screens/*.json, paths and pids made stable) go
+through the real renderers at each width; the help, usage errors, profiles and gotchas come from
+the real program. A change to a screen fails here until its snapshot is rewritten
+(GPUOPS_WRITE_SCREENS=1) and read: the README's screens are these files. Each screen also keeps
+the rules: no colour codes with NO_COLOR, and no line wider than the terminal except the ones
+that must stay whole to be copied (a fix, a next step, a command, a verdict a terminal folds)."""
+
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpuops.render import jobs, preflight, reap, report, sync, teardown
+from tests.conftest import gpuops
+
+SCREENS = Path(__file__).resolve().parent / "fixtures" / "screens"
+WIDTHS = (80, 140)
+WRITE = bool(os.environ.get("GPUOPS_WRITE_SCREENS"))
+
+RENDERED = {
+    "preflight-local": preflight.render,
+    "preflight-healthy": preflight.render,
+    "preflight-sick": preflight.render,
+    "preflight-two-hosts": preflight.render,
+    "status": jobs.status,
+    "stop-dry-run": jobs.stop,
+    "launch-failed": jobs.started,
+    "wait-interrupted": jobs.waited,
+    "logs-ended": None,
+    "logs-timed-out": None,
+    "logs-interrupted": None,
+    "verify-drift": sync.render,
+    "reap-plan": reap.render,
+    "teardown-autodl": teardown.render,
+}
+PROGRAM = {
+    "help": ["--help"],
+    "help-logs": ["logs", "--help"],
+    "typo": ["statsu"],
+    "missing-flag": ["logs"],
+    "profiles": ["profiles"],
+    "profile-autodl": ["profiles", "autodl"],
+    "gotcha": ["gotcha", "U7"],
+}
+# Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
+# verdict the terminal folds itself.
+WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\S+: .*(READY|FAILED|drift|dry run|RUNNING|reaped|"
+                   r"deletes|verified|hosts ok))")
+
+
+def rendered(name, width):
+    doc = json.loads((SCREENS / f"{name}.json").read_text())
+    out = io.StringIO()
+    con = Console(file=out, width=width, height=24, no_color=True, highlight=False, soft_wrap=False,
+                  force_terminal=False)
+    if RENDERED[name] is None:  # logs: the raw log goes to stdout, this line to stderr
+        jobs.logs_trailer(doc, stream=out)
+    else:
+        report(doc, RENDERED[name], con, err=out)
+    return out.getvalue()
+
+
+def program(name, width):
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CONFIG_HOME"}
+    r = gpuops(*PROGRAM[name], env={**env, "COLUMNS": str(width), "NO_COLOR": "1", "HOME": "/home/me"})
+    return r.stdout + r.stderr
+
+
+def _check(name, width, text):
+    assert "\x1b[" not in text, f"{name}: colour codes with NO_COLOR or in a pipe"
+    wide = [line for line in text.splitlines() if len(line) > width and not WHOLE.match(line)]
+    assert not wide, f"{name} at {width} columns: {wide[:3]}"
+    text = "".join(line.rstrip() + "\n" for line in text.splitlines())  # a table's padding shows as nothing
+    snap = SCREENS / f"{name}.{width}.txt"
+    if WRITE:
+        snap.write_text(text)
+    assert snap.exists(), f"no snapshot {snap.name}: run with GPUOPS_WRITE_SCREENS=1 and read it"
+    assert text == snap.read_text(), f"{name} at {width} columns changed: rewrite with GPUOPS_WRITE_SCREENS=1"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_rendered_screens(name, width):
+    _check(name, width, rendered(name, width))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", sorted(PROGRAM))
+def test_program_screens(name, width):
+    _check(name, width, program(name, width))
+
+
+def test_the_readme_shows_the_screens_as_they_are():
+    """Each ```text block after a `<!-- screen: NAME.WIDTH -->` marker is that snapshot."""
+    readme = (SCREENS.parent.parent.parent / "README.md").read_text()
+    shown = re.findall(r"<!-- screen: (\S+) -->\n```text\n(.*?)```", readme, re.S)
+    assert len(shown) >= 6
+    for snap, block in shown:
+        assert block == (SCREENS / f"{snap}.txt").read_text(), f"README's {snap} is not the current screen"
+
+
+def test_a_local_preflight_fits_twenty_lines_at_80_columns():
+    for name in ("preflight-local", "preflight-healthy"):
+        assert len(rendered(name, 80).splitlines()) <= 20, name
+
+
+
+def test_no_color_on_a_terminal_keeps_the_text_and_drops_every_colour():
+    from tests import terminal
+
+    code, raw = terminal.run("preflight", env={**os.environ, "NO_COLOR": "1"})
+    colours = re.findall(r"\x1b\[([0-9;]*)m", raw)
+    assert code in (0, 1) and "checks passed" in raw
+    assert not [c for c in colours if re.search(r"(^|;)(3[0-8]|9[0-7]|4[0-8])(;|$)", c)], set(colours)
+    code, raw = terminal.run("preflight")
+    assert re.search(r"\x1b\[[0-9;]*3[12]m", raw), "a terminal without NO_COLOR gets the verdict's colour"
