@@ -14,13 +14,20 @@ docs are regenerated:
 
 import ast
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
 
-from .gotcha import CITATIONS, REPO, THEMES, Gotcha, index, split_ids
+from .gotcha import CITATIONS, COMPILED, REPO, THEMES, Gotcha, compiled, load_index, split_ids
 
 PACKAGE = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=1)
+def source() -> dict:
+    """The index as references/gotchas.toml says it; never the compiled copy made from it."""
+    return load_index()
 
 
 # ---- findings that cite gotchas -----------------------------------------------------------------
@@ -128,7 +135,7 @@ def _coverage_rows(entries: dict, cites: list) -> list:
 
 
 def coverage_markdown(entries: dict = None, cites: list = None) -> str:
-    entries = index() if entries is None else entries
+    entries = source() if entries is None else entries
     cites = citations() if cites is None else cites
     rows = _coverage_rows(entries, cites)
     counts = {}
@@ -155,7 +162,7 @@ def coverage_markdown(entries: dict = None, cites: list = None) -> str:
 
 
 def catalog_markdown(entries: dict = None, cites: list = None) -> str:
-    entries = index() if entries is None else entries
+    entries = source() if entries is None else entries
     found = checked_by_code(cites)
     out = [
         "# Gotcha catalog",
@@ -201,6 +208,7 @@ def generated_docs() -> dict:
     table = {gid: sorted(found) for gid, found in checked_by_code(cites).items()}
     return {
         CITATIONS: json.dumps(table, indent=1, sort_keys=True) + "\n",
+        COMPILED: compiled(source()),
         REPO / "references" / "COVERAGE.md": coverage_markdown(cites=cites),
         REPO / "references" / "catalog.md": catalog_markdown(cites=cites),
         REPO / "profiles" / "SCHEMA.md": "# Profile schema\n\nGenerated from `gpuops/profiles.py` by "

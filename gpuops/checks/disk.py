@@ -1,4 +1,5 @@
-"""Disk verdicts: free bytes AND free inodes where a run writes (U6, U7), and /dev/shm's size.
+"""Disk verdicts: free bytes AND free inodes where a run writes (U6, U7), /dev/shm's size, and
+data or checkpoint directories on a network, FUSE or overlay filesystem instead of local disk (U8).
 
 Several directories often share one filesystem; each filesystem is judged once, under the
 strictest floor among the directories on it (a run's own directories fail, /tmp only warns). The
@@ -6,6 +7,7 @@ strictest floor among the directories on it (a run's own directories fail, /tmp 
 the size it was given (`--path DIR:SIZE`), else to a small floor, since a config dir needs little.
 """
 
+import posixpath
 import shlex
 
 from ..findings import Finding
@@ -115,4 +117,60 @@ def shm(facts, t):
     return [Finding("disk.shm", "ok", f"/dev/shm is {gib(size)} GiB", evidence)]
 
 
-CHECKS = (space, inodes, shm)
+# Filesystem types that are not a local disk, by what they are (U8). FUSE is "fuse", "fuseblk"
+# or "fuse.<helper>" (sshfs, s3fs, gcsfuse, juicefs, rclone ...).
+NETWORK_FS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs",
+                        "9p", "afs", "davfs", "orangefs", "ncpfs"))
+OVERLAY_FS = frozenset(("overlay", "aufs"))
+DATA_ROLES = ("path", "data_dir", "checkpoint_dir")
+_WHY = {
+    "network": "every read crosses the network: random reads of a dataset there are often ~35x slower than "
+               "local NVMe, and the GPU waits between batches",
+    "FUSE": "every read goes through a user-space filesystem (often backed by the network or object storage): "
+            "far slower than local disk, and the GPU waits between batches",
+    "overlay": "it is the container's copy-on-write layer, not a mounted volume: slower than a local disk and "
+               "gone with the container",
+}
+
+
+def fs_kind(fstype):
+    """"network", "FUSE" or "overlay" for a filesystem type that is not a local disk, else None."""
+    if fstype in NETWORK_FS:
+        return "network"
+    if fstype in ("fuse", "fuseblk") or fstype.startswith("fuse."):
+        return "FUSE"
+    return "overlay" if fstype in OVERLAY_FS else None
+
+
+def storage(facts, t):
+    disks = [d for d in facts.get("disks") or [] if d.get("fstype") and "error" not in d]
+    local = next((d["path"] for d in disks if d["role"] in ("data_dir", "home") and fs_kind(d["fstype"]) is None),
+                 None)
+    out = []
+    for d in disks:
+        kind = fs_kind(d["fstype"])
+        if d["role"] not in DATA_ROLES or kind is None:
+            continue
+        what = "checkpoints" if d["role"] == "checkpoint_dir" else "data"
+        evidence = {"path": d["path"], "role": d["role"], "fstype": d["fstype"], "source": d.get("fs_source"),
+                    "mount": d.get("fs_mount")}
+        if what == "data":
+            copy = f"{local.rstrip('/')}/{posixpath.basename(d['path'].rstrip('/')) or 'data'}"
+            fix = (f"rsync -a {shlex.quote(d['path'])}/ {shlex.quote(copy)}/   # at job start; train from the local "
+                   "copy" if local else "copy the working set to the box's local NVMe at job start and train "
+                   "from there (a profile's paths.data_dir names it)")
+        else:
+            fix = ("write checkpoints to local disk and copy each finished one here in the background "
+                   "(a slow checkpoint write blocks training)")
+        out.append(Finding("disk.not-local", "warn",
+                           f"{d['path']} ({d['role']}) is on a {kind} filesystem ({d['fstype']}"
+                           + (f" from {d['fs_source']}" if d.get("fs_source") else "") + f"): {_WHY[kind]}",
+                           evidence, fix, "U8"))
+    checked = [d for d in disks if d["role"] in DATA_ROLES]
+    if checked and not out:
+        out.append(Finding("disk.not-local", "ok", "data and checkpoint directories are on local filesystems",
+                           {"filesystems": {d["path"]: d["fstype"] for d in checked}}))
+    return out
+
+
+CHECKS = (space, inodes, shm, storage)

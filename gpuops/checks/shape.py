@@ -40,7 +40,8 @@ FACTS = {
     "disks": [{"role": "home|cwd|shm|tmp|path|data_dir|durable_dir|checkpoint_dir", "path": "path",
                "asked": "the path as the caller gave it, when expanding changed it", "exists": "bool", "measured_at": "path",
                "device": "int", "mount": "path", "total_bytes": "bytes", "free_bytes": "bytes",
-               "total_inodes": "int", "free_inodes": "int", "error": "str"}],
+               "total_inodes": "int", "free_inodes": "int", "error": "str",
+               "fs_mount": "path: its mount in /proc/self/mountinfo", "fstype": "str", "fs_source": "str"}],
     "tools": {"*": "bool"},
     "listeners": [{"port": "int", "address": "str", "family": "ipv4|ipv6", "inode": "int", "owners": [_PROC]}],
     "kernlog": {

@@ -1,19 +1,26 @@
 """The `gpuops` program. Its verbs and their task namespace (shared with `inv` through the root
 tasks.py) live in gpuops.cli.program; this entry point stays light on purpose: it starts the SSH
-handshake for --host before importing any of them, so the two overlap (see remote.warmup)."""
+handshake for --host before importing any of them, so the two overlap (see remote.warmup), and a
+command line whose meaning is certain runs without Invoke at all (see cli.lite)."""
 
 import sys
 
 
 def main():
-    from ..remote import warmup
     from .switches import connect_flags
 
-    warmup.start(*connect_flags(sys.argv[1:]))
-    from .program import program
+    host, identity = connect_flags(sys.argv[1:])
+    if host:
+        from ..remote import warmup
+
+        warmup.start(host, identity)
+    from . import lite
 
     try:
-        program.run()
+        if not lite.run(sys.argv[1:]):
+            from .program import program
+
+            program.run()
     except BrokenPipeError:
         sys.stderr.close()  # reader went away (e.g. `| head`): not an error worth a traceback
         sys.exit(0)

@@ -11,8 +11,6 @@ import os
 import shlex
 import sys
 
-from invoke.exceptions import Exit
-
 from .. import errors
 from ..envelope import dumps, envelope, error_envelope, exit_code
 
@@ -33,6 +31,20 @@ def interrupted(command):
               file=sys.stderr)
 
 
+def on_hosts(command, host_value, op, identity=None):
+    """gpuops.ops.hosts.on_hosts, imported only by a verb that connects: the transport's modules
+    are most of what a light verb would otherwise load (see gpuops.cli.lite)."""
+    from ..ops import hosts
+
+    return hosts.on_hosts(command, host_value, op, identity)
+
+
+def one_host(command, host_value):
+    from ..ops import hosts
+
+    return hosts.one_host(command, host_value)
+
+
 def run(command, as_json, produce, human, waiting=True):
     """Produce the envelope, print it, exit with its code. `human(doc, console)` renders it.
 
@@ -47,11 +59,9 @@ def run(command, as_json, produce, human, waiting=True):
             doc = produce()
     except errors.GpuopsError as e:
         doc = error_envelope(command, e)
-    except Exit:
-        raise
     except KeyboardInterrupt:
         interrupted(command)
-        raise Exit(code=130)
+        sys.exit(130)
     except Exception as e:
         if os.environ.get("GPUOPS_DEBUG"):
             raise
@@ -61,7 +71,7 @@ def run(command, as_json, produce, human, waiting=True):
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        from ..render import console, report
+        from ..render import LazyConsole, report
 
-        report(doc, human, console())
-    raise Exit(code=code)
+        report(doc, human, LazyConsole())
+    sys.exit(code)

@@ -1,8 +1,7 @@
 """`diagnose`: explain a run that stopped or vanished (reboot, OOM-kill, hangup, Xid, disk full…)."""
 
 from ..errors import UsageError
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import number, seconds, verb
 
 PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT

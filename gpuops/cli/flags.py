@@ -1,12 +1,14 @@
 """Task decorator with the project's flag rules: flags only, no automatic short flags; and the one
 parser of numeric flag values.
 
+`verb` only records those rules on the function: Invoke turns it into a task when the full
+program is built (gpuops.cli.program), so a verb module loads without Invoke and the fast path
+(gpuops.cli.lite) can call the function itself.
+
 Numeric task parameters default to strings (or None) on purpose: Invoke converts a flag's text
 by the type of its default before gpuops sees it, so an int default turns `--timeout abc` into a
 traceback. `number()` parses the text instead and turns a bad value into a usage error.
 """
-
-from invoke import task as _task
 
 from ..errors import UsageError
 
@@ -21,7 +23,12 @@ WORD_ARGS = {"gotcha": ("--query", True), "profiles": ("--name", False), "logs":
 
 
 def verb(help=None, iterable=None):
-    return _task(auto_shortflags=False, positional=[], help=help or {}, iterable=iterable or [])
+    def mark(body):
+        body.task_options = {"auto_shortflags": False, "positional": [], "help": help or {},
+                             "iterable": iterable or []}
+        return body
+
+    return mark
 
 
 def number(flag, value, low, high, integer=False, what=None):

@@ -7,10 +7,9 @@ import sys
 
 from ..errors import Interrupted, UsageError
 from ..jobs import states
-from ..ops.hosts import on_hosts, one_host
 from ..jobs import torchrun as torchrun_defaults
 from . import slurmflags, spinner
-from .common import run
+from .common import on_hosts, one_host, run
 from .flags import DAY, number, seconds, verb
 from .spinner import countdown
 from .helptext import missing

@@ -1,7 +1,7 @@
 """`pause` and `resume`: checkpoint a job and give its GPUs back, then continue it."""
 
 from ..errors import UsageError
-from .common import run
+from .common import on_hosts, one_host, run
 from .flags import DAY, seconds, verb
 
 _COMMON = {
@@ -26,7 +26,6 @@ def pause(c, host="local", identity=None, job=None, ckpt_regex=None, ckpt_file=N
     """Checkpoint a job and give its resources back: signal, wait for the checkpoint, then requeue and hold it
     (Slurm) or stop it and keep it PAUSED (the box's supervisor)."""
     from ..ops import pause as op
-    from ..ops.hosts import on_hosts, one_host
     from ..render import jobs as render
 
     def produce():
@@ -56,7 +55,6 @@ def resume(c, host="local", identity=None, job=None, resume_arg=None, env=None, 
            jobs_dir=None, json=False):
     """Continue a paused job: release it in Slurm, or start it again from its checkpoint as a child job."""
     from ..ops import pause as op
-    from ..ops.hosts import on_hosts, one_host
     from ..render import jobs as render
     from .jobs import _check_words, _env_and_secrets
 

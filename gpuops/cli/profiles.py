@@ -2,8 +2,7 @@
 
 from functools import partial
 
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import number, verb
 
 

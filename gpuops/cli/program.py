@@ -1,7 +1,8 @@
 """The task namespace behind both `inv` (via the root tasks.py) and the `gpuops` program.
 
-Each verb lives in its own module here and is added to `ns` below. Tasks take flags only (no
-positional arguments) and no automatic short flags, so `--host` never steals `-h`.
+Each verb lives in its own module here (gpuops.cli.lite lists them) and is added to `ns` below.
+Tasks take flags only (no positional arguments) and no automatic short flags, so `--host` never
+steals `-h`. The program reads what the fast path (gpuops.cli.lite) left to it.
 """
 
 import functools
@@ -9,20 +10,19 @@ import inspect
 import shutil
 import sys
 
-from invoke import Collection, Program
+from invoke import Collection, Program, Task
 from invoke.exceptions import Exit, ParseError
 from invoke.parser import Parser
 
 from .. import __version__, errors
 from ..envelope import dumps, error_envelope
-from . import diagnose, disconnect, fleet, helptext, jobs, pause, preflight, profiles, reap, sync, triage
+from . import helptext, lite
 from .flags import words_to_flag
 from .switches import SHORT, expand_short
 
 ns = Collection()
-for _module in (preflight, fleet, reap, jobs, pause, profiles, diagnose, triage, sync, disconnect):
-    for _task in _module.TASKS:
-        ns.add_task(_task)
+for _body in lite.bodies():
+    ns.add_task(Task(_body, **_body.task_options))
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,8 +83,7 @@ class GpuopsProgram(Program):
         sys.exit(errors.USAGE)
 
     def print_help(self):
-        summaries = {name: (inspect.getdoc(ns[name]) or "").split("\n\n")[0] for name in ns.task_names}
-        print(helptext.overview(summaries, _width()))
+        print(helptext.overview(lite.summaries(), _width()))
 
     def print_task_help(self, name):
         ctx = self.parser.contexts[name]

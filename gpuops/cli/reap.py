@@ -2,9 +2,8 @@
 
 from functools import partial
 
-from ..ops.hosts import on_hosts
 from . import spinner
-from .common import run
+from .common import on_hosts, run
 from .spinner import countdown
 from .flags import DAY, number, seconds, verb
 

@@ -17,8 +17,9 @@ SWITCHES = {
     "logs": frozenset({"--follow", "--json"}),
     "preflight": frozenset({"--all", "--json"}),
     "profiles": frozenset({"--json"}),
-    "pull": frozenset({"--delete", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
-    "push": frozenset({"--delete", "--fix-crlf", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
+    "pull": frozenset({"--compress", "--delete", "--include-git", "--json", "--no-budget", "--rehash", "--yes"}),
+    "push": frozenset({"--compress", "--delete", "--fix-crlf", "--include-git", "--json", "--no-budget", "--rehash",
+                       "--yes"}),
     "pause": frozenset({"--json"}),
     "queue": frozenset({"--cancel", "--exclusive", "--json"}),
     "reap": frozenset({"--all", "--json", "--yes"}),
@@ -37,7 +38,7 @@ SWITCHES = {
 # the verbs equal to the tasks that have the long flag.
 SHORT = {
     "-f": ("--follow", frozenset({"logs"})),
-    "-j": ("--job", frozenset({"diagnose", "logs", "retry", "status", "stop", "triage", "wait"})),
+    "-j": ("--job", frozenset({"diagnose", "logs", "pause", "resume", "retry", "status", "stop", "triage", "wait"})),
 }
 
 

@@ -9,8 +9,7 @@ free bytes or inodes (pass --no-budget to try anyway).
 from functools import partial
 
 from ..errors import UsageError
-from ..ops.hosts import on_hosts
-from .common import run
+from .common import on_hosts, run
 from .flags import seconds, verb
 from .helptext import missing
 
@@ -32,11 +31,13 @@ _TRANSFER = {
     "no_budget": "send even when the payload does not fit the destination's free bytes/inodes",
     "io_timeout": "seconds without data movement before a transfer counts as stalled and is retried",
     "retry_for": "seconds to keep retrying a failing connection before giving up",
+    "compress": "compress the data on the wire (rsync --compress): pays on a slow link with data that "
+                "compresses; a transfer that saw one says so (sync.slow-link)",
 }
 
 
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
-             no_budget=False, io_timeout="30", retry_for="300", profile=None, plan=None):
+             no_budget=False, io_timeout="30", retry_for="300", profile=None, plan=None, compress=False):
     from ..ops.sync import Options
 
     if plan is not None and not delete:
@@ -47,7 +48,8 @@ def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fi
     budget_s = seconds("--retry-for", retry_for)
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
                    fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=stall_s,
-                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress, plan=plan)
+                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress, plan=plan,
+                   compress=compress)
 
 
 def _hosts(host, verb_name, single=False, **required):
@@ -77,7 +79,7 @@ def _progress(as_json, hosts):
                                       profile="platform profile: warn when --dst is deleted by the platform's stop"))
 def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
          engine="auto", no_budget=False, io_timeout="30", retry_for="300", profile=None, rehash=False, identity=None,
-         plan=None, json=False):
+         plan=None, compress=False, json=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -86,7 +88,7 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
         hosts = _hosts(host, "push", src=(src, "the local directory to send"),
                        dst=(dst, "the directory on the box"))
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
-                        io_timeout, retry_for, profile, plan)
+                        io_timeout, retry_for, profile, plan, compress)
         return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
     run("push", json, produce, render.render, waiting=False)  # its bar says what it waits for
@@ -95,7 +97,8 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
                                       dst="local directory (created if missing)"))
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
-         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, plan=None, json=False):
+         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, plan=None, compress=False,
+         json=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -104,7 +107,8 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
         hosts = _hosts(host, "pull", single=True, src=(src, "the directory on the box"),
                        dst=(dst, "the local directory"))
         opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
-                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan)
+                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
+                        compress=compress)
         return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, render.render, waiting=False)

@@ -22,7 +22,7 @@ _GANG_STARTED = "gang:o gang_id:s? refused:s preflight:o"
 _SYNC = ("direction:s engine:s local:s remote:s files:i dirs:i symlinks:i payload_bytes:i sent_paths:i "
          "already_equal:i bytes_sent:n bytes_reused:n wire_bytes:n? bytes_verified:i files_verified:i retries:i "
          "attempts:a mismatches:a mismatch_count:i extras:a extra_count:i deleted:a vanished:a skipped_special:a "
-         "budget:* hashing:o verified:b file_errors:a")
+         "budget:* hashing:o link:o? verified:b file_errors:a")
 
 
 def _shape_codes(shape):

@@ -3,9 +3,14 @@ and a pull holds the same kind of lock on this machine (imported, not shipped).
 
 Reads one JSON request from stdin and prints one line:
 
-    request  {"path": DESTINATION, "owner": {"verb", "pid", "host", "token"}, "wait_s": SECONDS}
+    request  {"path": DESTINATION, "owner": {"verb", "pid", "host", "token"}, "wait_s": SECONDS,
+              "manifest": MANIFEST REQUEST (optional)}
     answer   {"holding": LOCK FILE}       then holds it until the client is gone
              {"held_by": OWNER + {"started_at", "lock_pid"}}   another writer has it; exits
+
+With "manifest", the line after "holding" is the manifest of the destination (gpuops.onbox.manifest,
+one JSON line), taken once the lock is held: a push learns what is there, with no other transfer
+changing it, without a channel (and a login rc, an interpreter start) of its own.
 
 The lock is an flock(2) on a file in the per-user cache directory ($XDG_CACHE_HOME/gpuops/locks/,
 default ~/.cache), named by a hash of the destination's real path. The kernel drops it when the
@@ -27,6 +32,8 @@ import os
 import select
 import sys
 import time
+
+from . import manifest
 
 BEAT_S = 0.5
 POLL_S = 0.05
@@ -90,6 +97,15 @@ def hold(out):
             return
 
 
+def _listing(request):
+    """The destination's manifest as one line (an error document when it could not be made)."""
+    try:
+        doc = manifest.build(request)
+    except Exception as e:  # noqa: BLE001 - said to the client, which holds the lock and must learn why
+        doc = {"error": "manifest failed: {}: {}".format(type(e).__name__, str(e)[:300])}
+    return json.dumps(doc).encode("ascii") + b"\n"
+
+
 def main(argv):
     out = sys.stdout.buffer
     try:
@@ -112,6 +128,9 @@ def main(argv):
     try:
         out.write(json.dumps({"holding": lock_file}).encode("ascii") + b"\n")
         out.flush()
+        if isinstance(request.get("manifest"), dict):
+            out.write(_listing(request["manifest"]))
+            out.flush()
         hold(out)
     except (OSError, ValueError):
         pass

@@ -3,12 +3,17 @@
 Disks on rented boxes die on inodes as often as on bytes (per-sample eval output, HF caches), so
 both are read with statvfs. A directory that does not exist yet (a checkpoint dir the run will
 create) is measured at its nearest existing parent, and said so. /dev/shm goes through the
-GPUOPS_ROOT seam like every other /dev path.
+GPUOPS_ROOT seam like every other /dev path, and so does /proc/self/mountinfo, which names the
+filesystem type a directory is on (a network, FUSE or overlay filesystem under a run's data is
+gotcha U8; the verdict is gpuops.checks.disk's).
 """
 
 import os
+import re
 
 from . import sysroot
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
 
 
 def _existing(path):
@@ -31,8 +36,38 @@ def _mount_point(path):
     return p
 
 
-def measure(role, path):
-    """One directory's filesystem numbers; {'error': ...} instead when it cannot be read."""
+def mounts():
+    """[(mount point, fstype, source)] from /proc/self/mountinfo, in mount order. A line is
+    `ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS`, with
+    spaces and the like in names written as octal escapes (\\040)."""
+    found = []
+    for line in (sysroot.read("/proc/self/mountinfo") or "").splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if sep and len(fields) >= 5 and len(rfields) >= 2:
+            found.append((_unescape(fields[4]), rfields[0], _unescape(rfields[1])))
+    return found
+
+
+def _unescape(text):
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
+
+
+def filesystem(path, table):
+    """(mount point, fstype, source) that absolute `path` is on: the deepest mount point above
+    it, and of several mounts on one point the last (it hides the others); None if none is."""
+    best = None
+    for entry in table:
+        point = entry[0]
+        if path == point or path.startswith(point.rstrip("/") + "/"):
+            if best is None or len(point) >= len(best[0]):
+                best = entry
+    return best
+
+
+def measure(role, path, table=None):
+    """One directory's filesystem numbers (and, given the mount `table`, its filesystem type);
+    {'error': ...} instead when it cannot be read."""
     asked = path
     path = os.path.expanduser(path)
     if not os.path.isabs(path):
@@ -58,6 +93,9 @@ def measure(role, path):
         "total_inodes": st.f_files,
         "free_inodes": st.f_favail,
     })
+    found = filesystem(sysroot.unroot(os.path.realpath(at)), table) if table else None
+    if found:
+        doc.update({"fs_mount": found[0], "fstype": found[1], "fs_source": found[2]})
     return doc
 
 
@@ -70,4 +108,5 @@ def facts(extra_paths=()):
         pass  # the working directory was deleted under us: nothing to measure there
     roles += [("shm", "/dev/shm"), ("tmp", "/tmp")]
     roles += list(extra_paths)
-    return [measure(role, p) for role, p in roles]
+    table = mounts()
+    return [measure(role, p, table) for role, p in roles]

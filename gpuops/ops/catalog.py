@@ -6,16 +6,15 @@ and reports which profile it resembles. The guess is reported, never applied.
 """
 
 from .. import gotcha as gotchas
-from .. import profiles as P
 from ..envelope import envelope, step
 from ..errors import HostError, NotFound
-from ..profiles_guess import guess, probe_files
-from ..tomlschema import plain
 
 _SEP = "@@gpuops@@"
 
 
 def _row(p) -> dict:
+    from .. import profiles as P
+
     return {"name": p.name, "title": p.title, "kind": p.kind, "origin": p.origin,
             "meter_stop_verb": p.billing.meter_stop_verb, "meter_stop_is": p.billing.meter_stop_is,
             "meter_stop_deletes": [t.name for t in P.lost_tiers(p, "stop")],
@@ -23,12 +22,17 @@ def _row(p) -> dict:
 
 
 def list_profiles() -> dict:
+    from .. import profiles as P
+
     rows = [_row(p) for p in P.all_profiles()]
     return envelope("profiles", ok=True, summary=f"{len(rows)} profiles (user profiles: {P.user_dir()})",
                     data={"profiles": rows}, advice=["Name one profile to see it in full."])
 
 
 def show_profile(name: str) -> dict:
+    from .. import profiles as P
+    from ..tomlschema import plain
+
     p = P.load(name)
     data = plain(p)
     data["deleted_by_meter_stop"] = [t.name for t in P.lost_tiers(p, "stop")]
@@ -59,6 +63,9 @@ def parse_facts(text: str) -> dict:
 
 
 def guess_on(target) -> dict:
+    from .. import profiles as P
+    from ..profiles_guess import guess, probe_files
+
     profiles = P.all_profiles()
     result = target.run(_facts_command(probe_files(profiles)), timeout_s=30)
     if result.exit != 0:

@@ -58,7 +58,7 @@ def _pull(target, src, dst, local_root, opts):
     verdict = S.check_budget(rmap, lmap, p.send, disk.measure("destination", local_root), os.path.isdir(local_root),
                              local_root, opts, findings)
     S.check_small_files(rmap, p.send, opts, findings)
-    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
+    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings, opts.compress)
     os.makedirs(local_root, exist_ok=True)
     engine = S.make_engine(engine_name, version, target, "pull", local_root, remote_root, rmap, opts, backoff)
     warming = _warm_sources(target, remote_root, [r for r in p.send if rmap[r].kind == "f"], rmap, opts, tally)

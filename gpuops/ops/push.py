@@ -8,8 +8,8 @@ from ..findings import Finding
 from ..sync import crlf, lock, plan, rules, tree
 from . import sync as S
 
-# Entries the first manifest request is given time to walk before the box's timeout stops it;
-# it is sent before the local walk has counted them.
+# Entries the box is given time to walk for the first manifest before the wait for it gives up; it
+# is asked for before the local walk has counted them.
 _WALK_BOUND = 1_000_000
 
 
@@ -18,35 +18,35 @@ def push(target, src, dst, opts: S.Options) -> dict:
         raise errors.UsageError("--dst (the directory on the box) is required")
     local_root = S.local_root(src, "--src", must_exist=True)
     profile = _load_profile(opts.profile)
+    request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
     # One writer per destination: asked for now, on its own channel, held until verification ends.
-    held = lock.OnBox(target, dst, "push")
+    # The box needs only the source's rule lines, known before the walk, to say what is there: the
+    # lock's channel answers that too, once the lock is held (so no other transfer is changing it),
+    # with the digests its cache holds and how much room is left, while the local walk runs.
+    held = lock.OnBox(target, dst, "push", listing={**rules.fixed(tree.rule_lines(local_root, request)),
+                                                    "root": dst, "hash": "cached", "space": True,
+                                                    "cache": opts.cache})
     try:
-        return _push(target, src, dst, local_root, profile, held, opts)
+        return _push(target, src, dst, local_root, profile, held, request, opts)
     finally:
         held.release()
 
 
-def _push(target, src, dst, local_root, profile, held, opts):
+def _push(target, src, dst, local_root, profile, held, request, opts):
     findings = []
     backoff = opts.backoff()
     tally = tree.Tally()
     progress = opts.progress
     progress.stage(f"walking the source; asking {target.name} what is at {dst}")
-    request = {**rules.request(opts.excludes, opts.include_git, read_ignore_file=True), "cache": opts.cache}
-    # The box needs only the source's rule lines, known before the walk: one round trip, sent
-    # once the lock is held so that it (and the box's own walk) overlaps the local walk, answers
-    # what is there with the digests its cache holds, and how much room is left. First contact
-    # fails fast: retries are for a box that answered once and then dropped.
-    asked = tree.Pending(target, dst, {**rules.fixed(tree.rule_lines(local_root, request)), "hash": "cached",
-                                       "space": True, "cache": opts.cache},
-                         timeout_s=tree.budget_s(nentries=_WALK_BOUND), tally=tally, first=held.acquire)
     scan = tree.local(local_root, request)
     lmap = scan.entries  # live: the hasher fills in digests as it goes
     _crlf(scan, opts, findings)
     # Every local file's digest is needed sooner or later (to compare, or to verify what was
     # sent), so hashing starts now and overlaps the round trip and the transfer.
     hasher = tree.Hasher(scan)
-    rdoc = asked.result()
+    held.acquire()
+    rdoc = held.listing(tree.budget_s(nentries=_WALK_BOUND))
+    tally.add("remote", rdoc.get("hashing"))
     S.check_remote_root(rdoc, "--dst", dst, False, target.name)
     remote_root = rdoc["root"]
     rmap = plan.by_path(rdoc["entries"], target.name)
@@ -60,7 +60,7 @@ def _push(target, src, dst, local_root, profile, held, opts):
     verdict = S.check_budget(lmap, rmap, p.send, rdoc["space"], rdoc["exists"], f"{target.name}:{remote_root}",
                              opts, findings)
     S.check_small_files(lmap, p.send, opts, findings)
-    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings)
+    engine_name, version = S.choose_engine(opts.engine, target, rdoc.get("rsync"), findings, opts.compress)
     # A missing destination is created by the engine on its way in (rsync over ssh runs mkdir
     # first, SFTP makes every parent); only a local rsync or an empty payload needs a separate call.
     engine_makes_root = bool(p.send) and not target.is_local
@@ -69,27 +69,33 @@ def _push(target, src, dst, local_root, profile, held, opts):
     engine = S.make_engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff,
                            make_root=not rdoc["exists"])
     landing = _follow_landing(target, remote_root, p.send, lmap, rdoc["now_ns"], opts, tally)
-    outcome = S.transfer(target, engine, p.send, lmap, progress, "push")
-    S.full_by_measure(outcome, lambda: tree.free_space(target, remote_root)[0], lmap, p.send)
-    vanished = _vanished(local_root, lmap, p.send)
-    scan.drop(vanished)
-    deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
-    sent = [r for r in p.send if r in lmap]
+    # The verifying manifest's channel opens as the transfer starts: the box's login rc and
+    # interpreter start-up happen behind the transfer instead of after it.
+    with tree.Early(target, remote_root, _FOLLOW_LIMIT_S, tally, needed=bool(p.send)) as early:
+        outcome = S.transfer(target, engine, p.send, lmap, progress, "push")
+        S.full_by_measure(outcome, lambda: tree.free_space(target, remote_root)[0], lmap, p.send)
+        vanished = _vanished(local_root, lmap, p.send)
+        scan.drop(vanished)
+        deleted = _delete_remote(target, remote_root, p.extras, opts, findings) if opts.delete else []
+        sent = [r for r in p.send if r in lmap]
 
-    def remote_check(rels):
-        nbytes = sum(lmap[r].size for r in rels if lmap[r].kind == "f")
-        landing.ready.wait(_FOLLOW_WAIT_S)
-        doc = tree.remote(target, remote_root, {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache},
-                          timeout_s=tree.budget_s(nbytes, len(rels)), backoff=backoff, tally=tally)
-        found = plan.by_path(doc["entries"], target.name)
-        for r in list(rels) + deleted:
-            rmap.pop(r, None)
-        rmap.update(found)
-        # The local digests were computed on a thread meanwhile; by now they are usually done.
-        hasher.wait()
+        def remote_check(rels):
+            nbytes = sum(lmap[r].size for r in rels if lmap[r].kind == "f")
+            landing.ready.wait(_FOLLOW_WAIT_S)
+            request = {"paths": list(rels) + deleted, "hash": "all", "cache": opts.cache}
+            budget = tree.budget_s(nbytes, len(rels))
+            doc = early.ask(request, budget)  # None: asked before, or its channel died with a cut link
+            if doc is None:
+                doc = tree.remote(target, remote_root, request, timeout_s=budget, backoff=backoff, tally=tally)
+            found = plan.by_path(doc["entries"], target.name)
+            for r in list(rels) + deleted:
+                rmap.pop(r, None)
+            rmap.update(found)
+            # The local digests were computed on a thread meanwhile; by now they are usually done.
+            hasher.wait()
 
-    progress.stage("verifying on the box")
-    mism = S.verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
+        progress.stage("verifying on the box")
+        mism = S.verify_and_repair(sent, lmap, rmap, remote_check, engine, outcome, progress, "local", "remote")
     held.release()
     held.check()
     landing.settle(target, _FOLLOW_WAIT_S if sent else 0)

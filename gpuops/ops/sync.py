@@ -29,7 +29,7 @@ from ..envelope import envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
 from ..remote import wrap
-from ..sync import budget, plan, tree
+from ..sync import budget, link, plan, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
@@ -53,6 +53,7 @@ class Options:
     profile: Optional[str] = None
     rehash: bool = False
     plan: Optional[str] = None  # with delete and yes: the plan_id the dry run showed
+    compress: bool = False
     progress: object = field(default_factory=Silent)
 
     def backoff(self) -> Backoff:
@@ -81,7 +82,7 @@ def check_remote_root(doc, role, path, must_exist, host):
         raise errors.NotFound(f"{role} {host}:{path} does not exist")
 
 
-def choose_engine(requested, target, remote_rsync, findings):
+def choose_engine(requested, target, remote_rsync, findings, compress=False):
     from ..sync import rsync as rs
 
     if requested not in ENGINES:
@@ -97,9 +98,11 @@ def choose_engine(requested, target, remote_rsync, findings):
     if requested == "rsync" and missing:
         raise errors.UsageError(f"--engine rsync: rsync is not installed on {' and '.join(missing)}")
     if requested == "sftp" or missing:
+        if requested == "sftp" and compress:
+            raise errors.UsageError("--compress needs the rsync engine: SFTP sends the bytes as they are")
         if requested == "auto":
             findings.append(Finding("sync.engine", "info", f"rsync is missing on {' and '.join(missing)}: using SFTP "
-                                    "(per-file resume, no delta transfer)",
+                                    "(per-file resume, no delta transfer" + (", no --compress)" if compress else ")"),
                                     fix="install rsync on both ends for delta transfers"))
         return "sftp", local_version
     return "rsync", local_version
@@ -111,7 +114,7 @@ def make_engine(name, version, target, direction, local_root, remote_root, src_m
 
         return RsyncEngine(direction, local_root, remote_root, target=None if target.is_local else target,
                            io_timeout=opts.io_timeout, backoff=backoff, progress=opts.progress,
-                           rsync_version=version, make_root=make_root)
+                           rsync_version=version, make_root=make_root, compress=opts.compress)
     from ..sync.sftp import SftpEngine
 
     return SftpEngine(target, direction, local_root, remote_root, src_map, io_timeout=opts.io_timeout,
@@ -164,6 +167,8 @@ def command(verb, host, src, dst, opts) -> list:
         argv += ["--engine", opts.engine]
     if opts.profile:
         argv += ["--profile", opts.profile]
+    if opts.compress:
+        argv.append("--compress")
     return argv
 
 
@@ -185,6 +190,22 @@ def full_by_measure(outcome, free_bytes, src_map, sent):
     if free is not None and free < biggest:
         outcome.fail(DISK_FULL, f"the destination filled up: {free} B free, the biggest file is {biggest} B "
                                 f"({failure['message']})")
+
+
+def _offer_compression(measured, outcome, local_root, src_map, sent, rerun, findings):
+    """A slow link carrying data that compresses (U15): said with the rate seen and the flag."""
+    if outcome.compressed or measured is None or measured["bytes_per_s"] >= link.SLOW_BYTES_S:
+        return
+    ratio = link.sample_ratio(local_root, [(r, src_map[r].size) for r in sent if src_map[r].kind == "f"])
+    saved = link.offer(measured, ratio)
+    if saved is None:
+        return
+    findings.append(Finding(
+        "sync.slow-link", "info",
+        f"the link carried {human_bytes(measured['bytes_per_s'])}/s over {measured['seconds']:.0f}s, and a sample of "
+        f"the data compresses to {ratio:.0%}: --compress would have sent about {1 - ratio:.0%} less (~{saved:.0f}s)",
+        evidence={**measured, "sample_ratio": round(ratio, 3), "saved_s": round(saved, 1)},
+        fix=wrap.join(rerun + ["--compress"]), gotcha="U15"))
 
 
 def engine_failure(outcome, verb):
@@ -300,8 +321,11 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
         "skipped_special": cut(p.skipped),
         "budget": verdict,
         "hashing": tally.sides,
+        "link": link.measure(outcome),
         "verified": not mism and outcome.failure is None,
     }
+    if outcome.failure is None:
+        _offer_compression(data["link"], outcome, local_root, src_map, p.send, rerun, findings)
     if outcome.file_errors:
         data["file_errors"] = cut(outcome.file_errors)
     if vanished:

@@ -10,7 +10,10 @@ GPU), hands it to `sh` untouched by any login shell, feeds stdin, collects stdou
 to `on_stdout` as they come) and stderr, and gives up locally GRACE_S after the box's deadline.
 `ship` runs an on-box entry (gpuops.onbox), its source sent through stdin ahead of the caller's
 stdin; `run_onbox` also reads the entry's one JSON document. Each call is exactly one exec
-channel, so a verb's round trips can be counted.
+channel, so a verb's round trips can be counted. `later`, a callable returning the rest of stdin,
+lets a call start before its input is ready: the box runs the login rc and starts the interpreter
+meanwhile (on a box with conda or pyenv in its rc, most of a call's cost); it may be called again
+when the call is retried.
 
 The box is untrusted: what it prints is read up to a bound (`max_bytes`; for an entry's answer,
 ANSWER_BYTES), past which the command is killed and the call fails with BadAnswer (exit 3)
@@ -37,7 +40,7 @@ GRACE_S = 15
 # What a command may print before it is cut off. An entry's JSON answer is far smaller than this
 # (a probe ~100 KiB, a status page well under 1 MiB); a manifest lists every file of a tree.
 OUTPUT_BYTES = 64 << 20
-ANSWER_BYTES = {"manifest": 256 << 20}
+ANSWER_BYTES = {"manifest": 256 << 20, "destlock": (256 << 20) + (1 << 20)}  # the lock's channel may carry one
 STDERR_BYTES = 1 << 20
 
 
@@ -63,7 +66,19 @@ class Target:
     def _on_deadline(self):
         """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
 
-    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES, stream=False):
+    _python = None
+
+    def _known_python(self):
+        """(the box's interpreter an earlier call on this connection named, or None; a token for
+        _learned_python). Kept with the target, whose connection is one box for its lifetime; a
+        transport whose connections outlive it keeps it with them instead."""
+        return self._python, None
+
+    def _learned_python(self, path, seen):
+        """Remember `path` (already valid) as what the box runs; None forgets."""
+        self._python = path
+
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES, stream=False, later=None):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
         started = {}
         expired = threading.Event()
@@ -91,7 +106,7 @@ class Target:
                 raise
             reader = _StderrReader(proc.stderr)
             try:
-                out = _pump(proc, stdin, on_stdout, None if stream else max_bytes, keep=not stream)
+                out = _pump(proc, stdin, on_stdout, None if stream else max_bytes, keep=not stream, later=later)
             except BaseException:  # the caller's on_stdout refused what came: the command ends too
                 proc.kill()
                 proc.wait()
@@ -110,14 +125,30 @@ class Target:
             raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s")
         return self._checked(Result(out, err, code))
 
-    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None, stream=False):
+    def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None, stream=False,
+             later=None):
         src = onbox.script(entry)
-        line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE)
-        return self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
-                        max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream)
+        # An entry that starts the user's commands runs as the login shell finds python3 (a
+        # shim's environment included), so what a job inherits never depends on this cache.
+        known, seen = (None, None) if entry in onbox.STARTS_JOBS else self._known_python()
+        while True:
+            line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE, python=known)
+            result = self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
+                              max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream,
+                              later=later)
+            ran, result.stderr = wrap.took_python(result.stderr)
+            if ran is None and known is not None and result.exit in (126, 127) and not result.stdout:
+                # The remembered interpreter could not even be started (the shell's own exit
+                # codes, and no line from the bootstrap): nothing ran, so asking again is safe.
+                self._learned_python(None, seen)
+                known = None
+                continue
+            if ran is not None and ran != known:
+                self._learned_python(ran, seen)
+            return result
 
-    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None):
-        result = self.ship(entry, args, stdin, timeout_s, on_stdout)
+    def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, later=None):
+        result = self.ship(entry, args, stdin, timeout_s, on_stdout, later=later)
         return check_onbox(result, self.name, timeout_s)
 
 
@@ -147,14 +178,28 @@ class _StderrReader(threading.Thread):
         return self.data
 
 
-def _pump(proc, payload, on_stdout, max_bytes, keep=True):
+def _pump(proc, payload, on_stdout, max_bytes, keep=True, later=None):
     """Feed `payload` to the command's stdin on a thread and collect its stdout until EOF (only
     handed to `on_stdout` when not `keep`); None once it printed more than `max_bytes` (None: no
-    bound, for a stream the caller consumes)."""
+    bound, for a stream the caller consumes). `later()`, when given, is called on that thread once
+    `payload` is on its way and returns the rest of stdin; what it raises ends the command and is
+    raised here."""
+    refused = []
+
     def feed():
         try:
             if payload:
                 proc.stdin.write(payload)
+            if later is not None:
+                getattr(proc.stdin, "flush", lambda: None)()
+                try:
+                    rest = later()
+                except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                    refused.append(e)
+                    proc.kill()
+                    return
+                if rest:
+                    proc.stdin.write(rest)
             proc.stdin.close()
         except (OSError, EOFError, ValueError):
             pass
@@ -174,4 +219,6 @@ def _pump(proc, payload, on_stdout, max_bytes, keep=True):
         if on_stdout:
             on_stdout(chunk)
     writer.join()
+    if refused:
+        raise refused[0]
     return b"".join(chunks)

@@ -4,8 +4,6 @@ One slow or dead host must never block or hide the others, so each host's except
 captured as its outcome instead of propagating.
 """
 
-from concurrent.futures import ThreadPoolExecutor
-
 MAX_WORKERS = 8
 
 
@@ -13,6 +11,9 @@ def each_host(hosts, fn, max_workers=MAX_WORKERS):
     """[(host, value_or_exception)] for fn(host) over `hosts`, in the order given."""
     if len(hosts) == 1:
         return [(hosts[0], _call(fn, hosts[0]))]
+    # Only here: concurrent.futures brings logging and traceback, ~10 ms a one-host call need not pay.
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(max_workers, len(hosts))) as pool:
         futures = [pool.submit(_call, fn, h) for h in hosts]
         return [(h, f.result()) for h, f in zip(hosts, futures)]

@@ -10,8 +10,14 @@ port, user, identities, proxy, known_hosts files and the ssh_config in force), s
 user, port, identity or ssh_config result never shares a master. A reused master skips the host
 key check, which is sound only while its TCP connection lives: a re-provisioned box drops it,
 and the next call shakes hands again and meets the changed key.
+
+Beside each socket, `<socket>.python` remembers the box's interpreter (see gpuops.remote.wrap)
+for that master only: it records the socket file's identity (device, inode, ctime), which a new
+master, a new connection and so possibly a re-provisioned box, never shares. So a path learned
+from one box is never offered to another, and a replaced master starts from `python3` on PATH.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -19,12 +25,15 @@ import stat
 import tempfile
 
 from ..errors import UsageError
+from .wrap import valid_python
 
 # A unix socket path holds at most 107 bytes, and ssh binds a 17-byte longer temp name first.
 MAX_SOCKET_PATH = 107 - 17
 PERSIST_ENV = "GPUOPS_SSH_PERSIST"
 DEFAULT_PERSIST_S = 60
 MAX_PERSIST_S = 86400
+PYTHON_SUFFIX = ".python"
+MAX_PYTHON_FILE = 4096
 
 
 def persist_s(environ=None) -> int:
@@ -90,6 +99,53 @@ def sockets(directory):
     return out
 
 
+def identity(path):
+    """The socket file's (device, inode, ctime_ns): which master listens there; None without one."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_ctime_ns] if stat.S_ISSOCK(st.st_mode) else None
+
+
+def read_python(path):
+    """(the interpreter remembered for the master on socket `path`, or None; that master's identity)."""
+    master = identity(path)
+    if master is None:
+        return None, None
+    try:
+        with open(path + PYTHON_SUFFIX, "rb") as f:
+            doc = json.loads(f.read(MAX_PYTHON_FILE).decode("utf-8"))
+    except (OSError, ValueError):
+        return None, master
+    if not isinstance(doc, dict) or doc.get("master") != master or not valid_python(doc.get("python")):
+        return None, master
+    return doc["python"], master
+
+
+def write_python(path, python, master):
+    """Remember `python` (None: forget) for the master that had identity `master` when the call
+    began, provided it still listens there now: a call that ended on another master proves nothing."""
+    if master is None or identity(path) != master:
+        return
+    target = path + PYTHON_SUFFIX
+    if python is None:
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".python-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"master": master, "python": python}, f)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
 def close(path, timeout_s=10) -> bool:
     """Ask the master on socket `path` to exit (its sessions end with it); True when one did."""
     import subprocess
@@ -101,4 +157,6 @@ def close(path, timeout_s=10) -> bool:
         return False
     if out.returncode != 0 and os.path.exists(path):
         os.unlink(path)  # a stale socket (its master died): nothing listens, so nothing is cut
+    with contextlib.suppress(OSError):
+        os.unlink(path + PYTHON_SUFFIX)
     return out.returncode == 0

@@ -180,6 +180,18 @@ class OpenSSHTarget(Target):
                 proc.kill()
                 return proc.wait()
 
+    def _known_python(self):
+        if not self._shared:
+            return super()._known_python()
+        if self._master is not None:
+            self._await_master()  # the call waits for it anyway; its socket names the master
+        return mux.read_python(self._shared)
+
+    def _learned_python(self, path, seen):
+        if not self._shared:
+            return super()._learned_python(path, seen)
+        mux.write_python(self._shared, path, seen)
+
     def _on_deadline(self):
         # The box's own `timeout -k` ends a command well before this deadline, so reaching it
         # means the link (or the box) is stuck, and every session on this master with it. The

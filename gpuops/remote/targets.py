@@ -2,7 +2,6 @@
 
 from . import hostspec, openssh, warmup
 from .local import LocalTarget
-from .paramiko_ssh import SSHTarget
 
 
 def target_for(spec: str, identity=None):
@@ -15,4 +14,6 @@ def target_for(spec: str, identity=None):
     resolved = hostspec.resolve(spec, identity)
     if openssh.chosen() == "openssh":
         return openssh.OpenSSHTarget(resolved, identity)
+    from .paramiko_ssh import SSHTarget  # loaded only where the OpenSSH client is not used
+
     return SSHTarget(resolved)

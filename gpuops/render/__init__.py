@@ -23,6 +23,35 @@ def console():
     return Console(highlight=False, soft_wrap=False, width=width)
 
 
+class LazyConsole:
+    """console(), made when a renderer first uses it: one that writes plain text (gotcha) never
+    loads rich."""
+
+    def __init__(self):
+        self._real = None
+
+    def __getattr__(self, name):
+        if self._real is None:
+            self._real = console()
+        return getattr(self._real, name)
+
+
+def plain_width() -> int:
+    """For a renderer writing plain text, the width console() would use: a terminal's own (or
+    COLUMNS), else PIPE_WIDTH."""
+    import shutil
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return shutil.get_terminal_size().columns
+    return PIPE_WIDTH
+
+
+def bold(text) -> str:
+    """`text` in bold where a terminal shows it (not under NO_COLOR or TERM=dumb, as rich does)."""
+    tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return f"\x1b[1m{text}\x1b[0m" if tty else text
+
+
 def severity_text(sev):
     return f"[{_STYLE.get(sev, '')}]{sev.upper()}[/]"
 

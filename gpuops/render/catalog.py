@@ -1,13 +1,14 @@
 """profiles and gotcha for people: a profile list, one profile in full, a platform guess, gotchas."""
 
-from rich.text import Text
+import sys
 
 from ..units import duration
-from . import print_next
+from . import bold, plain_width, print_next
 
 
 def render_list(doc, con):
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(expand=False, box=None, pad_edge=False, header_style="bold")
     for name in ("NAME", "KIND", "DETACH", "DURABLE", "STOP DELETES"):
@@ -23,6 +24,7 @@ def render_list(doc, con):
 def _lines(con, rows):
     """label / text rows; the text wraps at words under itself (a hanging indent), never mid-word."""
     from rich.table import Table
+    from rich.text import Text
 
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True, style="bold", min_width=11)
@@ -48,6 +50,8 @@ def _danger(d):
 
 
 def render_profile(doc, con):
+    from rich.text import Text
+
     d = doc["data"]
     # where a shipped profile lives is gpuops's business (and --json's); a user's own is named
     where = f" {d['source']}" if d["origin"] == "user" else ""
@@ -97,13 +101,26 @@ def render_profiles(doc, con):
 
 
 def render_gotchas(doc, con):
+    """Plain text to stdout, not through `con`: the answer is prose, and rich costs more to import
+    than `gpuops gotcha` has to do (the label column and hanging indent are rich's grid's)."""
+    import textwrap
+
     hits = doc["data"]["hits"]
     first = hits[0]
-    con.print(f"[bold]{first['id']}: {first['title']}[/]")
+    width = plain_width()
+    out = [bold(f"{first['id']}: {first['title']}")]
     handled = [f"checked by {', '.join(first['checked_by'])}"] if first["checked_by"] else []
     handled += [f"prevented by gpuops {p['verb']}: {p['how']}" for p in first["prevented_by"]]
-    _lines(con, [(label, first[label], None) for label in ("symptom", "cause", "fix")]
-           + [("gpuops", "; ".join(handled) or "reference only", None), ("see also", ", ".join(first["see"]), None)])
-    for h in hits[1:]:
-        con.print(f"  {h['id']:<10} {h['title']}", markup=False, soft_wrap=True)
-    con.print(doc["summary"], markup=False, soft_wrap=True)
+    rows = [(label, first[label]) for label in ("symptom", "cause", "fix")]
+    rows += [("gpuops", "; ".join(handled) or "reference only"), ("see also", ", ".join(first["see"]))]
+    for label, text in rows:
+        if text:
+            lines = textwrap.wrap(" ".join(str(text).split()), max(20, width - _LABEL), break_on_hyphens=False)
+            out += [bold(f"{label:<{_LABEL}}") + line if i == 0 else " " * _LABEL + line for i, line in enumerate(lines)]
+    out += [f"  {h['id']:<10} {h['title']}" for h in hits[1:]]
+    out.append(doc["summary"])
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+_LABEL = 12  # the label column: the longest label and a space
+

@@ -65,14 +65,23 @@ class _Released(Exception):
 
 class OnBox(threading.Thread):
     """The lock on a destination on the box, asked for at once and held on its own channel until
-    release(). acquire() waits for the box's answer and raises Refused when another holds it."""
+    release(). acquire() waits for the box's answer and raises Refused when another holds it.
+    With a `listing` (a manifest request), the same channel also answers the destination's
+    manifest once the lock is held: listing() returns it."""
 
-    def __init__(self, target, path, verb):
+    def __init__(self, target, path, verb, listing=None):
         super().__init__(daemon=True)
         self.target = target
         self.where = f"{target.name}:{path}"
         self._owner = owner(verb)
-        self._request = json.dumps({"path": path, "owner": self._owner, "wait_s": RELEASE_WAIT_S}).encode("ascii")
+        request = {"path": path, "owner": self._owner, "wait_s": RELEASE_WAIT_S}
+        self._retake = json.dumps(request).encode("ascii")
+        self._request = (json.dumps({**request, "manifest": listing}).encode("utf-8", "surrogateescape")
+                         if listing is not None else self._retake)
+        self._listing = {}
+        self._listed = threading.Event()
+        if listing is None:
+            self._listed.set()
         self._answered = threading.Event()
         self._released = threading.Event()
         self.held = False
@@ -89,6 +98,18 @@ class OnBox(threading.Thread):
         if not self.held:
             raise refused(self.where, self.holder)
 
+    def listing(self, timeout_s) -> dict:
+        """The destination's manifest the box took while holding the lock (after acquire())."""
+        if not self._listed.wait(timeout_s):
+            raise errors.TimedOut(f"{self.target.name}: no manifest of the destination within {timeout_s:g}s")
+        if "doc" not in self._listing:
+            raise self._listing.get("error") or errors.HostError(
+                f"{self.target.name}: the destination lock's channel ended before its manifest")
+        doc = self._listing["doc"]
+        if "error" in doc:
+            raise errors.HostError(f"{self.target.name}: the on-box manifest refused the request: {doc['error']}")
+        return doc
+
     def release(self):
         """Let go: the channel ends at its next heartbeat (or is gone already)."""
         self._released.set()
@@ -99,8 +120,17 @@ class OnBox(threading.Thread):
             raise refused(self.where, self.lost)
 
     def run(self):
+        try:
+            self._hold()
+        finally:
+            self._listed.set()  # a channel that ended before its manifest line: listing() says so
+
+    def _hold(self):
         while not self._released.is_set():
             doc, err = self._one_channel()
+            if err is not None and "doc" not in self._listing:
+                self._listing["error"] = err
+            self._request = self._retake  # a channel taken again only holds the lock
             if self._released.is_set():
                 return
             holder = _holder(doc)
@@ -123,20 +153,34 @@ class OnBox(threading.Thread):
         its channel lived when that line said so."""
         heard, found = bytearray(), {}
 
+        listing = self._request is not self._retake
+
         def on_stdout(chunk):
             if self._released.is_set():
                 raise _Released()
-            if "doc" in found:
+            if "doc" in found and not (listing and self.held and not self._listed.is_set()):
                 return
+            start = len(heard)  # only the new bytes are searched for the end of a line
             heard.extend(chunk)
-            if b"\n" not in heard and len(heard) > LINE_BYTES:
-                raise errors.BadAnswer(f"{self.target.name}: the destination lock answered no line in "
-                                       f"{LINE_BYTES} bytes")
-            if b"\n" in heard:
-                found["doc"] = doc = answer(bytes(heard.split(b"\n", 1)[0]), self.target.name)
+            if "doc" not in found:
+                end = heard.find(b"\n", start)
+                if end < 0:
+                    if len(heard) > LINE_BYTES:
+                        raise errors.BadAnswer(f"{self.target.name}: the destination lock answered no line in "
+                                               f"{LINE_BYTES} bytes")
+                    return
+                found["doc"] = doc = answer(bytes(heard[:end]), self.target.name)
+                del heard[:end + 1]
+                start = 0
                 if "holding" in doc:
                     self.held = True
                     self._answered.set()
+            if listing and self.held:
+                end = heard.find(b"\n", start)
+                if end >= 0:
+                    self._listing["doc"] = answer(bytes(heard[:end]), self.target.name)
+                    heard.clear()
+                    self._listed.set()
 
         try:
             self.target.run_onbox("destlock", stdin=self._request, timeout_s=None, on_stdout=on_stdout)

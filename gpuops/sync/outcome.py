@@ -31,6 +31,7 @@ class Outcome:
     failure: Optional[dict] = None
     vanished: list = field(default_factory=list)
     file_errors: list = field(default_factory=list)
+    compressed: bool = False  # the data went compressed (rsync --compress)
 
     @property
     def retries(self) -> int:

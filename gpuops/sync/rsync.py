@@ -202,7 +202,7 @@ class RsyncEngine:
     name = "rsync"
 
     def __init__(self, direction, local_root, remote_root, target=None, io_timeout=30, backoff=None,
-                 progress=None, rsync_version=None, make_root=False):
+                 progress=None, rsync_version=None, make_root=False, compress=False):
         self.direction = direction
         self.local_root = local_root
         self.remote_root = remote_root
@@ -212,6 +212,7 @@ class RsyncEngine:
         self.progress = progress
         self.modern = (rsync_version or (3, 1, 0)) >= (3, 1, 0)
         self.make_root = make_root and direction == "push" and target is not None
+        self.compress = compress
 
     def argv(self, list_file, force=False) -> list:
         argv = ["rsync", "-lpt", "-s", "--from0", f"--files-from={list_file}",
@@ -220,6 +221,8 @@ class RsyncEngine:
             argv += ["--info=progress2", "--no-h", "--outbuf=N"]
         if force:
             argv.append("--ignore-times")
+        if self.compress:
+            argv.append("--compress")
         local = self.local_root.rstrip("/") + "/"
         remote = self.remote_root.rstrip("/") + "/"
         if self.target is not None:
@@ -235,7 +238,7 @@ class RsyncEngine:
         return argv + ([local, remote] if self.direction == "push" else [remote, local])
 
     def run(self, rels, force=False) -> Outcome:
-        outcome = Outcome(self.name)
+        outcome = Outcome(self.name, compressed=self.compress)
         if not rels:
             return outcome
         fd, list_file = tempfile.mkstemp(prefix="gpuops-sync-", suffix=".list")

@@ -10,7 +10,7 @@ import json
 import os
 import threading
 
-from ..errors import AuthFailed, HostError, HostKeyChanged, PythonMissing
+from ..errors import AuthFailed, GpuopsError, HostError, HostKeyChanged, PythonMissing, TimedOut
 from ..onbox import manifest as walker
 
 # Seconds a remote manifest may take: a floor, plus time to read the bytes it hashes and to
@@ -117,13 +117,19 @@ class Hasher:
         tally.add("local", self._scan.finish())
 
 
-def remote(target, root, request, timeout_s, backoff=None, tally=None) -> dict:
+def remote(target, root, request, timeout_s, backoff=None, tally=None, when=None) -> dict:
     """The box's manifest of `root`; reconnects and retries while the backoff allows. What the
-    box read to hash is added to `tally`."""
-    payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")
+    box read to hash is added to `tally`. `when`, if given, returns the request (or raises) once
+    it may be sent: the channel and the box's interpreter start before that."""
+    def payload():
+        return json.dumps({**(request if when is None else when()), "root": root}).encode("utf-8", "surrogateescape")
+
     while True:
         try:
-            doc = target.run_onbox("manifest", stdin=payload, timeout_s=timeout_s)
+            if when is None:
+                doc = target.run_onbox("manifest", stdin=payload(), timeout_s=timeout_s)
+            else:
+                doc = target.run_onbox("manifest", timeout_s=timeout_s, later=payload)
         except (AuthFailed, HostKeyChanged, PythonMissing):
             raise
         except HostError:
@@ -139,22 +145,19 @@ def remote(target, root, request, timeout_s, backoff=None, tally=None) -> dict:
 
 
 class Pending:
-    """remote() on a thread, started before the caller's own work (a local walk) so the two
-    overlap; result() returns its document or raises what it raised. `first`, when given, runs on
-    that thread before the request (a push waits there for its destination lock, so what it is
-    told is there is what no other transfer is changing)."""
+    """remote() on a thread, started before the caller's own work so the two overlap; result()
+    returns its document or raises what it raised. With `when`, the channel opens at once and the
+    request is what `when()` returns once it is known."""
 
-    def __init__(self, target, root, request, timeout_s, tally=None, first=None):
+    def __init__(self, target, root, request, timeout_s, tally=None, when=None):
         self._out = {}
-        self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally, first),
+        self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally, when),
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, target, root, request, timeout_s, tally, first):
+    def _run(self, target, root, request, timeout_s, tally, when):
         try:
-            if first is not None:
-                first()
-            self._out["doc"] = remote(target, root, request, timeout_s, tally=tally)
+            self._out["doc"] = remote(target, root, request, timeout_s, tally=tally, when=when)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread in result()
             self._out["error"] = e
 
@@ -162,11 +165,57 @@ class Pending:
         """True once the request has failed (result() would raise)."""
         return "error" in self._out
 
-    def result(self) -> dict:
-        self._thread.join()
+    def result(self, timeout_s=None) -> dict:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise TimedOut(f"no manifest from the box within {timeout_s:g}s")
         if "error" in self._out:
             raise self._out["error"]
         return self._out["doc"]
+
+
+class Early:
+    """A manifest whose channel opens now and whose request comes later (ask): a verification
+    started as the transfer starts, so the box's login rc and interpreter start-up are behind it
+    when the transfer ends. The box's deadline covers the transfer too, so ask() bounds the wait
+    for the answer itself. It answers once, and None when asked again, when not `needed`, or when
+    its channel failed (the transfer's link was cut, killing it): the caller then asks afresh. Used
+    as a context manager, whose end lets an unasked channel go."""
+
+    def __init__(self, target, root, timeout_s, tally=None, needed=True):
+        self._ready = threading.Event()
+        self._request = None
+        self._asked = not needed
+        self._pending = Pending(target, root, None, timeout_s, tally, when=self._wait) if needed else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._ready.set()  # unasked: the request is None, and the channel ends without one
+
+    def _wait(self):
+        self._ready.wait()
+        if self._request is None:
+            raise _Dropped()
+        return self._request
+
+    def ask(self, request, timeout_s):
+        if self._asked:
+            return None
+        self._asked = True
+        self._request = request
+        self._ready.set()
+        try:
+            return self._pending.result(timeout_s)
+        except TimedOut:
+            raise
+        except GpuopsError:  # whatever ended this channel, a fresh one (with retries) is the judge
+            return None
+
+
+class _Dropped(Exception):
+    """Ends the channel of an Early manifest that was never asked."""
 
 
 def follow(target, root, request, timeout_s, on_output, tally) -> dict:

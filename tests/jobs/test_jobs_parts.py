@@ -105,7 +105,7 @@ class _ScriptedTarget(Target):
     def __init__(self, log):
         self.log, self.calls, self.closed = log, [], 0
 
-    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=None, stream=False):
+    def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=None, stream=False, later=None):
         import json
 
         from gpuops.remote.result import Result

@@ -11,6 +11,7 @@ import threading
 import time
 
 _BUF = 256 * 1024
+_BURST_S = 0.05
 
 
 class WireMeter:
@@ -49,21 +50,22 @@ class WireMeter:
             threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
 
     def _pump(self, src, dst, direction):
-        started = time.monotonic()
-        moved = 0
+        # When this direction of the link is next free. A link idle for a while has no credit to
+        # burst with later (beyond _BURST_S): a kept SSH master lives for minutes between transfers.
+        free_at = time.monotonic()
         try:
             while True:
                 data = src.recv(_BUF)
                 if not data:
                     break
                 dst.sendall(data)
-                moved += len(data)
                 with self._lock:
                     setattr(self, direction, getattr(self, direction) + len(data))
                 if self.rate:
-                    ahead = moved / self.rate - (time.monotonic() - started)
-                    if ahead > 0:
-                        time.sleep(ahead)
+                    now = time.monotonic()
+                    free_at = max(free_at, now - _BURST_S) + len(data) / self.rate
+                    if free_at > now:
+                        time.sleep(free_at - now)
         except OSError:
             pass
         finally:

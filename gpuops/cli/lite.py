@@ -1,0 +1,135 @@
+"""The command lines whose meaning is certain, run without Invoke.
+
+Importing Invoke costs ~100 ms (its config loader brings yaml, its runners unittest.mock): more
+than `gpuops gotcha U7` or a local `triage` needs for its whole work, and a cost every call of an
+agent's loop would pay. So the program first tries this reader. It takes the overview help, or
+one verb followed only by that verb's own long flags (`--name value`, `--name=value`, a bare
+switch, a repeatable flag as often as wanted), after the same bare-word rewrite the full program
+makes, and calls the verb's function with the keyword arguments Invoke's parser would give it,
+loading that verb's module alone. Anything else goes to the full program (gpuops.cli.program),
+which owns every message about it: a verb's --help, --version, a core or short flag, an unknown
+or repeated flag, a value that starts with '-' (Invoke may read it as a flag), a verb name after
+the verb, a stray word, '--'. tests/test_lite.py holds both readers to the same reading.
+"""
+
+import importlib
+import sys
+
+from . import flags as F
+
+# Each module of verbs and the verbs it defines, in the program's order (the full program builds
+# its namespace from them), so a verb loads only its own module; a test holds this to the code.
+MODULES = {
+    "preflight": ("preflight",), "fleet": ("fleet",), "reap": ("reap",),
+    "jobs": ("launch", "status", "logs", "wait", "stop", "retry", "queue"), "pause": ("pause", "resume"),
+    "profiles": ("profiles", "gotcha", "teardown-check"), "diagnose": ("diagnose",), "triage": ("triage",),
+    "sync": ("push", "pull", "verify"), "disconnect": ("disconnect",),
+}
+VERBS = {verb: module for module, verbs in MODULES.items() for verb in verbs}
+HELP = ([], ["--help"], ["-h"])
+
+
+def _module(name):
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def verb_name(body) -> str:
+    return body.__name__.replace("_", "-")
+
+
+def bodies() -> list:
+    """Every verb's function, in the program's order."""
+    return [body for name in MODULES for body in _module(name).TASKS]
+
+
+def _body(verb):
+    return next(b for b in _module(VERBS[verb]).TASKS if verb_name(b) == verb)
+
+
+def summaries() -> dict:
+    """{verb: the first paragraph of its docstring}: the overview help's lines."""
+    import inspect
+
+    return {verb_name(b): (inspect.getdoc(b) or "").split("\n\n")[0] for b in bodies()}
+
+
+def flag_kinds(body):
+    """{--flag: (parameter, kind, default)} with kind "switch" (a bool default: no value), "list"
+    (repeatable) or "value"; None when a default has another type, which Invoke would convert."""
+    code = body.__code__
+    names = code.co_varnames[1:code.co_argcount]  # after the context
+    defaults = body.__defaults__ or ()
+    if len(defaults) != len(names):
+        return None
+    iterable = set(body.task_options["iterable"])
+    kinds = {}
+    for name, default in zip(names, defaults):
+        if name in iterable:
+            kind = "list"
+        elif isinstance(default, bool):
+            kind = "switch"
+        elif default is None or isinstance(default, str):
+            kind = "value"
+        else:
+            return None
+        kinds["--" + name.replace("_", "-")] = (name, kind, default)
+    return kinds
+
+
+def read(argv):
+    """(verb function, keyword arguments) as Invoke would call it for argv (the words after the
+    program name); None when argv is not one this reader can read exactly so."""
+    if not argv or argv[0] not in VERBS or "--" in argv or any(w in VERBS for w in argv[1:]):
+        return None
+    body = _body(argv[0])
+    kinds = flag_kinds(body)
+    if kinds is None:
+        return None
+    words = F.words_to_flag(argv, {argv[0]: {f for f, (_, kind, _) in kinds.items() if kind != "switch"}})
+    # Invoke passes every flag, and a repeatable one that was not used as an empty list.
+    kwargs = {name: [] if kind == "list" else default for name, kind, default in kinds.values()}
+    seen = set()
+    tokens = iter(words[1:])
+    for token in tokens:
+        flag, eq, value = token.partition("=")
+        if flag not in kinds:
+            return None
+        name, kind, _ = kinds[flag]
+        if kind == "switch":
+            if eq:
+                return None
+            value = True
+        else:
+            if not eq:
+                value = next(tokens, None)
+            if value is None or value.startswith("-"):
+                return None
+        if kind == "list":
+            kwargs[name].append(value)
+        elif name in seen:
+            return None
+        else:
+            seen.add(name)
+            kwargs[name] = value
+    return body, kwargs
+
+
+def run(argv) -> bool:
+    """Carry out argv when it is one this reader takes (the verb's exit ends the process); False
+    when the full program must read it."""
+    if argv in HELP:
+        import shutil
+
+        from . import helptext
+
+        print(helptext.overview(summaries(), min(shutil.get_terminal_size((80, 24)).columns, 100)))
+        return True
+    found = read(argv)
+    if found is None:
+        return False
+    body, kwargs = found
+    try:
+        body(None, **kwargs)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    return True
