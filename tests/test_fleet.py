@@ -82,8 +82,10 @@ def fleet(rig, tmp_path_factory):
     sleeper.wait()
 
 
-def _run(cli, rig, fleet, *args):
+def _run(cli, rig, fleet, *args, columns=None):
     env = {**rig.env(), "XDG_CONFIG_HOME": str(fleet["config"])}
+    if columns:
+        env["COLUMNS"] = str(columns)
     return cli("fleet", "--window", "0.5", *args, env=env)
 
 
@@ -148,6 +150,18 @@ def test_a_named_fleet_and_the_table_people_see(cli, rig, fleet):
     assert "none" in nogpu_line and "$12.00" in nogpu_line
     assert "fl-gpubusy" not in r.stdout
     assert lines[-1].startswith("2 boxes: 0 busy, 2 idle ($18.")
+
+
+def test_a_narrow_terminal_drops_whole_columns_instead_of_squeezing_every_one(cli, rig, fleet):
+    """At 100 columns all eleven columns were cut to '…' (`no… │ … │`): nothing readable was left."""
+    r = _run(cli, rig, fleet, "--fleet", "up", columns=80)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    header = lines[0].split()
+    assert header[:2] == ["HOST", "GPUS"] and "IDLE" in header and "UPTIME" not in header
+    idle_line = next(line for line in lines if line.startswith("fl-idle"))
+    assert "2x H100 80GB HBM3" in idle_line and "$6.0" in idle_line  # whole, not cut
 
 
 def test_host_words_take_the_fleet_files_price_and_a_bare_host_has_none(cli, rig, fleet):

@@ -6,8 +6,13 @@ import time
 from ..units import duration, human_bytes
 from . import render_errors, summary_line
 
-COLUMNS = ("host", "GPUs", "VRAM used / free", "util", "jobs", "data dir", "free", "inodes free", "uptime",
-           "idle since", "idle $")
+COLUMNS = ("HOST", "GPUS", "VRAM USED / FREE", "UTIL", "JOBS", "DATA DIR", "FREE", "INODES FREE", "UPTIME",
+           "IDLE SINCE", "IDLE $")
+# Which columns stay on a narrow terminal (gpuops.render.columns): the box, what it has, and what
+# its idle time costs come first; where its data lives and how long it has been up, last.
+_PRIORITY = ("HOST", "GPUS", "IDLE $", "IDLE SINCE", "VRAM USED / FREE", "UTIL", "JOBS", "FREE", "INODES FREE",
+             "DATA DIR", "UPTIME")
+_LEAST = {"HOST": 12, "GPUS": 12, "IDLE SINCE": 8, "DATA DIR": 10}
 _MIB = 1 << 20
 
 
@@ -76,20 +81,22 @@ def cells(r):
             + [duration(r["uptime_s"]), _since(r), _money(r)])
 
 
-def table(doc):
-    from rich.table import Table
+def table(doc, width):
+    """The rows as a table `width` columns wide: a box that did not answer in red, an idle one in
+    yellow."""
+    from rich.text import Text
 
-    t = Table(title="fleet", expand=False)
-    for name in COLUMNS:
-        t.add_column(name, no_wrap=name not in ("GPUs", "data dir"))
+    from .columns import table as fitted
+
+    rows = []
     for r in doc["data"]["hosts"]:
-        style = "red" if not r["ok"] else ("yellow" if r["idle"]["state"] == "idle" else None)
-        t.add_row(*cells(r), style=style)
-    return t
+        style = "red" if not r["ok"] else ("yellow" if r["idle"]["state"] == "idle" else "")
+        rows.append({k: Text(v, style=style) for k, v in zip(COLUMNS, cells(r))})
+    return fitted(COLUMNS, rows, _PRIORITY, _LEAST, width)
 
 
 def render(doc, con):
-    con.print(table(doc))
+    con.print(table(doc, con.width))
     # A box that did not answer gets the one stderr line (with how to see why) every verb gives it.
     render_errors({"hosts": [{"host": r["host"], "error": r["error"]} for r in doc["data"]["hosts"] if not r["ok"]]})
     summary_line(doc, con)
@@ -112,7 +119,7 @@ def watch(produce, con, pause_s=WATCH_PAUSE_S):
             while True:
                 last = produce()
                 stamp = time.strftime("%H:%M:%S", time.localtime())
-                live.update(Group(table(last), Text(f"{last['summary']}  (at {stamp}; Ctrl-C ends)")), refresh=True)
+                live.update(Group(table(last, con.width), Text(f"{last['summary']}  (at {stamp}; Ctrl-C ends)")), refresh=True)
                 time.sleep(pause_s)
         except KeyboardInterrupt:
             if last is None:
