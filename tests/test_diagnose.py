@@ -186,6 +186,21 @@ def test_clean_dmesg_does_not_rule_out_oom_in_a_container():
     assert (v["verdict"], v["confidence"]) == ("oom-kill", "medium")
 
 
+def test_a_torchrun_worker_killed_by_hand_is_not_advised_as_a_host_oom():
+    """A gang node whose worker got kill -9 was diagnosed failed-exit with the OOM killer ruled out,
+    then advised to lower num_workers: torchrun's 'Signal 9 (SIGKILL)' line triages as oom-host."""
+    triaged = {"primary": "oom-host", "status": "failed", "advice": ["Lower the DataLoader's num_workers."]}
+    ev = {"exit": {"exit_code": 1, "signal": None}, "kernel_readable": True, "oom_kills_at_launch": 0,
+          "oom_kills_now": 0, "disks": []}
+    lines = verdict.triage_advice(triaged, verdict.decide(ev)["ruled_out"])
+    assert len(lines) == 1 and "OOM killer is ruled out (cgroup OOM-kill counter unchanged (0 -> 0)" in lines[0]
+    # where the OOM killer cannot be ruled out (no kernel log in a container), the triage's advice stands
+    ev.update(kernel_readable=False)
+    lines = verdict.triage_advice(triaged, verdict.decide(ev)["ruled_out"])
+    assert lines == ["The log's tail reads as oom-host (failed).", "Lower the DataLoader's num_workers."]
+    assert verdict.triage_advice({"primary": None}, []) == []
+
+
 def test_vanished_without_any_evidence_is_unknown():
     v = verdict.decide({"exit": None, "alive": False, "kernel_readable": True, "oom_kills_at_launch": 0,
                         "oom_kills_now": 0, "disks": []})

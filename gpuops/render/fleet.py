@@ -12,7 +12,7 @@ COLUMNS = ("HOST", "GPUS", "VRAM USED / FREE", "UTIL", "JOBS", "DATA DIR", "FREE
 # its idle time costs come first; where its data lives and how long it has been up, last.
 _PRIORITY = ("HOST", "GPUS", "IDLE $", "IDLE SINCE", "VRAM USED / FREE", "UTIL", "JOBS", "FREE", "INODES FREE",
              "DATA DIR", "UPTIME")
-_LEAST = {"HOST": 12, "GPUS": 12, "IDLE SINCE": 8, "DATA DIR": 10}
+_LEAST = {"HOST": 12, "IDLE SINCE": 8, "DATA DIR": 10}
 _MIB = 1 << 20
 
 
