@@ -52,6 +52,18 @@ def cli():
     return gpuops
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_dir(tmp_path_factory):
+    """What gpuops keeps on this workstation (last-seen jobs, pulls, torch facts, gangs) goes to
+    the session's temp dir, never the developer's own ~/.local/state."""
+    if os.environ.get("GPUOPS_STATE_DIR"):
+        yield
+        return
+    os.environ["GPUOPS_STATE_DIR"] = str(tmp_path_factory.mktemp("gpuops-state"))
+    yield
+    os.environ.pop("GPUOPS_STATE_DIR", None)
+
+
 @pytest.fixture
 def anyio_backend():
     """The MCP tests' event loop (anyio's pytest plugin asks for it)."""

@@ -61,7 +61,8 @@ FACTS = {
         "driver_gpus": [{"bus_id": "PCI address", "minor": "int", "node": "bool: /dev/nvidia<minor> exists here"}],
         "holders": [dict(_PROC, devices=["path"])], "holders_unreadable": "int",
     },
-    "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str"},
+    "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str",
+              "key": "str", "known": "bool"},
     "probe": {"pid": "int", "seconds": "seconds"},
     # Added by gpuops.ops.preflight from a profile, not by the probe.
     "inode_caps": {"*": "a platform's inode quota for a directory"},

@@ -109,6 +109,14 @@ def _paths(argv):
     return out
 
 
+def _torch_known(argv):
+    """--torch-known KEY: the torch install whose facts the caller kept (gpuops.onbox.torchinfo)."""
+    for i, flag in enumerate(argv[:-1]):
+        if flag == "--torch-known":
+            return argv[i + 1]
+    return None
+
+
 def main(argv):
     started = time.time()
     sys.dont_write_bytecode = True  # importing pynvml must not leave a __pycache__ behind
@@ -122,7 +130,7 @@ def main(argv):
             facts["errors"][name] = "%s: %s" % (type(e).__name__, e)
         return facts[name]
 
-    torch_pending = torchinfo.begin()
+    torch_pending = torchinfo.begin(_torch_known(argv))
     gpu_state = gather("gpu", gpu.begin)
     gather("host", host)
     gather("boot", boot)

@@ -4,9 +4,15 @@ torch is imported in a child interpreter under a deadline: a broken or slow inst
 shared-library loading on a cold disk) must not hang or crash the probe. When the box's python3
 cannot find torch at all (importlib's find_spec, in-process and cheap), nothing is started.
 The child runs with -B so the import leaves no bytecode behind (the probe writes nothing).
+
+That import costs 1-3 s on every preflight of a box with torch, for facts that change only when
+torch is reinstalled. So each answer carries a key (the interpreter, and the inode, size and
+mtime of torch's version.py, which every install rewrites); a caller that kept the facts of that
+key names it, and while it still holds nothing is imported (gpuops.probecache keeps them).
 """
 
 import json
+import os
 import sys
 
 from . import runcmd
@@ -29,23 +35,41 @@ print(json.dumps(out))
 """
 
 
-def begin():
+def _key(spec):
+    """Names this install of torch for this interpreter; None when version.py cannot be read."""
+    try:
+        st = os.stat(os.path.join(os.path.dirname(spec.origin), "version.py"))
+    except (OSError, TypeError):
+        return None
+    return "%s:%d:%d:%d" % (sys.executable, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def begin(known=None):
+    """What end() needs: None (no torch), ("known", key) when `known` still names this install,
+    else the import's child and the key."""
     try:
         import importlib.util
 
-        found = importlib.util.find_spec("torch") is not None
+        spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):
-        found = False
-    if not found:
+        spec = None
+    if spec is None:
         return None
-    return runcmd.start([sys.executable, "-B", "-c", _CHILD], TIMEOUT_S)
+    key = _key(spec)
+    if known and key == known:
+        return ("known", key)
+    return ("child", key, runcmd.start([sys.executable, "-B", "-c", _CHILD], TIMEOUT_S))
 
 
 def end(pending):
-    """{installed, version, cuda, arch_list, error}."""
+    """{installed, version, cuda, arch_list, error, key}, or {installed, key, known: true} when the
+    caller's facts for this install still hold."""
     if pending is None:
         return {"installed": False}
-    r = runcmd.finish(pending)
+    if pending[0] == "known":
+        return {"installed": True, "key": pending[1], "known": True}
+    _, key, child = pending
+    r = runcmd.finish(child)
     if r["error"]:
         return {"installed": True, "error": "import torch: %s after %ds" % (r["error"], TIMEOUT_S)
                 if r["error"] == "timed out" else "import torch: %s" % r["error"]}
@@ -54,4 +78,6 @@ def end(pending):
     except (ValueError, IndexError):
         return {"installed": True, "error": "import torch: exit %s: %s" % (r["rc"], r["err"].strip()[-300:])}
     doc["installed"] = True
+    if key and not doc.get("error"):
+        doc["key"] = key
     return doc

@@ -6,7 +6,7 @@ run locally (gpuops/checks), so thresholds and profiles never travel to the box.
 
 import re
 
-from .. import checks
+from .. import checks, probecache
 from ..checks.thresholds import merged
 from ..envelope import envelope, step
 from ..findings import any_failed
@@ -83,7 +83,13 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
     for d in dict.fromkeys(d for d, _ in sized if d not in profiled or d in floors):
         args += ["--path", d]
     all_paths = [d for _, d in profile_dirs] + [d for d, _ in sized]
+    host = getattr(target, "name", None) or "local"
+    kept = probecache.known(host)
+    if kept:
+        args += ["--torch-known", kept["key"]]
     facts = target.run_onbox("probe", args, timeout_s=timeout_s)
+    if isinstance(facts, dict) and "torch" in facts:
+        facts["torch"] = probecache.merged(host, facts["torch"], kept)
     if inode_caps:
         facts["inode_caps"] = inode_caps  # the platform's quota, which statvfs may not show
     if floors:

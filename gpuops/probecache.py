@@ -1,0 +1,73 @@
+"""What a box's probe said about its torch, kept on this workstation so the next preflight of that
+box need not import torch again (1-3 s each time, for facts that change only with a reinstall).
+
+Stored as <state dir>/torch-facts.json (state dir as for the pull index), mode 0600:
+{host: {"key": the box's name for that torch install, "facts": {version, cuda, arch_list}, "seen_at"}}.
+The box names the install (gpuops.onbox.torchinfo); a different key, or none, means ask again.
+Best effort: a file that cannot be read or written is as good as none.
+"""
+
+import json
+import os
+import time
+
+from .pullindex import state_dir
+
+_KEEP = 200  # hosts
+_MAX_BYTES = 1 << 20
+FACTS = ("version", "cuda", "arch_list")
+
+
+def _path():
+    return os.path.join(state_dir(), "torch-facts.json")
+
+
+def _load():
+    try:
+        with open(_path(), encoding="utf-8") as f:
+            data = json.loads(f.read(_MAX_BYTES + 1)[:_MAX_BYTES])
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def known(host):
+    """{"key", "facts"} kept for `host`, or None."""
+    entry = _load().get(host)
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not isinstance(entry.get("facts"), dict):
+        return None
+    return entry
+
+
+def merged(host, torch, kept):
+    """The probe's torch facts with what was kept filled in where the box said they still hold;
+    a fresh answer with a key is kept for next time."""
+    if not isinstance(torch, dict):
+        return torch
+    if torch.get("known"):
+        if kept and kept["key"] == torch.get("key"):
+            return dict({k: kept["facts"].get(k) for k in FACTS}, **torch)
+        # the box says we kept facts we do not have (another workstation's key): report nothing wrong
+        return {"installed": True, "error": "the box named kept torch facts this workstation does not have; "
+                                            "run preflight again"}
+    if torch.get("key") and not torch.get("error"):
+        _remember(host, torch["key"], {k: torch.get(k) for k in FACTS})
+    return torch
+
+
+def _remember(host, key, facts):
+    data = _load()
+    data[host] = {"key": key, "facts": facts, "seen_at": time.time()}
+    if len(data) > _KEEP:
+        by_age = sorted(data, key=lambda h: (data[h] or {}).get("seen_at", 0) if isinstance(data[h], dict) else 0)
+        for old in by_age[: len(data) - _KEEP]:
+            del data[old]
+    try:
+        os.makedirs(state_dir(), exist_ok=True)
+        tmp = _path() + f".tmp.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, _path())
+    except OSError:
+        pass
