@@ -31,6 +31,25 @@ def interrupted(command):
               file=sys.stderr)
 
 
+@contextlib.contextmanager
+def sigterm_interrupts(active):
+    """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
+    job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
+    if not active:
+        yield
+        return
+    import signal
+
+    def interrupt(signum, frame):
+        raise errors.Interrupted("SIGTERM")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def on_hosts(command, host_value, op, identity=None):
     """gpuops.ops.hosts.on_hosts, imported only by a verb that connects: the transport's modules
     are most of what a light verb would otherwise load (see gpuops.cli.lite)."""

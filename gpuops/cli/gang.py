@@ -91,6 +91,13 @@ def logs(gang_id, *, tail, cursors, follow, timeout, max_bytes, sink, identity):
                          sink=sink, identity=identity)
 
 
+def wait(gang_id, *, until, timeout, identity):
+    from ..ops import gangview
+
+    return gangview.wait(gang_id, until=until, timeout_s=seconds("--timeout", timeout, high=7 * DAY),
+                         identity=identity)
+
+
 def stop(gang_id, *, grace, yes, plan, identity):
     from ..ops import gangview
 

@@ -1,15 +1,13 @@
 """Detached jobs: `launch`, `status`, `logs`, `wait`, `stop`, `retry`, `queue`."""
 
-import contextlib
 import os
-import signal
 import sys
 
-from ..errors import Interrupted, UsageError
+from ..errors import UsageError
 from ..jobs import states
 from ..jobs import torchrun as torchrun_defaults
 from . import slurmflags, spinner
-from .common import on_hosts, one_host, run
+from .common import on_hosts, one_host, run, sigterm_interrupts
 from .flags import DAY, number, seconds, verb
 from .spinner import countdown
 from .helptext import missing
@@ -236,7 +234,7 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
                 raise UsageError("--save and --from-offset are one job's; a gang's log goes on from --cursors")
             from . import gang as several
 
-            with _signals_interrupt(follow):
+            with sigterm_interrupts(follow):
                 return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
                                     max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
         if cursors:
@@ -253,7 +251,7 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
         sink = None if json else _stdout_sink
         target = target_for(spec, identity)
         try:
-            with _signals_interrupt(follow):
+            with sigterm_interrupts(follow):
                 doc = op.logs(target, job=job, tail=lines, follow=follow, from_offset=offset, save=save,
                               jobs_dir=jobs_dir, sink=sink, reconnect_s=patience, max_bytes=most, timeout_s=limit,
                               notice=lambda m: print(m, file=sys.stderr, flush=True))
@@ -273,24 +271,6 @@ def _gang_alone(host, job):
         raise UsageError("--gang names the gang's boxes and jobs itself: leave out --host and --job")
 
 
-@contextlib.contextmanager
-def _signals_interrupt(active):
-    """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
-    job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
-    if not active:
-        yield
-        return
-
-    def interrupt(signum, frame):
-        raise Interrupted("SIGTERM")
-
-    before = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
 @verb(help=_help(
     job=_WHICH,
     until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
@@ -299,28 +279,36 @@ def _signals_interrupt(active):
     from_offset="look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
     timeout="seconds to wait at most (exit 6 when it passes first)",
     max_bytes="new_text holds at most this many bytes, the newest before next_offset (default 64 KiB)",
+    gang="a gang id (launch --torchrun prints it): until the whole gang reaches --until; --host is not needed",
 ))
-def wait(c, host="local", identity=None, job=None, until="terminal", log_regex=None, from_offset=None,
-         timeout="300", max_bytes=None, jobs_dir=None, json=False):
+def wait(c, host=None, identity=None, job=None, until="terminal", log_regex=None, from_offset=None,
+         timeout="300", max_bytes=None, jobs_dir=None, json=False, gang=None):
     """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
     from ..ops import wait as op
     from ..render import jobs as render
+    from ..render import gang as several_render
 
     def produce():
-        _need_job("wait", job)
         wanted = op.parse_until(until)
+        if gang:
+            _gang_alone(host, job)
+            from . import gang as several
+
+            with sigterm_interrupts(True):
+                return several.wait(gang, until=wanted, timeout=timeout, identity=identity)
+        _need_job("wait", job)
         _check_regex(log_regex, "--log-regex")
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
         spec = one_host("wait", host)
         what = "the end" if until == "terminal" else ",".join(wanted)
-        with _signals_interrupt(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
+        with sigterm_interrupts(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
             return on_hosts("wait", spec, lambda t: op.wait(
                 t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
                 max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
 
-    run("wait", json, produce, render.waited, waiting=None)
+    run("wait", json, produce, several_render.status if gang else render.waited, waiting=None)
 
 
 def _stdout_sink(data):

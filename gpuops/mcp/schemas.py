@@ -78,6 +78,8 @@ def data_codes():
         "gang_launch": _GANG_STARTED,
         "gang_retry": _GANG_STARTED,
         "gang_status": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s?",
+        "gang_wait": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s? until:a "
+                     "reached:b timed_out:b waited_s:n returned:s",
         "gang_logs": "gang_id:s nodes:a cursors:s text:s",
         "gang_stop": "gang_id:s nodes:a plan:o dry_run:b refused_plan:s changed:a",
         "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o?",

@@ -38,7 +38,7 @@ job_stop, vram_reap and deletions (data_push/data_pull delete) only plan unless 
 read the plan, then repeat with yes and the plan_id it showed (refused if what it would touch changed).
 Jobs run detached on the box: job_launch, then job_wait (repeat while timed_out), then job_diagnose or
 log_triage when it did not complete; job_logs pages exactly with from_offset=next_offset.
-One torchrun run across boxes is a gang: gang_launch, then gang_status, gang_logs, gang_diagnose, gang_stop.
+One torchrun run across boxes is a gang: gang_launch, then gang_status or gang_wait, gang_logs, gang_diagnose, gang_stop.
 Resources: gpuops://profile/{name}, gpuops://gotcha/{id}; prompt post_mortem."""
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
@@ -72,6 +72,7 @@ _TOOLS = (
     (G.gang_launch, "Launch torchrun across boxes", MUTATE, None),
     (G.gang_retry, "Launch a gang again", MUTATE, None),
     (G.gang_status, "A gang's state", READ, None),
+    (G.gang_wait, "Wait for a gang", READ, None),
     (G.gang_logs, "Every node's log", READ, LOG_RESULT_META),
     (G.gang_stop, "Stop every node of a gang", SIGNAL, None),
     (G.gang_diagnose, "Why a gang stopped", READ, None),

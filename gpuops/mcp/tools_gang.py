@@ -7,9 +7,11 @@ handle of every other call. Each returns the operation's envelope or raises a Gp
 
 from typing import Annotated, Optional
 
+from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from .adapter import LOG_TEXT_BYTES, MAX_GRACE_S, Env, PlanId, SecretEnv, Workdir, Yes, refuse_if_readonly
+from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, Env, PlanId, SecretEnv, WaitState, Workdir, Yes,
+                      refuse_if_readonly, with_progress)
 from .tools_jobs import _envs
 
 Gang = Annotated[str, Field(description="the gang id gang_launch returned")]
@@ -62,6 +64,25 @@ def gang_status(gang: Gang) -> dict:
     from ..ops import gangview
 
     return gangview.status(gang)
+
+
+async def gang_wait(
+    ctx: Context,
+    gang: Gang,
+    until: Annotated[Optional[list[WaitState]], Field(description="states to wait for (default: any "
+                                                                  "terminal state)")] = None,
+    timeout_s: Annotated[float, Field(ge=0, le=MAX_WAIT_S, description="seconds to wait at most; call "
+                                                                       "again while timed_out")] = MAX_WAIT_S,
+) -> dict:
+    """Wait until the whole gang reaches a state in until; it returns sooner when that can no
+    longer happen (it ended otherwise, or DEGRADED). Call again while timed_out."""
+    from ..ops import gangview, wait
+
+    def work():
+        wanted = wait.parse_until(",".join(until) if until else wait.TERMINAL)
+        return gangview.wait(gang, until=wanted, timeout_s=timeout_s)
+
+    return await with_progress(ctx, timeout_s, lambda: f"waiting for gang {gang}", work)
 
 
 def gang_logs(

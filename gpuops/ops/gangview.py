@@ -90,6 +90,38 @@ def status(gang_id, identity=None):
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
 
+WAIT_POLL_S = 2.0  # each look asks every node once; a gang's end is seen within this of its last node's
+
+
+def wait(gang_id, *, until=states.TERMINAL, timeout_s=300.0, identity=None, poll_s=WAIT_POLL_S):
+    """The gang's status once its state is one of `until`, or once it can no longer get there
+    (it ended otherwise, or a node is gone while others run: DEGRADED), or at the timeout (exit 6)."""
+    began = time.monotonic()
+    while True:
+        doc = status(gang_id, identity)
+        now, waited = doc["data"]["state"], time.monotonic() - began
+        reached = now in until
+        ended = not reached and (now in states.TERMINAL or now == states.DEGRADED)
+        timed_out = not reached and not ended and waited + poll_s > timeout_s
+        if reached or ended or timed_out:
+            break
+        time.sleep(poll_s)
+    wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
+    data = dict(doc["data"], until=list(until), reached=reached, timed_out=timed_out, waited_s=round(waited, 3),
+                returned="state" if reached else ("timeout" if timed_out else "ended"))
+    summary, nxt = doc["summary"], doc["next"]
+    if timed_out:
+        summary += f"; still not {wanted} after {waited:.1f}s (timed out)"
+        said = "terminal" if set(until) == set(states.TERMINAL) else ",".join(until)
+        nxt = [step("gpuops", "wait", "--gang", gang_id, "--until", said, why="keep waiting")]
+    elif ended:
+        summary += f"; {wanted} can no longer be reached"
+    out = envelope("wait", ok=reached, summary=summary, data=data, next=nxt)
+    if timed_out:
+        out[CODE_KEY] = errors.WAIT_TIMED_OUT
+    return out
+
+
 # ------------------------------------------------------------------ logs
 
 

@@ -78,6 +78,17 @@ def test_a_gang_of_three_trains_to_completed_and_writes_its_checkpoint(cli, gang
 
     r = cli("status", "--gang", gang_id, env=gang_rig.env())
     assert r.returncode == 0 and f"{gang_id}: COMPLETED" in r.stdout
+    # wait: an ended gang answers at once; a state it can no longer reach is exit 1, not a timeout
+    r = cli("wait", "--gang", gang_id, "--timeout", "60", "--json", env=gang_rig.env())
+    waited = json.loads(r.stdout)
+    assert r.returncode == 0 and waited["data"]["reached"] and waited["data"]["state"] == states.COMPLETED
+    assert waited["data"]["waited_s"] < 30 and len(waited["data"]["nodes"]) == 3
+    r = cli("wait", "--gang", gang_id, "--until", "RUNNING", "--timeout", "60", "--json", env=gang_rig.env())
+    waited = json.loads(r.stdout)
+    assert r.returncode == 1 and waited["data"]["returned"] == "ended" and not waited["data"]["timed_out"]
+    assert waited["summary"].endswith("RUNNING can no longer be reached"), waited["summary"]
+    r = cli("wait", "--gang", gang_id, "--host", "x", env=gang_rig.env())
+    assert r.returncode == 2 and "leave out --host and --job" in r.stderr
     r = cli("logs", "--gang", gang_id, "--json", env=gang_rig.env())
     assert r.returncode == 0, r.stdout + r.stderr
     logs = json.loads(r.stdout)["data"]
@@ -111,9 +122,11 @@ async def test_an_agent_reads_the_gang(completed):
         status = (await client.call_tool("gang_status", {"gang": gang_id})).structured_content
         page = (await client.call_tool("gang_logs", {"gang": gang_id, "tail": 2})).structured_content
         stop = (await client.call_tool("gang_stop", {"gang": gang_id})).structured_content
+        waited = (await client.call_tool("gang_wait", {"gang": gang_id, "timeout_s": 10})).structured_content
     assert status["ok"] and status["data"]["state"] == states.COMPLETED
     assert [line[:3] for line in page["data"]["text"].splitlines()] == ["[0:", "[0:", "[1:", "[1:", "[2:", "[2:"]
     assert stop["ok"] and stop["summary"] == f"nothing to stop: no process of gang {gang_id} is alive"
+    assert waited["ok"] and waited["data"]["reached"] and waited["data"]["state"] == states.COMPLETED
 
 
 def _worker_of(jobs_dir, job_id):
@@ -157,6 +170,10 @@ def test_a_killed_node_fails_the_gang_and_diagnose_names_it_then_retry_and_stop(
     child = json.loads(r.stdout)["data"]["gang"]
     assert child["parent_gang_id"] == gang_id and child["gang_id"] != gang_id
     _until(child["gang_id"], (states.RUNNING,))
+    r = cli("wait", "--gang", child["gang_id"], "--timeout", "1", "--json", env=gang_rig.env())
+    waited = json.loads(r.stdout)
+    assert r.returncode == 6 and waited["data"]["timed_out"] and waited["data"]["state"] == states.RUNNING, r.stdout
+    assert waited["next"][0]["argv"] == ["gpuops", "wait", "--gang", child["gang_id"], "--until", "terminal"]
     for node in child["nodes"]:  # RUNNING is the agent; the plan is shown once training runs too
         assert wait_for(lambda: _worker_of(gang_rig.jobs(node["host"]), node["job_id"]), timeout=120)
     r = cli("stop", "--gang", child["gang_id"], "--json", env=gang_rig.env())
