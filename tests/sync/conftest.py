@@ -131,12 +131,30 @@ def metered(rig):
         m.close()
 
 
-def freeze_sessions(box):
-    """SIGSTOP the box's per-connection sshd children: the link stays open but nothing moves."""
-    out = subprocess.run(["pgrep", "-P", str(box.proc.pid)], capture_output=True, text=True).stdout
-    pids = [int(p) for p in out.split()]
+def _session_processes(box):
+    """Every process under the box's sshd listener: each connection's sshd and what it runs."""
+    found, parents = [], [box.proc.pid]
+    while parents:
+        out = subprocess.run(["pgrep", "-P", ",".join(map(str, parents))], capture_output=True, text=True).stdout
+        parents = [int(p) for p in out.split()]
+        found += parents
+    return found
+
+
+def freeze_sessions(box, patience_s=2.0):
+    """SIGSTOP every process of the box's live connections (each connection's sshd and its
+    children): the link stays open but nothing moves. Looks again for up to `patience_s` when
+    none is found at first (a connection between its fork and its first child)."""
+    deadline = time.monotonic() + patience_s
+    pids = _session_processes(box)
+    while not pids and time.monotonic() < deadline:
+        time.sleep(0.02)
+        pids = _session_processes(box)
     for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
     return pids
 
 

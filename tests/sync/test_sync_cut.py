@@ -116,7 +116,8 @@ def test_a_link_that_freezes_after_everything_was_sent_is_noticed(engine, reques
         watch.join(1)
         for pid in record["killed"]:
             os.kill(pid, signal.SIGKILL)
-    assert record["killed"], "the push finished before the link could be frozen"
+    assert record["cut_at"] is not None, f"the push ended before its file showed: {proc.stdout[-2000:]}"
+    assert record["killed"], "no live connection to freeze when the file showed"
     assert proc.returncode == 0, proc.stdout[-2000:]
     first = doc["data"]["attempts"][0]
     assert first["outcome"] == "retry" and "timeout" in first["meaning"], first
