@@ -182,13 +182,13 @@ class Root:
             if e.errno not in _WALK_ERRNOS:
                 raise
 
-    def write_atomic(self, rel, data: bytes, temp_suffix=".tmp"):
+    def write_atomic(self, rel, data: bytes, temp_suffix=".tmp", mode=0o666):
         """`rel` holds exactly `data`, or is unchanged: written to a new, unique temporary name
-        beside it first (O_EXCL: never an existing file or link), renamed over it, and removed
-        on any failure."""
+        beside it first (O_EXCL: never an existing file or link), created with `mode` (less the
+        umask), renamed over it, and removed on any failure."""
         with self.parent(rel) as (d, name):
             temp = b".%s.%s%s" % (name, secrets.token_hex(6).encode(), os.fsencode(temp_suffix))
-            fd = d.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = d.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)

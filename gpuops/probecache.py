@@ -11,15 +11,29 @@ import json
 import os
 import time
 
-from .pullindex import state_dir
+from .pullindex import state_dir, write_state
 
 _KEEP = 200  # hosts
 _MAX_BYTES = 1 << 20
+_NAME = "torch-facts.json"
 FACTS = ("version", "cuda", "arch_list")
+# What the box answered is kept only within these: a key or fact longer is a box gone odd, and
+# asking it again next time costs one import, while keeping it would grow this file.
+KEY_MAX, WORD_MAX, ARCHES_MAX = 4096, 256, 64
 
 
 def _path():
-    return os.path.join(state_dir(), "torch-facts.json")
+    return os.path.join(state_dir(), _NAME)
+
+
+def _keepable(torch):
+    def word(v):
+        return v is None or (isinstance(v, str) and len(v) <= WORD_MAX)
+
+    arches = torch.get("arch_list")
+    return (isinstance(torch.get("key"), str) and len(torch["key"]) <= KEY_MAX and word(torch.get("version"))
+            and word(torch.get("cuda")) and isinstance(arches, list) and len(arches) <= ARCHES_MAX
+            and all(isinstance(a, str) and word(a) for a in arches))
 
 
 def _load():
@@ -50,7 +64,7 @@ def merged(host, torch, kept):
         # the box says we kept facts we do not have (another workstation's key): report nothing wrong
         return {"installed": True, "error": "the box named kept torch facts this workstation does not have; "
                                             "run preflight again"}
-    if torch.get("key") and not torch.get("error"):
+    if torch.get("key") and not torch.get("error") and _keepable(torch):
         _remember(host, torch["key"], {k: torch.get(k) for k in FACTS})
     return torch
 
@@ -63,11 +77,6 @@ def _remember(host, key, facts):
         for old in by_age[: len(data) - _KEEP]:
             del data[old]
     try:
-        os.makedirs(state_dir(), exist_ok=True)
-        tmp = _path() + f".tmp.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, _path())
+        write_state(_NAME, data)
     except OSError:
         pass

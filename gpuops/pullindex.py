@@ -22,6 +22,15 @@ def state_dir() -> str:
     return os.path.join(base, "gpuops")
 
 
+def write_state(name, doc) -> None:
+    """`doc` as JSON in the state dir's file `name`, readable by this user only, replaced whole
+    (a reader sees the old file or the new one); OSError when it cannot be written."""
+    from .contained import Root
+
+    os.makedirs(state_dir(), mode=0o700, exist_ok=True)
+    Root(state_dir()).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
+
+
 def index_path() -> str:
     return os.path.join(state_dir(), "pulls.jsonl")
 

@@ -192,13 +192,13 @@ def test_a_torchrun_worker_killed_by_hand_is_not_advised_as_a_host_oom():
     triaged = {"primary": "oom-host", "status": "failed", "advice": ["Lower the DataLoader's num_workers."]}
     ev = {"exit": {"exit_code": 1, "signal": None}, "kernel_readable": True, "oom_kills_at_launch": 0,
           "oom_kills_now": 0, "disks": []}
-    lines = verdict.triage_advice(triaged, verdict.decide(ev)["ruled_out"])
+    lines = verdict.triage_advice(triaged, ev, verdict.decide(ev)["ruled_out"])
     assert len(lines) == 1 and "OOM killer is ruled out (cgroup OOM-kill counter unchanged (0 -> 0)" in lines[0]
     # where the OOM killer cannot be ruled out (no kernel log in a container), the triage's advice stands
     ev.update(kernel_readable=False)
-    lines = verdict.triage_advice(triaged, verdict.decide(ev)["ruled_out"])
+    lines = verdict.triage_advice(triaged, ev, verdict.decide(ev)["ruled_out"])
     assert lines == ["The log's tail reads as oom-host (failed).", "Lower the DataLoader's num_workers."]
-    assert verdict.triage_advice({"primary": None}, []) == []
+    assert verdict.triage_advice({"primary": None}, {}, []) == []
 
 
 def test_vanished_without_any_evidence_is_unknown():

@@ -142,15 +142,18 @@ def _signal_name(num):
         return None
 
 
-def triage_advice(triaged, ruled_out):
+def triage_advice(triaged, ev, ruled_out):
     """The advice lines a log's triage adds to a verdict. A log that reads as a host OOM (torchrun
     prints a worker's SIGKILL, whoever sent it) is not repeated as one when the verdict has ruled
-    the OOM killer out: its memory advice would send the reader after the wrong cause."""
+    the OOM killer out on both counts (the cgroup counter compared unchanged, a readable kernel
+    log naming no victim): its memory advice would send the reader after the wrong cause."""
     if not triaged or not triaged.get("primary"):
         return []
     head = f"The log's tail reads as {triaged['primary']} ({triaged['status']})."
     why = next((r["why"] for r in ruled_out if r["cause"] == "oom-kill"), None)
-    if triaged["primary"] == "oom-host" and why and "unchanged" in why and "unreadable" not in why:
+    before, now = ev.get("oom_kills_at_launch"), ev.get("oom_kills_now")
+    proven = ev.get("kernel_readable") and now is not None and before == now
+    if triaged["primary"] == "oom-host" and why and proven:
         return [f"The log's tail shows a kill that reads as {triaged['primary']}, but the OOM killer is ruled "
                 f"out ({why}): something else sent the SIGKILL (a stop, a watchdog, a scheduler, a person)."]
     return [head] + list(triaged.get("advice") or [])[:3]

@@ -34,10 +34,8 @@ def save(record) -> str:
     root = _root()
     root.makedirs(DIRECTORY)
     rel = f"{DIRECTORY}/{gang_id}.json"
-    root.write_atomic(rel, json.dumps(record, indent=2, sort_keys=True).encode("utf-8"))
-    path = os.path.join(state_dir(), rel)
-    os.chmod(path, 0o600)
-    return path
+    root.write_atomic(rel, json.dumps(record, indent=2, sort_keys=True).encode("utf-8"), mode=0o600)
+    return os.path.join(state_dir(), rel)
 
 
 def load(gang_id) -> dict:

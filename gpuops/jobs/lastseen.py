@@ -7,14 +7,15 @@ import json
 import os
 import time
 
-from ..pullindex import state_dir
+from ..pullindex import state_dir, write_state
 from .states import UNREACHABLE
 
 _KEEP = 500
+_NAME = "jobs-last-seen.json"
 
 
 def _path():
-    return os.path.join(state_dir(), "jobs-last-seen.json")
+    return os.path.join(state_dir(), _NAME)
 
 
 def load():
@@ -38,12 +39,7 @@ def remember(host, rows):
         for job_id in sorted(seen, key=lambda j: seen[j]["seen_at"])[: len(seen) - _KEEP]:
             del seen[job_id]
     try:
-        os.makedirs(state_dir(), exist_ok=True)
-        tmp = _path() + f".tmp.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, _path())
+        write_state(_NAME, data)
     except OSError:
         pass
 

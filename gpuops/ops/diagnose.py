@@ -42,7 +42,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
     triaged = _triage(ev, row)
     nxt, advice = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"), jobs_dir)
-    advice = verdict.triage_advice(triaged, v["ruled_out"]) + advice
+    advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
     if triaged and triaged.get("primary"):
         nxt += [s for s in triaged.get("next") or [] if s not in nxt]
     what = ev.get("job_id") or f"pid {pid}"
