@@ -1,7 +1,9 @@
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,26 @@ def _state_dir(tmp_path_factory):
 def anyio_backend():
     """The MCP tests' event loop (anyio's pytest plugin asks for it)."""
     return "asyncio"
+
+
+@contextlib.contextmanager
+def kept_masters(monkeypatch, prefix, resident=True):
+    """SSH masters kept between calls (gpuops.remote.mux), in a socket directory of their own,
+    every master closed afterwards; `resident` False keeps calls on exec channels. The directory
+    is short on purpose: a socket path longer than 90 bytes turns reuse off."""
+    runtime = tempfile.mkdtemp(prefix=prefix)
+    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "60")
+    monkeypatch.setenv("GPUOPS_TRANSPORT", "openssh")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    if resident:
+        monkeypatch.delenv("GPUOPS_RESIDENT", raising=False)
+    else:
+        monkeypatch.setenv("GPUOPS_RESIDENT", "0")
+    try:
+        yield runtime
+    finally:
+        from gpuops.remote import mux
+
+        for path in mux.sockets(mux.shared_dir()):
+            mux.close(path)
+        shutil.rmtree(runtime, ignore_errors=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.remote import hostspec, mux, target_for, wrap
+from tests.conftest import kept_masters
 
 REAL_PYTHON = os.path.realpath(sys.executable)
 
@@ -58,14 +59,9 @@ class ShimBox:
 
 @pytest.fixture
 def reuse(monkeypatch):
-    runtime = tempfile.mkdtemp(prefix="gi-")  # short: a socket path must fit in 107 bytes
-    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "60")
-    monkeypatch.setenv("GPUOPS_TRANSPORT", "openssh")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    yield runtime
-    for path in mux.sockets(mux.shared_dir()):
-        mux.close(path)
-    shutil.rmtree(runtime, ignore_errors=True)
+    """Kept masters, their calls on exec channels (the resident helper, which runs none, is off)."""
+    with kept_masters(monkeypatch, "gi-", resident=False) as runtime:
+        yield runtime
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ for many calls, expiry, disconnect, a killed master, a re-provisioned box, a hal
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
@@ -17,6 +15,7 @@ from gpuops.remote import hostspec, mux, target_for
 from gpuops.remote.base import GRACE_S
 from gpuops.remote.wrap import KILL_AFTER_S
 from tests.rig.sshd import keygen
+from tests.conftest import kept_masters
 
 
 def _logins(box) -> int:
@@ -25,16 +24,8 @@ def _logins(box) -> int:
 
 @pytest.fixture
 def reuse(monkeypatch):
-    """Reuse across calls on, with its own socket directory; every master closed afterwards.
-    The directory is short on purpose: a socket path longer than 90 bytes turns reuse off."""
-    runtime = tempfile.mkdtemp(prefix="gr-")
-    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "60")
-    monkeypatch.setenv("GPUOPS_TRANSPORT", "openssh")
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    yield runtime
-    for path in mux.sockets(mux.shared_dir()):
-        mux.close(path)
-    shutil.rmtree(runtime, ignore_errors=True)
+    with kept_masters(monkeypatch, "gr-") as runtime:
+        yield runtime
 
 
 def _call(spec, line="true", **kw):

@@ -19,9 +19,10 @@ _PKG = "gpuops_onbox"
 # samples; the torch probe, for the probe and a gang's preflight). Every other entry runs with
 # `python3 -S`, which spares the site-packages scan and its .pth files on every call.
 NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts"))
-# Entries whose children (the user's jobs) inherit the interpreter's environment: always run as
-# the login shell resolves python3 (see gpuops.remote.base.Target.ship).
-STARTS_JOBS = frozenset(("job_launch", "job_queue"))
+# Entries whose children (the user's jobs, the resident helper's workers) inherit the
+# interpreter's environment: always run over an exec channel, as the login shell resolves python3
+# (see gpuops.remote.base.Target.ship).
+STARTS_JOBS = frozenset(("job_launch", "job_queue", "resident"))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _LOADER = '''import sys, types

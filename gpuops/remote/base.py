@@ -32,6 +32,7 @@ from .. import onbox
 from ..errors import BadAnswer, TimedOut
 from ..units import human_bytes
 from . import wrap
+from .resident import NothingRan
 from .result import Result, check_onbox
 
 # How long the local side waits past the box's deadline (and timeout's own -k grace) before it
@@ -68,6 +69,15 @@ class Target:
 
     _python = None
 
+    def _resident(self, src, args, timeout_s):
+        """A callable that starts this shipped call on the box's resident helper (see
+        gpuops.remote.resident), or None to use an exec channel."""
+        return None
+
+    def _resident_lost(self, stuck):
+        """The helper did not greet: nothing ran, and the call goes over an exec channel. `stuck`:
+        nothing came back at all, so the link itself is suspect."""
+
     def _known_python(self):
         """(the box's interpreter an earlier call on this connection named, or None; a token for
         _learned_python). Kept with the target, whose connection is one box for its lifetime; a
@@ -80,6 +90,10 @@ class Target:
 
     def run(self, line, stdin=b"", timeout_s=None, on_stdout=None, max_bytes=OUTPUT_BYTES, stream=False, later=None):
         command = wrap.with_timeout(["sh", "-c", line], timeout_s) if timeout_s else line
+        return self._call(lambda: self._spawn(command), stdin, timeout_s, on_stdout, max_bytes, stream, later)
+
+    def _call(self, spawn, stdin, timeout_s, on_stdout, max_bytes, stream, later):
+        """Run what `spawn()` starts (an exec channel, or a call on the resident helper) to its end."""
         started = {}
         expired = threading.Event()
 
@@ -99,7 +113,7 @@ class Target:
             timer.start()
         try:
             try:
-                proc = started["proc"] = self._spawn(command)
+                proc = started["proc"] = spawn()
             except Exception:
                 if expired.is_set():
                     raise TimedOut(f"{self.name}: no answer within {timeout_s:g}s") from None
@@ -128,14 +142,21 @@ class Target:
     def ship(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, max_bytes=None, stream=False,
              later=None):
         src = onbox.script(entry)
+        limit = max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES)
+        if entry not in onbox.STARTS_JOBS:
+            direct = self._resident(src, args, timeout_s)
+            if direct is not None:
+                try:
+                    return self._call(direct, stdin or b"", timeout_s, on_stdout, limit, stream, later)
+                except NothingRan as e:
+                    self._resident_lost(e.stuck)
         # An entry that starts the user's commands runs as the login shell finds python3 (a
         # shim's environment included), so what a job inherits never depends on this cache.
         known, seen = (None, None) if entry in onbox.STARTS_JOBS else self._known_python()
         while True:
             line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE, python=known)
             result = self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
-                              max_bytes=max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES), stream=stream,
-                              later=later)
+                              max_bytes=limit, stream=stream, later=later)
             ran, result.stderr = wrap.took_python(result.stderr)
             if ran is None and known is not None and result.exit in (126, 127) and not result.stdout:
                 # The remembered interpreter could not even be started (the shell's own exit

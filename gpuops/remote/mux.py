@@ -33,6 +33,10 @@ PERSIST_ENV = "GPUOPS_SSH_PERSIST"
 DEFAULT_PERSIST_S = 60
 MAX_PERSIST_S = 86400
 PYTHON_SUFFIX = ".python"
+# Beside a master's socket: which stream-local forward to the box's resident helper it holds
+# (gpuops.remote.resident), and that forward's local sockets (`<socket>.r<token>`).
+RESIDENT_SUFFIX = ".resident"
+FORWARD_INFIX = ".r"
 MAX_PYTHON_FILE = 4096
 
 
@@ -83,13 +87,15 @@ def socket_name(spec, identity=None, environ=None) -> str:
 
 
 def sockets(directory):
-    """Every socket in `directory` (a master's, live or stale)."""
+    """Every master's socket in `directory`, live or stale (not the forwards beside them)."""
     out = []
     try:
         names = os.listdir(directory)
     except OSError:
         return out
     for name in sorted(names):
+        if "." in name:
+            continue
         path = os.path.join(directory, name)
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):
@@ -157,6 +163,19 @@ def close(path, timeout_s=10) -> bool:
         return False
     if out.returncode != 0 and os.path.exists(path):
         os.unlink(path)  # a stale socket (its master died): nothing listens, so nothing is cut
-    with contextlib.suppress(OSError):
-        os.unlink(path + PYTHON_SUFFIX)
+    forget_beside(path)
     return out.returncode == 0
+
+
+def forget_beside(path):
+    """Remove what is kept beside the master socket `path`: it ended, and so did its forwards."""
+    directory, name = os.path.split(path)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    beside = (name + PYTHON_SUFFIX, name + RESIDENT_SUFFIX)
+    for other in names:
+        if other in beside or other.startswith(name + FORWARD_INFIX):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, other))

@@ -29,11 +29,14 @@ import threading
 import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import hostspec, mux, patience, wrap
+from . import hostspec, mux, patience, resident, wrap
 from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
 PERSIST_S = 30  # a target's own master (GPUOPS_SSH_PERSIST=0): gone 30 s after its last use
+# How long close() lets a resident helper being armed finish: it runs beside the call's own
+# channel, so it is usually done by then; one cut short is armed again by a later call.
+ARM_WAIT_S = 3
 _LOST_RACE = b"already exists, disabling multiplexing"
 # What the ssh client itself says (exit 255) when the connection, not the command, failed.
 _FAILURES = (
@@ -116,6 +119,10 @@ class OpenSSHTarget(Target):
         self._shared = mux.socket_path(directory, spec, identity) if directory else None
         if self._shared:
             self._keep_s = keep
+        # A master kept from an earlier call: this call arms the box's resident helper on it
+        # (never the first call of a master, which pays for the handshake already).
+        self._kept = bool(self._shared) and resident.enabled() and mux.identity(self._shared) is not None
+        self._arming = None
 
     def _control_path(self):
         if self._shared:
@@ -192,6 +199,37 @@ class OpenSSHTarget(Target):
             return super()._learned_python(path, seen)
         mux.write_python(self._shared, path, seen)
 
+    def _resident(self, src, args, timeout_s):
+        if not self._shared or not resident.enabled():
+            return None
+        if self._master is not None:
+            self._await_master()
+        path = resident.forward_for(self._shared)
+        if path is None:
+            self._arm()
+            return None
+        return lambda: resident.open_call(path, src, args, timeout_s, self.spec.connect_timeout)
+
+    def _resident_lost(self, stuck):
+        resident.forget(self._shared)
+        if stuck:
+            # A master whose forward gets no answer at all is as stuck as a call past its
+            # deadline: end it, and this call shakes hands afresh.
+            self._on_deadline()
+            return
+        self._arm()
+
+    def _arm(self):
+        if self._kept and self._arming is None:
+            self._arming = threading.Thread(target=self._arm_now, daemon=True)
+            self._arming.start()
+
+    def _arm_now(self):
+        try:
+            resident.arm(self, self._shared, self._keep_s)
+        except Exception:  # noqa: BLE001 - a shortcut for later calls; exec channels serve meanwhile
+            pass
+
     def _on_deadline(self):
         # The box's own `timeout -k` ends a command well before this deadline, so reaching it
         # means the link (or the box) is stuck, and every session on this master with it. The
@@ -260,6 +298,8 @@ class OpenSSHTarget(Target):
 
     def close(self):
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
+        if self._arming is not None and self._arming is not threading.current_thread():
+            self._arming.join(ARM_WAIT_S)
         with self._in_flight_lock:
             running, self._in_flight = self._in_flight, set()
         for proc in running:

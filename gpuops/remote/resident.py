@@ -1,0 +1,250 @@
+"""Calls through the box's resident helper (gpuops.onbox.resident), over a kept master.
+
+A kept master (gpuops.remote.mux) spares a call the handshake, but every exec channel still pays
+the box's login rc and a fresh interpreter: on a box with conda or pyenv in its rc, more than
+the handshake itself. So once a master has served a call, the next one starts a resident helper
+on the box and asks that master for a stream-local forward to it (`ssh -O forward -L`); later
+calls connect to the forward's local socket and are a fork on the box, not an exec channel.
+
+The forward lives in the master: it dies with it, so a re-provisioned box (whose dropped TCP
+connection ends the master) is met by a fresh handshake and its host-key check as before.
+Beside the master's socket, `<socket>.resident` records which forward belongs to which master
+(its identity, as for the remembered interpreter), so a forward is only used on the master
+that made it. Anything that is not the helper's greeting (a dead master, a helper that idled
+out, a box that closed the forward) raises NothingRan before any request is sent: the caller
+runs the call over an exec channel instead and a new helper is armed.
+
+GPUOPS_RESIDENT=0 turns the helper off: every call on a kept master is then an exec channel.
+
+What comes back is framed (see the helper) and bounded here: frames over FRAME_MAX, an unknown
+frame type or a short exit status end the call with exit -1, like a lost connection.
+"""
+
+import contextlib
+import json
+import os
+import queue
+import re
+import socket
+import struct
+import threading
+
+from . import mux
+
+ENV = "GPUOPS_RESIDENT"
+HELLO = b"gpuops-resident 1\n"
+STATE_SUFFIX = mux.RESIDENT_SUFFIX
+FRAME_MAX = 1 << 20
+FRAME_OUT = 64 << 10  # the helper takes frames of at most 64 KiB
+STATE_MAX = 4096
+ARM_TIMEOUT_S = 20
+# A socket path the box names: absolute, plain characters (it goes into `-L local:remote`).
+_REMOTE_PATH = re.compile(r"^/[A-Za-z0-9._/-]{1,100}$")
+
+
+def enabled(environ=None) -> bool:
+    return (os.environ if environ is None else environ).get(ENV, "").strip() != "0"
+
+
+class NothingRan(Exception):
+    """The helper did not greet: no request was sent, so running the call another way is safe.
+    `stuck`: no answer at all within the greeting time (the link, not the helper, is suspect)."""
+
+    def __init__(self, path, stuck=False):
+        super().__init__(path)
+        self.stuck = stuck
+
+
+def forward_for(master_socket):
+    """The forward's local socket recorded for the master listening on `master_socket` now; None
+    when there is none (or it was made on another master)."""
+    master = mux.identity(master_socket)
+    if master is None:
+        return None
+    try:
+        with open(master_socket + STATE_SUFFIX, "rb") as f:
+            doc = json.loads(f.read(STATE_MAX).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("master") != master or not isinstance(doc.get("forward"), str):
+        return None
+    path = doc["forward"]
+    return path if os.path.dirname(path) == os.path.dirname(master_socket) else None
+
+
+def forget(master_socket):
+    """Drop the record and the forward's local socket: the helper behind it is gone."""
+    path = forward_for(master_socket)
+    for stale in filter(None, (path, master_socket + STATE_SUFFIX)):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
+
+
+def arm(target, master_socket, idle_s) -> bool:
+    """Start a helper on the box through `target` (an exec channel on the master listening on
+    `master_socket`) and have that master forward a local socket to it. True once recorded."""
+    import secrets
+    import subprocess
+    import tempfile
+
+    master = mux.identity(master_socket)
+    if master is None:
+        return False
+    token = secrets.token_hex(16)
+    doc = target.run_onbox("resident", args=[token, str(int(idle_s))], timeout_s=ARM_TIMEOUT_S)
+    remote = doc.get("socket") if doc.get("ok") else None
+    if not isinstance(remote, str) or not _REMOTE_PATH.match(remote) or not remote.endswith(f"/r-{token}.sock"):
+        return False
+    local = f"{master_socket}{mux.FORWARD_INFIX}{token[:8]}"
+    if ":" in local or len(local.encode()) > 104:
+        return False
+    forget(master_socket)
+    argv = target.ssh_argv()
+    out = subprocess.run(argv[:-1] + ["-O", "forward", "-L", f"{local}:{remote}", argv[-1]],
+                         capture_output=True, timeout=10)
+    if out.returncode != 0 or mux.identity(master_socket) != master:
+        return False
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(master_socket), prefix=".resident-")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"master": master, "forward": local}, f)
+    os.replace(tmp, master_socket + STATE_SUFFIX)
+    return True
+
+
+def open_call(path, src, args, timeout_s, greet_s):
+    """A started call on the helper behind local socket `path`: an object shaped like a spawned
+    ssh process (stdin, stdout, stderr, kill, wait). NothingRan when the helper does not greet
+    within `greet_s` seconds."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(greet_s)
+    try:
+        sock.connect(path)
+        hello = b""
+        while len(hello) < len(HELLO):
+            chunk = sock.recv(len(HELLO) - len(hello))
+            if not chunk:
+                break
+            hello += chunk
+    except socket.timeout:
+        sock.close()
+        raise NothingRan(path, stuck=True) from None
+    except OSError:
+        sock.close()
+        raise NothingRan(path) from None
+    if hello != HELLO:
+        sock.close()
+        raise NothingRan(path)
+    sock.settimeout(None)
+    head = json.dumps({"args": [str(a) for a in args], "src": len(src), "timeout": timeout_s or 0}).encode()
+    call = _Call(sock)
+    try:
+        sock.sendall(head + b"\n" + src)
+    except OSError:
+        call.kill()  # the call ends as a lost connection does (exit -1)
+    return call
+
+
+class _Stream:
+    """The read side of one of the call's output streams, fed by its reader thread."""
+
+    def __init__(self):
+        self._chunks = queue.SimpleQueue()
+        self._buf = b""
+        self._ended = False
+
+    def feed(self, data):
+        self._chunks.put(data)
+
+    def end(self):
+        self._chunks.put(None)
+
+    def read1(self, n=-1):
+        if not self._buf and not self._ended:
+            item = self._chunks.get()
+            if item is None:
+                self._ended = True
+            else:
+                self._buf = item
+        if n < 0 or n >= len(self._buf):
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    read = read1
+
+
+class _Input:
+    """The call's stdin, sent as frames; its end is a frame too (a forward cannot tell a caller's
+    end of input from a caller that is gone, so the helper takes the connection's end as the latter)."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def write(self, data):
+        for at in range(0, len(data), FRAME_OUT):
+            piece = data[at:at + FRAME_OUT]
+            self._sock.sendall(b"i" + struct.pack(">I", len(piece)) + piece)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self._sock.sendall(b"I" + struct.pack(">I", 0))
+
+
+class _Call:
+    def __init__(self, sock):
+        self._sock = sock
+        self.stdin = _Input(sock)
+        self.stdout, self.stderr = _Stream(), _Stream()
+        self.code = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        streams = {b"o": self.stdout, b"e": self.stderr}
+        try:
+            while True:
+                head = _exactly(self._sock, 5)
+                if head is None:
+                    break
+                kind, size = head[:1], struct.unpack(">I", head[1:])[0]
+                if size > FRAME_MAX or (kind not in streams and kind != b"x"):
+                    break
+                payload = _exactly(self._sock, size)
+                if payload is None:
+                    break
+                if kind == b"x":
+                    if size == 4:
+                        self.code = struct.unpack(">i", payload)[0]
+                    break
+                streams[kind].feed(payload)
+        except OSError:
+            pass
+        finally:
+            self.stdout.end()
+            self.stderr.end()
+            self._sock.close()
+
+    def kill(self):
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def wait(self):
+        self._reader.join()
+        return -1 if self.code is None else self.code
+
+    def done(self):
+        return not self._reader.is_alive()
+
+
+def _exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return data
