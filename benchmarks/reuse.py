@@ -16,8 +16,10 @@ shell's rc file, as a real box does) and times, per call, medians over the round
 The box has a fake GPU (tests/fixtures/fakegpu, scenario healthy) whose nvidia-smi costs at least
 --smi-cost seconds a call, as a real one does, so preflight's GPU queries are not free.
 Targets (issue 14): a repeated call with reuse on <= 0.5x bare ssh; a first call <= 1.5x.
-The whole CLI is timed, interpreter start-up included (bytecode compiled once, as an installed
-gpuops has it: benchmarks/installed.py): what an agent pays per tool call.
+The whole CLI is timed, interpreter start-up included (bytecode compiled once, and a venv that
+finds gpuops as an installed copy does: benchmarks/installed.py): what an agent pays per tool
+call. "status on, no helper" is status with reuse on and GPUOPS_RESIDENT=0: every call an exec
+channel on the kept master, as before the box's resident helper.
 """
 
 import argparse
@@ -33,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.installed import as_installed  # noqa: E402
+from benchmarks.installed import as_installed, installed_python  # noqa: E402
 from gpuops.remote import mux  # noqa: E402
 from tests.fixtures.fakegpu.boxes import compose  # noqa: E402
 from tests.fixtures.fakegpu.fake_nvidia_smi import COST_ENV  # noqa: E402
@@ -68,15 +70,16 @@ def main():
     base = as_installed({**os.environ, "GPUOPS_SSH_CONFIG": str(rig.ssh_config), "GPUOPS_TRANSPORT": "openssh",
                          "XDG_RUNTIME_DIR": runtime}, work / "pyc")
     off, on = {**base, "GPUOPS_SSH_PERSIST": "0"}, {**base, "GPUOPS_SSH_PERSIST": "60"}
+    exec_only = {**on, "GPUOPS_RESIDENT": "0"}
     ssh = ["ssh", "-F", str(rig.ssh_config), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
            box.spec, "true"]
     kept = ssh[:-2] + ["-o", "ControlMaster=auto", "-o", f"ControlPath={runtime}/bench-%C", "-o",
                        "ControlPersist=300", box.spec, "true"]
-    gpuops = [sys.executable, "-m", "gpuops"]
+    gpuops = [installed_python(work), "-m", "gpuops"]
     verbs = {"status": ["status", "--host", box.spec, "--json"],
              "preflight": ["preflight", "--host", box.spec, "--json"]}
     samples = {name: [] for name in ("bare ssh", "kept ssh", "first call", "status off", "status on",
-                                     "preflight off", "preflight on")}
+                                     "status on, no helper", "preflight off", "preflight on")}
     try:
         subprocess.run(ssh, check=True, capture_output=True)
         subprocess.run(kept, check=True, capture_output=True)
@@ -93,6 +96,9 @@ def main():
                     samples["first call"].append(first)
                 for _ in range(args.calls):
                     samples[f"{verb} on"].append(timed(gpuops + argv, on))
+                if verb == "status":
+                    for _ in range(args.calls):
+                        samples["status on, no helper"].append(timed(gpuops + argv, exec_only))
         logins = sum(1 for line in box.log.read_text(errors="replace").splitlines() if "Accepted publickey" in line)
     finally:
         close_all(on)
@@ -106,7 +112,7 @@ def main():
     print(f"reuse benchmark: loopback sshd, {args.rounds} rounds of {args.calls} calls, medians per call; "
           f"fake nvidia-smi >= {args.smi_cost:g} s a call")
     for name, value in med.items():
-        print(f"  {name:14s} {value * 1000:8.1f} ms   {value / floor:5.2f}x bare ssh   "
+        print(f"  {name:20s} {value * 1000:8.1f} ms   {value / floor:5.2f}x bare ssh   "
               f"{value / med['kept ssh']:5.2f}x kept ssh")
     for verb in verbs:
         ratio = med[f"{verb} on"] / floor

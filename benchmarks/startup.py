@@ -5,7 +5,8 @@
 Times, interleaved so drift hits all alike, the wall time and the CPU time (user + system, which
 a busy machine disturbs less) of:
 
-  python3 -c pass                 the floor: the interpreter and its site-packages (.pth files)
+  python3 -c pass                 the floor: the interpreter, in a venv that finds gpuops as an
+                                  installed copy does (benchmarks/installed.py)
   gpuops --help                   the overview help
   gpuops gotcha U7                a gotcha looked up and printed
   gpuops profiles                 the platform profiles listed
@@ -30,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.installed import as_installed  # noqa: E402
+from benchmarks.installed import as_installed, installed_python  # noqa: E402
 
 TINY_LOG = ROOT / "tests" / "fixtures" / "triage" / "bash_killed.log"
 TARGET_S = 0.15
@@ -44,9 +45,9 @@ CASES = {
 TARGETED = ("gpuops --help", "gpuops gotcha U7", "gpuops triage (start-up)")
 
 
-def once(argv, env):
+def once(python, argv, env):
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    proc = subprocess.Popen([python] + argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
@@ -55,13 +56,13 @@ def once(argv, env):
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def measure(env, runs):
+def measure(python, env, runs):
     for argv in CASES.values():
-        once(argv, env)  # fills the bytecode cache, when there is one
+        once(python, argv, env)  # fills the bytecode cache, when there is one
     samples = {name: ([], []) for name in CASES}
     for _ in range(runs):
         for name, argv in CASES.items():
-            wall, cpu = once(argv, env)
+            wall, cpu = once(python, argv, env)
             samples[name][0].append(wall)
             samples[name][1].append(cpu)
     return {name: (statistics.median(w), statistics.median(c)) for name, (w, c) in samples.items()}
@@ -86,8 +87,9 @@ def main():
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     cache = tempfile.mkdtemp(prefix="gpuops-pyc-")
     try:
-        cached = measure(as_installed(base, cache), args.runs)
-        source = measure({**base, "PYTHONDONTWRITEBYTECODE": "1"}, args.runs)
+        python = installed_python(cache)
+        cached = measure(python, as_installed(base, cache), args.runs)
+        source = measure(python, {**base, "PYTHONDONTWRITEBYTECODE": "1"}, args.runs)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     print(f"start-up benchmark: {args.runs} interleaved runs, medians, {os.cpu_count()} CPUs, "
