@@ -376,3 +376,26 @@ def test_what_no_helper_would_send_ends_the_call_like_a_lost_connection(tmp_path
             break
         got += chunk
     assert call.wait() == -1 and len(got) <= 3
+
+
+def test_a_bundle_compiles_each_module_from_the_helpers_cache(tmp_path, monkeypatch, capsys):
+    """The helper compiles every module once (from the text the arming call sends); a bundle's
+    loader, run as a worker runs it, is then handed those code objects: no module compiled twice."""
+    monkeypatch.setattr(helper, "_CODE", {})
+    helper._compile_all({onbox.module_file(name): text for name, text in onbox.sources().items()})
+    asked = []
+
+    def spy(source, filename, mode, *rest, **kw):
+        code = helper.cached_compile(source, filename, mode, *rest, **kw)
+        asked.append((filename, any(code is c for c in helper._CODE.values())))
+        return code
+
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps({"root": str(tmp_path)}).encode())))
+    monkeypatch.setattr(sys, "argv", ["-c"])
+    with pytest.raises(SystemExit) as ended:
+        exec(compile(onbox.script("manifest"), "<gpuops-onbox>", "exec"), {"__name__": "__main__", "compile": spy})
+    assert ended.value.code in (0, None), capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["exists"] is True
+    assert asked == [(onbox.module_file(name), True) for name in onbox.closure("manifest")]

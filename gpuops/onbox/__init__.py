@@ -29,7 +29,7 @@ _LOADER = '''import sys, types
 _pkg = types.ModuleType({pkg!r}); _pkg.__path__ = []; sys.modules[{pkg!r}] = _pkg
 def _define(name, src):
     full = {pkg!r} + "." + name
-    mod = types.ModuleType(full); mod.__package__ = {pkg!r}; mod.__file__ = "<" + full + ">"
+    mod = types.ModuleType(full); mod.__package__ = {pkg!r}; mod.__file__ = "<" + full + ">"  # module_file()
     sys.modules[full] = mod; setattr(_pkg, name, mod)
     return mod, src
 _pending = []
@@ -40,6 +40,17 @@ _pending = []
 def _source(name: str) -> str:
     with open(os.path.join(_HERE, name + ".py"), encoding="utf-8") as f:
         return f.read()
+
+
+def sources() -> dict:
+    """{module name: source} of every onbox module: what the resident helper compiles once."""
+    names = sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
+    return {name: _source(name) for name in names}
+
+
+def module_file(name: str) -> str:
+    """The file name a bundled module is compiled under (its __file__ on the box)."""
+    return "<{}.{}>".format(_PKG, name)
 
 
 def entries() -> list:

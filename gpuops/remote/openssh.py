@@ -176,7 +176,8 @@ class OpenSSHTarget(Target):
         (it would carry on as a plain connection that never exits), and the winner's is used."""
         while True:
             try:
-                return proc.wait(timeout=0.05)
+                # short: the call's first command waits on this (Popen.wait backs off up to 50 ms)
+                return proc.wait(timeout=0.01)
             except subprocess.TimeoutExpired:
                 pass
             lost = False

@@ -91,7 +91,11 @@ def arm(target, master_socket, idle_s) -> bool:
     if master is None:
         return False
     token = secrets.token_hex(16)
-    doc = target.run_onbox("resident", args=[token, str(int(idle_s))], timeout_s=ARM_TIMEOUT_S)
+    from .. import onbox
+
+    sources = {onbox.module_file(name): text for name, text in onbox.sources().items()}
+    doc = target.run_onbox("resident", args=[token, str(int(idle_s))], stdin=json.dumps(sources).encode(),
+                           timeout_s=ARM_TIMEOUT_S)
     remote = doc.get("socket") if doc.get("ok") else None
     if not isinstance(remote, str) or not _REMOTE_PATH.match(remote) or not remote.endswith(f"/r-{token}.sock"):
         return False
