@@ -21,7 +21,7 @@ UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
 READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup",
              "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify", "gang_status", "gang_logs",
              "gang_wait", "gang_diagnose"}
-CORE_TOOLS = READ_ONLY | {"job_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push", "data_pull",
+CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push", "data_pull",
                           "gang_launch", "gang_retry", "gang_stop"}
 
 
@@ -65,7 +65,7 @@ async def test_tools_list_names_annotations_and_size(client):
     for name in ("job_stop", "vram_reap", "data_push", "data_pull", "gang_stop"):
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is True
-    for name in ("job_launch", "job_retry", "job_queue", "gang_launch", "gang_retry"):  # they run any shell command
+    for name in ("job_launch", "fleet_launch", "job_retry", "job_queue", "gang_launch", "gang_retry"):  # any command
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is False
     assert all(t.input_schema["additionalProperties"] is False for t in tools.values())

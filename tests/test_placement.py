@@ -97,3 +97,25 @@ def test_any_model_takes_the_least_loaded_box(cli, fleet):
 def test_placement_mistakes_are_exit_2(cli, fleet, args, words):
     r, doc = _launch(cli, fleet, *args)
     assert r.returncode == 2 and words in doc["error"]["message"], r.stdout
+
+
+@pytest.mark.anyio
+async def test_an_agent_places_through_fleet_launch_and_a_misfit_starts_nothing(fleet, monkeypatch):
+    pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+    from mcp import Client
+
+    from gpuops.mcp import server
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", fleet["env"]["XDG_CONFIG_HOME"])
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    before = _started(fleet)
+    async with Client(server.build(), raise_exceptions=True) as client:
+        misfit = await client.call_tool("fleet_launch", {"fleet": "all", "gpus": 4, "gpu_type": "H100", "cmd": "true"})
+        assert _started(fleet) == before, "a request nothing fits starts nothing"
+        placed = await client.call_tool("fleet_launch", {"fleet": "all", "gpus": 8, "cmd": "echo placed"})
+    doc = misfit.structured_content
+    assert misfit.is_error is False and doc["ok"] is False and doc["command"] == "launch"
+    assert doc["summary"].startswith("asked for 4x H100; fleet has 8x A100-SXM4-80GB")
+    doc = placed.structured_content
+    assert doc["ok"] is True and doc["host"] == "pl-a100" and doc["data"]["placement"]["gpus"] == list(range(8))
+    assert os.path.isdir(fleet["jobs"]["pl-a100"] / doc["data"]["job"]["job_id"])

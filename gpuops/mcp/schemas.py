@@ -51,6 +51,7 @@ def data_codes():
         "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s?",
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED,
+        "fleet_launch": _STARTED + " placement:o",
         "job_retry": _STARTED,
         "job_queue": "queue:s engine:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
         "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i",

@@ -43,7 +43,7 @@ Resources: gpuops://profile/{name}, gpuops://gotcha/{id}; prompt post_mortem."""
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 READ_LOCAL = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-# job_launch (and retry, queue, the gang's launch and retry) runs any shell command: as destructive as anything
+# job_launch (and fleet_launch, retry, queue, the gang's launch and retry) runs any shell command: as destructive as anything
 # a shell can do.
 MUTATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 SIGNAL = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
@@ -53,6 +53,7 @@ _TOOLS = (
     (B.host_preflight, "Preflight a GPU box", READ, None),
     (B.fleet_status, "All boxes at once, idle money", READ, None),
     (J.job_launch, "Launch a detached job", MUTATE, None),
+    (J.fleet_launch, "Launch a job where it fits", MUTATE, None),
     (J.job_retry, "Run a job's command again", MUTATE, None),
     (J.job_queue, "A sequential run queue", MUTATE, None),
     (J.job_status, "Job states", READ, None),

@@ -1,4 +1,5 @@
-"""The job tools: launch, status, wait, logs, stop, retry, queue, diagnose, triage.
+"""The job tools: launch (on a box, or placed on a fleet), status, wait, logs, stop, retry, queue, diagnose,
+triage.
 
 Each returns the operation's envelope (the same gpuops.ops call the CLI makes) or raises a
 GpuopsError; gpuops.mcp.server makes the result. A parameter named here is what an agent sends.
@@ -58,6 +59,31 @@ def job_launch(
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, name=name, env=envs, secrets=secrets, workdir=workdir, gpus=pinned, key=key,
         engine="slurm" if slurm is not None else None, resources=asked, signal=checkpoint, timeout_s=OP_TIMEOUT_S))
+
+
+def fleet_launch(
+    gpus: Annotated[int, Field(ge=1, le=64, description="how many GPUs the job needs on one box")],
+    cmd: Annotated[str, Field(description="bash command line, run as given")],
+    fleet: Annotated[Optional[str], Field(description="a [fleet.NAME] group of the server's fleet file; "
+                                                      "default: every box in it")] = None,
+    gpu_type: Annotated[Optional[str], Field(description="only GPUs whose model names this (H100, A100-SXM4-80GB)")] = None,
+    min_vram_gib: Annotated[Optional[float], Field(gt=0, le=4096, description="only GPUs with this much memory")] = None,
+    name: Annotated[Optional[str], Field(description="a name for the job (any text)")] = None,
+    key: Annotated[Optional[str], Field(description="idempotency key on the chosen box")] = None,
+    workdir: Optional[Workdir] = None,
+    env: Optional[Env] = None,
+    secret_env: Optional[SecretEnv] = None,
+) -> dict:
+    """Place a job on the least loaded box of the fleet with enough free matching GPUs and launch
+    it there, pinned to them (data.placement says why each other box was passed over). When no box
+    fits, nothing starts: ok=false with what the fleet has."""
+    from .. import fleetfile, placement
+    from ..ops import place
+
+    refuse_if_readonly("launch")
+    envs, secrets = _envs(env, secret_env)
+    return place.launch(fleetfile.boxes(fleet), placement.request(gpus, gpu_type, min_vram_gib), command=cmd,
+                        name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
 
 
 def job_retry(

@@ -34,9 +34,11 @@ DEFAULT_PERSIST_S = 60
 MAX_PERSIST_S = 86400
 PYTHON_SUFFIX = ".python"
 # Beside a master's socket: which stream-local forward to the box's resident helper it holds
-# (gpuops.remote.resident), and that forward's local sockets (`<socket>.r<token>`).
+# (gpuops.remote.resident), that forward's local sockets (`<socket>.r<token>`), and a marker
+# while one is being armed.
 RESIDENT_SUFFIX = ".resident"
 FORWARD_INFIX = ".r"
+ARMING_SUFFIX = ".arming"  # a helper being armed (gpuops.remote.arming)
 MAX_PYTHON_FILE = 4096
 
 
@@ -174,7 +176,7 @@ def forget_beside(path):
         names = os.listdir(directory)
     except OSError:
         return
-    beside = (name + PYTHON_SUFFIX, name + RESIDENT_SUFFIX)
+    beside = (name + PYTHON_SUFFIX, name + RESIDENT_SUFFIX, name + ARMING_SUFFIX)
     for other in names:
         if other in beside or other.startswith(name + FORWARD_INFIX):
             with contextlib.suppress(OSError):

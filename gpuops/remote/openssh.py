@@ -34,9 +34,6 @@ from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
 PERSIST_S = 30  # a target's own master (GPUOPS_SSH_PERSIST=0): gone 30 s after its last use
-# How long close() lets a resident helper being armed finish: it runs beside the call's own
-# channel, so it is usually done by then; one cut short is armed again by a later call.
-ARM_WAIT_S = 3
 _LOST_RACE = b"already exists, disabling multiplexing"
 # What the ssh client itself says (exit 255) when the connection, not the command, failed.
 _FAILURES = (
@@ -122,7 +119,12 @@ class OpenSSHTarget(Target):
         # A master kept from an earlier call: this call arms the box's resident helper on it
         # (never the first call of a master, which pays for the handshake already).
         self._kept = bool(self._shared) and resident.enabled() and mux.identity(self._shared) is not None
-        self._arming = None
+        self._armed = False
+
+    @property
+    def kept_socket(self):
+        """The socket of the master kept between calls that this target rides; None without one."""
+        return self._shared
 
     def _control_path(self):
         if self._shared:
@@ -221,15 +223,11 @@ class OpenSSHTarget(Target):
         self._arm()
 
     def _arm(self):
-        if self._kept and self._arming is None:
-            self._arming = threading.Thread(target=self._arm_now, daemon=True)
-            self._arming.start()
-
-    def _arm_now(self):
-        try:
-            resident.arm(self, self._shared, self._keep_s)
-        except Exception:  # noqa: BLE001 - a shortcut for later calls; exec channels serve meanwhile
-            pass
+        # In a process of its own, which outlives this call: an arm cut short by the call's end
+        # (on a loaded box it can take longer than the call) would be tried again by every call.
+        if self._kept and not self._armed:
+            self._armed = True
+            resident.arm_later(self.name, self.identity, self._shared, self._keep_s)
 
     def _on_deadline(self):
         # The box's own `timeout -k` ends a command well before this deadline, so reaching it
@@ -299,8 +297,6 @@ class OpenSSHTarget(Target):
 
     def close(self):
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
-        if self._arming is not None and self._arming is not threading.current_thread():
-            self._arming.join(ARM_WAIT_S)
         with self._in_flight_lock:
             running, self._in_flight = self._in_flight, set()
         for proc in running:

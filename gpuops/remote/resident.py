@@ -80,6 +80,32 @@ def forget(master_socket):
             os.unlink(stale)
 
 
+def arm_later(spec, identity, master_socket, idle_s):
+    """Arm a helper for the master on `master_socket` (host `spec`, as the call named it) in a
+    detached process (gpuops.remote.arming), unless one is being armed already; returns at once."""
+    import subprocess
+    import sys
+    import time
+
+    marker = master_socket + mux.ARMING_SUFFIX
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        try:
+            if time.time() - os.lstat(marker).st_mtime < ARM_TIMEOUT_S + 15:
+                return
+            os.unlink(marker)
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError:
+            return
+    except OSError:
+        return
+    os.close(fd)
+    argv = [sys.executable, "-m", "gpuops.remote.arming", spec, master_socket, str(int(idle_s))]
+    subprocess.Popen(argv + ([identity] if identity else []), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 def arm(target, master_socket, idle_s) -> bool:
     """Start a helper on the box through `target` (an exec channel on the master listening on
     `master_socket`) and have that master forward a local socket to it. True once recorded."""
@@ -252,3 +278,4 @@ def _exactly(sock, n):
             return None
         data += chunk
     return data
+
