@@ -399,3 +399,19 @@ def test_a_bundle_compiles_each_module_from_the_helpers_cache(tmp_path, monkeypa
     assert ended.value.code in (0, None), capsys.readouterr()
     assert json.loads(capsys.readouterr().out)["exists"] is True
     assert asked == [(onbox.module_file(name), True) for name in onbox.closure("manifest")]
+
+
+def test_one_arm_at_a_time_and_a_dead_ones_marker_does_not_block_the_next(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: started.append(argv))
+    master = str(tmp_path / "m")
+    marker = master + mux.ARMING_SUFFIX
+    resident.arm_later("box", None, master, 60)
+    assert len(started) == 1 and os.path.exists(marker)
+    assert started[0][1:4] == ["-m", "gpuops.remote.arming", "box"]
+    resident.arm_later("box", None, master, 60)
+    assert len(started) == 1, "an arm under way is not started twice"
+    old = time.time() - resident.ARM_TIMEOUT_S - 60
+    os.utime(marker, (old, old))
+    resident.arm_later("box", "~/.ssh/other", master, 60)
+    assert len(started) == 2 and started[1][-1] == "~/.ssh/other"
