@@ -411,7 +411,15 @@ def test_one_arm_at_a_time_and_a_dead_ones_marker_does_not_block_the_next(tmp_pa
     assert started[0][1:4] == ["-m", "gpuops.remote.arming", "box"]
     resident.arm_later("box", None, master, 60)
     assert len(started) == 1, "an arm under way is not started twice"
-    old = time.time() - resident.ARM_TIMEOUT_S - 60
+    old = time.time() - resident.ARM_STALE_S - 1
     os.utime(marker, (old, old))
     resident.arm_later("box", "~/.ssh/other", master, 60)
     assert len(started) == 2 and started[1][-1] == "~/.ssh/other"
+
+
+def test_a_fleet_arms_a_few_boxes_at_a_time(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: started.append(argv))
+    for i in range(resident.MAX_ARMING + 5):
+        resident.arm_later(f"box{i}", None, str(tmp_path / f"m{i}"), 60)
+    assert len(started) == resident.MAX_ARMING, "the rest are armed by later calls"

@@ -38,6 +38,10 @@ FRAME_MAX = 1 << 20
 FRAME_OUT = 64 << 10  # the helper takes frames of at most 64 KiB
 STATE_MAX = 4096
 ARM_TIMEOUT_S = 20
+ARM_STALE_S = ARM_TIMEOUT_S + 15  # an arming marker older than this was left by one that died
+# Arms under way at once (each a local interpreter and a box-side start): a fleet of 64 boxes
+# arming together on top of the view that asked starved a 2-core workstation into timeouts.
+MAX_ARMING = 8
 # A socket path the box names: absolute, plain characters (it goes into `-L local:remote`).
 _REMOTE_PATH = re.compile(r"^/[A-Za-z0-9._/-]{1,100}$")
 
@@ -88,11 +92,13 @@ def arm_later(spec, identity, master_socket, idle_s):
     import time
 
     marker = master_socket + mux.ARMING_SUFFIX
+    if _arming_now(os.path.dirname(master_socket), time.time()) >= MAX_ARMING:
+        return  # a later call arms this one: a fleet view must not start an arm per box at once
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         try:
-            if time.time() - os.lstat(marker).st_mtime < ARM_TIMEOUT_S + 15:
+            if time.time() - os.lstat(marker).st_mtime < ARM_STALE_S:
                 return
             os.unlink(marker)
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -104,6 +110,20 @@ def arm_later(spec, identity, master_socket, idle_s):
     argv = [sys.executable, "-m", "gpuops.remote.arming", spec, master_socket, str(int(idle_s))]
     subprocess.Popen(argv + ([identity] if identity else []), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _arming_now(directory, now):
+    """How many arms are under way in this socket directory (markers younger than ARM_STALE_S)."""
+    count = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        if name.endswith(mux.ARMING_SUFFIX):
+            with contextlib.suppress(OSError):
+                count += now - os.lstat(os.path.join(directory, name)).st_mtime < ARM_STALE_S
+    return count
 
 
 def arm(target, master_socket, idle_s) -> bool:
