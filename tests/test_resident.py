@@ -423,3 +423,15 @@ def test_a_fleet_arms_a_few_boxes_at_a_time(tmp_path, monkeypatch):
     for i in range(resident.MAX_ARMING + 5):
         resident.arm_later(f"box{i}", None, str(tmp_path / f"m{i}"), 60)
     assert len(started) == resident.MAX_ARMING, "the rest are armed by later calls"
+
+
+def test_an_arming_process_rides_the_master_and_never_becomes_one(rig, reuse, box_runtime):
+    from gpuops.remote.openssh import OpenSSHTarget
+
+    box = _box(rig, "res-rides", box_runtime)
+    arming = OpenSSHTarget(hostspec.resolve(box.spec), rides_only=True)
+    assert "ControlMaster=no" in arming.ssh_argv() and arming.kept_socket == _master(box.spec)
+    before = box.exec_requests()
+    assert arming.run("true").exit == 0  # no master yet: a plain connection, which leaves none behind
+    arming.close()
+    assert box.exec_requests() - before == 1 and not os.path.exists(_master(box.spec))

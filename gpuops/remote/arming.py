@@ -24,7 +24,7 @@ def main(argv):
     spec, master_socket, idle_s = argv[:3]
     identity = argv[3] if len(argv) > 3 else None
     try:
-        target = OpenSSHTarget(resolve(spec, identity), identity)
+        target = OpenSSHTarget(resolve(spec, identity), identity, rides_only=True)
         try:
             if target.kept_socket == master_socket:  # the master the asking call rides, nothing else
                 resident.arm(target, master_socket, int(idle_s))

@@ -98,7 +98,10 @@ class _Process:
 
 
 class OpenSSHTarget(Target):
-    def __init__(self, spec, identity=None, multiplex=True):
+    def __init__(self, spec, identity=None, multiplex=True, rides_only=False):
+        """`rides_only`: use the kept master when there is one, never become one (an arming
+        process must not bring back a master that `disconnect` or an expiry just ended)."""
+        self._rides_only = rides_only
         self.spec = spec
         self.name = spec.spec
         self.identity = identity
@@ -133,6 +136,7 @@ class OpenSSHTarget(Target):
 
     def ssh_argv(self, control="auto"):
         """This target's ssh command line (with its master's socket once there is one)."""
+        control = "no" if self._rides_only else control
         return ssh_argv(self.spec, self.identity, self._control_path(), control, self._keep_s)
 
     def start_master(self):
