@@ -6,8 +6,6 @@ a new master starts afresh, and a path from the box is validated and quoted befo
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -15,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.remote import hostspec, mux, target_for, wrap
+from gpuops.remote import hostspec, knownkeys, mux, target_for, wrap
 from tests.conftest import kept_masters
+from tests.rig.sshd import keygen
 
 REAL_PYTHON = os.path.realpath(sys.executable)
 
@@ -85,7 +84,10 @@ def _socket(spec):
 
 
 def _remembered(spec):
-    return mux.read_python(_socket(spec))[0]
+    """What a call on this host's master would be offered, as gpuops.remote.openssh asks."""
+    resolved = hostspec.resolve(spec)
+    return mux.read_python(_socket(spec), keys=lambda: knownkeys.trusted(resolved.known_hosts,
+                                                                         resolved.known_hosts_name))[0]
 
 
 def _open_master(spec):
@@ -145,22 +147,36 @@ def test_an_interpreter_the_box_lost_falls_back_to_the_shim_and_is_relearned(rig
     assert b.shim_runs() == 2
 
 
-def test_a_new_master_starts_from_the_shim_and_each_box_keeps_its_own(rig, reuse, homes):
+def test_a_new_master_to_the_same_box_keeps_its_interpreter_and_each_box_its_own(rig, reuse, homes):
     one, two = ShimBox(rig, "py-one", homes, "a"), ShimBox(rig, "py-two", homes, "c")
     for b in (one, two):
         _open_master(b.spec)
         _ask(b.spec)
     assert _remembered(one.spec).endswith("/py-one/versions/a/bin/python3")
     assert _remembered(two.spec).endswith("/py-two/versions/c/bin/python3")
-    # the master goes (a re-provisioned box, an expiry): its successor is another connection
-    out = subprocess.run(["ssh", "-o", f"ControlPath={_socket(one.spec)}", "-O", "check", "x"], capture_output=True,
-                         text=True).stderr
-    os.kill(int(out.split("pid=")[1].split(")")[0]), signal.SIGKILL)
-    time.sleep(0.2)
+    # the master goes (an expiry, a disconnect): its successor talks to the same box, same host key
+    assert mux.close(_socket(one.spec))
     _open_master(one.spec)
-    assert _remembered(one.spec) is None, "nothing learned from the old master is offered to the new one"
+    assert _remembered(one.spec).endswith("/py-one/versions/a/bin/python3")
     _ask(one.spec)
-    assert one.shim_runs() == 2 and two.shim_runs() == 1
+    assert one.shim_runs() == 1 and two.shim_runs() == 1
+
+
+def test_a_reprovisioned_box_starts_from_the_shim(rig, reuse, homes, tmp_path):
+    """A new machine at the same address has a new host key, which the user accepts only after
+    removing the old one: what was learned under the old key is not offered to it."""
+    b = ShimBox(rig, "py-reprovisioned", homes)
+    _open_master(b.spec)
+    _ask(b.spec)
+    assert mux.close(_socket(b.spec))
+    b.box.stop()
+    b.box.host_key = keygen(tmp_path / "new_host_key")
+    b.box.start()
+    rig.forget_port(b.box.port)  # ssh-keygen -R, as the refusal advises
+    _open_master(b.spec)
+    assert _remembered(b.spec) is None
+    _ask(b.spec)
+    assert b.shim_runs() == 2
 
 
 def test_jobs_start_through_the_shim_so_they_inherit_what_it_sets(rig, reuse, homes, cli, tmp_path):
@@ -217,7 +233,14 @@ def test_a_remembered_file_for_another_master_or_malformed_is_ignored(tmp_path):
         assert mux.read_python(path) == ("/opt/py/bin/python3", master)
         mux.write_python(path, "/opt/other/python3", [0, 0, 0])
         assert mux.read_python(path)[0] == "/opt/py/bin/python3", "a call that began on another master writes nothing"
-        for doc in ({"master": [0, 0, 0], "python": "/opt/py/bin/python3"}, {"master": master, "python": "py"}, []):
+        for doc in ({"master": [0, 0, 0], "python": "/opt/py/bin/python3"}, {"master": master, "python": "py"}, [],
+                    {"master": [0, 0, 0], "python": "/opt/py/bin/python3", "keys": []}):
             with open(path + mux.PYTHON_SUFFIX, "w") as f:
                 json.dump(doc, f)
-            assert mux.read_python(path) == (None, master)
+            assert mux.read_python(path, keys=lambda: set()) == (None, master)
+        with open(path + mux.PYTHON_SUFFIX, "w") as f:
+            json.dump({"master": [0, 0, 0], "python": "/opt/py/bin/python3", "keys": ["SHA256:a", "SHA256:b"]}, f)
+        assert mux.read_python(path, keys=lambda: {"SHA256:b", "SHA256:a"})[0] == "/opt/py/bin/python3", \
+            "another master to a box trusted under the same keys"
+        assert mux.read_python(path, keys=lambda: {"SHA256:a"})[0] is None
+        assert mux.read_python(path)[0] is None

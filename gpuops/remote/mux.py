@@ -11,10 +11,14 @@ user, port, identity or ssh_config result never shares a master. A reused master
 key check, which is sound only while its TCP connection lives: a re-provisioned box drops it,
 and the next call shakes hands again and meets the changed key.
 
-Beside each socket, `<socket>.python` remembers the box's interpreter (see gpuops.remote.wrap)
-for that master only: it records the socket file's identity (device, inode, ctime), which a new
-master, a new connection and so possibly a re-provisioned box, never shares. So a path learned
-from one box is never offered to another, and a replaced master starts from `python3` on PATH.
+Beside each socket, `<socket>.python` remembers the box's interpreter (see gpuops.remote.wrap).
+It records the master it was learned on (the socket file's device, inode and ctime) and the host
+keys known_hosts trusted for the box then. It is offered on that master, and on a later master to
+the same name while known_hosts still trusts exactly those keys: a re-provisioned box has a new
+host key, which the user must accept first, so a path learned from one machine is never offered
+to another. Without recorded keys only the same master counts. The file outlives its master (a
+first call of the day then skips the shim too); a path the box no longer has falls back to
+`python3` on PATH within the call and is forgotten.
 """
 
 import contextlib
@@ -116,8 +120,10 @@ def identity(path):
     return [st.st_dev, st.st_ino, st.st_ctime_ns] if stat.S_ISSOCK(st.st_mode) else None
 
 
-def read_python(path):
-    """(the interpreter remembered for the master on socket `path`, or None; that master's identity)."""
+def read_python(path, keys=None):
+    """(the interpreter remembered for the master on socket `path`, or None; that master's
+    identity). `keys()`, when given, returns the host keys known_hosts trusts for the box now: a
+    path learned on an earlier master is offered when they are the ones it was learned under."""
     master = identity(path)
     if master is None:
         return None, None
@@ -126,14 +132,20 @@ def read_python(path):
             doc = json.loads(f.read(MAX_PYTHON_FILE).decode("utf-8"))
     except (OSError, ValueError):
         return None, master
-    if not isinstance(doc, dict) or doc.get("master") != master or not valid_python(doc.get("python")):
+    if not isinstance(doc, dict) or not valid_python(doc.get("python")):
         return None, master
-    return doc["python"], master
+    if doc.get("master") == master:
+        return doc["python"], master
+    learned_under = doc.get("keys")
+    if keys is not None and isinstance(learned_under, list) and learned_under and learned_under == sorted(keys()):
+        return doc["python"], master
+    return None, master
 
 
-def write_python(path, python, master):
+def write_python(path, python, master, keys=()):
     """Remember `python` (None: forget) for the master that had identity `master` when the call
-    began, provided it still listens there now: a call that ended on another master proves nothing."""
+    began, with the host `keys` trusted for the box, provided that master still listens there
+    now: a call that ended on another master proves nothing."""
     if master is None or identity(path) != master:
         return
     target = path + PYTHON_SUFFIX
@@ -147,7 +159,7 @@ def write_python(path, python, master):
         return
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump({"master": master, "python": python}, f)
+            json.dump({"master": master, "python": python, "keys": sorted(keys)}, f)
         os.replace(tmp, target)
     except OSError:
         with contextlib.suppress(OSError):
@@ -170,13 +182,14 @@ def close(path, timeout_s=10) -> bool:
 
 
 def forget_beside(path):
-    """Remove what is kept beside the master socket `path`: it ended, and so did its forwards."""
+    """Remove what is kept beside the master socket `path`: it ended, and so did its forwards.
+    The remembered interpreter stays: it belongs to the box (see the module docstring)."""
     directory, name = os.path.split(path)
     try:
         names = os.listdir(directory)
     except OSError:
         return
-    beside = (name + PYTHON_SUFFIX, name + RESIDENT_SUFFIX, name + ARMING_SUFFIX)
+    beside = (name + RESIDENT_SUFFIX, name + ARMING_SUFFIX)
     for other in names:
         if other in beside or other.startswith(name + FORWARD_INFIX):
             with contextlib.suppress(OSError):

@@ -29,7 +29,7 @@ import threading
 import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import hostspec, mux, patience, resident, wrap
+from . import hostspec, knownkeys, mux, patience, resident, wrap
 from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
@@ -199,12 +199,12 @@ class OpenSSHTarget(Target):
             return super()._known_python()
         if self._master is not None:
             self._await_master()  # the call waits for it anyway; its socket names the master
-        return mux.read_python(self._shared)
+        return mux.read_python(self._shared, keys=lambda: knownkeys.of_target(self))
 
     def _learned_python(self, path, seen):
         if not self._shared:
             return super()._learned_python(path, seen)
-        mux.write_python(self._shared, path, seen)
+        mux.write_python(self._shared, path, seen, knownkeys.of_target(self))
 
     def _resident(self, src, args, timeout_s):
         if not self._shared or not resident.enabled():
