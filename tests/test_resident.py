@@ -235,7 +235,8 @@ def test_a_frozen_link_under_the_helper_is_dropped_and_the_call_goes_over_a_fres
         for pid in frozen:
             os.kill(int(pid), signal.SIGKILL)
     # the greeting is awaited for the connect timeout (5 s in the rig's ssh_config), then a handshake
-    assert time.monotonic() - started < 5 + 5
+    # and the call: well inside the call's own deadline (60 s, past which a stuck link would hang)
+    assert time.monotonic() - started < 5 + 10
     assert not _alive(old_master), "the stuck master was ended, not left for the next call"
     assert _master_pid(box.spec) not in (None, old_master)
 
