@@ -20,6 +20,7 @@ import pytest
 
 from gpuops import onbox
 from gpuops.onbox import resident as helper
+from gpuops.onbox.frames import HELLO
 from gpuops.remote import hostspec, mux, resident, target_for
 from gpuops.remote.base import OUTPUT_BYTES
 from gpuops.remote.wrap import KILL_AFTER_S
@@ -118,11 +119,22 @@ def test_a_masters_second_call_arms_the_helper_and_later_calls_open_no_exec_chan
     assert json.loads(r.stdout)["ok"] is True
 
 
-def test_the_first_call_of_a_master_arms_nothing(rig, reuse, box_runtime):
+def _arms_asked(monkeypatch):
+    """The arms asked for from now on (arming is detached: its result may come after the test looks)."""
+    asked = []
+    monkeypatch.setattr(resident, "arm_later", lambda *a: asked.append(a))
+    return asked
+
+
+def test_the_first_call_of_a_master_arms_nothing(rig, reuse, box_runtime, monkeypatch):
     box = _box(rig, "res-first", box_runtime)
+    asked = _arms_asked(monkeypatch)
     before = box.exec_requests()
     _ask(box.spec)
     assert box.exec_requests() - before == 1 and resident.forward_for(_master(box.spec)) is None
+    assert asked == []
+    _ask(box.spec)
+    assert len(asked) == 1, "the master's second call asks for one"
 
 
 def test_stdin_stdout_stderr_argv_and_status_travel_as_over_an_exec_channel(rig, reuse, box_runtime):
@@ -250,10 +262,12 @@ def _master_pid(spec):
 def test_gpuops_resident_0_keeps_every_call_on_exec_channels(rig, reuse, box_runtime, monkeypatch):
     monkeypatch.setenv("GPUOPS_RESIDENT", "0")
     box = _box(rig, "res-off", box_runtime)
+    asked = _arms_asked(monkeypatch)
     before = box.exec_requests()
     for _ in range(3):
         _ask(box.spec)
     assert box.exec_requests() - before == 3 and resident.forward_for(_master(box.spec)) is None
+    assert asked == []
 
 
 def test_the_helper_starts_as_a_job_does_so_its_workers_have_what_the_shim_sets(rig, reuse, tmp_path):
@@ -314,7 +328,7 @@ def test_a_connection_from_another_user_gets_no_greeting(tmp_path):
         mine = socket.socket(socket.AF_UNIX)
         mine.settimeout(5)
         mine.connect(doc["socket"])
-        assert mine.recv(100) == helper.HELLO, "its own user is greeted"
+        assert mine.recv(100) == HELLO, "its own user is greeted"
         mine.close()
     finally:
         os.kill(doc["pid"], signal.SIGTERM)
@@ -368,7 +382,7 @@ def test_no_greeting_means_nothing_ran(tmp_path, reply):
     b"o" + struct.pack(">I", 3) + b"abc",                  # no exit status at all
 ], ids=["huge", "unknown", "short-exit", "no-exit"])
 def test_what_no_helper_would_send_ends_the_call_like_a_lost_connection(tmp_path, frames):
-    call = resident.open_call(_fake_helper(tmp_path, helper.HELLO + frames), b"print(1)", (), 5, 2)
+    call = resident.open_call(_fake_helper(tmp_path, HELLO + frames), b"print(1)", (), 5, 2)
     call.stdin.close()
     got = b""
     while True:

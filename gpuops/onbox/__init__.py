@@ -42,10 +42,13 @@ def _source(name: str) -> str:
         return f.read()
 
 
+def _names() -> list:
+    return sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
+
+
 def sources() -> dict:
     """{module name: source} of every onbox module: what the resident helper compiles once."""
-    names = sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
-    return {name: _source(name) for name in names}
+    return {name: _source(name) for name in _names()}
 
 
 def module_file(name: str) -> str:
@@ -55,8 +58,7 @@ def module_file(name: str) -> str:
 
 def entries() -> list:
     """The modules that can be shipped and run: those with a main(argv)."""
-    names = sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
-    return [n for n in names if re.search(r"^def main\(argv\)", _source(n), re.M)]
+    return [n for n in _names() if re.search(r"^def main\(argv\)", _source(n), re.M)]
 
 
 _RELATIVE = re.compile(r"^\s*from \.(\w*) import ([\w, ]+)", re.M)

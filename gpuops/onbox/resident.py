@@ -11,10 +11,9 @@ no interpreter start, just a fork.
 Per connection: the peer must be this user (SO_PEERCRED; sshd forwards as the user). The helper
 sends HELLO at once, then reads one request line {"args": [...], "src": N, "timeout": S} and N
 bytes of a script built by gpuops.onbox.script. A forked worker runs the script as `python3 -c`
-would (argv, stdin, stdout, stderr, exit status). Everything after the script is frames: one type
-byte, a 4-byte big-endian length, the payload. The caller sends its stdin as `i` frames and an
-empty `I` frame where it ends; the helper sends `o` (stdout), `e` (stderr) and last `x` (the exit
-status, 4 bytes). The stdin's end is a frame, not the connection's end, because a forward turns
+would (argv, stdin, stdout, stderr, exit status). Everything after the script is frames
+(gpuops.onbox.frames): the caller's stdin and where it ends, then the worker's stdout, stderr and
+exit status. The stdin's end is a frame, not the connection's end, because a forward turns
 a caller that hangs up into a plain end of input: an end of the connection means the caller is
 gone, and its worker is stopped. The deadline is kept here as coreutils `timeout -k` keeps it for
 an exec channel: SIGTERM to the worker's process group, SIGKILL KILL_AFTER_S later, status 124
@@ -41,9 +40,9 @@ import sys
 import time
 import traceback
 
-HELLO = b"gpuops-resident 1\n"
+from . import frames
+
 KILL_AFTER_S = 5
-FRAME_MAX = 64 << 10
 HEADER_MAX = 64 << 10
 SRC_MAX = 64 << 20
 ARGS_MAX = 256
@@ -76,10 +75,6 @@ def _ours(path, exact=True):
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
         return False
     return not (st.st_mode & 0o077) if exact else not (st.st_mode & 0o022)
-
-
-def frame(kind, payload):
-    return kind + struct.pack(">I", len(payload)) + payload
 
 
 def main(argv):
@@ -238,11 +233,11 @@ def _read_request(conn):
 
 def session(conn):
     """Serve one connection: run its script in a worker and relay everything (see the docstring)."""
-    conn.sendall(HELLO)
+    conn.sendall(frames.HELLO)
     try:
         args, src, timeout, stdin = _read_request(conn)
     except (ValueError, OSError) as e:
-        _send(conn, frame(b"e", "gpuops resident: {}\n".format(e).encode()) + frame(b"x", struct.pack(">i", 2)))
+        _send(conn, frames.frame(frames.STDERR, "gpuops resident: {}\n".format(e).encode()) + frames.status(2))
         return 2
     fds = [os.pipe() for _ in range(3)]
     pid = os.fork()
@@ -303,15 +298,16 @@ class _Input(object):
     def take(self, chunk):
         """False when the frames are not the caller's (the caller is then treated as gone)."""
         self.buf += chunk
-        while len(self.buf) >= 5:
-            kind, size = self.buf[:1], struct.unpack(">I", self.buf[1:5])[0]
-            if kind not in (b"i", b"I") or size > FRAME_MAX or self.ended:
+        while len(self.buf) >= frames.HEAD:
+            kind, size = frames.head(self.buf)
+            if kind not in (frames.STDIN, frames.STDIN_END) or size > frames.FRAME_MAX or self.ended:
                 return False
-            if len(self.buf) < 5 + size:
+            end = frames.HEAD + size
+            if len(self.buf) < end:
                 break
-            self.pending += self.buf[5:5 + size]
-            self.buf = self.buf[5 + size:]
-            self.ended = kind == b"I"
+            self.pending += self.buf[frames.HEAD:end]
+            self.buf = self.buf[end:]
+            self.ended = kind == frames.STDIN_END
         return True
 
 
@@ -321,7 +317,7 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
     os.set_blocking(in_w, False)
     clock = _Deadline(pid, timeout)
     feed = _Input(b"")
-    readers = {out_r: b"o", err_r: b"e"}
+    readers = {out_r: frames.STDOUT, err_r: frames.STDERR}
     poller = select.poll()
     for fd in readers:
         poller.register(fd, select.POLLIN)
@@ -357,12 +353,12 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
                     os.close(in_w)
                     in_w = None
             elif fd in readers:
-                chunk = os.read(fd, FRAME_MAX)
+                chunk = os.read(fd, frames.FRAME_MAX)
                 if not chunk:
                     poller.unregister(fd)
                     os.close(fd)
                     del readers[fd]
-                elif not _send(conn, frame(readers[fd], chunk)):
+                elif not _send(conn, frames.frame(readers[fd], chunk)):
                     return _gone(pid)
         if not readers:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -370,7 +366,7 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
                 status = None
     if in_w is not None:
         os.close(in_w)
-    _send(conn, frame(b"x", struct.pack(">i", clock.code(status))))
+    _send(conn, frames.status(clock.code(status)))
     return 0
 
 

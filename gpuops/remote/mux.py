@@ -43,7 +43,7 @@ PYTHON_SUFFIX = ".python"
 RESIDENT_SUFFIX = ".resident"
 FORWARD_INFIX = ".r"
 ARMING_SUFFIX = ".arming"  # a helper being armed (gpuops.remote.arming)
-MAX_PYTHON_FILE = 4096
+MAX_BESIDE = 4096  # a document kept beside a master's socket
 
 
 def persist_s(environ=None) -> int:
@@ -127,11 +127,7 @@ def read_python(path, keys=None):
     master = identity(path)
     if master is None:
         return None, None
-    try:
-        with open(path + PYTHON_SUFFIX, "rb") as f:
-            doc = json.loads(f.read(MAX_PYTHON_FILE).decode("utf-8"))
-    except (OSError, ValueError):
-        return None, master
+    doc = read_beside(path, PYTHON_SUFFIX)
     if not isinstance(doc, dict) or not valid_python(doc.get("python")):
         return None, master
     if doc.get("master") == master:
@@ -148,22 +144,39 @@ def write_python(path, python, master, keys=()):
     now: a call that ended on another master proves nothing."""
     if master is None or identity(path) != master:
         return
-    target = path + PYTHON_SUFFIX
     if python is None:
         with contextlib.suppress(OSError):
-            os.unlink(target)
+            os.unlink(path + PYTHON_SUFFIX)
         return
+    write_beside(path, PYTHON_SUFFIX, {"master": master, "python": python, "keys": sorted(keys)})
+
+
+def read_beside(path, suffix):
+    """The JSON document kept beside the master socket `path` under `suffix` (read up to
+    MAX_BESIDE bytes); None when there is none or it is not JSON."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".python-")
+        with open(path + suffix, "rb") as f:
+            return json.loads(f.read(MAX_BESIDE).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_beside(path, suffix, doc) -> bool:
+    """Replace the document beside the master socket `path` under `suffix` at once (a private
+    temporary file renamed over it); False when it could not be written."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + suffix.lstrip(".") + "-")
     except OSError:
-        return
+        return False
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump({"master": master, "python": python, "keys": sorted(keys)}, f)
-        os.replace(tmp, target)
+            json.dump(doc, f)
+        os.replace(tmp, path + suffix)
+        return True
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        return False
 
 
 def close(path, timeout_s=10) -> bool:

@@ -16,7 +16,7 @@ runs the call over an exec channel instead and a new helper is armed.
 
 GPUOPS_RESIDENT=0 turns the helper off: every call on a kept master is then an exec channel.
 
-What comes back is framed (see the helper) and bounded here: frames over FRAME_MAX, an unknown
+What comes back is framed (gpuops.onbox.frames) and bounded here: frames over FRAME_MAX, an unknown
 frame type or a short exit status end the call with exit -1, like a lost connection.
 """
 
@@ -26,17 +26,13 @@ import os
 import queue
 import re
 import socket
-import struct
 import threading
 
+from ..onbox import frames
 from . import mux
 
 ENV = "GPUOPS_RESIDENT"
-HELLO = b"gpuops-resident 1\n"
 STATE_SUFFIX = mux.RESIDENT_SUFFIX
-FRAME_MAX = 1 << 20
-FRAME_OUT = 64 << 10  # the helper takes frames of at most 64 KiB
-STATE_MAX = 4096
 ARM_TIMEOUT_S = 20
 ARM_STALE_S = ARM_TIMEOUT_S + 15  # an arming marker older than this was left by one that died
 # Arms under way at once (each a local interpreter and a box-side start): a fleet of 64 boxes
@@ -65,11 +61,7 @@ def forward_for(master_socket):
     master = mux.identity(master_socket)
     if master is None:
         return None
-    try:
-        with open(master_socket + STATE_SUFFIX, "rb") as f:
-            doc = json.loads(f.read(STATE_MAX).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
+    doc = mux.read_beside(master_socket, STATE_SUFFIX)
     if not isinstance(doc, dict) or doc.get("master") != master or not isinstance(doc.get("forward"), str):
         return None
     path = doc["forward"]
@@ -131,7 +123,6 @@ def arm(target, master_socket, idle_s) -> bool:
     `master_socket`) and have that master forward a local socket to it. True once recorded."""
     import secrets
     import subprocess
-    import tempfile
 
     master = mux.identity(master_socket)
     if master is None:
@@ -154,11 +145,7 @@ def arm(target, master_socket, idle_s) -> bool:
                          capture_output=True, timeout=10)
     if out.returncode != 0 or mux.identity(master_socket) != master:
         return False
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(master_socket), prefix=".resident-")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"master": master, "forward": local}, f)
-    os.replace(tmp, master_socket + STATE_SUFFIX)
-    return True
+    return mux.write_beside(master_socket, STATE_SUFFIX, {"master": master, "forward": local})
 
 
 def open_call(path, src, args, timeout_s, greet_s):
@@ -169,19 +156,14 @@ def open_call(path, src, args, timeout_s, greet_s):
     sock.settimeout(greet_s)
     try:
         sock.connect(path)
-        hello = b""
-        while len(hello) < len(HELLO):
-            chunk = sock.recv(len(HELLO) - len(hello))
-            if not chunk:
-                break
-            hello += chunk
+        hello = _exactly(sock, len(frames.HELLO))
     except socket.timeout:
         sock.close()
         raise NothingRan(path, stuck=True) from None
     except OSError:
         sock.close()
         raise NothingRan(path) from None
-    if hello != HELLO:
+    if hello != frames.HELLO:
         sock.close()
         raise NothingRan(path)
     sock.settimeout(None)
@@ -232,16 +214,15 @@ class _Input:
         self._sock = sock
 
     def write(self, data):
-        for at in range(0, len(data), FRAME_OUT):
-            piece = data[at:at + FRAME_OUT]
-            self._sock.sendall(b"i" + struct.pack(">I", len(piece)) + piece)
+        for at in range(0, len(data), frames.FRAME_MAX):
+            self._sock.sendall(frames.frame(frames.STDIN, data[at:at + frames.FRAME_MAX]))
 
     def flush(self):
         pass
 
     def close(self):
         with contextlib.suppress(OSError):
-            self._sock.sendall(b"I" + struct.pack(">I", 0))
+            self._sock.sendall(frames.frame(frames.STDIN_END, b""))
 
 
 class _Call:
@@ -254,21 +235,20 @@ class _Call:
         self._reader.start()
 
     def _read(self):
-        streams = {b"o": self.stdout, b"e": self.stderr}
+        streams = {frames.STDOUT: self.stdout, frames.STDERR: self.stderr}
         try:
             while True:
-                head = _exactly(self._sock, 5)
+                head = _exactly(self._sock, frames.HEAD)
                 if head is None:
                     break
-                kind, size = head[:1], struct.unpack(">I", head[1:])[0]
-                if size > FRAME_MAX or (kind not in streams and kind != b"x"):
+                kind, size = frames.head(head)
+                if size > frames.FRAME_MAX or (kind not in streams and kind != frames.STATUS):
                     break
                 payload = _exactly(self._sock, size)
                 if payload is None:
                     break
-                if kind == b"x":
-                    if size == 4:
-                        self.code = struct.unpack(">i", payload)[0]
+                if kind == frames.STATUS:
+                    self.code = frames.code_of(payload)
                     break
                 streams[kind].feed(payload)
         except OSError:
@@ -291,9 +271,10 @@ class _Call:
 
 
 def _exactly(sock, n):
+    """`n` bytes from `sock`; None when it ends first."""
     data = b""
     while len(data) < n:
-        chunk = sock.recv(min(n - len(data), 1 << 20))
+        chunk = sock.recv(n - len(data))
         if not chunk:
             return None
         data += chunk
