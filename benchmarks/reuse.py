@@ -11,7 +11,7 @@ shell's rc file, as a real box does) and times, per call, medians over the round
                    once the handshake is gone; on a box whose rc runs pyenv or conda init, most of it)
   status  off/on   `gpuops status --host H --json` run --calls times in a row, GPUOPS_SSH_PERSIST=0 / 60
   preflight off/on `gpuops preflight --host H --json` likewise
-  first call       the first `status` of a round with reuse on (no master yet)
+  first call       `status` with reuse on and no master yet (each one after closing the last)
 
 The box has a fake GPU (tests/fixtures/fakegpu, scenario healthy) whose nvidia-smi costs at least
 --smi-cost seconds a call, as a real one does, so preflight's GPU queries are not free.
@@ -87,13 +87,15 @@ def main():
             for _ in range(args.calls):
                 samples["bare ssh"].append(timed(ssh, base))
                 samples["kept ssh"].append(timed(kept, base))
+            for _ in range(args.calls):
+                close_all(on)
+                time.sleep(0.3)  # the closed master's sshd session ends before the clock starts
+                samples["first call"].append(timed(gpuops + verbs["status"], on))
             for verb, argv in verbs.items():
                 for _ in range(args.calls):
                     samples[f"{verb} off"].append(timed(gpuops + argv, off))
                 close_all(on)
-                first = timed(gpuops + verbs["status"], on)
-                if verb == "status":
-                    samples["first call"].append(first)
+                timed(gpuops + verbs["status"], on)
                 for _ in range(args.calls):
                     samples[f"{verb} on"].append(timed(gpuops + argv, on))
                 if verb == "status":
