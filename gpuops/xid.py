@@ -13,7 +13,7 @@ kind
 A code missing here (newer drivers add codes) is `other`, reported with its raw line.
 """
 
-from typing import NamedTuple
+from collections import namedtuple
 
 GOTCHA = "U22"
 FATAL, APPLICATION, OTHER = "fatal", "application", "other"
@@ -27,12 +27,8 @@ ACTIONS = {
 }
 
 
-class Xid(NamedTuple):
-    code: int
-    name: str
-    meaning: str
-    kind: str
-    action: str = ""
+class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"), defaults=("",))):
+    __slots__ = ()
 
     @property
     def fatal(self) -> bool:

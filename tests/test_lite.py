@@ -130,3 +130,16 @@ def test_a_light_verb_loads_only_what_it_uses(argv, also):
 def test_a_command_line_left_to_invoke_still_gets_its_answer():
     loaded, proc = _loaded(["gotcha", "--limit", "-3", "U7"], ["invoke"])
     assert loaded == ["invoke"] and "--limit takes" in proc.stderr
+
+
+def test_a_remote_call_builds_its_host_spec_results_and_findings_without_dataclasses():
+    # Before its handshake may start, every --host call imports gpuops.remote; preflight and
+    # status then build findings and job states. dataclasses drags in inspect, ast, dis and
+    # tokenize: 15-30 ms of every call's start-up, measured in benchmarks/reuse.py.
+    code = ("import sys\n"
+            "import gpuops.remote, gpuops.remote.warmup, gpuops.ops.preflight, gpuops.ops.jobs\n"
+            "import gpuops.render.preflight, gpuops.render.jobs\n"
+            "print(sorted(n for n in ('dataclasses', 'inspect', 'ast') if n in sys.modules))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    assert proc.stdout.strip() == "[]"

@@ -9,8 +9,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
-from typing import Optional
+from collections import namedtuple
 
 from ..errors import UsageError
 
@@ -18,18 +17,14 @@ LOCAL_NAMES = ("", "local", "localhost-local")
 _SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
 
 
-@dataclass(frozen=True)
-class HostSpec:
-    spec: str
-    hostname: str
-    user: Optional[str] = None
-    port: int = 22
-    identity_files: tuple = ()
-    identities_only: bool = False
-    proxy_jump: Optional[str] = None
-    known_hosts: tuple = ()
-    connect_timeout: int = 10
-    keepalive_s: int = 15
+class HostSpec(namedtuple("HostSpec", ("spec", "hostname", "user", "port", "identity_files", "identities_only",
+                                        "proxy_jump", "known_hosts", "connect_timeout", "keepalive_s"),
+                           defaults=(None, 22, (), False, None, (), 10, 15))):
+    """A host's resolved settings: immutable and hashable. A named tuple, not a dataclass, because
+    every call with --host builds one before its handshake may start (gpuops.remote.warmup), and
+    importing dataclasses (inspect, ast, dis, tokenize) and typing costs 15-30 ms of that start."""
+
+    __slots__ = ()
 
     @property
     def known_hosts_name(self) -> str:
@@ -103,7 +98,7 @@ def _expand(p, host, user, port):
     return os.path.expanduser(p)
 
 
-def resolve(spec: str, identity: Optional[str] = None) -> HostSpec:
+def resolve(spec: str, identity=None) -> HostSpec:
     """Resolve a remote spec to concrete connection settings."""
     user, host, port = parse(spec)
     config_path = os.environ.get("GPUOPS_SSH_CONFIG") or None

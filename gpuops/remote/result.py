@@ -1,17 +1,28 @@
 """What one remote (or local) command returned."""
 
-from dataclasses import dataclass
-
 from ..boundary import answer
 from ..errors import GpuopsError, PythonMissing, TimedOut
 from .wrap import NO_PYTHON_MARK
 
 
-@dataclass
 class Result:
-    stdout: bytes
-    stderr: bytes
-    exit: int
+    """stdout and stderr as bytes, and the exit status. A plain class (base strips the interpreter
+    mark from stderr in place): dataclasses would cost every call its import (see hostspec)."""
+
+    __slots__ = ("stdout", "stderr", "exit")
+
+    def __init__(self, stdout: bytes, stderr: bytes, exit: int):
+        self.stdout, self.stderr, self.exit = stdout, stderr, exit
+
+    def __repr__(self):
+        return f"Result(stdout={self.stdout!r}, stderr={self.stderr!r}, exit={self.exit!r})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.stdout, self.stderr, self.exit) == (other.stdout, other.stderr, other.exit)
+
+    __hash__ = None  # mutable, as the dataclass was
 
     @property
     def text(self) -> str:
