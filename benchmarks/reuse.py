@@ -119,6 +119,9 @@ def main():
     for verb in verbs:
         ratio = med[f"{verb} on"] / floor
         print(f"  {verb} repeated with reuse: {ratio:.2f}x bare ssh (target <= 0.5: {'met' if ratio <= 0.5 else 'MISSED'})")
+    gap = med["preflight on"] - med["status on"]
+    print(f"  preflight on - status on: {gap * 1000:.1f} ms = {gap / floor:.2f}x bare ssh, the probe's wait for its "
+          f"side-by-side nvidia-smi queries (>= {args.smi_cost:g} s each): preflight's floor is status's plus that")
     ratio = med["first call"] / floor
     print(f"  first call: {ratio:.2f}x bare ssh (target <= 1.5: {'met' if ratio <= 1.5 else 'MISSED'})")
     print(f"  sshd logins in all: {logins}")
