@@ -9,6 +9,10 @@ caller: STDOUT, STDERR, and last STATUS (a 4-byte signed exit status).
 import struct
 
 HELLO = b"gpuops-resident 1\n"
+# A deadline is kept as coreutils `timeout -k KILL_AFTER_S` keeps it: SIGTERM, then SIGKILL this
+# much later (STATUS 124, or 137 when SIGKILL was needed). The same on an exec channel
+# (gpuops.remote.wrap) and on the helper.
+KILL_AFTER_S = 5
 FRAME_MAX = 64 << 10
 HEAD = 5
 STDIN, STDIN_END, STDOUT, STDERR, STATUS = b"i", b"I", b"o", b"e", b"x"

@@ -16,7 +16,7 @@ would (argv, stdin, stdout, stderr, exit status). Everything after the script is
 exit status. The stdin's end is a frame, not the connection's end, because a forward turns
 a caller that hangs up into a plain end of input: an end of the connection means the caller is
 gone, and its worker is stopped. The deadline is kept here as coreutils `timeout -k` keeps it for
-an exec channel: SIGTERM to the worker's process group, SIGKILL KILL_AFTER_S later, status 124
+an exec channel: SIGTERM to the worker's process group, SIGKILL frames.KILL_AFTER_S later, status 124
 (137 when SIGKILL was needed).
 
 Its stdin, when it starts, may hold {file name: source} of the gpuops modules its callers ship:
@@ -42,7 +42,6 @@ import traceback
 
 from . import frames
 
-KILL_AFTER_S = 5
 HEADER_MAX = 64 << 10
 SRC_MAX = 64 << 20
 ARGS_MAX = 256
@@ -392,7 +391,7 @@ class _Deadline(object):
         if self.signalled is None and now >= self.at:
             self.signalled = signal.SIGTERM
             _killpg(self.pid, signal.SIGTERM)
-        elif self.signalled == signal.SIGTERM and now >= self.at + KILL_AFTER_S:
+        elif self.signalled == signal.SIGTERM and now >= self.at + frames.KILL_AFTER_S:
             self.signalled = signal.SIGKILL
             _killpg(self.pid, signal.SIGKILL)
 

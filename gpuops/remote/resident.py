@@ -32,7 +32,6 @@ from ..onbox import frames
 from . import mux
 
 ENV = "GPUOPS_RESIDENT"
-STATE_SUFFIX = mux.RESIDENT_SUFFIX
 ARM_TIMEOUT_S = 20
 ARM_STALE_S = ARM_TIMEOUT_S + 15  # an arming marker older than this was left by one that died
 # Arms under way at once (each a local interpreter and a box-side start): a fleet of 64 boxes
@@ -61,7 +60,7 @@ def forward_for(master_socket):
     master = mux.identity(master_socket)
     if master is None:
         return None
-    doc = mux.read_beside(master_socket, STATE_SUFFIX)
+    doc = mux.read_beside(master_socket, mux.RESIDENT_SUFFIX)
     if not isinstance(doc, dict) or doc.get("master") != master or not isinstance(doc.get("forward"), str):
         return None
     path = doc["forward"]
@@ -71,7 +70,7 @@ def forward_for(master_socket):
 def forget(master_socket):
     """Drop the record and the forward's local socket: the helper behind it is gone."""
     path = forward_for(master_socket)
-    for stale in filter(None, (path, master_socket + STATE_SUFFIX)):
+    for stale in filter(None, (path, master_socket + mux.RESIDENT_SUFFIX)):
         with contextlib.suppress(OSError):
             os.unlink(stale)
 
@@ -145,7 +144,7 @@ def arm(target, master_socket, idle_s) -> bool:
                          capture_output=True, timeout=10)
     if out.returncode != 0 or mux.identity(master_socket) != master:
         return False
-    return mux.write_beside(master_socket, STATE_SUFFIX, {"master": master, "forward": local})
+    return mux.write_beside(master_socket, mux.RESIDENT_SUFFIX, {"master": master, "forward": local})
 
 
 def open_call(path, src, args, timeout_s, greet_s):

@@ -17,13 +17,6 @@ class Result:
     def __repr__(self):
         return f"Result(stdout={self.stdout!r}, stderr={self.stderr!r}, exit={self.exit!r})"
 
-    def __eq__(self, other):
-        if not isinstance(other, Result):
-            return NotImplemented
-        return (self.stdout, self.stderr, self.exit) == (other.stdout, other.stderr, other.exit)
-
-    __hash__ = None  # mutable, as the dataclass was
-
     @property
     def text(self) -> str:
         return self.stdout.decode("utf-8", "replace")

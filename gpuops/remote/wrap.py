@@ -16,9 +16,10 @@ executable on the box falls through to `python3` on PATH within the same command
 import re
 import shlex
 
+from ..onbox.frames import KILL_AFTER_S
+
 NO_PYTHON_MARK = "gpuops:no-python3"
 PYTHON_MARK = b"gpuops:python="
-KILL_AFTER_S = 5
 MAX_PYTHON_PATH = 1024
 
 # Names its interpreter (before anything else can fail), then reads exactly N bytes of source from
