@@ -6,6 +6,7 @@ itself says (scontrol) and what the record holds on the shared filesystem.
 """
 
 import json
+import re
 import time
 
 from gpuops.jobs import states
@@ -20,10 +21,21 @@ def launched(box, jobs_dir, tmp_path, command, **kw):
     return doc["data"]["job"]["job_id"], doc["data"]["meta"]["slurm_job_id"]
 
 
-def waited(box, jobs_dir, job, until=states.TERMINAL, timeout=30):
+def waited(box, jobs_dir, job, until=states.TERMINAL, timeout=30, slurm=None):
     doc = wait.wait(box, job=job, until=until, timeout_s=timeout, jobs_dir=str(jobs_dir))
-    assert doc["data"]["reached"], doc["summary"]
+    assert doc["data"]["reached"], doc["summary"] + "\n" + evidence(jobs_dir, job, slurm)
     return doc["data"]["job"]
+
+
+def evidence(jobs_dir, job, slurm=None):
+    """The job's own log and records (and the daemons' logs), so a failure on a CI machine says
+    what the job and Slurm did."""
+    parts = []
+    for name in ("log", "pause.json", "exit.json"):
+        path = jobs_dir / job / name
+        if path.exists():
+            parts.append("--- %s\n%s" % (name, "\n".join(path.read_text(errors="replace").splitlines()[-40:])))
+    return "\n".join(parts + ([slurm.log_tail(25)] if slurm is not None else []))
 
 
 def row(box, jobs_dir, job):
@@ -88,7 +100,9 @@ while step < 60:
     step += 1
     print("step %d" % step, flush=True)
     if wanted:
-        open(ckpt, "w").write(str(step))
+        with open(ckpt + ".tmp", "w") as f:
+            f.write(str(step))
+        os.replace(ckpt + ".tmp", ckpt)
         print("checkpoint saved at step %d" % step, flush=True)
         wanted.clear()
     time.sleep(0.1)
@@ -108,12 +122,17 @@ def test_pause_checkpoints_then_resume_continues_from_the_checkpoint(box, slurm,
     assert row(box, jobs_dir, job)["state"] == states.PAUSED
     resumed = pause.resume(box, job=job, jobs_dir=str(jobs_dir))
     assert resumed["ok"], resumed["summary"]
-    assert waited(box, jobs_dir, job, until=(states.RUNNING,))["restarts"] == 1
-    ended = waited(box, jobs_dir, job, timeout=60)
-    assert ended["state"] == states.COMPLETED
+    assert waited(box, jobs_dir, job, until=(states.RUNNING,), slurm=slurm)["restarts"] == 1
+    ended = waited(box, jobs_dir, job, timeout=60, slurm=slurm)
+    assert ended["state"] == states.COMPLETED, evidence(jobs_dir, job, slurm)
     log = (jobs_dir / job / "log").read_text()
-    assert "resumed from step 0 (restart 0)" in log
-    assert f"resumed from step {saved} (restart 1)" in log and "done at step 60" in log
+    first, _, second = log.partition("DUE TO JOB REQUEUE")
+    assert "resumed from step 0 (restart 0)" in first
+    # The run continues from the last checkpoint its first run wrote: the one pause waited for,
+    # or a later one, should the signal reach it twice.
+    last = int(re.findall(r"checkpoint saved at step (\d+)", first)[-1])
+    assert last >= saved
+    assert f"resumed from step {last} (restart 1)" in second and "done at step 60" in second
 
 
 def test_a_retry_with_a_new_time_limit_is_a_child(box, slurm, jobs_dir, tmp_path):
