@@ -27,23 +27,30 @@ def refuse(given, reasons):
 
 def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_gib, cmd, nproc_per_node,
                    rdzv_port, rdzv_host, code, one_job, **common):
-    """`launch --fleet` (one job, placed) or `launch --torchrun` (a gang): the envelope."""
-    if torchrun and fleet:
-        raise UsageError("--torchrun runs one job across the boxes --host names; --fleet places a job on one box: "
-                         "pick one")
-    if fleet:
-        if host:
-            raise UsageError("give --host or --fleet, not both: --fleet picks the box")
+    """`launch --fleet` (one job, placed) or `launch --torchrun` (a gang, on --host's boxes or on
+    every box of a --fleet group, in its order): the envelope."""
+    if fleet and host:
+        raise UsageError("give --host or --fleet, not both: " + ("--fleet names the gang's boxes" if torchrun
+                                                                  else "--fleet picks the box"))
+    if fleet and not torchrun:
         refuse({"--code": code, "--rdzv-host": rdzv_host}, NOT_FOR_ONE_BOX)
         return _placed(fleet, gpus=gpus, gpu_type=gpu_type, min_vram_gib=min_vram_gib, identity=identity,
                        command=cmd, **one_job, **common)
-    if not host:
-        raise UsageError("--torchrun needs the gang's boxes: --host a,b (the first hosts the rendezvous)")
+    if not host and not fleet:
+        raise UsageError("--torchrun needs the gang's boxes: --host a,b or --fleet NAME (the first hosts the "
+                         "rendezvous)")
     refuse({"--script": one_job["script"], "--key": one_job["key"], "--label": one_job["labels"],
             "--progress-regex": one_job["progress_regex"], "--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib},
            _NOT_FOR_GANG)
-    return _gang(split_hosts(host), cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, rdzv_host=rdzv_host,
-                 code=code, identity=identity, gpus=spec.gpus(gpus), **common)
+    return _gang(_fleet_hosts(fleet) if fleet else split_hosts(host), cmd=cmd, nproc_per_node=nproc_per_node,
+                 rdzv_port=rdzv_port, rdzv_host=rdzv_host, code=code, identity=identity, gpus=spec.gpus(gpus),
+                 **common)
+
+
+def _fleet_hosts(name):
+    from .. import fleetfile
+
+    return [box.alias for box in fleetfile.boxes(name)]
 
 
 def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):

@@ -81,10 +81,12 @@ def _check_regex(pattern, flag="--progress-regex"):
             "a Slurm profile's site defaults too",
     timeout="seconds the launch may take on the box",
     fleet="place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) with "
-          "--gpus N free GPUs; nothing fitting is exit 5 and launches nothing",
+          "--gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With --torchrun: the gang is "
+          "every box of the group, in its order",
     gpu_type="with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
     min_vram_gib="with --fleet: only GPUs with at least this much memory (GiB)",
-    torchrun="one training run across every --host box: a gang preflight, then torchrun on each (c10d "
+    torchrun="one training run across every --host box (or every box of a --fleet group, in its order): a gang "
+             "preflight, then torchrun on each (c10d "
              "rendezvous on the first box); prints the gang id the other verbs take with --gang. With --engine "
              "slurm: srun runs torchrun on every node of the allocation (c10d on its first node)",
     nproc_per_node="with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: --gpus-per-node)",
@@ -105,7 +107,8 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
            exclusive=False, signal=None, iface=None):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
-    With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box;
+    With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
+    (or every box of the --fleet group);
     with --engine slurm, the job is a Slurm batch job submitted on the login node --host."""
     asked = slurmflags.resources(locals())
     from ..jobs import spec

@@ -126,7 +126,8 @@ def test_a_node_that_cannot_be_asked_refuses_the_gang(cli, gang_rig, boxes):
     (["--host", "gr-a,gr-b", "--script", DDP], "--script does not apply here"),
     (["--host", "gr-a,gr-b", "--cmd", "train.py", "--key", "k"], "--key does not apply here"),
     (["--cmd", "train.py"], "--torchrun needs the gang's boxes: --host a,b"),
-    (["--host", "gr-a", "--fleet", "f", "--cmd", "train.py"], "--torchrun runs one job across the boxes"),
+    (["--host", "gr-a", "--fleet", "f", "--cmd", "train.py"], "give --host or --fleet, not both: --fleet names the "
+                                                               "gang's boxes"),
     (["--host", "gr-a,gr-b", "--cmd", "train.py", "--nproc-per-node", "0"], "--nproc-per-node takes"),
     (["--host", "gr-a,gr-b", "--cmd", "train.py", "--rdzv-host", "a b"], "--rdzv-host: rendezvous host 'a b'"),
 ])
@@ -134,6 +135,16 @@ def test_command_line_mistakes_are_exit_2_before_any_box_is_asked(cli, gang_rig,
     r = cli("launch", "--torchrun", *args, "--json", env=gang_rig.env())
     assert r.returncode == 2, r.stdout + r.stderr
     assert words in json.loads(r.stdout)["error"]["message"]
+
+
+def test_a_fleet_group_that_is_not_there_is_named_before_any_box_is_asked(cli, gang_rig, tmp_path):
+    (tmp_path / "gpuops").mkdir()
+    (tmp_path / "gpuops" / "fleet.toml").write_text('[[host]]\nalias = "gr-a"\n\n[fleet.pair]\nhosts = ["gr-a"]\n')
+    r = cli("launch", "--torchrun", "--fleet", "trio", "--cmd", "train.py", "--json",
+            env={**gang_rig.env(), "XDG_CONFIG_HOME": str(tmp_path)})
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "no fleet 'trio' in " in json.loads(r.stdout)["error"]["message"] and "known: pair" in r.stdout
+    assert _nothing_started(gang_rig, "gr-a")
 
 
 def test_gang_verbs_on_an_unknown_gang(cli, gang_rig):

@@ -20,12 +20,13 @@ from tests.rig.sshd import free_port
 torch = pytest.importorskip("torch", reason="torch is the test extra's (CPU wheel)")
 
 
-def _launch(cli, gang_rig, hosts, steps, tmp_path, *extra):
+def _launch(cli, gang_rig, hosts, steps, tmp_path, *extra, env=None):
     ckpt = tmp_path / "ck.pt"
-    r = cli("launch", "--host", ",".join(hosts), "--torchrun", "--rdzv-port", str(free_port()),
+    boxes = ["--host", ",".join(hosts)] if hosts else []
+    r = cli("launch", *boxes, "--torchrun", "--rdzv-port", str(free_port()),
             "--workdir", os.path.dirname(DDP), "--name", "ddp",
             "--cmd", f"ddp_train.py --steps {steps} --step-seconds 0.2 --checkpoint {ckpt}", *extra, "--json",
-            env=gang_rig.env(), timeout=300)
+            env=env or gang_rig.env(), timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     return json.loads(r.stdout), ckpt
 
@@ -50,10 +51,17 @@ def three(gang_rig):
 
 @pytest.fixture(scope="module")
 def completed(gang_rig, three, tmp_path_factory):
-    """A gang of three that trained 5 steps: its launch envelope and checkpoint path."""
+    """A gang of three that trained 5 steps, launched as a [fleet.NAME] group of the fleet file (its
+    boxes in the group's order, not the file's): its launch envelope and checkpoint path."""
     from tests.conftest import gpuops
 
-    doc, ckpt = _launch(gpuops, gang_rig, three, 5, tmp_path_factory.mktemp("completed"))
+    config = tmp_path_factory.mktemp("config")
+    (config / "gpuops").mkdir()
+    (config / "gpuops" / "fleet.toml").write_text(
+        "".join(f'[[host]]\nalias = "{alias}"\n\n' for alias in reversed(three))
+        + "[fleet.trio]\nhosts = [%s]\n" % ", ".join(f'"{alias}"' for alias in three))
+    doc, ckpt = _launch(gpuops, gang_rig, None, 5, tmp_path_factory.mktemp("completed"), "--fleet", "trio",
+                        env={**gang_rig.env(), "XDG_CONFIG_HOME": str(config)})
     _until(doc["data"]["gang"]["gang_id"], states.TERMINAL)
     return doc, ckpt
 
