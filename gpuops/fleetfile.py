@@ -120,6 +120,11 @@ def boxes(name=None, path=None) -> list:
     return [by_alias[a] for a in doc.fleet[name].hosts]
 
 
+def aliases(name=None, path=None) -> list:
+    """The --host words of boxes(name, path), in their order."""
+    return [box.alias for box in boxes(name, path)]
+
+
 def for_hosts(aliases, path=None) -> list:
     """Boxes for --host words: the fleet file's entry for an alias it lists (its price and
     profile), else a bare box. The file is read only when it exists."""

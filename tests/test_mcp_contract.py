@@ -46,6 +46,11 @@ def test_a_cli_step_becomes_the_tool_call_it_means():
     push = ["gpuops", "push", "--host", "b", "--src", "/here", "--dst", "/there", "--exclude", "a", "--exclude", "b"]
     assert nextsteps.tool_step(push, ALL)["args"] == {"host": "b", "local": "/here", "remote": "/there",
                                                       "exclude": ["a", "b"]}
+    # --fleet is fleet_launch's group of candidate boxes, and with --torchrun the gang's boxes
+    gang = ["gpuops", "launch", "--fleet", "train", "--torchrun", "--cmd", "t.py"]
+    assert nextsteps.tool_step(gang, ALL) == {"tool": "gang_launch", "args": {"fleet": "train", "cmd": "t.py"}}
+    placed = ["gpuops", "launch", "--fleet", "train", "--gpus", "2", "--cmd", "t.py"]
+    assert nextsteps.tool_step(placed, ALL)["tool"] == "fleet_launch"
 
 
 def test_what_mcp_cannot_say_is_left_out_and_other_commands_keep_their_argv():

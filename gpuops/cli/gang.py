@@ -42,15 +42,14 @@ def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_
     refuse({"--script": one_job["script"], "--key": one_job["key"], "--label": one_job["labels"],
             "--progress-regex": one_job["progress_regex"], "--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib},
            _NOT_FOR_GANG)
-    return _gang(_fleet_hosts(fleet) if fleet else split_hosts(host), cmd=cmd, nproc_per_node=nproc_per_node,
-                 rdzv_port=rdzv_port, rdzv_host=rdzv_host, code=code, identity=identity, gpus=spec.gpus(gpus),
-                 **common)
+    if fleet:
+        from .. import fleetfile
 
-
-def _fleet_hosts(name):
-    from .. import fleetfile
-
-    return [box.alias for box in fleetfile.boxes(name)]
+        hosts = fleetfile.aliases(fleet)
+    else:
+        hosts = split_hosts(host)
+    return _gang(hosts, cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, rdzv_host=rdzv_host, code=code,
+                 identity=identity, gpus=spec.gpus(gpus), **common)
 
 
 def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from .. import errors
 from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, Env, PlanId, SecretEnv, WaitState, Workdir, Yes,
                       refuse_if_readonly, with_progress)
 from .tools_jobs import _envs
@@ -20,9 +21,11 @@ LAUNCH_WINDOW_S = 10.0
 
 
 def gang_launch(
-    hosts: Annotated[list[str], Field(min_length=1, max_length=64, description="boxes; the first hosts the "
-                                                                               "rendezvous")],
     cmd: Annotated[str, Field(description="training script and arguments torchrun runs, e.g. 'train.py --lr 3e-4'")],
+    hosts: Annotated[Optional[list[str]], Field(min_length=1, max_length=64, description="boxes; the first hosts "
+                                                                                         "the rendezvous")] = None,
+    fleet: Annotated[Optional[str], Field(description="instead of hosts: a [fleet.NAME] group of the server's fleet "
+                                                      "file, every box of it in its order")] = None,
     nproc_per_node: Annotated[int, Field(ge=1, le=64, description="processes (GPUs) per box")] = 1,
     rdzv_port: Annotated[int, Field(ge=1024, le=65535, description="rendezvous port on the first box")] = 29500,
     rdzv_host: Annotated[Optional[str], Field(description="first box's address as the others reach it")] = None,
@@ -35,11 +38,14 @@ def gang_launch(
     """Start one torchrun run across boxes, after a gang preflight (same torch and driver, same
     code, rendezvous port free and reachable, interfaces, clocks); a refusal starts nothing and
     says why. Returns the gang id."""
+    from .. import fleetfile
     from ..ops import gang
 
     refuse_if_readonly("launch")
+    if bool(hosts) == bool(fleet):
+        raise errors.UsageError("give hosts or fleet (a [fleet.NAME] group): one of them names the gang's boxes")
     envs, secrets = _envs(env, secret_env)
-    return gang.launch(list(hosts), cmd=cmd, nproc_per_node=nproc_per_node, port=rdzv_port, rdzv_host=rdzv_host,
+    return gang.launch(list(hosts) if hosts else fleetfile.aliases(fleet), cmd=cmd, nproc_per_node=nproc_per_node, port=rdzv_port, rdzv_host=rdzv_host,
                        code=code, workdir=workdir, name=name, env=envs, secrets=secrets, window_s=LAUNCH_WINDOW_S)
 
 

@@ -157,22 +157,33 @@ def test_gang_verbs_on_an_unknown_gang(cli, gang_rig):
 
 
 @pytest.mark.anyio
-async def test_a_refused_gang_is_an_answer_for_an_agent_and_readonly_launches_nothing(gang_rig, boxes, monkeypatch):
+async def test_a_refused_gang_is_an_answer_for_an_agent_and_readonly_launches_nothing(gang_rig, boxes, monkeypatch,
+                                                                                      tmp_path):
     pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
     from mcp import Client
 
     from gpuops.mcp import server
 
     monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    (tmp_path / "gpuops").mkdir()
+    (tmp_path / "gpuops" / "fleet.toml").write_text(
+        f'[[host]]\nalias = "{boxes["a"]}"\n\n[[host]]\nalias = "{boxes["old"]}"\n\n'
+        f'[fleet.pair]\nhosts = ["{boxes["old"]}", "{boxes["a"]}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     async with Client(server.build(), raise_exceptions=True) as client:
         refused = await client.call_tool("gang_launch", {"hosts": [boxes["a"], boxes["old"]], "cmd": "train.py",
                                                          "rdzv_port": free_port()})
+        grouped = await client.call_tool("gang_launch", {"fleet": "pair", "cmd": "train.py", "rdzv_port": free_port()})
+        neither = await client.call_tool("gang_launch", {"cmd": "train.py"})
         unknown = await client.call_tool("gang_status", {"gang": "gang-20260101-000000-abcdef"})
         monkeypatch.setenv("GPUOPS_MODE", "readonly")  # set after the start: refused when the call comes
         stop = await client.call_tool("gang_stop", {"gang": "gang-20260101-000000-abcdef", "yes": True})
     doc = refused.structured_content
     assert refused.is_error is False and doc["ok"] is False
     assert any(f["id"] == "gang.torch-mismatch" for f in doc["findings"])
+    table = next(f for f in grouped.structured_content["findings"] if f["id"] == "gang.torch-mismatch")
+    assert [row["host"] for row in table["evidence"]["table"]] == [boxes["old"], boxes["a"]]  # the group's order
+    assert neither.is_error and json.loads(neither.content[0].text)["error"]["kind"] == "usage"
     assert unknown.is_error and json.loads(unknown.content[0].text)["error"]["kind"] == "not-found"
     assert stop.is_error and json.loads(stop.content[0].text)["error"]["kind"] == "refused"
     async with Client(server.build(), raise_exceptions=True) as client:
