@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuops.ops import joblogs, jobs as op  # noqa: E402
-from gpuops.remote import target_for  # noqa: E402
+from gpuops.remote.targets import target_for  # noqa: E402
 from tests.jobs.helpers import kill_everything  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
 

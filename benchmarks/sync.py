@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.installed import as_installed  # noqa: E402
 from gpuops.ops.push import push as push_op  # noqa: E402
 from gpuops.ops.sync import Options  # noqa: E402
-from gpuops.remote import target_for  # noqa: E402
+from gpuops.remote.targets import target_for  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
 from tests.sync.wiremeter import WireMeter  # noqa: E402
 

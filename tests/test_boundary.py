@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuops import boundary, errors
-from gpuops.remote import base, target_for
+from gpuops.remote import base
+from gpuops.remote.targets import target_for
 
 LIAR = Path(__file__).resolve().parent / "fixtures" / "liar"
 

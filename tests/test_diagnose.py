@@ -15,7 +15,7 @@ import pytest
 from gpuops.diagnose import verdict
 from gpuops.ops import diagnose as op
 from gpuops.ops import jobs
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.jobs.helpers import kill_everything, wait_for
 
 REAL_BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text()

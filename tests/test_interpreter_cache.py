@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.remote import hostspec, knownkeys, mux, target_for, wrap
+from gpuops.remote import hostspec, knownkeys, mux, wrap
+from gpuops.remote.targets import target_for
 from tests.conftest import kept_masters
 from tests.rig.sshd import keygen
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.ops import preflight as op
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.fixtures.fakegpu.boxes import compose
 from tests.rig.sshd import keygen
 from tests.sync.conftest import mount_tmpfs

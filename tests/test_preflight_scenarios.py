@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from gpuops.ops import preflight as op
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import SYSTEM_PATH, compose
 
 

@@ -11,7 +11,7 @@ from gpuops import checks
 from gpuops.checks import shape
 from gpuops.checks.thresholds import DEFAULTS
 from gpuops.onbox import probe
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose
 
 CHECKS = Path(checks.__file__).resolve().parent

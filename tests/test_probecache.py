@@ -14,7 +14,7 @@ import pytest
 
 from gpuops import probecache
 from gpuops.ops import preflight as op
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.fixtures.fakegpu.boxes import compose
 
 FAKETORCH = Path(__file__).resolve().parent / "fixtures" / "faketorch"

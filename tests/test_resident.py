@@ -21,7 +21,8 @@ import pytest
 from gpuops import onbox
 from gpuops.onbox import resident as helper
 from gpuops.onbox.frames import HELLO
-from gpuops.remote import hostspec, mux, resident, target_for
+from gpuops.remote import hostspec, mux, resident
+from gpuops.remote.targets import target_for
 from gpuops.remote.base import OUTPUT_BYTES
 from gpuops.remote.wrap import KILL_AFTER_S
 from tests.test_interpreter_cache import ShimBox, _open_master

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from gpuops import errors
-from gpuops.remote import hostspec, mux, target_for
+from gpuops.remote import hostspec, mux
+from gpuops.remote.targets import target_for
 from gpuops.remote.base import GRACE_S
 from gpuops.remote.wrap import KILL_AFTER_S
 from tests.rig.sshd import keygen

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from gpuops.cli.spinner import DELAY_S, Spinner, countdown
 from gpuops.ops import jobs as op
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests import terminal
 from tests.conftest import gpuops
 from tests.jobs.helpers import kill_everything

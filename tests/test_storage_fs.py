@@ -4,7 +4,7 @@ table read through the sysroot seam, in /proc/self/mountinfo's own line format, 
 from gpuops.checks import disk as checks
 from gpuops.onbox import disk
 from gpuops.ops import preflight as op
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose
 
 ROOT_LINE = "22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/root rw\n"

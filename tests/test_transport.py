@@ -4,7 +4,7 @@ import os
 import pytest
 
 from gpuops import errors
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from gpuops.remote.hostspec import parse, resolve, split_hosts
 
 

@@ -14,7 +14,8 @@ from invoke.parser import Parser
 from gpuops import errors
 from gpuops.cli.program import ns
 from gpuops.cli.switches import SWITCHES, connect_flags
-from gpuops.remote import target_for, warmup
+from gpuops.remote import warmup
+from gpuops.remote.targets import target_for
 from tests.jobs.helpers import wait_for
 from tests.rig.sshd import keygen
 

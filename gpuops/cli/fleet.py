@@ -22,7 +22,7 @@ def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json
     later of the last job's end and the boot; the money is those hours times the box's usd_per_hour."""
     from .. import errors, fleetfile
     from ..ops import fleet as op
-    from ..remote import split_hosts
+    from ..remote.hostspec import split_hosts
     from ..render import fleet as render
 
     def produce():

@@ -4,7 +4,7 @@ hand over here when one of these is asked for; each function returns the envelop
 
 from ..errors import UsageError
 from ..jobs import spec
-from ..remote import split_hosts
+from ..remote.hostspec import split_hosts
 from .flags import DAY, number, seconds
 
 # The flags of one box's job that mean nothing for a gang (which has its own id and node records).

@@ -227,7 +227,7 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
          timeout=None, save=None, reconnect="120", jobs_dir=None, json=False, gang=None, cursors=None):
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
-    from ..remote import target_for
+    from ..remote.targets import target_for
     from ..render import jobs as render
 
     def produce():

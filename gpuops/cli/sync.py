@@ -55,7 +55,7 @@ def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fi
 def _hosts(host, verb_name, single=False, **required):
     """The hosts named, once every flag the verb cannot go without is given (required: {flag:
     (value, what it takes)})."""
-    from ..remote import split_hosts
+    from ..remote.hostspec import split_hosts
 
     required = dict(host=(host, "an ssh_config alias or user@host:port"), **required)
     for flag, (value, what) in required.items():

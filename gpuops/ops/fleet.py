@@ -14,9 +14,11 @@ from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..jobs.answers import job_id
 from ..jobs.platform import records_dir
-from ..remote import each_host, knownkeys, target_for
+from ..remote import knownkeys
 
 # A fleet of up to 64 boxes is asked in one wave (a box's answer is mostly its sampling window,
+from ..remote.fanout import each_host
+from ..remote.targets import target_for
 # spent waiting on the box), yet bounded: each worker holds one local ssh process.
 WORKERS = 64
 DEFAULT_WINDOW_S = 2.0

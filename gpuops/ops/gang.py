@@ -20,7 +20,9 @@ import time
 from .. import errors, profiles
 from ..envelope import CODE_KEY, envelope, step
 from ..jobs import gang, gangcheck, gangstore, platform, torchrun
-from ..remote import each_host, hostspec, knownkeys, target_for
+from ..remote import hostspec, knownkeys
+from ..remote.fanout import each_host
+from ..remote.targets import target_for
 from ..sync import rules
 from . import jobs
 

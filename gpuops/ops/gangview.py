@@ -16,7 +16,8 @@ from .. import errors
 from ..envelope import CODE_KEY, envelope, step
 from ..jobs import gang, gangstore, state, states
 from ..onbox import plans
-from ..remote import each_host, target_for
+from ..remote.fanout import each_host
+from ..remote.targets import target_for
 from . import diagnose as diagnose_op
 from . import joblogs, jobs
 

@@ -6,7 +6,9 @@ becomes that host's error envelope; the other hosts still answer.
 
 from .. import errors
 from ..envelope import error_envelope, fleet
-from ..remote import each_host, split_hosts, target_for
+from ..remote.fanout import each_host
+from ..remote.hostspec import split_hosts
+from ..remote.targets import target_for
 
 
 def on_hosts(command, host_value, op, identity=None):

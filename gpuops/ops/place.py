@@ -4,7 +4,7 @@ nothing fits, nothing is launched: exit 5 with what the fleet has."""
 
 from .. import errors, placement
 from ..envelope import CODE_KEY, envelope, step
-from ..remote import target_for
+from ..remote.targets import target_for
 from . import fleet, jobs
 
 

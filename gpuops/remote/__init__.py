@@ -7,11 +7,7 @@
     wrap        quoting, sh -c, timeout -k, the shipped-script bootstrap
     warmup      start the handshake while the program is still starting
     fanout      one operation on many hosts, one outcome each
+
+Nothing is imported here: `gpuops ... --host H` starts `ssh -G` for H (gpuops.remote.hostspec)
+before the transport's modules load, so importing this package must not load them.
 """
-
-from .fanout import each_host
-from .hostspec import split_hosts
-from .local import LocalTarget
-from .targets import target_for
-
-__all__ = ["each_host", "split_hosts", "LocalTarget", "target_for"]

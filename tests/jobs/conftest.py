@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.jobs.helpers import kill_everything
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from gpuops import errors
 from gpuops.ops import joblogs, jobs as op
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from tests.conftest import FIXTURES
 from tests.jobs.helpers import kill_everything, meta_of, wait_for
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gpuops.ops import joblogs, jobs as op
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.jobs.helpers import meta_of, wait_for
 
 

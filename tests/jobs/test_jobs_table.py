@@ -9,7 +9,7 @@ import pytest
 
 from gpuops import errors
 from gpuops.ops import jobs as op
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from gpuops.render.columns import fit
 from tests.jobs.helpers import kill_everything, wait_for
 

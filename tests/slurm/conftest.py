@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.rig.slurm import SlurmError, SlurmRig, accounting_unavailable, unavailable
 
 # The controller forgets an ended job this many seconds after it ended (on its 60 s purge cycle),

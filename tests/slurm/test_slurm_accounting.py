@@ -12,7 +12,7 @@ import pytest
 
 from gpuops.jobs import states
 from gpuops.ops import diagnose, jobs as op, wait
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.slurm.conftest import cancel_recorded, login_env
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from gpuops.onbox import digestcache, manifest
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 
 
 def _tree(root):

@@ -7,7 +7,7 @@ import os
 
 from gpuops.ops import push, verify
 from gpuops.ops.sync import Options
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from tests.sync.conftest import run_cli
 from tests.sync.test_digestcache import wait_storable
 

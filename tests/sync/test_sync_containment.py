@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gpuops import contained
 from gpuops.errors import BadAnswer
-from gpuops.remote import target_for
+from gpuops.remote.targets import target_for
 from gpuops.sync import plan
 from gpuops.sync.sftp import SftpEngine
 from tests.rig.rewriter import rewriting_box

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gpuops.ops.triage import read_excerpt
-from gpuops.remote import LocalTarget
+from gpuops.remote.local import LocalTarget
 from gpuops.triage import triage_pieces
 from tests.jobs.helpers import kill_everything
 from tests.triage.helpers import EXPECTED, log, now_of
