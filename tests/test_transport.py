@@ -29,10 +29,22 @@ def test_parse_host_spec(spec, expected):
     assert parse(spec) == expected
 
 
-@pytest.mark.parametrize("bad", ["a b", "user@", "host:99999", "host:port"])
+@pytest.mark.parametrize("bad", ["a b", "user@", "host:99999", "host:port",
+                                 "-oProxyCommand=touch${IFS}/tmp/pwned", "alice@-F/dev/null"])
 def test_bad_host_spec_is_a_usage_error(bad):
     with pytest.raises(errors.UsageError):
         parse(bad)
+
+
+def test_a_host_that_ssh_would_read_as_an_option_never_reaches_ssh(tmp_path, monkeypatch):
+    # ssh -G (and the connection after it) would take `-oProxyCommand=...` as an option.
+    marker = tmp_path / "ran"
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    (tmp_path / "ssh").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    (tmp_path / "ssh").chmod(0o755)
+    with pytest.raises(errors.UsageError, match="cannot start with '-'"):
+        resolve("-oProxyCommand=x")
+    assert not marker.exists()
 
 
 def test_alias_resolves_through_ssh_config(rig, plain_box):

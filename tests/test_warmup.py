@@ -207,3 +207,48 @@ def test_closing_a_master_that_already_failed_is_quiet(rig):
     target._master.wait(timeout=30)
     warmup._close_unused()
     assert not warmup._waiting and target._mux_dir is None
+
+
+def _events_of(code, *argv):
+    """The audit events (process starts, gpuops imports) a fresh interpreter records running `code`."""
+    probe = ("import sys\n"
+             "seen = []\n"
+             "def hook(event, args):\n"
+             "    if event in ('os.posix_spawn', 'subprocess.Popen'):\n"
+             "        seen.append('spawn ' + ' '.join(map(str, args[1][:2])))\n"
+             "    elif event == 'import' and args[0].startswith(('gpuops.remote', 'subprocess')):\n"
+             "        seen.append('import ' + args[0])\n"
+             "sys.addaudithook(hook)\n" + code + "\nprint('\\n'.join(seen))\n")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, env=os.environ.copy(),
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_ssh_is_asked_for_the_hosts_settings_before_the_transport_loads(plain_box):
+    events = _events_of("from gpuops.remote import warmup; warmup.start(sys.argv[1]); warmup._close_unused()",
+                        plain_box.spec)
+    asked = events.index("spawn ssh -G")
+    assert asked < events.index("import gpuops.remote.openssh"), events
+    assert events.count("spawn ssh -G") == 1, "the warm-up's answer is the one the target uses"
+
+
+def test_a_call_on_a_kept_master_and_helper_loads_no_process_machinery(rig, cli, monkeypatch):
+    # subprocess (with shutil and tempfile) cost a call riding the helper ~10 ms of its start,
+    # and such a call starts no process but `ssh -G`, which needs none of them.
+    from tests.conftest import kept_masters
+
+    box = rig.box("warm-lean")
+    with kept_masters(monkeypatch, "gw-"):
+        for _ in range(2):
+            assert cli("preflight", "--host", box.spec, "--json", env=os.environ.copy()).returncode in (0, 1)
+        from gpuops.remote import hostspec, mux, resident
+
+        master = mux.socket_path(mux.shared_dir(), hostspec.resolve(box.spec), None)
+        wait_for(lambda: resident.forward_for(master), timeout=20)
+        before = box.exec_requests()
+        events = _events_of("from gpuops.cli import main\nsys.argv = ['gpuops', 'preflight', '--host', sys.argv[1],"
+                            " '--json']\ntry:\n    main()\nexcept SystemExit:\n    pass", box.spec)
+        assert box.exec_requests() == before, "the call rode the helper"
+        assert "import subprocess" not in events, events
+        assert [e for e in events if e.startswith("spawn")] == ["spawn ssh -G"], events

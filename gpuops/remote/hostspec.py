@@ -3,12 +3,19 @@
 paramiko's SSHConfig ignores `Include` and `Match`, so when the ssh client is installed we ask
 it (`ssh -G`) for the final settings; otherwise paramiko's parser is the fallback. The ssh_config
 file can be pinned with GPUOPS_SSH_CONFIG (tests use it; users with several configs may too).
+
+`ssh -G` takes ~7 ms, and every call with --host needs its answer before anything else can
+happen (the answer names the kept master, or starts the handshake). prefetch() starts it while
+the program is still importing (gpuops.remote.warmup), and resolve() collects it. It is spawned
+with os.posix_spawnp, not subprocess: a call that rides a kept master and the box's resident
+helper starts no other process, and importing subprocess (with the shutil it brings) would cost
+it ~10 ms.
 """
 
 import os
 import re
-import shutil
-import subprocess
+import select
+import time
 from collections import namedtuple
 
 from ..errors import UsageError
@@ -50,13 +57,44 @@ def parse(spec: str):
     if not m:
         raise UsageError(f"bad host spec {spec!r}: expected an ssh_config alias or user@host:port")
     host = m.group("host").strip("[]")
+    if host.startswith("-"):  # ssh would read it as an option (`-oProxyCommand=...`), not a host
+        raise UsageError(f"bad host spec {spec!r}: a host name cannot start with '-'")
     port = int(m.group("port")) if m.group("port") else None
     if port is not None and not 0 < port < 65536:
         raise UsageError(f"bad port in host spec {spec!r}")
     return m.group("user"), host, port
 
 
-def _ssh_g(host, user, port, config_path):
+SSH_G_TIMEOUT_S = 10
+_prefetched = {}  # (user, host, port, ssh_config) -> an `ssh -G` started by prefetch()
+
+
+def on_path(name):
+    """The executable `name` found on PATH, as shutil.which finds it; None when there is none."""
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(directory or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _lookup_key(spec):
+    user, host, port = parse(spec)
+    return user, host, port, os.environ.get("GPUOPS_SSH_CONFIG") or None
+
+
+def prefetch(spec):
+    """Start `ssh -G` for `spec` now; resolve() collects its answer. Never raises (a bad spec is
+    reported by resolve)."""
+    try:
+        key = _lookup_key(spec)
+    except UsageError:
+        return
+    if key not in _prefetched:
+        _prefetched[key] = _spawn(_ssh_g_argv(*key))
+
+
+def _ssh_g_argv(user, host, port, config_path):
     argv = ["ssh", "-G"]
     if config_path:
         argv += ["-F", config_path]
@@ -64,17 +102,75 @@ def _ssh_g(host, user, port, config_path):
         argv += ["-l", user]
     if port:
         argv += ["-p", str(port)]
-    argv.append(host)
+    return argv + [host]
+
+
+def _spawn(argv):
+    """(pid, stdout's read end, stderr's read end) of `argv` started with no stdin; None when it
+    cannot be started (no such program)."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
+        # The pipes are close-on-exec: only the dup2'd copies reach the child.
+        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)])
+    except OSError:
+        os.close(out_r)
+        os.close(err_r)
         return None
-    if out.returncode != 0:
-        raise UsageError(f"ssh -G {host}: {out.stderr.strip()[:200]}")
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    return pid, out_r, err_r
+
+
+def _collect(started, timeout_s):
+    """(exit status, stdout, stderr) of a process from _spawn; None when it outlived `timeout_s`
+    (it is killed then)."""
+    pid, out_r, err_r = started
+    deadline = time.monotonic() + timeout_s
+    output = {out_r: [], err_r: []}
+    poller = select.poll()
+    for fd in output:
+        poller.register(fd, select.POLLIN)
+    left = len(output)
+    try:
+        while left:
+            wait_ms = (deadline - time.monotonic()) * 1000
+            if wait_ms <= 0:
+                os.kill(pid, 9)  # SIGKILL; the signal module (an enum) is not worth importing for it
+                os.waitpid(pid, 0)
+                return None
+            for fd, _ in poller.poll(wait_ms):
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    output[fd].append(chunk)
+                else:
+                    poller.unregister(fd)
+                    left -= 1
+    finally:
+        os.close(out_r)
+        os.close(err_r)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code, b"".join(output[out_r]), b"".join(output[err_r])
+
+
+def _ssh_g(key):
+    """ssh's final settings for `key` ({option: [values]}); None when ssh cannot tell (missing,
+    or no answer in time)."""
+    started = _prefetched.pop(key, None) or _spawn(_ssh_g_argv(*key))
+    done = _collect(started, SSH_G_TIMEOUT_S) if started else None
+    if done is None:
+        return None
+    code, out, err = done
+    if code != 0:
+        raise UsageError(f"ssh -G {key[1]}: {err.decode('utf-8', 'replace').strip()[:200]}")
     conf = {}
-    for line in out.stdout.splitlines():
-        key, _, value = line.partition(" ")
-        conf.setdefault(key.lower(), []).append(value.strip())
+    for line in out.decode("utf-8", "surrogateescape").splitlines():
+        option, _, value = line.partition(" ")
+        conf.setdefault(option.lower(), []).append(value.strip())
     return conf
 
 
@@ -100,9 +196,9 @@ def _expand(p, host, user, port):
 
 def resolve(spec: str, identity=None) -> HostSpec:
     """Resolve a remote spec to concrete connection settings."""
-    user, host, port = parse(spec)
-    config_path = os.environ.get("GPUOPS_SSH_CONFIG") or None
-    conf = _ssh_g(host, user, port, config_path) if shutil.which("ssh") else None
+    key = _lookup_key(spec)
+    user, host, port, config_path = key
+    conf = _ssh_g(key)
     if conf is None:
         conf = _paramiko_lookup(host, config_path)
     hostname = _first(conf, "hostname", host)

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 
 from ..errors import UsageError
 from .wrap import valid_python
@@ -59,7 +58,11 @@ def persist_s(environ=None) -> int:
 def shared_dir(environ=None):
     """This user's socket directory, made 0700 if missing; None when it is not provably ours."""
     environ = os.environ if environ is None else environ
-    base = environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    base = environ.get("XDG_RUNTIME_DIR")
+    if not base:
+        import tempfile  # not at the top: a call that finds XDG_RUNTIME_DIR set is spared its ~3 ms
+
+        base = tempfile.gettempdir()
     path = os.path.join(base, f"gpuops-ssh-{os.getuid()}")
     try:
         os.mkdir(path, 0o700)
@@ -164,6 +167,8 @@ def read_beside(path, suffix):
 def write_beside(path, suffix, doc) -> bool:
     """Replace the document beside the master socket `path` under `suffix` at once (a private
     temporary file renamed over it); False when it could not be written."""
+    import tempfile
+
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + suffix.lstrip(".") + "-")
     except OSError:

@@ -10,6 +10,10 @@ i.e. trust on first use, record the key, refuse a changed one.
 and rsync's `-e` all use it, so they share the host-key policy, keepalives and, once there is one,
 the master connection.
 
+subprocess, tempfile and shutil are imported where a process or a directory is made: a call that
+rides a kept master and the box's resident helper makes neither, and those imports would cost it
+~10 ms (see gpuops.remote.hostspec).
+
 Connections are multiplexed. By default the master outlives the call (gpuops.remote.mux: a
 per-user 0700 directory, GPUOPS_SSH_PERSIST seconds of idleness), so the next gpuops call
 skips the handshake. With GPUOPS_SSH_PERSIST=0 the master is the target's own (a private temp
@@ -22,14 +26,11 @@ still exactly one exec channel on the server.
 import contextlib
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import hostspec, knownkeys, mux, patience, resident, wrap
+from . import hostspec, mux, patience, resident, wrap
 from .base import GRACE_S, Target
 
 ALIVE_COUNT = 3
@@ -48,7 +49,7 @@ _FAILURES = (
 
 
 def available() -> bool:
-    return shutil.which("ssh") is not None
+    return hostspec.on_path("ssh") is not None
 
 
 def chosen() -> str:
@@ -83,6 +84,8 @@ def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=P
 
 class _Process:
     def __init__(self, argv):
+        import subprocess
+
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       start_new_session=True)
         self.stdin, self.stdout, self.stderr = self._proc.stdin, self._proc.stdout, self._proc.stderr
@@ -145,6 +148,9 @@ class OpenSSHTarget(Target):
         as a direct connection's would be."""
         if self._shared and os.path.exists(self._shared):
             return  # an earlier call's master: the first run rides it, or replaces it if it died
+        import subprocess
+        import tempfile
+
         if not self._shared:
             self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self._master_err = tempfile.TemporaryFile()
@@ -170,7 +176,7 @@ class OpenSSHTarget(Target):
             if code == 0 or (self._shared and _LOST_RACE in err):
                 return
             if self._mux_dir:
-                shutil.rmtree(self._mux_dir, ignore_errors=True)
+                _remove_tree(self._mux_dir)
                 self._mux_dir = None
             if code == 255 and report:
                 self._raise_for(err)
@@ -180,6 +186,8 @@ class OpenSSHTarget(Target):
         """The master's exit code once it has shaken hands (it forks to the background then); a
         master that lost the race for a shared socket to another gpuops call is stopped at once
         (it would carry on as a plain connection that never exits), and the winner's is used."""
+        import subprocess
+
         while True:
             try:
                 # short: the call's first command waits on this (Popen.wait backs off up to 50 ms)
@@ -197,6 +205,8 @@ class OpenSSHTarget(Target):
     def _known_python(self):
         if not self._shared:
             return super()._known_python()
+        from . import knownkeys
+
         if self._master is not None:
             self._await_master()  # the call waits for it anyway; its socket names the master
         return mux.read_python(self._shared, keys=lambda: knownkeys.of_target(self))
@@ -204,6 +214,8 @@ class OpenSSHTarget(Target):
     def _learned_python(self, path, seen):
         if not self._shared:
             return super()._learned_python(path, seen)
+        from . import knownkeys
+
         mux.write_python(self._shared, path, seen, knownkeys.of_target(self))
 
     def _resident(self, src, args, timeout_s):
@@ -254,6 +266,8 @@ class OpenSSHTarget(Target):
         if self._master is not None:
             self._await_master()
         if self._multiplex and not self._shared and self.channels_opened and self._mux_dir is None:
+            import tempfile
+
             self._mux_dir = tempfile.mkdtemp(prefix="gpuops-ssh-")
         self.channels_opened += 1
         proc = _Process(self.ssh_argv() + [wrap.sh(command)])
@@ -310,7 +324,15 @@ class OpenSSHTarget(Target):
             self._await_master(report=False)
         if self._mux_dir:
             if os.listdir(self._mux_dir):
+                import subprocess
+
                 subprocess.run(self.ssh_argv()[:-1] + ["-O", "exit", self.ssh_argv()[-1]], capture_output=True,
                                timeout=10)
-            shutil.rmtree(self._mux_dir, ignore_errors=True)
+            _remove_tree(self._mux_dir)
             self._mux_dir = None
+
+
+def _remove_tree(path):
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -17,7 +17,7 @@ after a verb that used it.
 
 import atexit
 
-from .hostspec import is_local, resolve, split_hosts
+from .hostspec import is_local, prefetch, resolve, split_hosts
 
 _MAX_HOSTS = 8  # the fan-out's pool size: warming more would only queue handshakes
 _waiting = {}
@@ -26,13 +26,18 @@ _waiting = {}
 def start(host_value, identity=None):
     """Open a background master for each remote host in `host_value` (as --host takes it).
     Never raises: a bad spec or an unknown alias is reported later by the verb itself."""
+    if not host_value:
+        return
+    specs = [s for s in split_hosts(host_value)[:_MAX_HOSTS] if not is_local(s)]
+    # ssh's answer for each host is on its way while the transport's modules load.
+    for spec in specs:
+        prefetch(spec)
     from .openssh import OpenSSHTarget, chosen
 
-    if not host_value or chosen() != "openssh":
+    if chosen() != "openssh":
         return
-
-    for spec in split_hosts(host_value)[:_MAX_HOSTS]:
-        if is_local(spec) or (spec, identity) in _waiting:
+    for spec in specs:
+        if (spec, identity) in _waiting:
             continue
         try:
             target = OpenSSHTarget(resolve(spec, identity), identity)
