@@ -152,6 +152,15 @@ def test_stdin_stdout_stderr_argv_and_status_travel_as_over_an_exec_channel(rig,
     assert result.exit == 3
 
 
+def test_a_worker_finds_the_standard_modules_the_shipped_code_imports_loaded(rig, reuse, box_runtime):
+    # Imported once by the helper, not by every call before its entry starts: a probe's
+    # nvidia-smi queries waited on subprocess's import.
+    box = _armed_box(rig, "res-warm", box_runtime)
+    wanted = ("subprocess", "shutil", "hashlib", "fcntl")
+    result = _direct(box.spec, f"import sys\nprint(','.join(m for m in {wanted!r} if m in sys.modules))\n")
+    assert result.stdout.decode().strip() == ",".join(wanted)
+
+
 def test_an_uncaught_exception_is_reported_as_python_reports_it(rig, reuse, box_runtime):
     box = _armed_box(rig, "res-raise", box_runtime)
     result = _direct(box.spec, "raise RuntimeError('boom')\n")
