@@ -394,13 +394,36 @@ def test_no_greeting_means_nothing_ran(tmp_path, reply):
 def test_what_no_helper_would_send_ends_the_call_like_a_lost_connection(tmp_path, frames):
     call = resident.open_call(_fake_helper(tmp_path, HELLO + frames), b"print(1)", (), 5, 2)
     call.stdin.close()
-    got = b""
-    while True:
-        chunk = call.stdout.read1(65536)
-        if not chunk:
-            break
-        got += chunk
+    got = _read_all(call.stdout)
     assert call.wait() == -1 and len(got) <= 3
+
+
+def _read_all(stream):
+    out = b""
+    while True:
+        chunk = stream.read1(65536)
+        if not chunk:
+            return out
+        out += chunk
+
+
+@pytest.mark.parametrize("exit_watch", ["pidfd", "polled"])
+def test_a_session_reports_output_and_status_whether_or_not_it_can_wait_on_a_pidfd(monkeypatch, exit_watch):
+    # A worker's pipes end a moment before its exit can be collected; a session either wakes on
+    # the worker's pidfd or looks again shortly, and either way reports the same.
+    if exit_watch == "polled":
+        monkeypatch.setattr(helper, "_exit_watch", lambda pid: None)
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=helper.session, args=(theirs,), daemon=True)
+    served.start()
+    assert ours.recv(len(HELLO)) == HELLO
+    src = b"import sys\nsys.stdout.write('out' * 1000)\nsys.stderr.write('err')\nsys.exit(3)\n"
+    ours.sendall(json.dumps({"args": [], "src": len(src), "timeout": 30}).encode() + b"\n" + src)
+    call = resident._Call(ours)
+    call.stdin.close()
+    out = _read_all(call.stdout)
+    assert call.wait() == 3 and out == b"out" * 1000 and call.stderr.read1() == b"err"
+    served.join(10)
 
 
 def test_a_bundle_compiles_each_module_from_the_helpers_cache(tmp_path, monkeypatch, capsys):

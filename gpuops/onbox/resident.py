@@ -335,6 +335,9 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
     poller = select.poll()
     for fd in readers:
         poller.register(fd, select.POLLIN)
+    exited = _exit_watch(pid)
+    if exited is not None:
+        poller.register(exited, select.POLLIN)
     status = None
     if not feed.take(ahead):
         return _gone(pid)
@@ -350,9 +353,14 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
                     os.close(in_w)
                     in_w = None
         clock.check()
-        # Once the worker's output has ended its exit follows within moments: look again soon.
-        for fd, event in poller.poll(1000 if readers else 5):
-            if fd == conn.fileno():
+        # A worker's pipes end a moment before its exit can be collected: without a pidfd to wake
+        # on, look again soon.
+        for fd, event in poller.poll(1000 if readers or exited is not None else 5):
+            if fd == exited:
+                poller.unregister(exited)  # readable from now on: watched once
+                os.close(exited)
+                exited = None
+            elif fd == conn.fileno():
                 chunk = b"" if event & (select.POLLHUP | select.POLLERR) else conn.recv(65536)
                 if not chunk or not feed.take(chunk):
                     return _gone(pid)
@@ -380,8 +388,19 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
                 status = None
     if in_w is not None:
         os.close(in_w)
+    if exited is not None:
+        os.close(exited)
     _send(conn, frames.status(clock.code(status)))
     return 0
+
+
+def _exit_watch(pid):
+    """A descriptor that becomes readable when process `pid` exits (Linux 5.3+, Python 3.9+);
+    None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _gone(pid):
