@@ -23,9 +23,8 @@ Its stdin, when it starts, may hold {file name: source} of the gpuops modules it
 it compiles them once, and a worker whose script compiles one of them (the bundle's loader
 calls `compile` for each module) gets the code compiled from that same text, instead of spending
 10-20 ms of the box's CPU compiling it again on every call. Only an identical text hits. It also
-imports the standard modules those sources import at their top (subprocess, shutil, hashlib...),
-so a worker finds them loaded: another 10-20 ms that every call spent before its entry could
-start (a probe's nvidia-smi queries, the slowest part of a preflight, waited on it).
+imports the standard modules those sources import at their top (subprocess, shutil...): another
+10-20 ms that every worker spent before its entry started (a probe's nvidia-smi queries too).
 
 The helper exits after `idle` seconds without a connection or a running worker, or when its
 socket file is no longer its own.
@@ -395,8 +394,7 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
 
 
 def _exit_watch(pid):
-    """A descriptor that becomes readable when process `pid` exits (Linux 5.3+, Python 3.9+);
-    None where there is none."""
+    """A descriptor readable once process `pid` exits (Linux 5.3+, Python 3.9+), else None."""
     try:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
