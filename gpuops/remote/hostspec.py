@@ -70,7 +70,8 @@ _prefetched = {}  # (user, host, port, ssh_config) -> an `ssh -G` started by pre
 
 
 def on_path(name):
-    """The executable `name` found on PATH, as shutil.which finds it; None when there is none."""
+    """The executable `name` found on PATH, as shutil.which finds it; None when there is none.
+    Not shutil.which itself: no other module on a call's kept path imports shutil (~3 ms)."""
     for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
         path = os.path.join(directory or ".", name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
