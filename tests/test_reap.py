@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.onbox import procs
-from gpuops.onbox import gpu
+from gpuops.onbox import gpu_light
 from gpuops.onbox import reap as onbox
 from gpuops.ops import reap as op
 
@@ -74,6 +74,11 @@ class GpuBox:
             node = self.root / "dev" / name
             node.write_bytes(b"")
             node.chmod(0o666)
+        for i in (0, 1):  # the driver's own record of each GPU's minor (nvidia-smi has no field for it)
+            info = self.root / "proc" / "driver" / "nvidia" / "gpus" / ("0000:%02x:00.0" % (0x18 + i)) / "information"
+            info.parent.mkdir(parents=True)
+            info.write_text("Model: \t\t NVIDIA H100 80GB HBM3\nDevice Minor: \t %d\nBus Location: \t 0000:%02x:00.0\n"
+                            % (i, 0x18 + i))
         self.jobs = base / "jobs"
         self.jobs.mkdir()
         self.smi_state = base / "smi.json"
@@ -321,7 +326,7 @@ def test_a_defunct_holders_working_parent_is_left_alone(box):
 def test_a_pid_reused_between_plan_and_kill_is_not_signalled(box):
     victim = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
     opts = onbox._args(["--min-age", "0", "--idle-window", "0", "--term-wait", "1", "--kill-wait", "1"])
-    doc, units = onbox.survey(opts, gpu.Reader())
+    doc, units = onbox.survey(opts, gpu_light.Reader())
     (unit,) = [u for u in units if u["pid"] == victim]
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{victim}"), "the victim to be reaped by init")
