@@ -16,6 +16,11 @@ unsupported field or one GPU that fell off the bus degrades that value or that G
 probe. nvidia-smi: machine-readable CSV queries only, each under a timeout; a driver that rejects
 an optional field is asked again for the core set. The slowdown temperature and the driver's CUDA
 version have no CSV field, so they come from a bounded parse of `nvidia-smi -q -d TEMPERATURE`.
+
+Checked against a real driver (580.159.04 on an H200; benchmarks/results/gpu-proof-*.md): every CSV
+field asked here is one `nvidia-smi --help-query-gpu` lists, memory in use excludes the driver's
+reserved memory on both paths, and a driver that reports temperatures as T.Limit offsets still
+gives the slowdown point.
 """
 
 import csv
@@ -87,9 +92,35 @@ def _field_rejected(result):
     return result["rc"] not in (0, None) and "field" in (result["err"] + result["out"]).lower()
 
 
+_TEMP_LINE = re.compile(r"(GPU Current Temp|GPU Slowdown Temp|GPU T\.Limit Temp|GPU Slowdown T\.Limit Temp)"
+                        r"\s*:\s*(-?\d+)\s*C$")
+
+
+def slowdown_point(temps):
+    """The slowdown temperature in C from one GPU's temperature lines, or None.
+
+    Older drivers print it ("GPU Slowdown Temp : 89 C"). Drivers that report T.Limit (580 on Hopper)
+    print instead how far the GPU is below its T.Limit and where slowdown sits against that limit
+    ("GPU Current Temp : 38 C", "GPU T.Limit Temp : 49 C", "GPU Slowdown T.Limit Temp : -2 C"), so the
+    point is 38 + 49 - (-2) = 89 C, which is what NVML's slowdown threshold says on the same GPU.
+    """
+    if "GPU Slowdown Temp" in temps:
+        return temps["GPU Slowdown Temp"]
+    parts = [temps.get(k) for k in ("GPU Current Temp", "GPU T.Limit Temp", "GPU Slowdown T.Limit Temp")]
+    if any(v is None for v in parts):
+        return None
+    return parts[0] + parts[1] - parts[2]
+
+
 def parse_temperature_report(text):
     """(cuda_version, {bus key: slowdown_c}) from `nvidia-smi -q -d TEMPERATURE`."""
-    cuda, slow, bus = None, {}, None
+    cuda, slow, bus, temps = None, {}, None, {}
+
+    def close():
+        point = slowdown_point(temps) if bus else None
+        if point is not None:
+            slow[bus] = point
+
     for line in text.splitlines()[:2000]:
         stripped = line.strip()
         m = re.match(r"CUDA Version\s*:\s*([0-9.]+)", stripped)
@@ -98,11 +129,13 @@ def parse_temperature_report(text):
             continue
         m = re.match(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$", stripped)
         if m:
-            bus = busid.key(m.group(1))
+            close()
+            bus, temps = busid.key(m.group(1)), {}
             continue
-        m = re.match(r"GPU Slowdown Temp\s*:\s*(\d+)\s*C", stripped)
-        if m and bus:
-            slow[bus] = float(m.group(1))
+        m = _TEMP_LINE.match(stripped)
+        if m:
+            temps[m.group(1)] = float(m.group(2))
+    close()
     return cuda, slow
 
 
@@ -222,7 +255,12 @@ def _nvml_device(n, h, index):
     d["minor"] = n.call(notes, "nvmlDeviceGetMinorNumber", h)
     cap = n.call(notes, "nvmlDeviceGetCudaComputeCapability", h)
     d["compute_cap"] = "%d.%d" % tuple(cap) if cap else None
-    mem = n.call(notes, "nvmlDeviceGetMemoryInfo", h)
+    # Version 2 counts the driver's reserved memory apart from what is used, as nvidia-smi does; the
+    # first version counts it as used (616 MiB on an idle H200), which no process can free.
+    mem = n.call({}, "nvmlDeviceGetMemoryInfo", h, n.const("nvmlMemory_v2", None)) if n.const(
+        "nvmlMemory_v2", None) is not None else None
+    if mem is None:
+        mem = n.call(notes, "nvmlDeviceGetMemoryInfo", h)
     d["memory_total_mib"] = mem.total / 1048576.0 if mem is not None else None
     d["memory_used_mib"] = mem.used / 1048576.0 if mem is not None else None
     util = n.call(notes, "nvmlDeviceGetUtilizationRates", h)
