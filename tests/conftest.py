@@ -13,6 +13,26 @@ from tests.rig.sshd import SshRig
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Tiers, read from the fixtures a test uses (their whole closure, so a box fixture built on `rig`
+# counts): Slurm's daemons, then any real service (sshd through `rig`; Ray; torch processes run
+# through those boxes), else `unit`. `./scripts/test --fast` runs the unit tier (-m unit).
+SLURM_FIXTURES = frozenset(("slurm", "slurm_accounted"))
+SERVICE_FIXTURES = frozenset(("rig", "ray_cluster"))
+
+
+def tier(fixturenames):
+    names = set(fixturenames)
+    if names & SLURM_FIXTURES:
+        return "slurm"
+    if names & SERVICE_FIXTURES:
+        return "rig"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(tier(getattr(item, "fixturenames", ())))
+
 
 def _need(tool):
     if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
