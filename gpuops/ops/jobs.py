@@ -81,16 +81,30 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
 
 
 # How long a launch watches the job it started: long enough for a typo (`pythn`), a missing file or
-# module to end it, so that it is reported FAILED with its error rather than "started".
+# module to end it, so that it is reported FAILED with its error rather than "started". A script
+# that starts many jobs and checks them itself may set GPUOPS_LAUNCH_CONFIRM_S=0.
 CONFIRM_S = 1.0
+CONFIRM_ENV = "GPUOPS_LAUNCH_CONFIRM_S"
+
+
+def confirm_seconds(given=None):
+    """`given`, else the environment's GPUOPS_LAUNCH_CONFIRM_S, else CONFIRM_S; bounded to [0, 60]."""
+    if given is None:
+        raw = os.environ.get(CONFIRM_ENV)
+        try:
+            given = float(raw) if raw else CONFIRM_S
+        except ValueError:
+            raise errors.UsageError(f"{CONFIRM_ENV}={raw!r} is not a number of seconds") from None
+    return min(max(float(given), 0.0), 60.0)
 
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
-           resources=None, signal=None, torchrun=None, timeout_s=60.0, confirm_s=CONFIRM_S):
+           resources=None, signal=None, torchrun=None, timeout_s=60.0, confirm_s=None):
     """Start a job: under the box's supervisor, or with `engine` "slurm" (or a profile that
     detaches with sbatch) as a Slurm batch job asking for `resources` (gpuops.jobs.sbatch)."""
     pre, notes = None, []
+    confirm_s = confirm_seconds(confirm_s)
     if profile is not None:
         from ..jobs import platform
 
@@ -125,11 +139,12 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
-          timeout_s=60.0, confirm_s=CONFIRM_S):
+          timeout_s=60.0, confirm_s=None):
     """A child job of `job` from its immutable command; a Slurm job's child may ask for other
     `resources` (those it names replace the parent's)."""
     from ..jobs import sbatch
 
+    confirm_s = confirm_seconds(confirm_s)
     asked = sbatch.resources(dict(resources or {}))
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
             "jobs_dir": jobs_dir, "resources": asked or None, "sbatch_options": sbatch.options(asked) or None,
