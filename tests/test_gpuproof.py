@@ -154,7 +154,7 @@ def test_without_a_gpu_the_proof_stops_at_once_with_exit_4(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_training_workloads_progress_lines_are_read_by_triage(tmp_path):
+def test_the_training_workloads_progress_lines_are_read_by_triage(tmp_path, real_processes):
     """The proof's CUDA training program, run on the CPU here: its lines are ones gpuops' progress
     reader understands, so on the GPU a miss is gpuops', not the workload's."""
     env = dict(os.environ, GPUPROOF_DEVICE="cpu")
