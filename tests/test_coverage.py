@@ -183,6 +183,7 @@ FAILS = {
     "gang.code-differs": _gang(head={"code": _code("a" * 64)}, worker={"code": _code("b" * 64)}),
     "gang.unreachable-rendezvous": _gang(worker={"connected": False, "answered": False, "local": None,
                                                  "error": "Connection refused"}),
+    "gang.dataplane": _gang(worker={"plane": {"port": None, "error": "Cannot assign requested address"}}),
     "sync.budget": _sync_budget,
     "sync.small-files": _small_files,
     "sync.mismatch": _mismatch,
