@@ -178,6 +178,10 @@ FAILS = {
     "cuda.torch": _set(("torch", "cuda"), "12.8"),
     "cpu.threads": _set(("env", "OMP_NUM_THREADS"), "64"),
     "detach.missing": _set(("tools",), {}),
+    "tracker.wandb": _set(("trackers",), {"wandb": {"installed": True, "mode": "offline", "key": None,
+                                                    "host": "api.wandb.ai"}}),
+    "tb.logdir": _set(("trackers",), {"tensorboard": {"pinned": None, "servers": [
+        {"pid": 4100, "logdirs": [{"path": "/root/runs", "exists": True, "events": 0, "capped": False}]}]}}),
     "gang.driver-too-old": _gang(worker={"cuda": "12.8", "cuda_max": "12.2", "torch": "2.13.0+cu128"},
                                  head={"cuda": "12.8", "torch": "2.13.0+cu128", "cuda_max": "12.8"}),
     "gang.code-differs": _gang(head={"code": _code("a" * 64)}, worker={"code": _code("b" * 64)}),
