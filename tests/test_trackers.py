@@ -145,3 +145,38 @@ def test_preflight_names_a_running_tensorboard_whose_logdir_is_empty_then_passes
     assert server["logdirs"] == [{"path": str(tmp_path / "runs"), "exists": True, "events": 1, "capped": False}]
     assert [f.severity for f in T.tensorboard({"trackers": {"tensorboard": {"pinned": None, "servers": [server]}}},
                                               {})] == ["ok"]
+
+
+# ---- diagnose: what the run's own log says about W&B (gpuops.diagnose.trackers) ----------------
+
+ONLINE = ("wandb: Currently logged in as: ada. Use `wandb login --relogin` to force relogin\n"
+          "wandb: Tracking run with wandb version 0.21.1\n"
+          "wandb: Run data is saved locally in /root/run/wandb/run-20261127_101500-x1y2z3\n"
+          "wandb: Run `wandb offline` to turn off syncing.\n"
+          "wandb: Syncing run brisk-sun-12\n"
+          "wandb: \u2b50\ufe0f View project at https://wandb.ai/ada/proj\n"
+          "wandb: \U0001f680 View run at https://wandb.ai/ada/proj/runs/x1y2z3\n")
+OFFLINE = ("wandb: Tracking run with wandb version 0.21.1\n"
+           "wandb: W&B syncing is set to `offline` in this directory. Run `wandb online` or set WANDB_MODE=online "
+           "to enable cloud syncing.\n"
+           "wandb: Run data is saved locally in /root/run/wandb/offline-run-20261127_101500-x1y2z3\n")
+
+
+def test_the_syncing_line_passes_and_its_absence_after_wandbs_header_is_the_signal():
+    from gpuops.diagnose import trackers as D
+
+    found = D.wandb(ONLINE, "step 10 loss 0.5\n")
+    assert (found["state"], found["run"], found["url"]) == ("syncing", "brisk-sun-12",
+                                                            "https://wandb.ai/ada/proj/runs/x1y2z3")
+    assert D.advice(found) == []
+    offline = D.wandb(OFFLINE, "")
+    assert (offline["state"], offline["dir"], offline["gotcha"]) == (
+        "offline", "/root/run/wandb/offline-run-20261127_101500-x1y2z3", "U35")
+    assert "wandb sync /root/run/wandb/offline-run-20261127_101500-x1y2z3" in D.advice(offline)[0]
+    # click.style("wandb", fg="blue", bold=True), as a terminal that kept its colours wrote it
+    silent = D.wandb("\x1b[34m\x1b[1mwandb\x1b[0m: Tracking run with wandb version 0.21.1\n", "Traceback ...\n")
+    assert silent["state"] == "not-syncing" and "never printed 'Syncing run'" in D.advice(silent)[0]
+    no_key = D.wandb("", "wandb.errors.errors.UsageError: No API key configured. Use `wandb login` to log in.\n")
+    assert no_key["state"] == "no-key" and "--secret-env WANDB_API_KEY" in D.advice(no_key)[0]
+    assert D.wandb("", "", {"WANDB_MODE": "disabled"})["state"] == "disabled"
+    assert D.wandb("epoch 1 loss 0.3\n", "done\n") is None
