@@ -3,7 +3,9 @@
 For a gpuops job: its records (exit record, boot_id, OOM counter and pid start time at launch),
 the facts `status` derives its state from (liveness, progress lines), the box's boot_id and
 uptime now, the cgroup OOM counter now, kernel-log OOM-killer lines and Xid lines stamped after
-launch, free bytes and inodes on the job's paths, and the log's tail.
+launch, free bytes and inodes on the job's paths, core dumps since launch (gpuops.onbox.cores: the
+job's cwd, coredumpctl where present), the log's tail, and its head (where trackers such as W&B
+say whether they sync).
 For a bare pid (`--pid P --since EPOCH`) the same, minus the records. Reads only.
 """
 
@@ -14,9 +16,10 @@ import socket
 import sys
 import time
 
-from . import cgroup, disk, job_facts, jobrecord, kernlog, procs, slurm
+from . import cgroup, cores, disk, job_facts, jobrecord, kernlog, procs, slurm
 
 TAIL_BYTES = 64 * 1024
+HEAD_BYTES = 16 * 1024
 _DMESG_STAMP = re.compile(r"^\[\s*(\d+)\.(\d+)\]")
 
 
@@ -45,6 +48,14 @@ def _tail(path, limit=TAIL_BYTES):
             size = f.tell()
             f.seek(max(0, size - limit))
             return f.read().decode("utf-8", "replace")
+    except (OSError, IOError):
+        return None
+
+
+def _head(path, limit=HEAD_BYTES):
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
     except (OSError, IOError):
         return None
 
@@ -83,25 +94,30 @@ def gather(job_ref=None, pid=None, since=None):
             "boot_changed": bool(meta.get("boot_id")) and meta.get("boot_id") != ev["boot_id_now"],
             "alive": rec["exit"] is None and jobrecord.liveness(meta) == "alive",
             "log_tail": _tail(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG)),
+            "log_head": _head(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG)),
             "job": job_facts.facts(job_id),
         })
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])
+        cwd = meta.get("workdir")
     else:
         since = since or now
         btime = procs.boot_time()
         st = procs.stat(pid)
         ev.update({"exit": None, "alive": procs.alive(pid),
                    "boot_changed": bool(btime) and since < btime, "boot_id_then": None,
-                   "oom_kills_at_launch": None, "log_tail": None})
+                   "oom_kills_at_launch": None, "log_tail": None, "log_head": None})
+        cwd = None
         if st:
             try:
                 paths = [os.readlink("/proc/%d/cwd" % pid)]
+                cwd = paths[0]
             except OSError:
                 pass
     ev["pid"] = pid
     ev["since"] = since
     _with_kernel(ev, since, {pid} if pid else set())
     ev["disks"] = [disk.measure("job", p) for p in paths]
+    ev["cores"] = cores.facts(cwd, since)
     return ev
 
 

@@ -4,7 +4,7 @@ from datetime import datetime
 
 from .. import errors
 from ..boundary import expect
-from ..diagnose import scheduled, verdict
+from ..diagnose import crash, scheduled, trackers, verdict
 from ..envelope import envelope
 from ..jobs import answers, slurmstate, state
 from .jobs import payload
@@ -17,7 +17,7 @@ _EVIDENCE = {"now": _NUMBER, "job_id": (str, type(None)), "pid": (int, type(None
              "kernel_oom_other": (list, type(None)), "oom_kills_now": (int, type(None)),
              "oom_kills_at_launch": (int, type(None)), "uptime_s": _NUMBER, "meta": (dict, type(None)),
              "accounting": (list, type(None)), "accounting_source": (str, type(None)), "node": (str, type(None)),
-             "node_is_here": (bool, type(None))}
+             "node_is_here": (bool, type(None)), "cores": (dict, type(None)), "log_head": (str, type(None))}
 
 def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0):
     if bool(job) == bool(pid):
@@ -30,6 +30,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         err = expect(ev, {"error": dict}, target.name)["error"]
         raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
     expect(ev, _EVIDENCE, target.name, "diagnose evidence")
+    ev["cores"] = crash.checked(ev.get("cores"), target.name)
     if ev.get("job_id") is not None:
         answers.job_id(ev["job_id"], target.name)
     row = state.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
@@ -43,6 +44,8 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     triaged = _triage(ev, row)
     nxt, advice = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"), jobs_dir)
     advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
+    tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
+    advice += trackers.advice(tracked)
     if triaged and triaged.get("primary"):
         nxt += [s for s in triaged.get("next") or [] if s not in nxt]
     what = ev.get("job_id") or f"pid {pid}"
@@ -59,6 +62,8 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
                        "tried": ev.get("kernel_tried")},
         "oom_kills": {"at_launch": ev.get("oom_kills_at_launch"), "now": ev.get("oom_kills_now")},
         "disks": ev.get("disks"),
+        "cores": ev.get("cores"),
+        "trackers": {"wandb": tracked},
         "triage": triaged,
         "state": row["state"] if row else None,
     }
