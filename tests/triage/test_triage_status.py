@@ -51,9 +51,14 @@ def test_a_wandb_sync_after_a_crash_is_not_a_completion():
 
 
 def test_unknown_only_when_the_log_does_not_say():
+    """Steps that stop with nothing after them: no end in the log. A death is claimed only when
+    something says the process ended (here, Slurm's state)."""
     log = text(steps(0, 20), b"[2025-03-02 10:00:45] saving samples")
     data = classify_bytes(log, now=last_time(0, 20) + timedelta(hours=3))
-    assert (data["status"], data["primary"]) == ("unknown", "unknown-death")
+    assert (data["status"], data["primary"], data["also"]) == ("unknown", None, [])
+    assert any(a.startswith("No end in the log") for a in data["advice"])
+    ended = classify_bytes(log, now=last_time(0, 20) + timedelta(hours=3), slurm_state="COMPLETED")
+    assert (ended["status"], ended["primary"]) == ("unknown", "unknown-death")
 
 
 def test_evidence_on_a_progress_bar_line_is_the_segment_after_the_last_cr():
