@@ -158,6 +158,16 @@ def progress(facts, now):
     return out
 
 
+def dated_progress(row):
+    """{"at", "step_time_s"} of a row's last progress line, as the stall rule reads them, for a
+    verb that judges the same job from its log (triage, diagnose); None when nothing dates it."""
+    p = (row or {}).get("progress") or {}
+    last = p.get("last") or {}
+    if last.get("at") is None:
+        return None
+    return {"at": last["at"], "step_time_s": p.get("step_time_s")}
+
+
 def step_time(events, first_step=None):
     """Seconds per step of on-box progress events (dicts with step, seconds, at)."""
     return steps.step_time(((e.get("step"), e.get("seconds"), e.get("at")) for e in events), first_step)

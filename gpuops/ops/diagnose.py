@@ -102,4 +102,5 @@ def _triage(ev, row):
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said = (row.get("scheduler_state") or row["state"]) if row else None
     rec = slurmstate.exit_record(row) if row and row.get("engine") == SLURM else ev.get("exit")
-    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec)
+    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec,
+                          progress=state.dated_progress(row))
