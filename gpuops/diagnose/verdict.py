@@ -12,6 +12,7 @@ log is usually unreadable, so the cgroup counter decides there.
 from datetime import datetime, timezone
 
 from .. import xid
+from ..jobs.state import SHELL_CODES
 from ..jobs.states import STALLED
 
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
@@ -114,8 +115,8 @@ def decide(ev: dict) -> dict:
         conf = "medium" if kernel_readable or ev.get("oom_kills_now") is not None else "low"
         return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"])
     if record:
-        return out("failed-exit", "high", [f"the program exited with code {code}" if sig is None
-                                           else f"the program died of {sig}"])
+        said = SHELL_CODES.get(code, f"the program exited with code {code}") if sig is None else f"the program died of {sig}"
+        return out("failed-exit", "high", [said] + ([f"log says: {ev['error_line']}"] if ev.get("error_line") else []))
     return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
 
 

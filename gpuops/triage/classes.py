@@ -75,6 +75,15 @@ CLASSES = (
        "Checking out the MaxText hotfix branch inside the container failed.",
        "Check that the branch exists and is reachable from the node.",
        "Run the checkout by hand in the container to see git's error."),
+    _c("launch-fail", "extension", "root", "Job start",
+       "The job's command could not start: its program, interpreter or script was not found or is not "
+       "executable (exit 127 command not found, 126 not executable; python's \"can't open file\").",
+       "Check the path the command names on the box, relative to the job's working directory (launch "
+       "--workdir); push the code first (gpuops push) if it is not there yet.",
+       "For 'command not found': the program is not on the PATH of the job's shell (a virtualenv not "
+       "activated, a module not loaded): name it by its full path.",
+       "For 'Permission denied' (exit 126): chmod +x the script, or run it through its interpreter "
+       "(python3 train.py, bash run.sh)."),
     _c("ray-start-fail", "infrastructure", "minor", "Ray init",
        "The Ray cluster did not start; training continues without Ray (no dashboards, no TSDB).",
        "Nothing is needed for training itself: it falls back to running without Ray.",

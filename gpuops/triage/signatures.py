@@ -135,6 +135,10 @@ _BASE = (
     _s("hub_local_entry", "hub-download-fail", r"LocalEntryNotFoundError"),
     _s("hub_pool", "hub-download-fail", r"HTTPSConnectionPool\(host='(?:huggingface\.co|cdn-lfs|hf-mirror)"),
     _s("hub_401", "hub-download-fail", r"Unauthorized for url: https://huggingface\.co"),
+    # python/cpython Modules/main.c ("%ls: can't open file %R: [Errno %d] %s"), exit 2
+    _s("py_cant_open", "launch-fail", r"can't open file"),
+    # bminor/bash execute_cmd.c ("command not found"), exit 127
+    _s("sh_not_found", "launch-fail", r": command not found"),
     _s("rdzv_timeout", "rendezvous-fail", r"RendezvousTimeoutError"),
     _s("rdzv_conn", "rendezvous-fail", r"RendezvousConnectionError"),
     _s("rdzv_state", "rendezvous-fail", r"RendezvousStateError"),

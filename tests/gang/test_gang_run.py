@@ -200,3 +200,19 @@ def test_a_killed_node_fails_the_gang_and_diagnose_names_it_then_retry_and_stop(
     assert all(n["state"] in states.TERMINAL for n in stopped["data"]["nodes"])
     time.sleep(0.5)
     assert all(_worker_of(gang_rig.jobs(n["host"]), n["job_id"]) is None for n in child["nodes"])
+
+
+def test_a_wrong_script_path_is_named_by_diagnose_in_the_nodes_own_words(cli, gang_rig, three, tmp_path):
+    """Issue 27: `diagnose --gang` of a torchrun whose script path was wrong never showed the node's
+    "can't open file ... No such file or directory" line, and its advice was the generic one."""
+    r = cli("launch", "--host", ",".join(three[:2]), "--torchrun", "--rdzv-port", str(free_port()),
+            "--workdir", os.path.dirname(DDP), "--name", "ddp-typo", "--cmd", "ddp_trian.py --steps 5", "--json",
+            env=gang_rig.env(), timeout=300)
+    gang_id = json.loads(r.stdout)["data"]["gang"]["gang_id"]
+    _until(gang_id, states.TERMINAL, timeout=120)
+    r = cli("diagnose", "--gang", gang_id, "--json", env=gang_rig.env())
+    diag = json.loads(r.stdout)
+    said = diag["data"]["error_line"]
+    assert "can't open file" in said and "ddp_trian.py" in said and said in diag["summary"], diag["summary"]
+    assert diag["data"]["diagnose"]["triage"]["primary"] == "launch-fail"
+    assert any("push the code" in a for a in diag["advice"]), diag["advice"]
