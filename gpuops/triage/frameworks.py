@@ -112,9 +112,9 @@ ENTRIES = (
     _e("nemo", "detect", "fw_nemo", r"\[NeMo [DIWEC] "),
 
     # ------------------------------------------------------------------ Keras / TensorFlow
-    # keras-team/keras keras/src/ (module paths: keras/)
+    # keras-team/keras keras/src/trainers/trainer.py (tracebacks name keras/src/... paths)
     _e("keras", "detect", "fw_keras", r"keras[/.]"),
-    # tensorflow/tensorflow tensorflow/core/ (C++ log lines carry tensorflow/ paths)
+    # tensorflow/tensorflow tensorflow/core/util/port.cc (its C++ log lines name tensorflow/ paths)
     _e("keras", "detect", "fw_tensorflow", r"tensorflow/"),
     # keras-team/keras keras/src/callbacks/progbar_logger.py ("Epoch {epoch + 1}/{self.epochs}")
     _e("keras", "done", "keras_epoch", r"Epoch \d+/\d+", rule="keras_epoch"),
@@ -128,17 +128,17 @@ ENTRIES = (
     _e("keras", "fail", "keras_nan_raise", r"NaN or Inf loss encountered at batch", "nan-divergence"),
 
     # ------------------------------------------------------------------ JAX / Flax / MaxText
-    # jax-ml/jax jax/_src/ (module paths and errors: jaxlib, jax.errors, jax.distributed)
+    # jax-ml/jax jax/errors.py (module paths and errors: jaxlib, jax.errors, jax.distributed)
     _e("jax", "detect", "fw_jax", r"jax(?:lib|\.errors|\.distributed|/)"),
-    # google/maxtext MaxText/train.py
+    # google/maxtext MaxText/train.py (its module path and logs)
     _e("jax", "detect", "fw_maxtext", r"MaxText"),
     # jax-ml/jax jaxlib/xla_client.py (XlaRuntimeError)
     _e("jax", "detect", "fw_xla_runtime", r"XlaRuntimeError"),
-    # google/flax flax/ (module paths)
+    # google/flax flax/training/checkpoints.py (tracebacks name flax/ paths)
     _e("jax", "detect", "fw_flax", r"flax[/.]"),
     # google/flax examples/gemma/train.py ("Total training loop time: ... minutes")
     _e("jax", "done", "flax_done", r"Total training loop time: "),
-    # openxla/xla xla/service/ (the BFC allocator's OOM: "Out of memory while trying to allocate N bytes.")
+    # openxla/xla xla/stream_executor/integrations/tf_allocator_adapter.cc (TfAllocatorAdapter::Allocate)
     _e("jax", "fail", "xla_oom", r"Out of memory while trying to allocate", "oom-gpu"),
 
     # ------------------------------------------------------------------ fairseq
@@ -154,7 +154,7 @@ ENTRIES = (
     # ------------------------------------------------------------------ mmdetection / mmengine
     # open-mmlab/mmengine mmengine/runner/runner.py (module paths: mmengine, mmdet)
     _e("mmengine", "detect", "fw_mmengine", r"mmengine"),
-    # open-mmlab/mmdetection mmdet/ (module paths)
+    # open-mmlab/mmdetection mmdet/apis/inference.py (tracebacks name mmdet/ paths)
     _e("mmengine", "detect", "fw_mmdet", r"mmdet"),
     # open-mmlab/mmengine mmengine/runner/runner.py (logs f'Config:\n{self.cfg.pretty_text}': max_epochs=N)
     _e("mmengine", "total", "max_epochs", r"max_epochs=\d+"),
@@ -175,7 +175,7 @@ ENTRIES = (
     _e("ultralytics", "fail", "yolo_nan", r"Training failed: NaN persisted for", "nan-divergence"),
 
     # ------------------------------------------------------------------ vLLM
-    # vllm-project/vllm vllm/ (module paths and its logger prefix)
+    # vllm-project/vllm vllm/entrypoints/openai/api_server.py ("vLLM API server version ..."; vllm/ paths)
     _e("vllm", "detect", "fw_vllm", r"v(?:llm|LLM)"),
     # vllm-project/vllm vllm/entrypoints/llm.py (tqdm desc "Processed prompts" reaching 100%)
     _e("vllm", "done", "vllm_done", r"Processed prompts: 100%"),
@@ -201,6 +201,7 @@ ENTRIES = (
     _e("submitit", "fail", "sub_exception", r"Submitted job triggered an exception", "python-exception"),
     # facebookincubator/submitit submitit/core/job_environment.py ("... this job is preempted." / "timed-out.")
     _e("submitit", "cancel", "sub_preempted", r"this job is preempted", "preempted"),
+    # facebookincubator/submitit submitit/core/job_environment.py (the same line, for a time limit)
     _e("submitit", "cancel", "sub_timed_out", r"this job is timed-out", "timeout"),
 
     # ------------------------------------------------------------------ ModelScope
