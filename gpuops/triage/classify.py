@@ -216,7 +216,8 @@ class _Verdict:
         data["next"], data["advice"] = A.compose(self, status, primary, also, prog, heartbeat, dashboards)
         context = self._context(status)
         results = W.findings_for(data, found, eligible, self, context, heartbeat, dashboards)
-        return Result(data, results, context, W.summary_line(data))
+        summary = W.summary_line(data) + ("; no end in the log" if self.no_end else "")
+        return Result(data, results, context, summary)
 
     def _hang(self, status):
         f = self.f

@@ -12,8 +12,11 @@ Per chunk:
     from the first chunk that prints one; literal searches then find the first step, the step
     just before each candidate line (to tell an error that training survived from one that ended
     it), and the last step; the step times and the last step's wall-clock time come from a
-    window of recent steps kept at the end. Forms that count steps done (N/M) are turned into
-    the procedure's 0-indexed steps (N - 1).
+    window of recent steps kept at the end (stepwindow.py). Forms that count steps done (a bar's
+    N/M, Megatron's iteration N, HF's global_step, `Step N/M`: any form but MaxText's, unless the
+    log's first step is 0) are turned into the procedure's 0-indexed steps (N - 1).
+  * a traceback right after CPython's `Exception ignored in:` is no failure (an error at
+    shutdown), and one after `Exception in thread` a soft one (that thread ended).
   * times are read only from bounded windows (see timestamps.py).
 """
 
