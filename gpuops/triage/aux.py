@@ -81,6 +81,8 @@ def record(f, sig, m, buf, vs, ve, line_no, task, step_at, text):
         framework(f, sig.id, line_no)
     elif target == S.AUX_RESTART:
         f.restart = Occ(line_no, text(m.start()), task, step_at, sig.id)
+    elif target == S.AUX_PROGRESS:
+        f.progress_marks.append(line_no)
     elif target == S.AUX_TOTAL:
         number = _NUM.search(view, m.start() - vs)
         f.max_epochs = int(number.group()) if number else f.max_epochs

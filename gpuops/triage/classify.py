@@ -166,11 +166,13 @@ class _Verdict:
         return (self.f.first_step - 1) if self.f.first_step is not None else -1
 
     def terminal(self, occs):
-        """The first occurrence after which training did not go on for 2+ more steps, and that no
-        restart notice followed (the run went on after it)."""
+        """The first occurrence after which training did not go on for 2+ more steps, or past two
+        more of a framework's progress lines that are no steps, and that no restart notice followed
+        (the run went on after it)."""
         thr = self._threshold()
-        restart = self.f.restart.line if self.f.restart is not None else 0
-        cands = [o for o in occs if (thr is None or self._resolved(o.step_at) >= thr) and o.line > restart]
+        marks = self.f.progress_marks
+        went_on = max(self.f.restart.line if self.f.restart is not None else 0, marks[0] if len(marks) == 2 else 0)
+        cands = [o for o in occs if (thr is None or self._resolved(o.step_at) >= thr) and o.line > went_on]
         return min(cands, key=lambda o: o.line) if cands else None
 
     def terminal_of(self, cls):

@@ -73,6 +73,7 @@ class Facts:
         self.end_report = None        # the last terminal failure evidence (signatures.END_REPORT_SIGNATURES)
         self.frameworks = {}          # framework (frameworks.py) -> lines that showed it
         self.restart = None           # the last notice that the run goes on (an elastic restart)
+        self.progress_marks = deque(maxlen=2)  # lines of the last two progress lines that are no steps
         self.max_epochs = None        # the epochs a config dump asks for (frameworks.py, kind total)
         self.pt_steps = self.pt_ckpt = self.pt_period = None
         self.cfg_steps = self.cfg_ckpt = self.cfg_period = None

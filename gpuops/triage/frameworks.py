@@ -15,6 +15,9 @@ Kinds (signatures.py turns them into signatures):
     noise     printed by healthy runs although it holds a failure signature: the line is dropped
     restart   the run goes on after this line (an elastic restart): what failed before it did
               not end the run
+    progress  a line a working run prints again and again that is no step line (a server's
+              throughput report, an epoch's header): what failed before the last two did not end
+              the run
     total     a number of epochs the run is configured for (a completion rule compares with it)
 """
 
@@ -148,6 +151,8 @@ ENTRIES = (
     _e("fairseq", "done", "fs_done", r"done training in \d"),
     # facebookresearch/fairseq fairseq/optim/dynamic_loss_scaler.py (FloatingPointError: the run stops)
     _e("fairseq", "fail", "fs_min_scale", r"Minimum loss scale reached", "nan-divergence"),
+    # facebookresearch/fairseq fairseq/logging/progress_bar.py (SimpleProgressBar.log, logger renamed train_inner)
+    _e("fairseq", "progress", "fs_train_inner", r"train_inner \| epoch \d+:"),
     # facebookresearch/fairseq fairseq/trainer.py (_log_oom: fairseq recovers unless it re-raises)
     _e("fairseq", "noise", "h_fs_oom", r"OOM: Ran out of memory with exception"),
 
@@ -156,6 +161,8 @@ ENTRIES = (
     _e("mmengine", "detect", "fw_mmengine", r"mmengine"),
     # open-mmlab/mmdetection mmdet/apis/inference.py (tracebacks name mmdet/ paths)
     _e("mmengine", "detect", "fw_mmdet", r"mmdet"),
+    # open-mmlab/mmengine mmengine/runner/log_processor.py ("Epoch(train) [E][i/N]", "Iter(train) [i/N]")
+    _e("mmengine", "progress", "mm_train", r"\(train\) +\["),
     # open-mmlab/mmengine mmengine/runner/runner.py (logs f'Config:\n{self.cfg.pretty_text}': max_epochs=N)
     _e("mmengine", "total", "max_epochs", r"max_epochs=\d+"),
     # open-mmlab/mmengine mmengine/hooks/checkpoint_hook.py ("Saving checkpoint at {runner.epoch + 1} epochs"):
@@ -165,6 +172,8 @@ ENTRIES = (
     # ------------------------------------------------------------------ Ultralytics YOLO
     # ultralytics/ultralytics ultralytics/engine/trainer.py (banner and module paths)
     _e("ultralytics", "detect", "fw_ultralytics", r"ltralytics"),
+    # ultralytics/ultralytics ultralytics/models/yolo/detect/train.py (progress_string: each epoch's header)
+    _e("ultralytics", "progress", "yolo_epoch", r"Epoch +GPU_mem"),
     # ultralytics/ultralytics ultralytics/engine/trainer.py ("{n} epochs completed in {h:.3f} hours.")
     _e("ultralytics", "done", "yolo_done", r"epochs completed in \d"),
     # ultralytics/ultralytics ultralytics/utils/torch_utils.py (EarlyStopping)
@@ -179,6 +188,8 @@ ENTRIES = (
     _e("vllm", "detect", "fw_vllm", r"v(?:llm|LLM)"),
     # vllm-project/vllm vllm/entrypoints/llm.py (tqdm desc "Processed prompts" reaching 100%)
     _e("vllm", "done", "vllm_done", r"Processed prompts: 100%"),
+    # vllm-project/vllm vllm/v1/metrics/loggers.py (the engine's periodic stats while it serves)
+    _e("vllm", "progress", "vllm_stats", r"Avg prompt throughput: "),
     # vllm-project/vllm vllm/v1/core/kv_cache_utils.py (no room for the KV cache)
     _e("vllm", "fail", "vllm_kv_none", r"No available memory for the cache blocks", "oom-gpu"),
     # vllm-project/vllm vllm/v1/core/kv_cache_utils.py (max_model_len does not fit)
@@ -207,6 +218,8 @@ ENTRIES = (
     # ------------------------------------------------------------------ ModelScope
     # modelscope/modelscope modelscope/utils/logger.py ("%(asctime)s - %(name)s - ...", logger "modelscope")
     _e("modelscope", "detect", "fw_modelscope", r"modelscope"),
+    # modelscope/modelscope modelscope/trainers/hooks/logger/text_logger_hook.py ("epoch [E][i/N]\t...")
+    _e("modelscope", "progress", "ms_train", r"epoch \[\d+\]\[\d+/\d+\]"),
     # modelscope/modelscope modelscope/trainers/hooks/checkpoint/checkpoint_hook.py (after_run)
     _e("modelscope", "done", "ms_done", r"Train finished\. Uploading models"),
 )

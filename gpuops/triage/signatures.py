@@ -74,6 +74,7 @@ AUX_SUMMARY, AUX_STATUS, AUX_PASSTHROUGH, AUX_CONFIG = "summary", "status", "pas
 AUX_RAY, AUX_TUNNEL, AUX_PROM = "ray", "tunnel", "prometheus"
 AUX_SELF_DEATH, AUX_RESTORE, AUX_SLURM_ID, AUX_BANNER = "self-death", "restore", "slurm-id", "banner"
 AUX_SUCCESS, AUX_FRAMEWORK, AUX_RESTART, AUX_TOTAL = "success", "framework", "restart", "total"
+AUX_PROGRESS = "progress"
 STEP = "step"
 
 
@@ -282,7 +283,7 @@ THREAD_TRACEBACK = _s("thread_traceback", "python-exception", r"Traceback \(most
 
 # What each framework prints at the ends of a run (frameworks.py), as signatures.
 _KIND_TARGET = {"detect": AUX_FRAMEWORK, "done": AUX_SUCCESS, "weak": AUX_SUCCESS, "noise": HARMLESS,
-                "restart": AUX_RESTART, "total": AUX_TOTAL}
+                "restart": AUX_RESTART, "total": AUX_TOTAL, "progress": AUX_PROGRESS}
 SIGNATURES = _BASE + tuple(_s(e.id, e.target or _KIND_TARGET[e.kind], e.pattern, e.rule) for e in FW.ENTRIES)
 
 # Exit-code routing for "exit" rules: which class an exit code means on that kind of line.

@@ -119,6 +119,10 @@ SAMPLES = {
     "final_save": b"03/02 10:00:00 - mmengine - INFO - Saving checkpoint at 12 epochs",
     "yolo_done": b"100 epochs completed in 1.234 hours.",
     "fw_vllm": b"INFO 03-02 10:00:00 [api_server.py:1090] vLLM API server version 0.8.5",
+    "fs_train_inner": b"2025-03-02 10:00:10 | INFO | train_inner | epoch 001:    100 / 1102 loss=9.123, num_updates=100",
+    "mm_train": b"03/02 10:00:20 - mmengine - INFO - Epoch(train)  [1][ 50/7330]  lr: 2.0000e-02  eta: 0:05:00",
+    "yolo_epoch": b"      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+    "ms_train": b"2025-03-02 10:00:00,000 - modelscope - INFO - epoch [1][100/500]\tlr: 1.000e-04, eta: 0:10:00",
 }
 
 

@@ -182,3 +182,15 @@ def test_no_times_on_the_step_lines_and_a_running_scheduler_is_no_claim_of_advan
     data = classify_bytes(log, slurm_state="RUNNING")
     assert data["status"] == "running"
     assert not any("advancing" in a for a in data["advice"]) and any("cannot be told" in a for a in data["advice"])
+
+
+def test_a_serving_engine_that_reports_after_an_error_did_not_end_there():
+    """A log without step lines: a request's traceback, then vLLM's periodic stats (two or more)
+    say the engine went on (vllm/v1/metrics/loggers.py); one stats line alone could be a rank
+    still flushing."""
+    stats = (b"INFO 03-02 10:05:00 [loggers.py:118] Engine 000: Avg prompt throughput: 120.3 tokens/s, Avg "
+             b"generation throughput: 250.1 tokens/s, Running: 3 reqs, Waiting: 0 reqs")
+    log = text(b"INFO 03-02 10:00:40 [api_server.py:1090] Starting vLLM API server 0 on http://0.0.0.0:8000",
+               TRACEBACK, stats, stats)
+    assert (classify_bytes(log)["status"], classify_bytes(log)["primary"]) == ("unknown", None)
+    assert classify_bytes(text(TRACEBACK, stats))["status"] == "failed"
