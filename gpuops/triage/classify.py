@@ -17,8 +17,9 @@ Primary class. The classes found compete in this order:
      (the mechanism, not the cause);
   5. unknown-death for a job whose state says it ended with nothing in the log saying how; a Ray
      bootstrap failure only when nothing else is found.
-Only *terminal* occurrences compete: an error after which training went on for two or more steps,
-or before an elastic restart notice, did not end the run (it is still listed in `also`). A job that
+Only *terminal* occurrences compete: an error after which training went on for two or more steps
+(or two progress lines that are no steps), or before an elastic restart notice, did not end the
+run (it is still listed in `also`). A job that
 is running, or whose log has no end, has no primary failure from the soft signatures (warnings
 healthy runs print too): they are listed in `also`. Occurrences after the stopping mechanism
 (Slurm's CANCELLED line, the time-limit banner, a launcher receiving SIGTERM) are its

@@ -10,7 +10,8 @@ a signal says nothing, and the job's recorded state decides). Slurm's state CANC
 Without a summary, extended for the logs people have: the log's last *event* decides, not its last
 line. Lines that are no event (a CUDA error's hints, a per-rank summary, a tracker's footer, the
 remains of a progress bar, warnings) do not hide the event before them; an event after which
-training went on for two or more steps, or before an elastic restart notice, did not end the run:
+training went on for two or more steps (or two of a framework's progress lines that are no steps:
+vLLM's stats, fairseq's train_inner), or before an elastic restart notice, did not end the run:
     a completion: a trainer's own end of training (frameworks.py: HF Trainer, Lightning, Megatron,
       Keras, fairseq, YOLO, submitit, ...), or the step lines reaching the run's total; a
       launcher's clean exit or W&B's footer only when no failure ended the run; a trainer that
