@@ -177,6 +177,20 @@ def test_a_run_whose_wandb_went_offline_says_where_its_curves_are(dbox):
     assert any("wandb sync /root/run/wandb/offline-run-" in a for a in d["advice"])
 
 
+@pytest.mark.parametrize("command, code, words, said", [
+    ("pythn train.py", 127, "command not found", "pythn: command not found"),
+    ("./notexec.sh", 126, "not executable", "Permission denied"),
+])
+def test_exit_127_and_126_are_named_in_words_with_the_line_that_says_why(dbox, tmp_path, command, code, words, said):
+    """Issue 27: diagnose said "the program exited with code 127" where launch had already shown
+    "pythn: command not found"; the shell's own codes mean something, and the log says which."""
+    (tmp_path / "notexec.sh").write_text("#!/bin/sh\necho never\n")
+    job_id, _ = launch(dbox, command, workdir=str(tmp_path))
+    d = ended(dbox, job_id)["data"]
+    assert (d["verdict"], d["exit_code"]) == ("failed-exit", code)
+    assert words in d["evidence"][-2] and said in d["error_line"] and said in d["evidence"][-1], d["evidence"]
+
+
 def test_unknown_job_is_not_found(dbox):
     from gpuops import errors
 

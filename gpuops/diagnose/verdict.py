@@ -14,6 +14,7 @@ named with its core.
 from datetime import datetime, timezone
 
 from .. import xid
+from ..jobs.state import SHELL_CODES
 from ..jobs.states import STALLED
 from . import crash
 
@@ -121,8 +122,9 @@ def decide(ev: dict) -> dict:
         return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"])
     if record:
         # A core a child left (a DataLoader worker's segfault) is evidence the exit code hides.
-        return out("failed-exit", "high", [f"the program exited with code {code}" if sig is None
-                                           else f"the program died of {sig}"] + crash.dumps(ev.get("cores"), None)[0])
+        said = SHELL_CODES.get(code, f"the program exited with code {code}") if sig is None else f"the program died of {sig}"
+        return out("failed-exit", "high", [said] + ([f"log says: {ev['error_line']}"] if ev.get("error_line") else [])
+                   + crash.dumps(ev.get("cores"), None)[0])
     return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
 
 

@@ -6,7 +6,8 @@ from .. import errors
 from ..boundary import expect
 from ..diagnose import crash, scheduled, trackers, verdict
 from ..envelope import envelope
-from ..jobs import answers, slurmstate, state
+from ..jobs import answers, errorline, slurmstate, state
+from ..triage.classes import CLASS_BY_NAME
 from .jobs import payload
 from .slurmjobs import SLURM
 
@@ -38,10 +39,10 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         ev["status"] = row
     if row is not None and row.get("engine") == SLURM:
         return _scheduled(target, ev, row, jobs_dir)
+    triaged, ev["error_line"] = _triage(ev, row)
     v = verdict.decide(ev)
     if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
         v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
-    triaged = _triage(ev, row)
     nxt, advice = verdict.next_steps(v["verdict"], target.name, ev.get("job_id"), jobs_dir)
     advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
     tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
@@ -65,6 +66,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         "cores": ev.get("cores"),
         "trackers": {"wandb": tracked},
         "triage": triaged,
+        "error_line": ev["error_line"],
         "state": row["state"] if row else None,
     }
     ok = v["verdict"] in ("running", "completed", "stopped")  # a stop someone asked for is no failure
@@ -88,7 +90,7 @@ def _scheduled(target, ev, row, jobs_dir):
             "evidence": v["evidence"], "ruled_out": v["ruled_out"], "scheduler": scheduled.facts(ev),
             "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
                            "node": ev.get("node"), "node_is_here": ev.get("node_is_here")},
-            "disks": ev.get("disks"), "triage": _triage(ev, row), "state": row["state"]}
+            "disks": ev.get("disks"), "triage": _triage(ev, row)[0], "state": row["state"]}
     ok = v["verdict"] in ("running", "pending", "paused", "completed", "stopped")
     summary = f"{jid} (Slurm job {row.get('slurm_job_id')}): {v['verdict']} ({v['confidence']} confidence)"
     if v["evidence"]:
@@ -97,14 +99,22 @@ def _scheduled(target, ev, row, jobs_dir):
 
 
 def _triage(ev, row):
-    """The log tail triaged against the box's clock and the job's state, as status sees it (a
-    Slurm job: as the scheduler says it)."""
+    """(the log tail triaged against the box's clock and the job's state, as status sees it (a
+    Slurm job: as the scheduler says it), the line of the log that says why it failed): the first
+    line of the failure class triage found, else the first line that reads as an error."""
     tail = ev.get("log_tail")
     if not tail:
-        return None
-    from ..triage import classify_bytes
+        return None, None
+    from ..triage import triage_bytes
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said = (row.get("scheduler_state") or row["state"]) if row else None
     rec = slurmstate.exit_record(row) if row and row.get("engine") == SLURM else ev.get("exit")
-    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec)
+    result = triage_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec,
+                          progress=state.dated_progress(row))
+    if result.data["status"] in ("running", "hanging", "completed"):
+        return result.data, None
+    primary = result.data["primary"]
+    cause = primary and CLASS_BY_NAME[primary].role in ("root", "cause")  # not a launcher's exit report
+    lead = next((f.evidence for f in result.findings if cause and f.id == f"triage.{primary}"), {})
+    return result.data, lead.get("text") or errorline.first_error(tail)

@@ -244,3 +244,19 @@ def test_a_gang_launch_through_armed_helpers_is_judged_as_over_exec_channels(cli
         done, _ = _until(doc["data"]["gang"]["gang_id"], states.TERMINAL)
         assert done["data"]["state"] == states.COMPLETED, done["summary"]
     shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_wrong_script_path_is_named_by_diagnose_in_the_nodes_own_words(cli, gang_rig, three, tmp_path):
+    """Issue 27: `diagnose --gang` of a torchrun whose script path was wrong never showed the node's
+    "can't open file ... No such file or directory" line, and its advice was the generic one."""
+    r = cli("launch", "--host", ",".join(three[:2]), "--torchrun", "--rdzv-port", str(free_port()),
+            "--workdir", os.path.dirname(DDP), "--name", "ddp-typo", "--cmd", "ddp_trian.py --steps 5", "--json",
+            env=gang_rig.env(), timeout=300)
+    gang_id = json.loads(r.stdout)["data"]["gang"]["gang_id"]
+    _until(gang_id, states.TERMINAL, timeout=120)
+    r = cli("diagnose", "--gang", gang_id, "--json", env=gang_rig.env())
+    diag = json.loads(r.stdout)
+    said = diag["data"]["error_line"]
+    assert "can't open file" in said and "ddp_trian.py" in said and said in diag["summary"], diag["summary"]
+    assert diag["data"]["diagnose"]["triage"]["primary"] == "launch-fail"
+    assert any("push the code" in a for a in diag["advice"]), diag["advice"]
