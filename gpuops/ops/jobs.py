@@ -170,6 +170,11 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
                    + (f" as a retry of {parent}" if parent else ""))
     else:
         summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+        if meta.get("supervisor_lost") or facts.get("wrapper_alive") is False:
+            # It runs, but nothing will record how it ends: it will be VANISHED, never COMPLETED.
+            ok = False
+            summary += ("; but its gpuops supervisor is gone (a job that kills its parent kills it), so its end "
+                        "will not be recorded")
     return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
 
 
