@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 
-from .. import errors, pullindex
+from .. import errors, pullindex, shapes
 from ..boundary import answer
 from ..onbox import destlock
 
@@ -169,7 +169,8 @@ class OnBox(threading.Thread):
                         raise errors.BadAnswer(f"{self.target.name}: the destination lock answered no line in "
                                                f"{LINE_BYTES} bytes")
                     return
-                found["doc"] = doc = answer(bytes(heard[:end]), self.target.name)
+                found["doc"] = doc = shapes.checked("destlock", answer(bytes(heard[:end]), self.target.name),
+                                                    self.target.name)
                 del heard[:end + 1]
                 start = 0
                 if "holding" in doc:
@@ -178,7 +179,8 @@ class OnBox(threading.Thread):
             if listing and self.held:
                 end = heard.find(b"\n", start)
                 if end >= 0:
-                    self._listing["doc"] = answer(bytes(heard[:end]), self.target.name)
+                    self._listing["doc"] = shapes.checked("manifest", answer(bytes(heard[:end]), self.target.name),
+                                                          self.target.name)
                     heard.clear()
                     self._listed.set()
 
