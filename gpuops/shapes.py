@@ -84,7 +84,21 @@ def checked(entry, doc, host, action=None):
         from .checks import shape
 
         _declared(doc, shape.FACTS, host, "probe answer", "")
+    gpus = doc.get("gpus") if entry == "reap" else (doc.get("gpu") or {}).get("devices")
+    if isinstance(gpus, list):
+        _each_gpu_once(gpus, host, what)
     return doc
+
+
+def _each_gpu_once(devices, host, what):
+    """A box's GPU list names each GPU once: a repeated index or UUID is no real box's list, and
+    pinning a job to it would put it on "GPUs 0,0,0,0"."""
+    for key in ("index", "uuid"):
+        seen = [d.get(key) for d in devices if isinstance(d, dict) and d.get(key) is not None]
+        twice = sorted({str(v) for v in seen if seen.count(v) > 1})
+        if twice:
+            raise BadAnswer(f"{host}: the box's {what} is not gpuops's: it lists GPU {key} {', '.join(twice)} more "
+                            "than once")
 
 
 def _counters(counters, host, what):

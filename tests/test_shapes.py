@@ -78,3 +78,16 @@ def test_an_error_document_passes_the_door_for_its_caller_to_report():
     assert shapes.checked("manifest", {"error": "bad request"}, "box") == {"error": "bad request"}
     with pytest.raises(errors.BadAnswer):
         shapes.checked("job_facts", {"error": 5}, "box", action="status")
+
+
+@pytest.mark.parametrize("entry, doc, said", [
+    ("probe", {"probe_version": 1, "gpu": {"devices": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-a"}]}},
+     "lists GPU uuid GPU-a more than once"),
+    ("reap", {"holders": [], "actions": [], "gpus": [{"index": 2}, {"index": 2}], "applied": False,
+              "nested_pid_namespace": False, "unreadable": 0, "nvml_unverified": []},
+     "lists GPU index 2 more than once"),
+])
+def test_a_gpu_list_that_names_one_gpu_twice_is_an_invalid_answer(entry, doc, said):
+    with pytest.raises(errors.BadAnswer) as e:
+        shapes.checked(entry, doc, "box")
+    assert said in e.value.message
