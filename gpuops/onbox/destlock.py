@@ -53,11 +53,12 @@ def directory(environ=None):
     return os.path.join(base, "gpuops", "locks")
 
 
-def beside(path):
-    """The lock file of destination `path`, in the directory that holds it (resolved: two
-    spellings of one directory share it)."""
+def beside(path, suffix=".gpuops-lock"):
+    """gpuops' own file for destination `path` (its lock; a pull's manifest, by `suffix`), in the
+    directory that holds it, outside the tree that is synced (resolved: two spellings of one
+    directory share it)."""
     parent, name = os.path.split(os.path.realpath(os.path.expanduser(path)))
-    return os.path.join(parent, ".%s.gpuops-lock" % (name or "root"))
+    return os.path.join(parent, ".%s%s" % (name or "root", suffix))
 
 
 def file_for(path, where):
