@@ -97,7 +97,7 @@ def _from_exit(row, rec, meta, survivors):
     if rec.get("signal"):
         row.update(state=KILLED, signal=rec["signal"])
     elif rec.get("exit_code") == 0:
-        row["state"] = COMPLETED
+        row.update(state=COMPLETED, exit_code=0)
     elif rec.get("exit_code") is not None:
         row.update(state=FAILED, exit_code=rec["exit_code"], hint=code_hint(rec["exit_code"]))
     else:

@@ -239,7 +239,7 @@ def state_now(target, job, jobs_dir=None, timeout_s=10.0):
 
 def one_line(row):
     text = f"{row['job_id']}: {row['state']}"
-    if row.get("exit_code") is not None:
+    if row.get("exit_code"):  # a COMPLETED row's 0 goes without saying
         text += f" (exit {row['exit_code']})"
     if row.get("signal"):
         text += f" ({row['signal']})"

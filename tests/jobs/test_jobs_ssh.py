@@ -381,3 +381,14 @@ def test_no_verb_tracebacks_on_a_launch_that_left_no_start_record(box, jobs_dir,
     assert op.stop(box, job=job, yes=True, jobs_dir=str(jobs_dir))["summary"].endswith("none of its processes is alive")
     waited = wait.wait(box, job=job, timeout_s=1, jobs_dir=str(jobs_dir))
     assert waited["data"]["state"] == state
+
+
+def test_a_completed_jobs_row_says_exit_code_0_as_its_exit_record_does(box, jobs_dir):
+    """A COMPLETED job's row had `exit_code: null` while its exit record said 0."""
+    import json
+
+    job = launched(box, jobs_dir, "true")
+    row = ended(box, jobs_dir, job)
+    record = json.loads((jobs_dir / job / "exit.json").read_text())
+    assert (row["state"], row["exit_code"], record["exit_code"]) == ("COMPLETED", 0, 0)
+    assert op.status(box, job=job, jobs_dir=str(jobs_dir))["summary"].startswith(f"{job}: COMPLETED")

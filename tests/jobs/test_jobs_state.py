@@ -21,7 +21,7 @@ def ev(step, at=None, seconds=None, end=50):
 
 
 @pytest.mark.parametrize("exit_rec,expect", [
-    ({"exit_code": 0, "signal": None, "ended_at": NOW}, ("COMPLETED", None, None)),
+    ({"exit_code": 0, "signal": None, "ended_at": NOW}, ("COMPLETED", 0, None)),  # it was null beside a 0
     ({"exit_code": 3, "signal": None, "ended_at": NOW}, ("FAILED", 3, None)),
     ({"exit_code": None, "signal": "SIGKILL", "ended_at": NOW}, ("KILLED", None, "SIGKILL")),
     ({"exit_code": None, "signal": "SIGHUP", "ended_at": NOW}, ("KILLED", None, "SIGHUP")),
