@@ -130,6 +130,9 @@ def _vanish_reason(facts):
         return "stopped by `gpuops stop`, but its supervisor did not record the exit"
     if facts.get("wrapper_alive") is False:
         return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
+    lost = (facts.get("meta") or {}).get("supervisor_lost")
+    if lost:  # recorded by the launcher (gpuops.onbox.wrapper), which found the job running without it
+        return f"{lost}, and the job has ended unrecorded"
     return "the process is gone and no exit record was written"
 
 

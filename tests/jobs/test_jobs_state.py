@@ -135,3 +135,9 @@ def test_last_seen_state_is_kept_per_host_and_job(monkeypatch, tmp_path):
     assert lastseen.recall("boxA", "j2") is None, "UNREACHABLE is not a job state worth remembering"
     assert lastseen.recall("boxB", "j1")["exit_code"] == 2
     assert (tmp_path / "jobs-last-seen.json").stat().st_mode & 0o077 == 0
+
+
+def test_a_job_whose_supervisor_was_lost_at_launch_says_so_when_it_vanishes():
+    lost = "the job's gpuops supervisor ended before it recorded the start (a job that kills its parent kills it)"
+    row = state.derive(facts(liveness="gone", wrapper_alive=None, meta={"supervisor_lost": lost, "wrapper_pid": None}))
+    assert row["state"] == "VANISHED" and row["reason"].startswith(lost)
