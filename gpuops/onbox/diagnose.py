@@ -60,6 +60,13 @@ def _head(path, limit=HEAD_BYTES):
         return None
 
 
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def _kernel(since, pids):
     src = kernlog.source_lines()
     doc = {"readable": src["readable"], "source": src.get("source"), "tried": src.get("tried")}
@@ -82,13 +89,17 @@ def gather(job_ref=None, pid=None, since=None):
     if job_ref:
         job_id = jobrecord.resolve(job_ref)
         rec = jobrecord.load(job_id)
+        if rec is None:  # a launch that never wrote its start record: judged on what its directory holds
+            jdir = jobrecord.job_dir(job_id)
+            rec = {"dir": jdir, "meta": {}, "exit": jobrecord.read_json(os.path.join(jdir, jobrecord.EXIT))}
+            since = since or _mtime(jdir)
         meta = rec["meta"]
         if jobrecord.engine(meta) == jobrecord.SLURM:
             return _scheduled(ev, job_id, rec)
         pid = meta.get("pid")
         since = meta.get("launched_at") or since or now
         ev.update({
-            "job_id": job_id, "meta": meta, "exit": rec["exit"],
+            "job_id": job_id, "meta": meta or None, "exit": rec["exit"],
             "boot_id_then": meta.get("boot_id"),
             "oom_kills_at_launch": meta.get("oom_kills_at_launch"),
             "boot_changed": bool(meta.get("boot_id")) and meta.get("boot_id") != ev["boot_id_now"],
