@@ -75,7 +75,7 @@ def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
 
 
-def test_one_preflight_is_exactly_one_exec_channel(cli, boxes):
+def test_one_preflight_is_exactly_one_exec_channel(cli, boxes, fresh_logins):
     box = boxes["healthy"]
     before = box.exec_requests()
     cli("preflight", "--json", "--host", box.spec)
