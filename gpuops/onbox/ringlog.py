@@ -40,9 +40,9 @@ def _parsed(lines):
     return out
 
 
-def _tail_bytes(path, limit):
-    """The file's last `limit` bytes cut to whole lines (b"" when it is missing), and whether it
-    ends in a newline."""
+def tail_bytes(path, limit):
+    """The file's last `limit` bytes, starting at a line's start (b"" when it is missing), and
+    whether they end in a newline: the end of a log or a ring, read without reading it all."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -62,7 +62,7 @@ def read(path, max_bytes=None):
             max_bytes = os.stat(path).st_size
         except OSError:
             return []
-    data, _ = _tail_bytes(path, max(1, max_bytes))
+    data, _ = tail_bytes(path, max(1, max_bytes))
     return _parsed(data.split(b"\n"))
 
 
@@ -70,7 +70,7 @@ def last(path):
     """The newest whole record, or None: read from the end, so cheap on a full file."""
     limit = TAIL_READ
     while True:
-        data, _ = _tail_bytes(path, limit)
+        data, _ = tail_bytes(path, limit)
         found = _parsed(data.split(b"\n"))
         if found:
             return found[-1]
@@ -94,7 +94,7 @@ class Ring(object):
         self.dropped = 0  # records dropped by this writer, for a caller that reports it
 
     def _load(self):
-        data, whole = _tail_bytes(self.path, self.max_bytes)
+        data, whole = tail_bytes(self.path, self.max_bytes)
         try:
             size = os.stat(self.path).st_size
         except OSError:
@@ -113,7 +113,7 @@ class Ring(object):
         self._size, self._rows = len(body), len(lines)
 
     def _compact(self, incoming):
-        data, _ = _tail_bytes(self.path, self.max_bytes)
+        data, _ = tail_bytes(self.path, self.max_bytes)
         lines = [l for l in data.split(b"\n") if l]
         budget, rows = int(self.max_bytes * KEEP) - incoming, int(self.max_rows * KEEP) - 1
         kept, used = [], 0

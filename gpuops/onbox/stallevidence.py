@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 
-from . import gpu_light, jobrecord, procs, runcmd, sysroot, telemetry
+from . import gpu_light, jobrecord, procs, ringlog, runcmd, sysroot, telemetry
 
 LOG_LINES, LINE_MAX, LOG_READ = 200, 500, 256 << 10
 MAX_STACKS, STACK_MAX = 16, 32 << 10
@@ -34,15 +34,7 @@ MAX_BYTES = 256 << 10
 
 def log_tail(path, lines=LOG_LINES):
     """The last `lines` lines of the job's log, each cut to LINE_MAX characters."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - LOG_READ))
-            data = f.read(LOG_READ)
-    except (OSError, IOError):
-        return []
-    if size > LOG_READ:
-        data = data[data.find(b"\n") + 1:]
+    data, _ = ringlog.tail_bytes(path, LOG_READ)
     text = data.decode("utf-8", "replace").replace("\r", "\n")
     return [l[:LINE_MAX] for l in text.split("\n")[-lines - 1:] if l.strip()][-lines:]
 
