@@ -20,13 +20,23 @@ def test_notify_hears_every_event_in_order_and_the_record_has_them_too(tmp_path)
     heard = tmp_path / "heard.jsonl"
     events = runevents.Events(str(tmp_path), run="20260101-000000-abcdef")
     notifier = runevents.Notifier(events, _appender(heard))
-    kinds = ["attempt-started", "attempt-failed", "retrying", "resumed", "stalled", "retrying", "completed"]
+    kinds = ["attempt-failed", "retrying", "resumed", "stalled", "retrying", "disk-low", "completed"]
     for n, kind in enumerate(kinds):
         notifier.publish(kind, attempt=n // 2 + 1, job="job-%d" % n, checkpoint="/ckpt/step-%d" % n)
     got = [json.loads(line) for line in heard.read_text().splitlines()]
     assert [e["kind"] for e in got] == kinds and [e["seq"] for e in got] == list(range(1, 8))
-    assert got[3]["checkpoint"] == "/ckpt/step-3" and got[0]["run"] == "20260101-000000-abcdef"
+    assert got[2]["checkpoint"] == "/ckpt/step-2" and got[0]["run"] == "20260101-000000-abcdef"
     assert runevents.read(str(tmp_path)) == got
+
+
+def test_routine_events_are_recorded_but_do_not_wake_anyone(tmp_path):
+    heard = tmp_path / "heard.jsonl"
+    notifier = runevents.Notifier(runevents.Events(str(tmp_path)), _appender(heard))
+    notifier.publish("attempt-started", attempt=1)
+    notifier.publish("checkpoint-skipped", name="step-9\n.pt", why="a control character in its name")
+    notifier.publish("gave-up", attempt=1)
+    assert [json.loads(line)["kind"] for line in heard.read_text().splitlines()] == ["gave-up"]
+    assert [e["kind"] for e in runevents.read(str(tmp_path))] == ["attempt-started", "checkpoint-skipped", "gave-up"]
 
 
 def test_the_event_reaches_the_command_on_stdin_never_in_argv_or_env(tmp_path):

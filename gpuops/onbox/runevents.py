@@ -31,8 +31,9 @@ MAX_BYTES, MAX_ROWS = 256 << 10, 2000
 KINDS = ("attempt-started", "attempt-failed", "retrying", "stalled", "resumed", "completed", "gave-up",
          "timed-out", "stopped", "disk-low", "checkpoint-skipped", "notify-failed")
 # The kinds a --notify command hears by default: what a person wants to be woken for, and the
-# run's ends. A failed notification is not notified (it would loop on a broken command).
-NOTIFIED = frozenset(KINDS) - {"notify-failed"}
+# run's ends. Routine ones are only recorded, and a failed notification is never notified (it
+# would loop on a broken command).
+NOTIFIED = frozenset(KINDS) - {"attempt-started", "checkpoint-skipped", "notify-failed"}
 TEXT_MAX = 2000          # characters kept of one string field: reasons and paths, not logs
 EVENT_MAX = 16 << 10     # bytes of one event as JSON; larger fields are cut
 NOTIFY_TIMEOUT_S = 30.0
