@@ -50,6 +50,14 @@ def test_sigterm_from_outside_is_a_preemption_and_retried():
         assert (d["retry"], d["class"]) == (True, "preempted")
 
 
+def test_a_launcher_that_turned_an_outside_sigterm_into_exit_1_is_still_preempted():
+    """torchrun catches the reclaim's SIGTERM, stops its workers and exits 1 after `got signal: 15`,
+    which triage calls cancelled: gpuops did not stop it, so it is a preemption."""
+    d = _decide({"exit_code": 1, "triage_class": "cancelled"})
+    assert (d["retry"], d["class"]) == (True, "preempted")
+    assert _decide({"exit_code": 1, "triage_class": "cancelled", "ended_by": "stop"})["retry"] is False
+
+
 def test_gpuops_stop_ends_the_run_whatever_retry_on_says():
     d = _decide({"ended_by": "stop", "signal": "SIGTERM"}, retry_on=rp.TRANSIENT | {"cancelled"})
     assert (d["retry"], d["class"]) == (False, "cancelled") and "never retried" in d["why"]

@@ -16,8 +16,9 @@ here in that table). What the supervisor saw itself decides before the log is re
     SIGINT or SIGHUP from outside   cancelled       never: someone stopped it on purpose
     gone without an exit record     unknown-death   transient
 then triage's class for the log (nccl-timeout, python-exception, oom-gpu ...; its oom-host without
-OOM evidence on the box is a kill from outside), then an application Xid (cuda-error), another
-signal (signal-kill), and any other exit (subprocess-fail).
+OOM evidence on the box is a kill from outside, its cancelled without a gpuops stop a preemption),
+then an application Xid (cuda-error), another signal (signal-kill), and any other exit
+(subprocess-fail).
 
 OOM evidence is the box's, not the log's: the cgroup's OOM-kill counter rose during the attempt,
 or a kernel OOM line names one of the job's processes. triage routes a bare SIGKILL to oom-host
@@ -142,6 +143,9 @@ def failure_class(facts):
     if facts.get("triage_class") == "oom-host":
         # triage reads a worker's `exitcode: -9` as an OOM; the box saw none (a `kill -9` of a rank)
         return "unknown-death", "the log shows a process killed by SIGKILL, and no OOM: %s" % oom_why
+    if facts.get("triage_class") == "cancelled":
+        # torchrun turns the SIGTERM it got into exit 1 and a `got signal: 15` line: not gpuops' stop
+        return "preempted", "the log shows it was stopped by a signal gpuops did not send"
     if facts.get("triage_class"):
         return str(facts["triage_class"]), "triage read it in the log"
     app = _xids(facts, "application")
