@@ -157,6 +157,12 @@ def test_backoff_grows_is_capped_and_spread():
     assert _decide({"exit_code": 143}, attempt=3)["backoff_s"] == 40.0
 
 
+def test_an_attempt_that_made_progress_resets_the_backoff():
+    """Three preemptions hours apart must not wait 40 s on the third: only a crash loop slows down."""
+    assert _decide({"exit_code": 143}, attempt=3, streak=1)["backoff_s"] == 10.0
+    assert _decide({"exit_code": 143}, attempt=3, streak=3)["backoff_s"] == 40.0
+
+
 @pytest.mark.parametrize("value", [-1, 101, 1.5, "3", True, None])
 def test_max_retries_above_a_sane_cap_is_refused(value):
     with pytest.raises(ValueError):
