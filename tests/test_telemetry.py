@@ -163,6 +163,23 @@ def test_the_jobs_tree_includes_an_orphan_still_in_its_group(job):
         leader.wait()
 
 
+def test_workers_in_sessions_of_their_own_are_found_through_the_supervisor_that_adopted_them():
+    """torchrun starts every worker with start_new_session: when torchrun dies, its workers are in
+    no group of the job's and under no process of it but the supervisor (a child subreaper)."""
+    supervisor = subprocess.Popen(["bash", "-c", "setsid sleep 30 & setsid sleep 30 & sleep 30"])
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and len(telemetry.members(-1, adopted_by=supervisor.pid)) < 3:
+            time.sleep(0.05)
+        workers = telemetry.members(-1, adopted_by=supervisor.pid)
+        assert len(workers) == 3 and supervisor.pid not in workers
+        assert telemetry.members(-1, adopted_by=supervisor.pid, exclude=workers[:1]) == workers[1:]
+    finally:
+        for pid in telemetry.members(-1, adopted_by=supervisor.pid):
+            os.kill(pid, 9)
+        supervisor.wait()
+
+
 def test_rows_keep_only_the_jobs_own_gpus(gpu_box, job):
     sampler = telemetry.Sampler(job().pid, gpus="1", cores=1, clock=Clock())
     assert [g["i"] for g in sampler.take()["gpus"]] == [1]

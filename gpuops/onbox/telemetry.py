@@ -39,9 +39,13 @@ THROTTLE_REASONS = ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def members(root_pid, pgid=None):
-    """The job's pids: `root_pid`, its descendants, and what is still in its process group (a child
-    the job orphaned is re-parented to the supervisor, no longer under the job's leader)."""
+def members(root_pid, pgid=None, adopted_by=None, exclude=()):
+    """The job's pids: `root_pid`, its descendants, what is still in its process group, and with
+    `adopted_by` (the supervisor, a child subreaper) every process it adopted but `exclude` (its own
+    helpers). Descendants alone are not enough: torchrun starts each worker in a session of its own
+    (torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py), so once
+    torchrun dies its workers are in no group of the job's and under no process of it but the
+    supervisor that adopted them."""
     found = set([root_pid]) if procs.stat(root_pid) else set()
     kids = {}
     for pid in procs.pids():
@@ -52,7 +56,9 @@ def members(root_pid, pgid=None):
         if pgid and st["pgid"] == pgid:
             found.add(pid)
     found.update(procs.descendants(root_pid, kids))
-    return sorted(found)
+    if adopted_by:
+        found.update(p for p in procs.descendants(adopted_by, kids) if p != adopted_by)
+    return sorted(found - set(exclude))
 
 
 def rss_bytes(pid):
