@@ -58,6 +58,13 @@ def test_a_launcher_that_turned_an_outside_sigterm_into_exit_1_is_still_preempte
     assert _decide({"exit_code": 1, "triage_class": "cancelled", "ended_by": "stop"})["retry"] is False
 
 
+def test_a_reclaim_the_supervisor_itself_received_is_a_preemption_whatever_the_log_says():
+    """torchrun turns SIGTERM into a SignalException traceback and exit 1, which triage may read as
+    python-exception; the supervisor got the same SIGTERM (a reclaim signals every process)."""
+    d = _decide({"exit_code": 1, "triage_class": "python-exception", "outside_signal": "SIGTERM"})
+    assert (d["retry"], d["class"]) == (True, "preempted")
+
+
 def test_gpuops_stop_ends_the_run_whatever_retry_on_says():
     d = _decide({"ended_by": "stop", "signal": "SIGTERM"}, retry_on=rp.TRANSIENT | {"cancelled"})
     assert (d["retry"], d["class"]) == (False, "cancelled") and "never retried" in d["why"]

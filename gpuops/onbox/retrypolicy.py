@@ -12,7 +12,10 @@ here in that table). What the supervisor saw itself decides before the log is re
     OOM evidence on the box         oom-host        not retried: it would run out again
     a fatal Xid after launch        gpu-fault       transient: the next attempt may get a healthy GPU
     SIGKILL, no OOM evidence        unknown-death   transient: killed from outside
-    SIGTERM from outside            preempted       transient: a spot reclaim or a node drain
+    SIGTERM from outside            preempted       transient: a spot reclaim or a node drain (the
+                                                    job's own end, or `outside_signal`: one the
+                                                    supervisor itself received and forwarded, as a
+                                                    launcher like torchrun turns it into exit 1)
     SIGINT or SIGHUP from outside   cancelled       never: someone stopped it on purpose
     gone without an exit record     unknown-death   transient
 then triage's class for the log (nccl-timeout, python-exception, oom-gpu ...; its oom-host without
@@ -134,10 +137,11 @@ def failure_class(facts):
         return "gpu-fault", "Xid %s after launch: a GPU fault" % ", ".join(str(c) for c in fatal)
     if sig == "SIGKILL":
         return "unknown-death", "SIGKILL from outside, and no OOM: %s" % oom_why
-    if sig == "SIGTERM":
+    outside = facts.get("outside_signal")
+    if sig == "SIGTERM" or outside == "SIGTERM":
         return "preempted", "SIGTERM from outside gpuops (a spot reclaim, a drain, a shutdown)"
-    if sig in ("SIGINT", "SIGHUP"):
-        return "cancelled", "%s from outside gpuops: stopped on purpose" % sig
+    if sig in ("SIGINT", "SIGHUP") or outside in ("SIGINT", "SIGHUP"):
+        return "cancelled", "%s from outside gpuops: stopped on purpose" % (sig or outside)
     if facts.get("vanished"):
         return "unknown-death", "its processes are gone and nothing recorded how it ended"
     if facts.get("triage_class") == "oom-host":
