@@ -225,7 +225,10 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
 ))
 def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_offset=None, max_bytes=None,
          timeout=None, save=None, reconnect="120", jobs_dir=None, json=False, gang=None, cursors=None):
-    """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
+    """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout).
+
+    The log's bytes are printed as the job wrote them (escape sequences included, as `cat` would);
+    --json carries them escaped, and gpuops' own closing line shows box text inert."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
     from ..render import jobs as render

@@ -52,10 +52,6 @@ def bold(text) -> str:
     return f"\x1b[1m{text}\x1b[0m" if tty else text
 
 
-def severity_text(sev):
-    return f"[{_STYLE.get(sev, '')}]{sev.upper()}[/]"
-
-
 _MARK = {"fail": "✗", "warn": "!", "info": "i", "ok": "✓"}
 EVIDENCE_KEYS = 8
 ID_COLUMN = 24  # passing checks line their titles up after ids up to this long
@@ -196,7 +192,11 @@ _UNREACHED = ("unreachable", "timed-out")
 
 def report(doc, human, con, err=None):
     """A verb's envelope for people: each host's report (`human(doc, con)`), one stderr line per
-    host that failed, and for several hosts one line that rolls them up."""
+    host that failed, and for several hosts one line that rolls them up. What the box sent is
+    shown inert (gpuops.render.inert): a renderer never sees a raw control character."""
+    from .inert import envelope
+
+    doc = envelope(doc)
     for d in doc.get("hosts") or [doc]:
         if not d.get("error"):
             human(d, con)
@@ -230,7 +230,8 @@ def _ssh_command(spec):
 def rollup_line(doc, con):
     """The one line that ends a several-host report."""
     style = "green" if doc.get("ok") else "bold red"
-    con.print(f"[{style}]{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}[/]", soft_wrap=True)
+    con.print(f"{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}", style=style, markup=False,
+              soft_wrap=True)
 
 
 def step_text(step) -> str:
@@ -257,10 +258,13 @@ def summary_line(doc, con):
 
 
 def state_text(row):
-    """A job's state in its style, with the exit code or signal."""
+    """A job's state in its style, with the exit code or signal (a Text: what the box recorded is
+    never read as markup)."""
+    from rich.text import Text
+
     from ..jobs.states import style
 
     s = row.get("state") or "?"
     extra = f" {row['exit_code']}" if row.get("exit_code") is not None else ""
     extra += f" {row['signal']}" if row.get("signal") else ""
-    return f"[{style(s)}]{s}{extra}[/]"
+    return Text(f"{s}{extra}", style=style(s))

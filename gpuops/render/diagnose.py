@@ -5,14 +5,15 @@ from . import summary_line
 
 def render(doc, con):
     from rich.table import Table
+    from rich.text import Text
 
     d = doc["data"]
     table = Table(show_header=False, box=None)
-    table.add_row("[bold]verdict[/]", f"[bold]{d['verdict']}[/] ({d['confidence']} confidence)")
+    table.add_row(Text("verdict", style="bold"), Text.assemble((d["verdict"], "bold"), f" ({d['confidence']} confidence)"))
     for line in d["evidence"]:
-        table.add_row("evidence", line)
+        table.add_row("evidence", Text(line))
     for r in d["ruled_out"]:
-        table.add_row("ruled out", f"{r['cause']}: {r['why']}")
+        table.add_row("ruled out", Text(f"{r['cause']}: {r['why']}"))
     con.print(table)
     summary_line(doc, con)
 

@@ -113,11 +113,13 @@ def watch(produce, con, pause_s=WATCH_PAUSE_S):
     from rich.live import Live
     from rich.text import Text
 
+    from .inert import envelope
+
     last = None
     with Live(console=con, auto_refresh=False, transient=True) as live:
         try:
             while True:
-                last = produce()
+                last = envelope(produce())
                 stamp = time.strftime("%H:%M:%S", time.localtime())
                 live.update(Group(table(last, con.width), Text(f"{last['summary']}  (at {stamp}; Ctrl-C ends)")), refresh=True)
                 time.sleep(pause_s)

@@ -39,7 +39,7 @@ def status(doc, con):
     from .columns import table
 
     rows = doc["data"].get("jobs") or []
-    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": Text.from_markup(state_text(r)),
+    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": state_text(r),
               "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
               "PID": _where(r)} for r in rows]
     if rows:
@@ -73,12 +73,13 @@ def stop(doc, con):
 
 def queue(doc, con):
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"queue {doc['data'].get('queue')}", expand=False)
+    table = Table(title=Text(f"queue {doc['data'].get('queue')}"), expand=False)
     for col in ("line", "state", "job", "command"):
         table.add_column(col, no_wrap=col != "command")
     for e in doc["data"].get("entries") or []:
-        table.add_row(str(e["line"]), state_text(e), e.get("job_id") or "-", e["command"])
+        table.add_row(str(e["line"]), state_text(e), Text(e.get("job_id") or "-"), Text(e["command"]))
     con.print(table)
     summary_line(doc, con)
 
