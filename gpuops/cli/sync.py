@@ -87,9 +87,10 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "push", src=(src, "the local directory to send"),
                        dst=(dst, "the directory on the box"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
-                        io_timeout, retry_for, profile, plan, compress)
-        return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
+                            io_timeout, retry_for, profile, plan, compress)
+            return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
     run("push", json, produce, render.render, waiting=False)  # its bar says what it waits for
 
@@ -106,10 +107,11 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "pull", single=True, src=(src, "the directory on the box"),
                        dst=(dst, "the local directory"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
-                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
-                        compress=compress)
-        return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash, delete, yes, engine=engine,
+                            no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
+                            compress=compress)
+            return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, render.render, waiting=False)
 
@@ -127,8 +129,9 @@ def verify(c, host=None, local=None, remote=None, exclude=None, include_git=Fals
     def produce():
         hosts = _hosts(host, "verify", local=(local, "the local directory, the reference"),
                        remote=(remote, "the directory on the box"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash)
-        return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash)
+            return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
 
     run("verify", json, produce, partial(render.render, show_all=all), waiting=False)
 

@@ -72,6 +72,11 @@ def local_root(path, role, must_exist):
         raise errors.UsageError(f"{role} {path!r} is a file; give a directory")
     if must_exist and not os.path.isdir(root):
         raise errors.NotFound(f"{role} {path!r} does not exist")
+    above = os.path.dirname(root)
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):  # it could never be created: say so before anything is walked or locked
+        raise errors.UsageError(f"{role} {path!r} is under {above!r}, which is a file; give a directory")
     return root
 
 

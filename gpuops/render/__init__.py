@@ -212,7 +212,7 @@ def render_errors(doc, stream=None):
         err = d.get("error")
         if err:
             hint = ""
-            if err.get("kind") in _UNREACHED and d.get("host"):
+            if err.get("kind") in _UNREACHED and d.get("host") not in (None, "local"):
                 hint = f" (try: {_ssh_command(d['host'])} for the SSH client's own words; --host local checks this machine)"
             print(f"gpuops: {err['message']}{hint}", file=stream or sys.stderr)
 

@@ -9,6 +9,16 @@ from ..units import human_bytes
 
 
 class Silent:
+    """Also a context: leaving it ends whatever is shown (a bar, a phase's spinner), on success,
+    error or Ctrl-C alike, so the verdict that follows has a line of its own and the terminal its
+    cursor back."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def start(self, total, what="", files=None):
         pass
 

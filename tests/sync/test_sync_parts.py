@@ -170,3 +170,15 @@ def test_crlf_only_in_shell_scripts(tmp_path):
 
 def test_rsync_is_real():
     assert subprocess.run(["rsync", "--version"], capture_output=True).returncode == 0
+
+
+def test_a_pull_into_a_path_under_a_file_is_a_usage_error_not_an_internal_one(tmp_path):
+    """`pull --dst FILE/x` got as far as makedirs and exited 70 with `[Errno 20] Not a directory`."""
+    from tests.conftest import gpuops
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "file").write_text("x")
+    r = gpuops("pull", "--host", "local", "--src", str(tmp_path / "src"), "--dst", str(tmp_path / "file" / "x"),
+               env={**os.environ, "GPUOPS_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == f"gpuops: --dst '{tmp_path}/file/x' is under '{tmp_path}/file', which is a file; give a directory\n"
