@@ -1,6 +1,15 @@
 """On-box `stop`: TERM a job's processes, KILL what is left after the grace period, confirm they
-are gone. Dry run unless `yes`; with a `plan` id (gpuops.onbox.plans), only when the live set of
-processes is still the one planned. Entry: main(argv)."""
+are gone. Dry run unless `yes`; with a `plan` id (gpuops.onbox.plans), only when the job's lasting
+processes are still the ones planned. Entry: main(argv).
+
+A plan binds to the job's leader and to the processes that had lasted LASTING_S when the dry run
+looked: a child that comes and goes (the `sleep 1` a shell loop starts every second) is signalled
+with its group but is no part of the plan, so the `next` a dry run prints still applies seconds
+later. Applying it (`plan_age_s`: how long ago the plan was made, measured where it was made, so
+the two clocks need not agree) looks again at those same processes, and refuses when one of them
+is gone or when a process born since the dry run has lasted LASTING_S too (one that was young
+then is passed over either way: it may have become lasting meanwhile without being new).
+"""
 
 import os
 import time
@@ -9,6 +18,7 @@ from . import job_facts, jobrecord, plans, procs, signals, slurm_control
 from .jobrecord import META, STOP, JobError
 
 KILL_WAIT_S = 5.0
+LASTING_S = 3.0
 
 
 def _environ_tag(pid):
@@ -65,14 +75,24 @@ def signal_job(targets, meta, sig):
     return sent
 
 
-def _describe(pids_ticks, gpu):
+def _describe(pids_ticks, gpu, meta, plan_age_s=0.0):
+    """The targets as shown, each `planned` when the plan made `plan_age_s` ago binds it: the job's
+    leader, a process that had lasted by then, or one born after it that has lasted since."""
     out = []
+    up = procs.uptime_s()
     for pid in sorted(pids_ticks):
         cmd = procs.cmdline(pid, 120)
         # a short-lived child can exit between the scan and this read: it is no target any more
         if cmd is None and not procs.alive(pid, pids_ticks[pid]):
             continue
-        out.append({"pid": pid, "start_ticks": pids_ticks[pid], "cmd": cmd, "gpu": pid in gpu})
+        ticks = pids_ticks[pid]
+        leader = pid == meta.get("pid") and ticks == meta.get("start_ticks")
+        if up is None or ticks is None:
+            planned = True
+        else:
+            born, made = ticks / float(procs.CLK_TCK), up - plan_age_s
+            planned = leader or born <= made - LASTING_S or (born > made and up - born >= LASTING_S)
+        out.append({"pid": pid, "start_ticks": ticks, "cmd": cmd, "gpu": pid in gpu, "planned": planned})
     return out
 
 
@@ -91,13 +111,14 @@ def stop(opts):
     # 0 is a choice (SIGKILL at once), not "unset".
     grace = opts.get("grace")
     grace = 10.0 if grace is None else float(grace)
-    doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
+    doc = {"job_id": job_id, "targets": _describe(targets, gpu, meta), "grace_s": grace}
     planned = opts.get("plan")
     if planned is not None:
         expires = plans.expiry(planned)
         if expires is None:
             raise JobError("usage", "not a plan id: %r" % (planned,))
-        shown = [(t["pid"], t["start_ticks"]) for t in doc["targets"]]  # the set a dry run shows
+        age = min(max(0.0, float(opts.get("plan_age_s") or 0.0)), float(plans.TTL_S))
+        shown = [(t["pid"], t["start_ticks"]) for t in _describe(targets, gpu, meta, age) if t["planned"]]
         if plans.plan_id("stop", job_id, shown, expires) != planned:
             # the live set is not the one planned: signal nothing, show the set as it is now
             doc.update(dry_run=True, plan_refused=True, signalled=[], all_gone=not targets,
@@ -124,7 +145,7 @@ def stop(opts):
     record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
     jobrecord.write_json(stop_path, record)
     job_facts.wait_exit_record(jdir, meta, job_facts.EXIT_SETTLE_S)
-    doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu)),
+    doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu), meta),
                gpu_holders_left=still_gpu, after=job_facts.facts(job_id))
     return doc
 

@@ -256,7 +256,7 @@ def one_line(row):
 # ------------------------------------------------------------------ stop
 
 
-_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
+_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool, "planned": bool}
 
 
 _SLURM_TARGET = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
@@ -275,7 +275,8 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     if plan is not None and plans.expiry(plan) is None:
         raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
     if plan is not None and not stale:
-        opts["plan"] = plan
+        # how long ago the plan was made, on this clock: the box re-judges which processes it binds
+        opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
     scheduled = doc.get("engine") == slurmjobs.SLURM
@@ -329,8 +330,9 @@ def _plan(jid, targets):
         pairs = [[t["slurm_job_id"], t["restarts"]] for t in targets]
         shown = {"slurm_job_ids": [t["slurm_job_id"] for t in targets]}
     else:
-        pairs = [(t["pid"], t["start_ticks"]) for t in targets]
-        shown = {"pids": [t["pid"] for t in targets]}
+        # the leader and the lasting processes (gpuops.onbox.job_stop): not a child that comes and goes
+        pairs = [(t["pid"], t["start_ticks"]) for t in targets if t["planned"]]
+        shown = {"pids": [t["pid"] for t in targets if t["planned"]]}
     return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 

@@ -62,12 +62,20 @@ def stop(doc, con):
     """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
     names, then the command that acts on it."""
     verdict_line(doc, con)
+    passing = []
     for t in doc["data"].get("targets") or []:
         if "slurm_job_id" in t:
             con.print(f"  Slurm job {t['slurm_job_id']}: {t.get('state')} on {t.get('nodes') or '-'}", markup=False)
-            continue
-        con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
-                  soft_wrap=True)
+        elif t.get("planned", True):
+            con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
+                      soft_wrap=True)
+        else:
+            passing.append(t)
+    if passing:
+        what = ", ".join(sorted({(t.get("cmd") or "?")[:24] for t in passing}))
+        kids = "child" if len(passing) == 1 else "children"
+        con.print(f"  + {len(passing)} passing {kids} ({what}): signalled with the job, not in the plan",
+                  markup=False, style="dim", no_wrap=True, overflow="ellipsis")
     print_next(doc, con)
 
 
