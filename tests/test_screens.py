@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gpuops.render import jobs, preflight, reap, report, sync, teardown
+from gpuops.render import fleet, jobs, preflight, reap, report, sync, teardown
 from tests.conftest import gpuops
 
 SCREENS = Path(__file__).resolve().parent / "fixtures" / "screens"
@@ -38,6 +38,8 @@ RENDERED = {
     "verify-drift": sync.render,
     "reap-plan": reap.render,
     "teardown-autodl": teardown.render,
+    "fleet": fleet.render,
+    "fleet-watch": fleet.render,  # the report --watch ends with: a row per GPU, its bars and processes
 }
 PROGRAM = {
     "help": ["--help"],
@@ -50,8 +52,8 @@ PROGRAM = {
 }
 # Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
 # verdict the terminal folds itself.
-WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\S+: .*(READY|FAILED|drift|dry run|RUNNING|reaped|"
-                   r"deletes|verified|hosts ok))")
+WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\d+ box(es)?: |\S+: .*(READY|FAILED|drift|dry run|"
+                   r"RUNNING|reaped|deletes|verified|hosts ok))")
 
 
 def rendered(name, width):
