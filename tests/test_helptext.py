@@ -137,7 +137,7 @@ def test_logs_takes_f_and_j_and_help_shows_them(cli, tmp_path):
     (["wait", "--host", "local"], "e.g. gpuops wait --host box --job train --timeout 3600"),
     (["launch"], "e.g. gpuops launch --host box --name train --cmd 'python train.py'"),
     (["push", "--host", "box", "--src", "."], "e.g. gpuops push --host box --src ./data --dst"),
-    (["verify", "--host", "box"], "e.g. gpuops verify --host box --local ./data --remote"),
+    (["verify", "--host", "box"], "e.g. gpuops verify --host box --src ./data --dst"),
 ])
 def test_a_missing_flag_shows_a_whole_command_to_copy(cli, argv, example):
     """`gpuops logs` said only "name the job with --job"."""

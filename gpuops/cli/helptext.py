@@ -31,7 +31,7 @@ EXAMPLES = {
     "fleet": ["gpuops fleet", "gpuops fleet --host a,b,c --json", "gpuops fleet --fleet train --watch"],
     "push": ["gpuops push --host box --src ./data --dst /root/autodl-tmp/data"],
     "pull": ["gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt"],
-    "verify": ["gpuops verify --host box --local ./data --remote /root/autodl-tmp/data"],
+    "verify": ["gpuops verify --host box --src ./data --dst /root/autodl-tmp/data"],
     "launch": ["gpuops launch --host box --name train --cmd 'python train.py'",
                "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
                "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
