@@ -1,6 +1,8 @@
 """The program's own help and usage lines: pure text first, then through the real program."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,7 @@ from gpuops.cli.flags import words_to_flag
 from gpuops.cli.program import ns
 
 VERBS = sorted(ns.task_names)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_verb_is_in_a_group_and_no_group_names_a_missing_verb_twice():
@@ -144,3 +147,65 @@ def test_a_missing_flag_shows_a_whole_command_to_copy(cli, argv, example):
     r = cli(*argv)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert " needs --" in r.stderr and example in r.stderr
+
+
+def test_help_verb_is_the_verbs_help_and_help_exit_codes_lists_every_code(cli):
+    """`gpuops help launch` was "unknown verb"; the exit codes were listed nowhere in the help."""
+    r = cli("help", "launch")
+    assert r.returncode == 0 and r.stdout == cli("launch", "--help").stdout
+    r = cli("help", "exit-codes")
+    from gpuops import errors
+
+    codes = {v for k, v in vars(errors).items() if k.isupper() and isinstance(v, int)} | set(errors.INTERRUPTED.values())
+    heads = [re.match(r"^  (\d[\d, ]*?) {2,}", line) for line in r.stdout.splitlines()]
+    listed = {int(n) for m in heads if m for n in m.group(1).split(",")}
+    assert r.returncode == 0 and listed == codes, r.stdout
+    r = cli("help", "lanch")
+    assert r.returncode == 2 and r.stderr == "gpuops: no help on 'lanch' (did you mean gpuops help launch?)\n"
+    assert cli("help").stdout == cli("--help").stdout
+
+
+def test_the_readmes_exit_code_table_is_the_help_page():
+    rows = re.findall(r"^\| ([\d, ]+) \| (.*) \|$", (ROOT / "README.md").read_text(), re.M)
+    assert rows == list(helptext.EXIT_CODES)
+
+
+def test_launch_groups_its_flags_everyday_first():
+    """35 flags in alphabetical order, the everyday ones (--host, --cmd, --name) among Slurm's."""
+    text = _program_help("launch")
+    heads = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    assert heads[heads.index("Flags"):] == ["Flags", "Placement (--fleet)", "Slurm (--engine slurm)",
+                                            "torchrun (--torchrun)", "Other", "Examples"]
+    first = text.split("Flags\n", 1)[1].splitlines()[:3]
+    assert [line.split("=")[0].strip() for line in first[::2]] == ["--host", "--cmd"], first
+    assert "with --fleet: how many free GPUs" in " ".join(text.split()), "--gpus says what it means in both cases"
+
+
+def _program_help(verb, width=80):
+    import contextlib
+    import io
+    import os
+
+    from gpuops.cli.program import program
+
+    out = io.StringIO()
+    os.environ["COLUMNS"] = str(width)
+    try:
+        program.parser = program._make_parser()
+        with contextlib.redirect_stdout(out):
+            program.print_task_help(verb)
+    finally:
+        os.environ.pop("COLUMNS", None)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("verb", sorted(helptext.EXAMPLES))
+def test_examples_fold_between_words_never_inside_one(verb):
+    """A long example wrapped mid-token at 80 columns (`--gpus-per-` / `node`), unpastable."""
+    import shlex
+
+    for example in helptext.EXAMPLES[verb]:
+        lines = helptext.example_lines(example, 80)
+        assert all(len(line) <= 80 for line in lines), lines
+        joined = " ".join(line.strip().removesuffix("\\").strip() for line in lines)
+        assert shlex.split(joined) == shlex.split(example)

@@ -53,7 +53,10 @@ RENDERED = {
 SCREEN_ROWS = 22
 LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose")
 PROGRAM = {
+    "usage": [],
     "help": ["--help"],
+    "help-launch": ["help", "launch"],
+    "help-exit-codes": ["help", "exit-codes"],
     "help-logs": ["logs", "--help"],
     "typo": ["statsu"],
     "missing-flag": ["logs"],
@@ -121,6 +124,14 @@ def test_the_readme_shows_the_screens_as_they_are():
 def rows(text, width):
     """The rows `text` takes on a terminal `width` columns wide: a longer line folds."""
     return sum(max(1, -(-cell_len(line) // width)) for line in text.splitlines())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bare_gpuops_is_a_short_usage_not_the_whole_help(width):
+    """Bare `gpuops` printed the whole 70-row help."""
+    text = program("usage", width)
+    assert rows(text, width) <= SCREEN_ROWS and "gpuops help exit-codes" in text
+    assert rows(program("help", width), width) > 24  # --help is still the whole reference
 
 
 @pytest.mark.parametrize("name", sorted(set(RENDERED) - set(LONGER)))

@@ -74,7 +74,8 @@ def _check_regex(pattern, flag="--progress-regex"):
     workdir="directory on the box to run in (default: the remote home)",
     env=_ENV,
     secret_env=_SECRET,
-    gpus="GPU indices or UUIDs for CUDA_VISIBLE_DEVICES, e.g. 0,1",
+    gpus="on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with --fleet: how "
+         "many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen for it",
     key="idempotency key: if a job with this key exists, return it instead of starting another",
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
     profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`); "
