@@ -18,7 +18,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from gpuops.render import fleet, jobs, preflight, reap, report, sync, teardown
+from gpuops.render import diagnose, fleet, jobs, preflight, reap, report, sync, teardown, triage
 from tests.conftest import gpuops
 
 SCREENS = Path(__file__).resolve().parent / "fixtures" / "screens"
@@ -46,12 +46,16 @@ RENDERED = {
     # the same envelopes with each finding in full (--verbose): evidence wrapped, never cut
     "preflight-sick-verbose": partial(preflight.render, verbose=True),
     "preflight-xid-verbose": partial(preflight.render, verbose=True),
+    "triage": triage.render,  # doctor-style like every verb's, not Markdown
+    "triage-verbose": partial(triage.render, verbose=True),
+    "diagnose": diagnose.render,
 }
 # What a terminal of 24 rows has left for one box's report at 80 columns, counted in wrapped
 # rows: the prompt and the command that made it take two. Several hosts, --verbose and the help
 # pages (bare `gpuops` prints the short usage) may run longer.
 SCREEN_ROWS = 22
-LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose")
+LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
+          "triage-verbose")
 PROGRAM = {
     "usage": [],
     "help": ["--help"],
@@ -67,7 +71,7 @@ PROGRAM = {
 # Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
 # verdict the terminal folds itself.
 WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\d+ box(es)?: |\S+: .*(READY|FAILED|drift|dry run|"
-                   r"RUNNING|reaped|deletes|verified|hosts ok))")
+                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)|; primary ))")
 
 
 def rendered(name, width):
@@ -151,3 +155,13 @@ def test_no_color_on_a_terminal_keeps_the_text_and_drops_every_colour():
     assert not [c for c in colours if re.search(r"(^|;)(3[0-8]|9[0-7]|4[0-8])(;|$)", c)], set(colours)
     code, raw = terminal.run("preflight")
     assert re.search(r"\x1b\[[0-9;]*3[12]m", raw), "a terminal without NO_COLOR gets the verdict's colour"
+
+
+def test_diagnose_says_each_evidence_line_once():
+    """diagnose's table listed the evidence line its verdict then ended with again."""
+    text = rendered("diagnose", 140)
+    doc = json.loads((SCREENS / "diagnose.json").read_text())
+    last = doc["data"]["evidence"][-1]
+    assert doc["summary"].endswith(last)
+    body = [line for line in text.splitlines() if not line.startswith("local: ")]
+    assert not [line for line in body if last in line], body

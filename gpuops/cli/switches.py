@@ -28,7 +28,7 @@ SWITCHES = {
     "retry": frozenset({"--exclusive", "--json"}),
     "status": frozenset({"--json"}),
     "stop": frozenset({"--json", "--yes"}),
-    "triage": frozenset({"--json"}),
+    "triage": frozenset({"--json", "--verbose"}),
     "verify": frozenset({"--all", "--include-git", "--json", "--rehash", "--verbose"}),
     "wait": frozenset({"--json"}),
 }

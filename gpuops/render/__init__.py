@@ -162,6 +162,17 @@ def hanging(lead, text, width=None):
     return grid
 
 
+def cut(text):
+    """`text` (a rich Text) as one line cut at the terminal's edge with an ellipsis, even where it
+    is printed among other renderables (a Group, a report's blocks)."""
+    from rich.table import Table
+
+    line = Table.grid()
+    line.add_column(no_wrap=True, overflow="ellipsis")
+    line.add_row(text)
+    return line
+
+
 def _print(con, renderable, how):
     """how: 'wrap' at the width, 'cut' there with an ellipsis, or 'soft' (one line, whole)."""
     if how == "soft":

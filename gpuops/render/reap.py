@@ -4,7 +4,7 @@ wrapped a word per line at 80 columns; a block gives each fact its own line at a
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import doctor, hanging
+from . import cut, doctor, hanging
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
                 "idle": "bold yellow", "live": "green", "protected": "dim"}
@@ -32,13 +32,8 @@ def holder_block(h, applied, full=True):
     head = Text.assemble((f"pid {h['pid']}", "bold"), "  ", (h["class"], _CLASS_STYLE.get(h["class"], "")),
                          f"  GPU {gpus}{_mem(h)}  up {age}  {h['user'] or '?'}")
     if not full:
-        from rich.table import Table
-
         head.append(f"  {h['command']}", style="dim")
-        line = Table.grid()
-        line.add_column(no_wrap=True, overflow="ellipsis")
-        line.add_row(head)
-        return line
+        return cut(head)
     doing = h["outcome"] if applied else h["action"]
     rows = [("why", h["reason"]), ("seen", h["last_activity"]), ("outcome" if applied else "would send", doing)]
     lines = [hanging(Text(f"    {k}: "), Text(v)) for k, v in rows if v]
