@@ -123,6 +123,8 @@ def test_wrong_key_is_auth_failed(cli, rig, boxes, tmp_path):
     for transport in ("openssh", "paramiko"):
         code, doc = preflight_json(cli, "--host", "pf-stranger", env={**os.environ, "GPUOPS_TRANSPORT": transport})
         assert code == 3 and doc["error"]["kind"] == "auth-failed", (transport, doc)
+    told = cli("preflight", "--host", "pf-stranger")
+    assert told.returncode == 3 and "give its key with --identity FILE" in told.stderr, told.stderr
 
 
 def test_changed_host_key_is_refused(cli, rig, tmp_path):

@@ -144,3 +144,17 @@ def test_an_unreachable_host_says_how_to_see_why_and_several_hosts_end_with_one_
     assert r.stderr.count("\n") == 1
     last = r.stdout.splitlines()[-1]
     assert last.startswith("preflight on 2 hosts: ") and "nobody@127.0.0.1:1" in last
+
+
+def test_an_unknown_job_points_to_status_and_a_refused_key_to_identity(cli):
+    """An unknown job id said only "no job"; a wrong key gave no hint at all."""
+    from gpuops.render import render_errors
+
+    out = io.StringIO()
+    render_errors({"host": "box", "error": {"kind": "auth-failed", "message": "box: Permission denied (publickey)"}},
+                  out)
+    assert out.getvalue() == ("gpuops: box: Permission denied (publickey) (the box took none of the keys offered: "
+                              "give its key with --identity FILE or ssh-add it; ssh -v box shows which keys were "
+                              "tried)\n")
+    r = cli("logs", "--host", "local", "--job", "no-such-job", env={**os.environ, "GPUOPS_JOBS_DIR": "/nonexistent"})
+    assert r.returncode == 4 and r.stderr.endswith(" (gpuops status --host local lists its jobs)\n"), r.stderr

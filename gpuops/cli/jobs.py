@@ -2,12 +2,13 @@
 
 import os
 import sys
+from functools import partial
 
 from ..errors import UsageError
 from ..jobs import states
 from ..jobs import torchrun as torchrun_defaults
 from . import slurmflags, spinner
-from .common import on_hosts, one_host, run, sigterm_interrupts
+from .common import on_hosts, one_host, run, sigterm_interrupts, watched
 from .flags import DAY, number, seconds, verb
 from .spinner import countdown
 from .helptext import missing
@@ -183,36 +184,43 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
     stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
     limit="list at most this many jobs, newest first (0: all of them)",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
+    watch="redraw the table in place, asking again each second, until Ctrl-C (then print the last one)",
 ))
 def status(c, host=None, identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None):
+           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None, watch=False):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
+        if watch and (json or gang):
+            raise UsageError("--watch redraws one host's table for people: leave out --json and --gang")
         if gang:
             _gang_alone(host, job)
             from . import gang as several
 
             return several.status(gang, identity)
+        where = one_host("status", host) if watch else host  # a table redrawn is one host's
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
         most = number("--limit", limit, 0, 100000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
-        return on_hosts("status", host, lambda t: op.status(
+        ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
             limit=most, jobs_dir=jobs_dir), identity)
+        return watched(watch, ask, render.status_view, f"asking {where} for its jobs")
 
     from ..render import gang as several_render
 
-    run("status", json, produce, several_render.status if gang else render.status)
+    run("status", json, produce, several_render.status if gang else render.status, waiting=not watch)  # --watch: its own
 
 
 @verb(help=_help(
     job=_WHICH,
+    json="the page as one JSON envelope (control characters escaped); without it the log's bytes are printed as "
+         "the job wrote them, escape sequences included, as `cat` would",
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
@@ -226,10 +234,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
 ))
 def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_offset=None, max_bytes=None,
          timeout=None, save=None, reconnect="120", jobs_dir=None, json=False, gang=None, cursors=None):
-    """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout).
-
-    The log's bytes are printed as the job wrote them (escape sequences included, as `cat` would);
-    --json carries them escaped, and gpuops' own closing line shows box text inert."""
+    """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
     from ..render import jobs as render

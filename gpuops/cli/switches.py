@@ -26,7 +26,7 @@ SWITCHES = {
     "reap": frozenset({"--all", "--json", "--verbose", "--yes"}),
     "resume": frozenset({"--json"}),
     "retry": frozenset({"--exclusive", "--json"}),
-    "status": frozenset({"--json"}),
+    "status": frozenset({"--json", "--watch"}),
     "stop": frozenset({"--json", "--yes"}),
     "triage": frozenset({"--json", "--verbose"}),
     "verify": frozenset({"--all", "--include-git", "--json", "--rehash", "--verbose"}),

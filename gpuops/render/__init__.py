@@ -274,10 +274,25 @@ def render_errors(doc, stream=None):
     for d in doc.get("hosts") or [doc]:
         err = d.get("error")
         if err:
-            hint = ""
-            if err.get("kind") in _UNREACHED and d.get("host") not in (None, "local"):
-                hint = f" (try: {_ssh_command(d['host'])} for the SSH client's own words; --host local checks this machine)"
-            print(f"gpuops: {err['message']}{hint}", file=stream or sys.stderr)
+            print(f"gpuops: {err['message']}{_hint(d, err)}", file=stream or sys.stderr)
+
+
+def _hint(d, err):
+    """What to try after an error, for a person: how to see why a box was not reached, which key
+    to give one that refused every key, where to find the job a verb could not."""
+    import re
+
+    host, kind = d.get("host"), err.get("kind")
+    if kind in _UNREACHED and host not in (None, "local"):
+        return f" (try: {_ssh_command(host)} for the SSH client's own words; --host local checks this machine)"
+    if kind == "auth-failed":
+        spec = _ssh_command(host).removeprefix("ssh ") if host else "HOST"
+        return (f" (the box took none of the keys offered: give its key with --identity FILE or ssh-add it; "
+                f"ssh -v {spec} shows which keys were tried)")
+    job = re.match(r"(?:(\S+): )?no job ", err.get("message") or "")
+    if kind == "not-found" and job:
+        return f" (gpuops status --host {host or job.group(1) or 'local'} lists its jobs)"
+    return ""
 
 
 def _ssh_command(spec):

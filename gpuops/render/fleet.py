@@ -1,8 +1,6 @@
 """The fleet view for people: one row per box, then the totals line; `watch` redraws it in place.
 Pure `cells` builds the text of each row, so what a row says is tested without a terminal."""
 
-import time
-
 from ..units import duration, human_bytes
 from . import render_errors, summary_line
 
@@ -153,34 +151,9 @@ def render(doc, con):
     summary_line(doc, con)
 
 
-WATCH_PAUSE_S = 1.0
+def watch(produce, con, asking="asking the boxes", pause_s=None):
+    """The fleet (boxes, then each GPU with its bars and processes) redrawn in place until Ctrl-C
+    (gpuops.render.live); the last complete report."""
+    from . import live
 
-
-def watch(produce, con, asking="asking the boxes", pause_s=WATCH_PAUSE_S):
-    """Redraw the fleet (boxes, then each GPU with its bars and processes) in place (rich Live)
-    from `produce()` until Ctrl-C; the last complete report, which the caller then prints as the
-    final one (Live erases its own drawing). The first paint is at once: a spinner saying what is
-    asked (`asking`) until the first report is in. Ctrl-C before that propagates: nothing was
-    shown but the spinner."""
-    from rich.console import Group
-    from rich.live import Live
-    from rich.spinner import Spinner
-    from rich.text import Text
-
-    from .inert import envelope
-
-    last = None
-    with Live(Spinner("dots", text=Text(asking), style="dim"), console=con, refresh_per_second=8,
-              transient=True) as live:
-        try:
-            while True:
-                last = produce()
-                shown = envelope(last)  # the caller's final report makes its own copy inert
-                stamp = time.strftime("%H:%M:%S", time.localtime())
-                live.update(Group(_view(shown, con.width), Text(f"{shown['summary']}  (at {stamp}; Ctrl-C ends)")),
-                            refresh=True)
-                time.sleep(pause_s)
-        except KeyboardInterrupt:
-            if last is None:
-                raise
-    return last
+    return live.watch(produce, con, _view, asking, live.PAUSE_S if pause_s is None else pause_s)

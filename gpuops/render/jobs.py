@@ -33,7 +33,10 @@ def _where(r):
     return f"slurm {r['slurm_job_id']}" if r.get("slurm_job_id") else str(r.get("pid") or "-")
 
 
-def status(doc, con):
+def status_view(doc, width):
+    """The jobs table (a watchable one: `status --watch` redraws it), the older ones counted, and
+    each job's reason or hint on a line of its own."""
+    from rich.console import Group
     from rich.text import Text
 
     from .columns import table
@@ -42,15 +45,19 @@ def status(doc, con):
     cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": state_text(r),
               "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
               "PID": _where(r)} for r in rows]
-    if rows:
-        con.print(table(_HEADER, cells, _PRIORITY, _LEAST, con.width))
+    parts = [table(_HEADER, cells, _PRIORITY, _LEAST, width)] if rows else []
     more = doc["data"].get("more")
     if more:
-        con.print(f"… {more} older (--limit 0 lists them all)", style="dim", markup=False)
+        parts.append(Text(f"… {more} older (--limit 0 lists them all)", style="dim"))
     for r in rows:
         for label, key in (("reason", "reason"), ("hint", "hint")):
             if r.get(key):
-                con.print(f"  {r['job_id']}: {label}: {r[key]}", markup=False, soft_wrap=True)
+                parts.append(Text(f"  {r['job_id']}: {label}: {r[key]}"))
+    return Group(*parts)
+
+
+def status(doc, con):
+    con.print(status_view(doc, con.width))
     summary_line(doc, con)
 
 
