@@ -49,6 +49,7 @@ RENDERED = {
     "triage": triage.render,  # doctor-style like every verb's, not Markdown
     "triage-verbose": partial(triage.render, verbose=True),
     "diagnose": diagnose.render,
+    "push-resumed": sync.render,  # a push that went on from an interrupted one says so
 }
 # What a terminal of 24 rows has left for one box's report at 80 columns, counted in wrapped
 # rows: the prompt and the command that made it take two. Several hosts, --verbose and the help
