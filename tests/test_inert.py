@@ -125,3 +125,17 @@ def test_logs_prints_the_jobs_own_bytes_and_its_trailer_escaped(cli, hostile):
     r = cli("logs", "--host", "inert-box", "--job", JOB, "--follow", env=hostile["env"])
     assert HOSTILE in r.stdout
     assert SHOWN in r.stderr and not [raw for raw in RAW if raw in r.stderr], r.stderr
+
+
+def test_a_next_step_naming_box_text_is_inert_and_still_the_same_command():
+    """A next step is pasted: its words keep their exact bytes (bash's $'...'), none reaches the
+    terminal raw."""
+    import subprocess
+
+    from gpuops.render import step_text
+
+    argv = ["gpuops", "logs", "--host", "box 1", "--job", f"x{HOSTILE}\n'y\\z"]
+    shown = step_text(envelope({"argv": argv}))
+    assert not [raw for raw in RAW if raw in shown] and "\n" not in shown
+    words = subprocess.run(["bash", "-c", f'printf "%s\\0" {shown}'], capture_output=True).stdout.split(b"\0")[:-1]
+    assert words == [w.encode() for w in argv]

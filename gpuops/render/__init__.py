@@ -313,10 +313,12 @@ def rollup_line(doc, con):
 
 
 def step_text(step) -> str:
-    """A next step as the command line to paste: its argv shell-quoted, never re-split."""
-    from ..remote.wrap import join
+    """A next step as the command line to paste: its argv shell-quoted, never re-split, a word
+    with a control character in bash's $'...' (inert on the screen, the same bytes when run)."""
+    from ..remote.wrap import quote
+    from .inert import shell_word
 
-    return join(step["argv"])
+    return " ".join(shell_word(w, quote) for w in step["argv"])
 
 
 def print_next(doc, con):

@@ -32,13 +32,27 @@ def text(value: str) -> str:
     return _UNSAFE.sub(_escaped, value)
 
 
+def shell_word(word: str, quote) -> str:
+    """`word` for a command line a person pastes: `quote(word)` (shell quoting), or where it holds
+    a control character bash's $'...' with the character escaped, which reads back as the very
+    same bytes (a path with a newline, a name with an escape sequence)."""
+    if not _UNSAFE.search(word):
+        return quote(word)
+    return "$'" + text(word.replace("\\", "\\\\").replace("'", "\\'")) + "'"
+
+
 def envelope(value):
     """A copy of an envelope (or any JSON-shaped value) with every string, keys included, made
-    inert by `text`; numbers, booleans and None as they were."""
+    inert by `text`; numbers, booleans and None as they were. A next step's `argv` stays exact:
+    gpuops.render.step_text quotes it with shell_word, inert and still the same command."""
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
-        return {envelope(k): envelope(v) for k, v in value.items()}
+        return {envelope(k): v if k == "argv" and _words(v) else envelope(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [envelope(v) for v in value]
     return value
+
+
+def _words(value):
+    return isinstance(value, list) and all(isinstance(w, str) for w in value)
