@@ -62,6 +62,8 @@ PROGRAM = {
     "help": ["--help"],
     "help-launch": ["help", "launch"],
     "help-exit-codes": ["help", "exit-codes"],
+    "help-verify": ["help", "verify"],  # --src/--dst as push takes them
+    "unknown-job": ["logs", "--host", "local", "--job", "no-such-job"],  # points to status
     "help-logs": ["logs", "--help"],
     "typo": ["statsu"],
     "missing-flag": ["logs"],
