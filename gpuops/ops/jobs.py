@@ -266,7 +266,7 @@ def one_line(row):
 # ------------------------------------------------------------------ stop
 
 
-_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
+_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool, "planned": bool}
 
 
 _SLURM_TARGET = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
@@ -279,13 +279,16 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     with the new plan. A Slurm job is scancel'ed, after `signal` and up to `grace` seconds for it."""
     from ..jobs import sbatch
 
+    # minted before the call, so the box notes the moment its dry run looked under the plan's id
+    expires = plans.expires_at()
     opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir,
-            "signal": sbatch.checkpoint_signal(signal)[0]}
+            "signal": sbatch.checkpoint_signal(signal)[0], "expires": expires}
     stale = plan is not None and (plans.expiry(plan) or 0) < time.time()
     if plan is not None and plans.expiry(plan) is None:
         raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
     if plan is not None and not stale:
-        opts["plan"] = plan
+        # how long ago the plan was made, on this clock: the box re-judges which processes it binds
+        opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
     scheduled = doc.get("engine") == slurmjobs.SLURM
@@ -297,13 +300,13 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
             "gpu_holders_left": doc.get("gpu_holders_left") or []}
     if stale or doc.get("plan_refused"):
-        return _refused_plan(target.name, jid, plan, stale, targets, float(grace), data, jobs_dir)
+        return _refused_plan(target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
     if not targets:
         alive = "it is not queued or running in Slurm" if scheduled else "none of its processes is alive"
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
     gpu = sum(1 for t in targets if t.get("gpu"))
     if doc.get("dry_run"):
-        shown = _plan(jid, targets)
+        shown = _plan(jid, targets, expires)
         what = (slurmjobs.dry_run_text(targets, opts["signal"], float(grace)) if scheduled else
                 f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
                 f"{float(grace):g}s")
@@ -331,22 +334,22 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
                             "driver): it goes with a GPU reset or a reboot."])
 
 
-def _plan(jid, targets):
+def _plan(jid, targets, expires):
     """A stop's plan: the processes (pid, start time) it signals, or the Slurm run (job id and
     restart count: a requeued run is another) it cancels."""
-    expires = plans.expires_at()
     if targets and "slurm_job_id" in targets[0]:
         pairs = [[t["slurm_job_id"], t["restarts"]] for t in targets]
         shown = {"slurm_job_ids": [t["slurm_job_id"] for t in targets]}
     else:
-        pairs = [(t["pid"], t["start_ticks"]) for t in targets]
-        shown = {"pids": [t["pid"] for t in targets]}
+        # the leader and the lasting processes (gpuops.onbox.job_stop): not a child that comes and goes
+        pairs = [(t["pid"], t["start_ticks"]) for t in targets if t["planned"]]
+        shown = {"pids": [t["pid"] for t in targets if t["planned"]]}
     return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 
-def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir):
+def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir, expires):
     """Exit 5 with the plan the live set makes now, so the caller can look again and apply that."""
-    fresh = _plan(jid, targets) if targets else None
+    fresh = _plan(jid, targets, expires) if targets else None
     why = "has expired" if stale else "no longer matches the job's live processes"
     message = f"plan {plan} {why}; nothing was signalled"
     message += (f"; the live set is {len(targets)} process(es): new plan {fresh['plan_id']}" if fresh
