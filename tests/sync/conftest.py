@@ -115,8 +115,10 @@ def sftp_box(rig, no_rsync_path, box_cache):
 
 
 @pytest.fixture
-def metered(rig):
-    """metered(box, rate) -> (alias, WireMeter): an ssh_config alias whose traffic is counted."""
+def metered(rig, fresh_logins):
+    """metered(box, rate) -> (alias, WireMeter): an ssh_config alias whose traffic is counted. Calls
+    make their own connections: a kept master would arm the resident helper over the metered link,
+    and its code would count as the transfer's bytes (and, on a slow link, hold the transfer back)."""
     meters = []
 
     def make(box, rate=None, name=None):
