@@ -132,10 +132,12 @@ def on_box_call(big, now, where):
 
 
 def verdicts(workstation, box):
-    """(status, primary) the workstation's triage and the box's classifier gave."""
+    """What the workstation's triage and the box's classifier said (status, primary, also, stage,
+    progress), and whether all of it is the same."""
     data = json.loads(workstation)["data"]
     answer = json.loads(box)["answers"][0]
-    return (data["status"], data["primary"]), (answer.get("status"), answer.get("primary"))
+    same = all(data[k] == answer.get(k) for k in ("status", "primary", "also", "stage", "progress"))
+    return (data["status"], data["primary"]), (answer.get("status"), answer.get("primary")), same
 
 
 def main():
@@ -179,10 +181,11 @@ def main():
     print(f"ratio triage / grep -cE: {work / best['grep -cE']:.2f}x (target <= 5x); pure-re fallback: "
           f"{work_re / best['grep -cE']:.1f}x")
     print(f"start-up: {best['startup'] * 1000:.0f} ms; peak RSS of the big run: {rss['triage']:.1f} MiB (target < 200)")
-    ours, box = verdicts(said["triage"], said["on-box"])
+    ours, box, same = verdicts(said["triage"], said["on-box"])
     print(f"on-box classification (logclass bundle, python3 -S, head + step lines + tail): {best['on-box'] * 1000:.0f} ms "
           f"vs workstation `gpuops triage --log`: {best['triage'] * 1000:.0f} ms ({best['on-box'] / best['triage']:.2f}x); "
-          f"verdicts: box {box}, workstation {ours}{'' if box == ours else '  DIFFER'}")
+          f"verdict {box}: {'the same' if same else 'DIFFERS from the workstation ' + str(ours)} "
+          f"(status, primary, also, stage, progress)")
     box_in.unlink()
     if not args.keep:
         big.unlink()
