@@ -12,22 +12,31 @@ tiny log. Then, best of --runs, interleaved:
   triage/re   the same with GPUOPS_TRIAGE_ENGINE=python (the fallback when grep is missing)
   grep -cE    grep -acE with every signature the scan looks for, LC_ALL=C, on BIG
 
+  on-box     the box's own classifier (gpuops.onbox.logclass, what the job's supervisor runs
+             after a failed attempt): its bundle under `python3 -S`, as an exec channel ships it,
+             reading the head, step lines and tail that `triage --job` reads, on BIG
+
 Prints (triage - startup) / grep, target <= 5x; the start-up time; and the peak RSS of the big
-run (target < 200 MB; try --size-mb 1024 to see that it does not grow with the log).
+run (target < 200 MB; try --size-mb 1024 to see that it does not grow with the log); and the
+on-box classification against the workstation's triage of the same log, with both verdicts.
 """
 
 import argparse
+import json
 import os
 import random
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpuops import onbox  # noqa: E402
+from gpuops.remote import wrap  # noqa: E402
 from gpuops.triage.matcher import grep_patterns  # noqa: E402
 
 NODES = 8
@@ -96,17 +105,39 @@ def write_log(path, size):
     out.close()
 
 
-def run(argv, env=None):
-    """(seconds, peak RSS in MiB of the process and the children it waited for, exit code)."""
+def run(argv, env=None, stdin=None, out=None):
+    """(seconds, peak RSS in MiB of the process and the children it waited for, exit code);
+    `stdin` a file to read from, `out` a list that gets the output."""
     start = time.perf_counter()
     # Output goes to a pipe that is read: GNU grep stops at the first match when its output is
     # /dev/null (it then behaves like -q), which would time nothing.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            env={**os.environ, **(env or {})})
-    proc.stdout.read()
+    with open(stdin or os.devnull, "rb") as given:
+        proc = subprocess.Popen(argv, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+        text = proc.stdout.read()
     proc.stdout.close()
     _, status, usage = os.wait4(proc.pid, 0)
+    if out is not None:
+        out.append(text)
     return time.perf_counter() - start, usage.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status)
+
+
+def on_box_call(big, now, where):
+    """(argv, stdin file) of the logclass bundle run as an exec channel runs it, on `big`."""
+    src = onbox.script("logclass")
+    request = json.dumps({"logs": [{"log": str(big), "now": now.timestamp()}]}).encode()
+    stdin = where / "logclass.in"
+    stdin.write_bytes(src + request)
+    return ["sh", "-c", wrap.python_line(len(src), (), site=False)], stdin
+
+
+def verdicts(workstation, box):
+    """What the workstation's triage and the box's classifier said (status, primary, also, stage,
+    progress), and whether all of it is the same."""
+    data = json.loads(workstation)["data"]
+    answer = json.loads(box)["answers"][0]
+    same = all(data[k] == answer.get(k) for k in ("status", "primary", "also", "stage", "progress"))
+    return (data["status"], data["primary"]), (answer.get("status"), answer.get("primary")), same
 
 
 def main():
@@ -125,25 +156,37 @@ def main():
     tiny.write_bytes(b"[2025-03-02 10:00:00] completed step: 0, seconds: 1.0\n")
     cli = [sys.executable, "-m", "gpuops", "triage", "--json", "--now", "2025-03-04T12:00:00", "--log"]
     grep = ["grep", "-a", "-c", "-E"] + [x for p in grep_patterns() for x in ("-e", p)] + ["--", str(big)]
+    box_argv, box_in = on_box_call(big, datetime.fromisoformat("2025-03-04T12:00:00"), where)
     best = {}
     rss = {}
+    said = {}
     for _ in range(args.runs):
-        for name, argv, env in (("startup", cli + [str(tiny)], None), ("triage", cli + [str(big)], None),
-                                ("triage/re", cli + [str(big)], {"GPUOPS_TRIAGE_ENGINE": "python"}),
-                                ("grep -cE", grep, {"LC_ALL": "C"})):
-            seconds, peak, code = run(argv, env)
+        for name, argv, env, stdin in (("startup", cli + [str(tiny)], None, None),
+                                       ("triage", cli + [str(big)], None, None),
+                                       ("triage/re", cli + [str(big)], {"GPUOPS_TRIAGE_ENGINE": "python"}, None),
+                                       ("grep -cE", grep, {"LC_ALL": "C"}, None),
+                                       ("on-box", box_argv, None, box_in)):
+            out = []
+            seconds, peak, code = run(argv, env, stdin, out)
+            said[name] = out[0]
             best[name] = min(best.get(name, seconds), seconds)
             rss[name] = max(rss.get(name, 0.0), peak)
     work = best["triage"] - best["startup"]
     work_re = best["triage/re"] - best["startup"]
     mib = big.stat().st_size / 2**20
     print(f"log: {mib:.1f} MiB, {len(grep_patterns())} signatures, best of {args.runs}")
-    for name in ("startup", "triage", "triage/re", "grep -cE"):
+    for name in ("startup", "triage", "triage/re", "grep -cE", "on-box"):
         print(f"  {name:10s} {best[name] * 1000:8.0f} ms   peak RSS {rss[name]:6.1f} MiB")
     print(f"triage work (minus start-up): {work * 1000:.0f} ms = {mib / work:.0f} MiB/s")
     print(f"ratio triage / grep -cE: {work / best['grep -cE']:.2f}x (target <= 5x); pure-re fallback: "
           f"{work_re / best['grep -cE']:.1f}x")
     print(f"start-up: {best['startup'] * 1000:.0f} ms; peak RSS of the big run: {rss['triage']:.1f} MiB (target < 200)")
+    ours, box, same = verdicts(said["triage"], said["on-box"])
+    print(f"on-box classification (logclass bundle, python3 -S, head + step lines + tail): {best['on-box'] * 1000:.0f} ms "
+          f"vs workstation `gpuops triage --log`: {best['triage'] * 1000:.0f} ms ({best['on-box'] / best['triage']:.2f}x); "
+          f"verdict {box}: {'the same' if same else 'DIFFERS from the workstation ' + str(ours)} "
+          f"(status, primary, also, stage, progress)")
+    box_in.unlink()
     if not args.keep:
         big.unlink()
         tiny.unlink()

@@ -49,6 +49,7 @@ ANSWERS = {
     "job_queue": {"queue": {"entries": list}},
     "job_wait": {"wait": {"job": dict}},
     "job_pause": {"pause": _AFTER, "resume": _AFTER},
+    "logclass": {"answers": list, "now": NUMBER},
 }
 
 

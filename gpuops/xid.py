@@ -27,7 +27,7 @@ ACTIONS = {
 }
 
 
-class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"), defaults=("",))):
+class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"))):
     __slots__ = ()
 
     @property
@@ -37,6 +37,11 @@ class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"), defau
     @property
     def todo(self) -> str:
         return self.action or ACTIONS[self.kind]
+
+
+# `action` defaults the Python 3.6 way (namedtuple's defaults= is 3.7): triage's scan reads this table
+# on the box too (gpuops.onbox.BEYOND), where python3 may be 3.6.
+Xid.__new__.__defaults__ = ("",)
 
 
 def _x(code, name, meaning, kind, action=""):

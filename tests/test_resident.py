@@ -536,7 +536,13 @@ def test_a_session_reports_output_and_status_whether_or_not_it_can_wait_on_a_pid
     served.join(10)
 
 
-def test_a_bundle_compiles_each_module_from_the_helpers_cache(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("entry,request_,key", [
+    ("manifest", lambda tmp: {"root": str(tmp)}, "exists"),
+    # the classifier shipped from above onbox (triage, the Xid table ...) is compiled once too
+    ("logclass", lambda tmp: {"logs": [{"log": str(ROOT / "tests" / "fixtures" / "triage" / "oom_host.log")}]},
+     "answers"),
+])
+def test_a_bundle_compiles_each_module_from_the_helpers_cache(entry, request_, key, tmp_path, monkeypatch, capsys):
     """The helper compiles every module once (from the text the arming call sends); a bundle's
     loader, run as a worker runs it, is then handed those code objects: no module compiled twice."""
     monkeypatch.setattr(helper, "_CODE", {})
@@ -550,13 +556,13 @@ def test_a_bundle_compiles_each_module_from_the_helpers_cache(tmp_path, monkeypa
 
     import io
 
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps({"root": str(tmp_path)}).encode())))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request_(tmp_path)).encode())))
     monkeypatch.setattr(sys, "argv", ["-c"])
     with pytest.raises(SystemExit) as ended:
-        exec(compile(onbox.script("manifest"), "<gpuops-onbox>", "exec"), {"__name__": "__main__", "compile": spy})
+        exec(compile(onbox.script(entry), "<gpuops-onbox>", "exec"), {"__name__": "__main__", "compile": spy})
     assert ended.value.code in (0, None), capsys.readouterr()
-    assert json.loads(capsys.readouterr().out)["exists"] is True
-    assert asked == [(onbox.module_file(name), True) for name in onbox.closure("manifest")]
+    assert json.loads(capsys.readouterr().out)[key]
+    assert asked == [(onbox.module_file(name), True) for name in onbox.closure(entry)]
 
 
 def test_one_arm_at_a_time_and_a_dead_ones_marker_does_not_block_the_next(tmp_path, monkeypatch):

@@ -15,7 +15,10 @@ one row (plus its rule where one applies).
 from collections import namedtuple
 
 # collections' named tuple, not typing's: importing typing costs every `status` ~5 ms of start-up.
-State = namedtuple("State", ("name", "alive", "terminal", "healthy", "style", "meaning", "slurm"), defaults=((),))
+# Its default is set the Python 3.6 way (namedtuple's defaults= is 3.7): the table is shipped to the
+# box with triage's classifier (gpuops.onbox.BEYOND), where python3 may be 3.6.
+State = namedtuple("State", ("name", "alive", "terminal", "healthy", "style", "meaning", "slurm"))
+State.__new__.__defaults__ = ((),)
 
 
 STATES = {s.name: s for s in (

@@ -9,15 +9,11 @@ import base64
 import os
 import socket
 import time
-from collections import deque
 
-from . import jobrecord, logscan, procs, signals, slurm, steps
+from . import jobrecord, logexcerpt, logscan, procs, signals, slurm, steps
 from .jobrecord import EXIT, GROWTH, LOG, META, PAUSE, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
-EXCERPT_HEAD, EXCERPT_TAIL, EXCERPT_STEP_LINES = 256 << 10, 4 << 20, 300
-_SCAN_CHUNK = 8 << 20
-_STEP_LINE_MAX = 4096
 # The supervisor reaps the job, lists survivors and samples before it writes exit.json: a status
 # read in that window sees a dead process and no record, and waits for the record, not "VANISHED".
 EXIT_SETTLE_S = 3.0
@@ -142,75 +138,18 @@ def status(opts):
 # ---------------------------------------------------------------- excerpt (triage)
 
 
-def _b64(data):
-    return base64.b64encode(data).decode("ascii")
-
-
 def excerpt(opts):
-    """The job's facts plus its log in pieces [first line number, base64 bytes]: the whole log
-    when small, else its head, the first and the last EXCERPT_STEP_LINES step lines between head
-    and tail, and its tail. The step lines keep the projection right when the first step is past
-    the head (long config dumps) or a hung job printed more noise after its last step than the
-    tail holds."""
+    """The job's facts plus its log in pieces [first line number, base64 bytes]: logexcerpt's
+    bounded view (head, step lines, tail)."""
     job_id = jobrecord.resolve(opts.get("job"))
-    head, tail = int(opts.get("head") or EXCERPT_HEAD), int(opts.get("tail") or EXCERPT_TAIL)
+    head, tail = int(opts.get("head") or logexcerpt.HEAD), int(opts.get("tail") or logexcerpt.TAIL)
     log = jobrecord.path(job_id, LOG)
     try:
-        f = open(log, "rb")
+        size, lines, pieces = logexcerpt.read(log, head, tail)
     except (OSError, IOError):
         raise JobError("not-found", "job %s has no readable log (%s)" % (job_id, log))
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        if size <= head + tail:
-            data = f.read(size)
-            pieces = [[1, _b64(data)]]
-            lines = data.count(b"\n")
-        else:
-            pieces, lines = _pieces(f, size, head, tail)
+    pieces = [[first, base64.b64encode(data).decode("ascii")] for first, data in pieces]
     return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time()}
-
-
-def _pieces(f, size, head, tail):
-    first = f.read(head)
-    first = first[:first.rfind(b"\n") + 1]
-    tail_start = size - tail
-    newlines = first.count(b"\n")
-    first_step, recent = None, deque(maxlen=EXCERPT_STEP_LINES)
-    pos, carry = len(first), b""
-    f.seek(pos)
-    while pos < size:
-        chunk = f.read(min(_SCAN_CHUNK, size - pos))
-        if not chunk:
-            break
-        data, start = carry + chunk, pos - len(carry)
-        pos += len(chunk)
-        cut = data.rfind(b"\n") + 1 if pos < size else len(data)
-        counted, line_no = 0, newlines
-        at = data.find(steps.STEP_LITERAL, 0, cut)
-        while at >= 0:
-            ls = data.rfind(b"\n", 0, at) + 1
-            if start + ls >= tail_start:
-                break
-            le = data.find(b"\n", at, cut)
-            le = cut if le < 0 else le
-            line_no += data.count(b"\n", counted, ls)
-            counted = ls
-            line = (line_no + 1, data[ls:min(le, ls + _STEP_LINE_MAX)] + b"\n")
-            if first_step is None:
-                first_step = line
-            else:
-                recent.append(line)
-            at = data.find(steps.STEP_LITERAL, le, cut)
-        newlines += data.count(b"\n", 0, cut)
-        carry = data[cut:]
-    f.seek(tail_start)
-    rest = f.read(tail)
-    pieces = [[1, _b64(first)]]
-    pieces += [[n, _b64(text)] for n, text in ([first_step] if first_step else []) + list(recent)]
-    cut = rest.find(b"\n") + 1
-    if cut:
-        pieces.append([newlines - rest.count(b"\n") + 2, _b64(rest[cut:])])
-    return pieces, newlines
 
 
 def main(argv):

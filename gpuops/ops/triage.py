@@ -7,18 +7,23 @@ from datetime import datetime
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
 from ..onbox.jobrecord import SLURM
-from ..triage import locate, timestamps, triage_file, triage_pieces
+from ..triage import locate, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
 
 
 def parse_now(text):
+    """`--now` as a datetime. Here, not in gpuops.triage.timestamps: datetime.fromisoformat is
+    Python 3.7, and that module is shipped to the box (gpuops.onbox.BEYOND), where it may be 3.6."""
     if text is None:
         return None
+    value = text.strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
     try:
-        return timestamps.parse_now(text)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"--now must be an ISO 8601 time such as 2025-01-15T10:30:00Z, not {text!r}") from None
 
 
 def check_inputs(log, dir, slurm_id, host, job):

@@ -105,14 +105,3 @@ def last_before(buf, end, year_hint=None, windows=(4096, 65536, 1 << 20)):
 
 def year_of(stamp):
     return stamp.when.year if stamp is not None and stamp.year_known else None
-
-
-def parse_now(text):
-    """`--now` as a datetime; raises ValueError with a readable message."""
-    value = text.strip()
-    if value.endswith("Z"):
-        value = value[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"--now must be an ISO 8601 time such as 2025-01-15T10:30:00Z, not {text!r}") from None

@@ -9,7 +9,7 @@ from gpuops.ops.triage import read_excerpt
 from gpuops.remote.local import LocalTarget
 from gpuops.triage import triage_pieces
 from tests.jobs.helpers import kill_everything
-from tests.triage.helpers import EXPECTED, log, now_of
+from tests.triage.helpers import EXPECTED, log, long_noisy_hanging_log, now_of
 
 
 @pytest.fixture(scope="module")
@@ -138,11 +138,7 @@ def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
     its last step than the tail holds: the first and last step lines fetched in the same round
     trip keep the projection and the line numbers right."""
     monkeypatch.setenv("GPUOPS_JOBS_DIR", str(tmp_path))
-    fixture = log("status_hanging").read_bytes()
-    start = fixture.index(b"0: [2025-03-02 10:01:40] completed step: 0,")
-    dump = b"".join(b"0: Config param opt_%d: %d\n" % (i, i) for i in range(2000))
-    raw = fixture[:start] + dump + fixture[start:]
-    noise = b"".join(b"0: [2025-03-02 14:00:00] (raylet) rccl busy wait, iteration %d\n" % i for i in range(40_000))
+    raw, noise = long_noisy_hanging_log()
     (tmp_path / "j1").mkdir()
     (tmp_path / "j1" / "log").write_bytes(raw + noise)
     _, pieces, size, _ = read_excerpt(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
