@@ -1,131 +1,18 @@
-"""On-box `stop`: TERM a job's processes, KILL what is left after the grace period, confirm they
-are gone. Dry run unless `yes`; with a `plan` id (gpuops.onbox.plans), only when the live set of
-processes is still the one planned. Entry: main(argv)."""
+"""On-box `stop`: the job's engine stops it (gpuops.onbox.engines: the supervisor's TERM, KILL
+after the grace and a check that every process is gone; a scheduler's cancel). Dry run unless
+`yes`; with a `plan` id (gpuops.onbox.plans), only when what would be stopped is still what was
+planned. Entry: main(argv)."""
 
-import os
-import time
-
-from . import job_facts, jobrecord, plans, procs, signals, slurm_control
-from .jobrecord import META, STOP, JobError
-
-KILL_WAIT_S = 5.0
-
-
-def _environ_tag(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            env = f.read()
-    except (OSError, IOError):
-        return None
-    for item in env.split(b"\0"):
-        if item.startswith(b"GPUOPS_JOB_ID="):
-            return item[len(b"GPUOPS_JOB_ID="):].decode("utf-8", "replace")
-    return None
-
-
-def job_processes(job_id, meta):
-    """{pid: start_ticks} of every live process of the job: its group, its descendants, and any
-    process carrying GPUOPS_JOB_ID=<job_id> in its environment (children that left the group)."""
-    mine = procs.ancestry()
-    same_boot = not meta.get("boot_id") or meta.get("boot_id") == procs.boot_id()
-    leader = meta.get("pid")
-    group_ok = bool(same_boot and leader and not job_facts.pid_reused(meta))
-    found = {}
-    table = {}
-    for pid in procs.pids():
-        st = procs.stat(pid)
-        if st is None or st["state"] in ("Z", "X") or pid in mine or pid == meta.get("wrapper_pid"):
-            continue
-        table[pid] = st
-        if (group_ok and st["pgid"] == meta.get("pgid")) or _environ_tag(pid) == job_id:
-            found[pid] = st["start_ticks"]
-    if group_ok and procs.alive(leader, meta.get("start_ticks")):
-        kids = {}
-        for pid, st in table.items():
-            kids.setdefault(st["ppid"], []).append(pid)
-        for pid in procs.descendants(leader, kids):
-            if pid in table:
-                found[pid] = table[pid]["start_ticks"]
-    return found
-
-
-def signal_job(targets, meta, sig):
-    """Signal the job's group (its leader re-checked: the group is the job's own session, so every
-    member is the job's) and every other target that still is the process recorded. The pids
-    signalled."""
-    sent, in_group = [], set()
-    pgid = meta.get("pgid")
-    if pgid and not job_facts.pid_reused(meta):
-        members = [p for p, _ in targets if (procs.stat(p) or {}).get("pgid") == pgid]
-        if members and signals.send_group(pgid, sig):
-            in_group.update(members)
-    for pid, ticks in targets:
-        if pid in in_group or signals.send(pid, ticks, sig) == "sent":
-            sent.append(pid)
-    return sent
-
-
-def _describe(pids_ticks, gpu):
-    out = []
-    for pid in sorted(pids_ticks):
-        cmd = procs.cmdline(pid, 120)
-        # a short-lived child can exit between the scan and this read: it is no target any more
-        if cmd is None and not procs.alive(pid, pids_ticks[pid]):
-            continue
-        out.append({"pid": pid, "start_ticks": pids_ticks[pid], "cmd": cmd, "gpu": pid in gpu})
-    return out
+from . import engines, job_facts, jobrecord
+from .jobrecord import META
 
 
 def stop(opts):
     job_id = jobrecord.resolve(opts.get("job"))
-    jdir = jobrecord.job_dir(job_id)
-    meta = jobrecord.read_json(os.path.join(jdir, META)) or {}
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        return slurm_control.stop(opts, job_id, meta)
-    if opts.get("signal"):
-        raise JobError("usage", "--signal is for Slurm jobs; to checkpoint a supervised job before it stops, "
-                                "use gpuops pause")
-    targets = job_processes(job_id, meta)
-    holders, _ = procs.device_holders(exclude=procs.ancestry())
-    gpu = set(h["pid"] for h in holders if h["pid"] in targets)
-    # 0 is a choice (SIGKILL at once), not "unset".
-    grace = opts.get("grace")
-    grace = 10.0 if grace is None else float(grace)
-    doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
-    planned = opts.get("plan")
-    if planned is not None:
-        expires = plans.expiry(planned)
-        if expires is None:
-            raise JobError("usage", "not a plan id: %r" % (planned,))
-        shown = [(t["pid"], t["start_ticks"]) for t in doc["targets"]]  # the set a dry run shows
-        if plans.plan_id("stop", job_id, shown, expires) != planned:
-            # the live set is not the one planned: signal nothing, show the set as it is now
-            doc.update(dry_run=True, plan_refused=True, signalled=[], all_gone=not targets,
-                       after=job_facts.facts(job_id))
-            return doc
-    if not opts.get("yes") or not targets:
-        doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets, after=job_facts.facts(job_id))
-        return doc
-    record = {"requested_at": time.time(), "signals": []}
-    stop_path = os.path.join(jdir, STOP)
-
-    def send_round(items, sig):
-        sent = signal_job(items, meta, sig)
-        record["signals"].append({"signal": signals.name(sig), "pids": sent, "at": time.time()})
-        jobrecord.write_json(stop_path, record)
-        return sent
-
-    rounds = signals.ladder(list(targets.items()), grace, KILL_WAIT_S, send_round, lambda t: procs.alive(*t),
-                            more=lambda: list(job_processes(job_id, meta).items()))
-    signalled = set(pid for _, items, _ in rounds for pid, _ in items)
-    left = job_processes(job_id, meta)
-    still_gpu = [h["pid"] for h in procs.device_holders(exclude=procs.ancestry())[0]
-                 if h["pid"] in signalled or h["pid"] in left]
-    record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
-    jobrecord.write_json(stop_path, record)
-    job_facts.wait_exit_record(jdir, meta, job_facts.EXIT_SETTLE_S)
-    doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu)),
-               gpu_holders_left=still_gpu, after=job_facts.facts(job_id))
+    meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+    engine = engines.of(meta)
+    doc = engine.stop(opts, job_id, meta)
+    doc.update(engine=engine.NAME, after=job_facts.facts(job_id))
     return doc
 
 

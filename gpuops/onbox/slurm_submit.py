@@ -1,5 +1,5 @@
 """Submitting gpuops jobs to Slurm from the login node: a job, a retry's request and a queue's
-chain. Not an entry: job_launch and job_queue hand a job here when it asks for engine "slurm".
+chain. Not an entry: gpuops.onbox.slurm_engine hands a job here when it asks for engine "slurm".
 
 A job gets the same record directory as a supervised one (gpuops.onbox.jobrecord), on the
 shared filesystem: its immutable `cmd`, the `batch.sh` sbatch runs (gpuops.onbox.slurm_script),
@@ -18,7 +18,7 @@ import time
 from . import jobrecord, slurm, slurm_script
 from .jobrecord import BATCH, CMD, LOG, META, JobError
 
-# sbatch options the caller may pass (gpuops.jobs.sbatch builds them); the rest gpuops sets itself.
+# sbatch options the caller may pass (gpuops.engines.slurm_sbatch builds them); the rest gpuops sets itself.
 ALLOWED = ("--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--mem", "--time", "--partition",
            "--account", "--qos", "--constraint", "--exclusive", "--signal", "--dependency")
 
@@ -72,7 +72,7 @@ def _submit(spec, body, job_id, jdir, workdir, options):
     if not slurm_id.isdigit():
         raise JobError("rejected", err or "sbatch exited %d without a job id" % rc)
     meta = {
-        "job_id": job_id, "engine": jobrecord.SLURM, "slurm_job_id": slurm_id,
+        "job_id": job_id, "engine": slurm.NAME, "slurm_job_id": slurm_id, "engine_job_id": slurm_id,
         "cluster": out.strip().split(";")[1] if ";" in out else None,
         "name": spec.get("name") or job_id, "labels": spec.get("labels") or {},
         "command": spec.get("command"), "kind": spec.get("kind") or "cmd", "args": list(spec.get("args") or []),
@@ -92,7 +92,7 @@ def _submit(spec, body, job_id, jdir, workdir, options):
 INHERITED = ("signal", "signal_lead_s", "torchrun", "rdzv_port")
 
 
-def check_retry(parent_id, parent):
+def check_retry(parent_id, parent, opts=None):
     if slurm.phase(parent_id, parent) in ("starting", "alive"):
         raise JobError("refused", "job %s is still queued or running in Slurm (job %s); stop it first "
                                   "(retry never runs two copies)" % (parent_id, parent.get("slurm_job_id")))
