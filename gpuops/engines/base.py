@@ -123,6 +123,14 @@ class Engine:
         """(the state word triage is given, the exit record it may believe) for a job's log."""
         return row["state"], facts.get("exit")
 
-    def preflight(self, facts):
-        """Findings about this engine on the host, from the probe's facts of it (none: nothing)."""
+    # ------------------------------------------------------------ preflight
+
+    def present(self, facts):
+        """Whether the probe's facts show this engine's cluster on the host (then preflight asks
+        its box half for the cluster's facts: gpuops.onbox.engine_facts)."""
+        return False
+
+    def preflight(self, facts, cluster):
+        """Findings about its cluster, from the probe's facts and what its box half saw of the
+        cluster (untrusted: check its shape), or {"error": ...} where it could not be asked."""
         return []

@@ -48,7 +48,7 @@ def data_codes():
     from ..profiles import Profile
 
     return {
-        "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s?",
+        "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s? engines:o",
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED,
         "fleet_launch": _STARTED + " placement:o",

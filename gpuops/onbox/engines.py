@@ -18,6 +18,7 @@ Each engine is a module here named after it (box_engine, slurm_engine, ...), hol
     diagnose_facts(ev, job_id, rec, facts)  what diagnose reads beside the records, into `ev`
     chain(spec, entries, by_key)  a queue the engine runs itself (None: gpuops' runner runs it)
     queue_cancel(job_id, meta)    take back a chained entry that has not started
+    cluster_facts()               optional: what preflight reports of its cluster from this host
 
 A job action calls the engine of the job's record; none branches on which one it is. What the
 engine's own state words mean comes from the caller (gpuops.onbox.jobrecord.phases), so no
