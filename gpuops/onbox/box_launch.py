@@ -2,40 +2,13 @@
 (gpuops.onbox.wrapper) that runs it (gpuops.onbox.box_engine's submit)."""
 
 import os
-import shutil
 import socket
 import time
 
-from . import cgroup, jobrecord, procs, wrapper
+from . import cgroup, command, jobrecord, procs, wrapper
 from .jobrecord import CMD, LOG, JobError
 
 NAME = "box"
-
-
-def _check_shebang(body):
-    """Fail early, with the reason, when a script's #! interpreter is not on the box."""
-    words = body.split(b"\n", 1)[0][2:].decode("utf-8", "replace").split()
-    if not words:
-        raise JobError("usage", "the script's #! line names no interpreter")
-    prog = words[1] if os.path.basename(words[0]) == "env" and len(words) > 1 else words[0]
-    found = shutil.which(prog) if "/" not in prog else (prog if os.access(prog, os.X_OK) else None)
-    if not found:
-        raise JobError("usage", "the script's interpreter %s is not available on the box" % prog)
-
-
-def _interpreter_argv(cmd_path, body, args, pre=None):
-    if body.startswith(b"#!"):
-        argv = [cmd_path]
-    else:
-        argv = [shutil.which("bash") or "/bin/sh", cmd_path]
-    argv += list(args or [])
-    if pre:
-        # The platform's hook (a proxy, `module load`) is sourced in the shell that then execs the
-        # job, so what it exports reaches the job; its failure or output must not end the job.
-        hook = "{ %s\n} >/dev/null 2>&1 || true\nexec \"$@\"" % pre
-        argv = [shutil.which("bash") or "/bin/sh", "-c", hook, "gpuops-pre"] + argv
-    stdbuf = shutil.which("stdbuf")  # line-buffers C stdio (Python is covered by PYTHONUNBUFFERED)
-    return ([stdbuf, "-oL"] + argv) if stdbuf else argv, bool(stdbuf)
 
 
 def _thread_cap():
@@ -77,13 +50,13 @@ def create(spec, body):
     """
     workdir = _workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
-        _check_shebang(body)
+        command.check_shebang(body)
     job_id = jobrecord.new_id()
     jdir = jobrecord.job_dir(job_id)
     os.mkdir(jdir, 0o700)
     cmd_path = os.path.join(jdir, CMD)
     jobrecord.atomic_write(cmd_path, body, 0o500)
-    argv, line_buffered = _interpreter_argv(cmd_path, body, spec.get("args"), spec.get("pre"))
+    argv, line_buffered = command.interpreter_argv(cmd_path, body, spec.get("args"), spec.get("pre"))
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
         "job_id": job_id,
