@@ -6,7 +6,7 @@ import socket
 import time
 
 from . import cgroup, command, jobrecord, procs, wrapper
-from .jobrecord import CMD, LOG, JobError
+from .jobrecord import CMD, LOG
 
 NAME = "box"
 
@@ -36,19 +36,12 @@ def _job_env(spec, job_id, jdir):
     return env, sorted(added), ({"values": caps, "cgroup_quota_cores": quota} if caps else None)
 
 
-def _workdir(raw):
-    path = os.path.expanduser(raw) if raw else os.path.expanduser("~")
-    if not os.path.isdir(path):
-        raise JobError("usage", "workdir %s does not exist on the box" % path)
-    return os.path.abspath(path)
-
-
 def create(spec, body):
     """Start one job from `spec` and the bytes of its command; returns the job id.
 
     The caller holds the jobs-dir lock. `body` becomes the immutable `cmd` file (mode 0500).
     """
-    workdir = _workdir(spec.get("workdir"))
+    workdir = command.workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
         command.check_shebang(body)
     job_id = jobrecord.new_id()

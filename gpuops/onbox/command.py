@@ -1,6 +1,6 @@
 """How a job's immutable command is run, on every engine that runs it on a host itself: bash for
 a command line or a script without #!, else the script's own interpreter (checked before any job
-starts), after the platform's hook, line-buffered where stdbuf is there."""
+starts), after the platform's hook, line-buffered where stdbuf is there; and in which directory."""
 
 import os
 import shutil
@@ -33,3 +33,12 @@ def interpreter_argv(cmd_path, body, args, pre=None):
         argv = [shutil.which("bash") or "/bin/sh", "-c", hook, "gpuops-pre"] + argv
     stdbuf = shutil.which("stdbuf")  # line-buffers C stdio (Python is covered by PYTHONUNBUFFERED)
     return ([stdbuf, "-oL"] + argv) if stdbuf else argv, bool(stdbuf)
+
+
+def workdir(raw, where="the box"):
+    """The absolute directory a job runs in (default: the home directory); a missing one is the
+    caller's mistake, said with where it was looked for."""
+    path = os.path.abspath(os.path.expanduser(raw) if raw else os.path.expanduser("~"))
+    if not os.path.isdir(path):
+        raise JobError("usage", "workdir %s does not exist on %s" % (path, where))
+    return path

@@ -15,7 +15,7 @@ import shutil
 import socket
 import time
 
-from . import jobrecord, slurm, slurm_script
+from . import command, jobrecord, slurm, slurm_script
 from .jobrecord import BATCH, CMD, LOG, META, JobError
 
 # sbatch options the caller may pass (gpuops.engines.slurm_sbatch builds them); the rest gpuops sets itself.
@@ -30,16 +30,9 @@ def _checked_options(options):
     return list(options or [])
 
 
-def _workdir(raw):
-    path = os.path.abspath(os.path.expanduser(raw) if raw else os.path.expanduser("~"))
-    if not os.path.isdir(path):
-        raise JobError("usage", "workdir %s does not exist on the login node" % path)
-    return path
-
-
 def submit(spec, body):
     """Write the record and sbatch it; the job id. The caller holds the jobs-dir lock."""
-    workdir = _workdir(spec.get("workdir"))
+    workdir = command.workdir(spec.get("workdir"), "the login node")
     options = _checked_options(spec.get("sbatch_options"))
     job_id = jobrecord.new_id()
     jdir = jobrecord.job_dir(job_id)
@@ -114,17 +107,17 @@ def chain(opts, entries, existing_key):
     Returns [(line, command, job id)]."""
     out, before = [], None
     root = jobrecord.ensure_root()
-    for line, command in entries:
+    for line, text in entries:
         key = "queue:%s:%d" % (opts["name"], line)
         with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
             job_id = existing_key(key)
             if job_id is None:
-                spec = dict(opts, command=command, kind="cmd", key=key, queue=opts["name"],
+                spec = dict(opts, command=text, kind="cmd", key=key, queue=opts["name"],
                             name="%s:%d" % (opts["name"], line))
                 after = _dependency(before)
                 spec["sbatch_options"] = list(opts.get("sbatch_options") or []) + after
-                job_id = submit(spec, (command + "\n").encode("utf-8"))
-        out.append((line, command, job_id))
+                job_id = submit(spec, (text + "\n").encode("utf-8"))
+        out.append((line, text, job_id))
         before = job_id
     return out
 
