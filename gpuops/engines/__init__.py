@@ -16,7 +16,7 @@ import importlib
 from ..errors import BadAnswer, UsageError
 
 # engine name (meta["engine"], --engine's word) -> its module under gpuops.engines
-ENGINES = {"box": "box", "slurm": "slurm"}
+ENGINES = {"box": "box", "slurm": "slurm", "ray": "ray"}
 DEFAULT = "box"
 
 

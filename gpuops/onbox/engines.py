@@ -25,10 +25,10 @@ engine's own state words mean comes from the caller (gpuops.onbox.jobrecord.phas
 module here spells a state.
 """
 
-from . import box_engine, jobrecord, slurm_engine
+from . import box_engine, jobrecord, ray_engine, slurm_engine
 from .jobrecord import JobError
 
-ENGINES = dict((m.NAME, m) for m in (box_engine, slurm_engine))
+ENGINES = dict((m.NAME, m) for m in (box_engine, slurm_engine, ray_engine))
 
 
 def named(name):
