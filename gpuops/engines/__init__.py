@@ -85,6 +85,8 @@ def refuse_foreign(engine, asked):
     for key in sorted(asked):
         if key not in engine.flags:
             other = owner({key: asked[key]})
+            if other is None:
+                raise UsageError(f"{flag_of(key)}: no engine takes it")
             raise UsageError(f"{flag_of(key)} is asked of {other.title}: add --engine {other.name}")
 
 
