@@ -21,6 +21,8 @@ FLAGS = {
                            "their own with @ray.remote(num_gpus=...))",
     "entrypoint_num_cpus": "Ray: CPUs reserved for the job's driver on the head",
     "entrypoint_memory": "Ray: memory in bytes reserved for the job's driver on the head",
+    "ship_workdir": "Ray: also upload --workdir as the job's runtime_env working_dir, so Ray's workers on every "
+                    "node run in a copy of it (at most 100 MiB zipped)",
 }
 
 
@@ -28,6 +30,7 @@ class Ray(Engine):
     name, title = "ray", "Ray"
     help = "a Ray Jobs submission to the cluster whose head is --host; ray on the head, not here"
     flags = FLAGS
+    switches = ("ship_workdir",)
     states = {"PENDING": PENDING, "RUNNING": states.RUNNING, "STOPPED": CANCELLED, "SUCCEEDED": COMPLETED,
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
@@ -140,6 +143,9 @@ def _asked(asked):
     """The flags as Ray's fields: numbers where they read as numbers, else as given (Ray judges)."""
     out = {}
     for key, value in asked.items():
+        if isinstance(value, bool):
+            out[key] = value
+            continue
         text = str(value).strip()
         for kind in (int, float):
             try:

@@ -32,15 +32,16 @@ def address():
     return said.rstrip("/") if said.startswith(("http://", "https://")) else DEFAULT
 
 
-def request(method, path, body=None, timeout=CALL_S):
-    """(HTTP status, text) of one call to the dashboard; JobError when nothing answers there."""
+def request(method, path, body=None, timeout=CALL_S, raw=None):
+    """(HTTP status, text) of one call to the dashboard (a JSON `body`, or `raw` bytes); JobError
+    when nothing answers there."""
     try:
         from urllib import error, request as http
     except ImportError:  # a python3 without urllib is not one Ray runs on
         raise JobError("not-found", "this box's python3 has no urllib")
-    data = json.dumps(body).encode("utf-8") if body is not None else None
+    data = json.dumps(body).encode("utf-8") if body is not None else raw
     req = http.Request(address() + path, data=data, method=method,
-                       headers={"Content-Type": "application/json"} if data is not None else {})
+                       headers={"Content-Type": "application/json"} if body is not None else {})
     try:
         with http.urlopen(req, timeout=timeout) as answer:
             return answer.status, answer.read(ANSWER_MAX).decode("utf-8", "replace")

@@ -16,11 +16,14 @@ Ray's own words (kind "rejected"); nothing is recorded.
 """
 
 import base64
+import hashlib
+import io
 import os
 import shutil
 import socket
 import sys
 import time
+import zipfile
 
 from . import command, jobrecord, ray_api
 from .jobrecord import CMD, LOG, META, JobError
@@ -30,6 +33,7 @@ DRIVER, DRIVER_SPEC, SECRETS = "driver.py", "driver.json", "secrets.json"
 HEAD = {"node:__internal_head__": 0.001}
 # What a retry takes from its parent besides what every retry takes (job_launch).
 INHERITED = ("resources",)
+PACKAGE_MAX = 100 << 20  # a shipped --workdir, zipped, in the head's memory and Ray's GCS
 
 
 def submission_id(job_id):
@@ -77,9 +81,12 @@ def _submit(spec, body, job_id, jdir, workdir, driver, head, submitted):
     body_sent = {"entrypoint": " ".join(_quoted(w) for w in (sys.executable, "-S", os.path.join(jdir, DRIVER), jdir)),
                  "submission_id": sid, "metadata": {"gpuops_job_id": job_id, "gpuops_name": spec.get("name") or ""},
                  "entrypoint_resources": dict(HEAD, **(asked.pop("entrypoint_resources", None) or {}))}
+    runtime_env = {"env_vars": dict(spec["env"])} if spec.get("env") else {}
+    if asked.pop("ship_workdir", False):
+        runtime_env["working_dir"] = _shipped(workdir)
     body_sent.update(asked)
-    if spec.get("env"):
-        body_sent["runtime_env"] = {"env_vars": dict(spec["env"])}
+    if runtime_env:
+        body_sent["runtime_env"] = runtime_env
     answer = ray_api.submit(body_sent)
     submitted.append(sid)
     if not isinstance(answer, dict) or answer.get("submission_id") != sid:
@@ -98,6 +105,28 @@ def _submit(spec, body, job_id, jdir, workdir, driver, head, submitted):
     }
     jobrecord.write_json(os.path.join(jdir, META), meta)
     return job_id
+
+
+def _shipped(workdir):
+    """Ray's URI of `workdir` uploaded as a working_dir package (files at the zip's root, as Ray
+    packs one), so Ray's workers on every node run in a copy of it."""
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+        for root, dirs, files in os.walk(workdir):
+            dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                if os.path.isfile(path):
+                    z.write(path, os.path.relpath(path, workdir))
+                if data.tell() > PACKAGE_MAX:
+                    raise JobError("usage", "--ship-workdir: %s is over %d MiB zipped; ship the code only (a smaller "
+                                            "--workdir), the data on a shared filesystem" % (workdir, PACKAGE_MAX >> 20))
+    body = data.getvalue()
+    name = "_ray_pkg_%s.zip" % hashlib.sha1(body).hexdigest()
+    status, text = ray_api.request("PUT", "/api/packages/gcs/" + name, raw=body, timeout=120)
+    if status != 200:
+        raise JobError("rejected", "Ray refused the working directory's package: %s" % ray_api.last_line(text))
+    return "gcs://" + name
 
 
 def _quoted(word):

@@ -139,3 +139,26 @@ def test_the_cli_launches_on_ray_and_shows_ray_submission_id(head_box, jobs_dir,
     assert f"ray gpuops-{job}" in shown.stdout, shown.stdout
     refused = cli("launch", "--host", head_box.spec, "--cmd", "true", "--entrypoint-num-gpus", "1")
     assert refused.returncode == errors.USAGE and "add --engine ray" in refused.stderr, refused.stderr
+
+
+def test_ship_workdir_gives_rays_workers_a_copy_of_it_and_the_driver_the_directory_itself(box, jobs_dir, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "helper.py").write_text("VALUE = 'shipped'\n")
+    (code / "main.py").write_text(
+        "import os, ray\n"
+        "ray.init()\n"
+        "@ray.remote(num_cpus=0)\n"
+        "def where():\n"
+        "    import helper\n"
+        "    return helper.VALUE, os.getcwd()\n"
+        "value, cwd = ray.get(where.remote())\n"
+        "print('driver in', os.getcwd())\n"
+        "print('task got', value, 'in', cwd)\n")
+    job = launched(box, jobs_dir, "python3 main.py", workdir=str(code), resources={"ship_workdir": True})
+    doc = ended(box, jobs_dir, job, timeout=150)
+    log = (jobs_dir / job / "log").read_text()
+    assert doc["data"]["state"] == states.COMPLETED, log[-2000:]
+    assert f"driver in {code}\n" in log
+    task = next(line for line in log.splitlines() if line.startswith("task got"))
+    assert task.startswith("task got shipped in ") and "runtime_resources" in task, task
