@@ -2,8 +2,9 @@
 
 `references/gotchas.toml` is the single source: one table per stable id (U1–U43 from the
 universal catalog, platform ids such as AD4, RP3, VAST2, LAM6). Each entry says what you see,
-why it happens, the fix, and how gpuops deals with it: `checked_by` (finding ids that detect
-it), `prevented_by` (a verb whose design rules it out, and how), or neither (reference only).
+why it happens, the fix, and how gpuops deals with it: `prevented_by` (a verb whose design rules
+it out, and how) and `cited_by` (findings whose gotcha id comes from profile data). Which code
+checks or explains a gotcha is found in the code itself (gpuops.coverage).
 
 The generated reference documents (catalog, coverage, the profile schema) are gpuops.refdocs'.
 So is `gotchas.json`, the index as `load_index` validated it: `gpuops gotcha` reads that (a JSON
@@ -53,7 +54,7 @@ class Gotcha:
     keywords: tuple[str, ...]
     platforms: tuple[str, ...] = ()
     see: tuple[str, ...] = ()
-    checked_by: tuple[str, ...] = ()
+    cited_by: tuple[str, ...] = ()
     prevented_by: tuple[Prevention, ...] = ()
 
     def as_dict(self) -> dict:
@@ -108,12 +109,21 @@ def index() -> dict:
 
 
 def cited_in_code() -> dict:
-    """gotcha id -> set of finding ids citing it in gpuops's code, as last generated."""
+    """gotcha id -> {kind: [finding ids]} (checked, explained, documented: see gpuops.coverage),
+    as last generated."""
     try:
         table = json.loads(CITATIONS.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {gid: set(found) for gid, found in table.items()}
+    return {gid: kinds for gid, kinds in table.items() if isinstance(kinds, dict)}
+
+
+def handled(entry: Gotcha) -> dict:
+    """{checked_by, explained_by, reminded_by}: the findings that check this gotcha, explain it
+    after the fact, or remind of it from profile text."""
+    kinds = cited_in_code().get(entry.id, {})
+    return {"checked_by": kinds.get("checked", []), "explained_by": kinds.get("explained", []),
+            "reminded_by": kinds.get("documented", [])}
 
 
 def known_ids() -> frozenset:

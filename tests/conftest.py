@@ -13,6 +13,27 @@ from tests.rig.sshd import SshRig
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Tiers, read from the fixtures a test uses (their whole closure, so a box fixture built on `rig`
+# counts): Slurm's daemons; then real services and processes that stand for a machine (sshd boxes
+# through `rig`, Ray, and through `real_processes`: the CLI as a subprocess, an MCP server, GPU
+# holders, torch training); else `unit`. `./scripts/test --fast` runs the unit tier (-m unit).
+SLURM_FIXTURES = frozenset(("slurm", "slurm_accounted"))
+SERVICE_FIXTURES = frozenset(("rig", "ray_cluster", "real_processes"))
+
+
+def tier(fixturenames):
+    names = set(fixturenames)
+    if names & SLURM_FIXTURES:
+        return "slurm"
+    if names & SERVICE_FIXTURES:
+        return "rig"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(tier(getattr(item, "fixturenames", ())))
+
 
 def _need(tool):
     if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
@@ -21,20 +42,42 @@ def _need(tool):
 
 @pytest.fixture(scope="session")
 def rig(tmp_path_factory):
-    """The session's SSH rig; add boxes with rig.box(name, env={...})."""
+    """The session's SSH rig; add boxes with rig.box(name, env={...}).
+
+    Calls reuse SSH masters (and the resident helper on them) as a user's calls do: a later call to
+    a box rides the master an earlier one left, in a socket directory of the session's own. Tests
+    that count logins or channels, or need each call to stand alone, ask for `fresh_logins`."""
     _need("sshd")
     r = SshRig(tmp_path_factory.mktemp("sshrig"))
-    # Masters kept between calls are tested on purpose in test_reuse.py; everywhere else each
-    # call stands alone, so a count of logins or channels means what the test says it does.
-    saved = {k: os.environ.get(k) for k in ("GPUOPS_SSH_CONFIG", "GPUOPS_SSH_PERSIST")}
-    os.environ.update(GPUOPS_SSH_CONFIG=str(r.ssh_config), GPUOPS_SSH_PERSIST="0")
-    yield r
-    r.stop()
-    for key, old in saved.items():
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
+    runtime = tempfile.mkdtemp(prefix="gpr")  # short: a socket path over 90 bytes turns reuse off
+    saved = {k: os.environ.get(k) for k in ("GPUOPS_SSH_CONFIG", "GPUOPS_SSH_PERSIST", "XDG_RUNTIME_DIR")}
+    os.environ.update(GPUOPS_SSH_CONFIG=str(r.ssh_config), GPUOPS_SSH_PERSIST="600", XDG_RUNTIME_DIR=runtime)
+    try:
+        yield r
+    finally:
+        _close_masters()
+        r.stop()
+        shutil.rmtree(runtime, ignore_errors=True)
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def _close_masters():
+    from gpuops.remote import mux
+
+    shared = mux.shared_dir()
+    for path in mux.sockets(shared) if shared else ():
+        mux.close(path)
+
+
+@pytest.fixture
+def fresh_logins(monkeypatch):
+    """Each call makes its own connection, none kept: a count of logins or channels then means
+    what the test says it does."""
+    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "0")
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +93,13 @@ def gpuops(*args, env=None, input=None, timeout=120):
 
 
 @pytest.fixture
-def cli():
+def real_processes():
+    """Marks a test that runs real processes standing for a machine or a service (its tier is
+    `rig`, see `tier`); it provides nothing else."""
+
+
+@pytest.fixture
+def cli(real_processes):
     return gpuops
 
 
@@ -64,6 +113,25 @@ def _state_dir(tmp_path_factory):
     os.environ["GPUOPS_STATE_DIR"] = str(tmp_path_factory.mktemp("gpuops-state"))
     yield
     os.environ.pop("GPUOPS_STATE_DIR", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_launch_watch():
+    """A launch watches its job for a second (gpuops.ops.jobs.CONFIRM_S) so a typo is FAILED at
+    launch; every other test's jobs start without that second. Tests of that watch ask for
+    `launch_confirms`."""
+    saved = os.environ.get("GPUOPS_LAUNCH_CONFIRM_S")
+    os.environ["GPUOPS_LAUNCH_CONFIRM_S"] = "0"
+    yield
+    if saved is None:
+        os.environ.pop("GPUOPS_LAUNCH_CONFIRM_S", None)
+    else:
+        os.environ["GPUOPS_LAUNCH_CONFIRM_S"] = saved
+
+
+@pytest.fixture
+def launch_confirms(monkeypatch):
+    monkeypatch.delenv("GPUOPS_LAUNCH_CONFIRM_S", raising=False)
 
 
 @pytest.fixture

@@ -386,7 +386,16 @@ def test_small_dev_shm_warns():
     f = healthy()
     f["disks"][2].update(total_bytes=64 * 2**20, free_bytes=64 * 2**20)
     [x] = by_id(checks.evaluate(f), "disk.shm")
-    assert x.severity == "warn" and "--shm-size" in x.fix and x.evidence["size_gib"] == 0.06
+    assert x.severity == "warn" and "--shm-size" in x.fix and x.evidence["size_gib"] == 0.06 and x.gotcha == "GEN9"
+
+
+def test_data_on_nfs_warns_even_when_no_local_disk_is_known_to_copy_it_to():
+    # It crashed (None.rstrip) until the coverage fixtures ran it: no disk here says its fstype.
+    f = healthy()
+    f["disks"].append(dict(disk("data_dir", "/mnt/data", 3), fstype="nfs4"))
+    findings = checks.evaluate(f)
+    [x] = by_id(findings, "disk.not-local")
+    assert (x.severity, x.gotcha) == ("warn", "U8") and "local NVMe" in x.fix and not by_id(findings, "check.crashed")
 
 
 @pytest.mark.parametrize("torch_cuda,driver_cuda,severity,wheel", [
@@ -425,7 +434,7 @@ def test_recent_boot_no_detach_and_busy_rendezvous_port():
                            "owners": [{"pid": 812, "comm": "torchrun"}]})
     findings = checks.evaluate(f)
     assert by_id(findings, "boot.recent")[0].severity == "info" and by_id(findings, "boot.recent")[0].gotcha == "U3"
-    assert by_id(findings, "detach.missing")[0].severity == "warn" and by_id(findings, "detach.missing")[0].gotcha == "U18"
+    assert by_id(findings, "detach.missing")[0].severity == "warn" and by_id(findings, "detach.missing")[0].gotcha == "GEN2"
     [port] = by_id(findings, "net.rendezvous-port")
     assert port.severity == "warn" and port.evidence["held_by"] == "812(torchrun)"
     assert port.fix.startswith("torchrun --master-port=29501") and "kill 812" in port.fix

@@ -5,6 +5,7 @@ counter and a kern.log, so a test can stage an OOM kill, an Xid or a reboot arou
 """
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -148,6 +149,48 @@ def test_disk_full(dbox, tiny_fs):
     assert any("No space left on device" in line for line in d["evidence"])
 
 
+def test_a_segfault_is_a_crash_named_with_the_core_it_left_in_the_jobs_cwd(dbox, tmp_path):
+    # A real SIGSEGV with cores on (kernel.core_pattern is "core" here): the kernel writes
+    # <cwd>/core, and diagnose names it with the gdb line that opens it.
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    job_id, _ = launch(dbox, "ulimit -c unlimited; exec python3 -c 'import os, signal; os.kill(os.getpid(), "
+                             "signal.SIGSEGV)'", workdir=str(cwd))
+    d = ended(dbox, job_id)
+    cores = d["data"]["cores"]
+    if cores["pattern"] != "core":
+        pytest.skip(f"this kernel writes cores through {cores['pattern']!r}, not into the cwd")
+    assert (d["data"]["verdict"], d["data"]["confidence"], d["data"]["signal"]) == ("crashed", "high", "SIGSEGV")
+    assert [f["path"] for f in cores["files"]] == [str(cwd / "core")] and cores["cwd"] == str(cwd)
+    assert d["data"]["evidence"][-2] == "the program died of SIGSEGV, a crash in native code"
+    assert d["data"]["evidence"][-1].startswith(f"core file {cwd / 'core'} (") and "-ex bt" in d["data"]["evidence"][-1]
+    assert any("PYTHONFAULTHANDLER=1" in a for a in d["advice"])
+
+
+def test_a_run_whose_wandb_went_offline_says_where_its_curves_are(dbox):
+    from tests.test_trackers import OFFLINE
+
+    job_id, _ = launch(dbox, "printf '%s' " + shlex.quote(OFFLINE) + "; for i in $(seq 1 2000); do echo step $i; done")
+    d = ended(dbox, job_id)
+    assert d["data"]["verdict"] == "completed"
+    assert d["data"]["trackers"]["wandb"]["state"] == "offline"  # read from the log's head, 2000 lines back
+    assert any("wandb sync /root/run/wandb/offline-run-" in a for a in d["advice"])
+
+
+@pytest.mark.parametrize("command, code, words, said", [
+    ("pythn train.py", 127, "command not found", "pythn: command not found"),
+    ("./notexec.sh", 126, "not executable", "Permission denied"),
+])
+def test_exit_127_and_126_are_named_in_words_with_the_line_that_says_why(dbox, tmp_path, command, code, words, said):
+    """Issue 27: diagnose said "the program exited with code 127" where launch had already shown
+    "pythn: command not found"; the shell's own codes mean something, and the log says which."""
+    (tmp_path / "notexec.sh").write_text("#!/bin/sh\necho never\n")
+    job_id, _ = launch(dbox, command, workdir=str(tmp_path))
+    d = ended(dbox, job_id)["data"]
+    assert (d["verdict"], d["exit_code"]) == ("failed-exit", code)
+    assert words in d["evidence"][-2] and said in d["error_line"] and said in d["evidence"][-1], d["evidence"]
+
+
 def test_unknown_job_is_not_found(dbox):
     from gpuops import errors
 
@@ -206,6 +249,39 @@ def test_vanished_without_any_evidence_is_unknown():
                         "oom_kills_now": 0, "disks": []})
     assert v["verdict"] == "unknown"
     assert {r["cause"] for r in v["ruled_out"]} >= {"reboot", "oom-kill", "gpu-fault", "disk-full"}
+
+
+def _cores(files=(), entries=(), limit=-1, pattern="core", available=False, error=None):
+    return {"pattern": pattern, "limit": limit, "cwd": "/root/run", "files": list(files),
+            "coredumpctl": {"available": available, "error": error, "entries": list(entries)}}
+
+
+def test_a_core_signal_is_a_crash_and_says_why_no_core_was_kept():
+    base = {"kernel_readable": True, "oom_kills_at_launch": 0, "oom_kills_now": 0, "disks": [], "pid": 4242}
+    v = verdict.decide(dict(base, exit={"exit_code": 134, "signal": None}, cores=_cores(limit=0)))
+    assert (v["verdict"], v["signal"]) == ("crashed", "SIGABRT")
+    assert v["evidence"][-1].startswith("no core dump: the core size limit is 0 here (ulimit -c)")
+    v = verdict.decide(dict(base, exit={"exit_code": None, "signal": "SIGSEGV"},
+                            cores=_cores(pattern="|/usr/lib/systemd/systemd-coredump %P %u %g %s %t %c %h")))
+    assert v["evidence"][-1] == ("no core file: kernel.core_pattern hands cores to /usr/lib/systemd/systemd-coredump, "
+                                 "and coredumpctl is not here")
+    # a plain error exit stays a failed exit, with the core a worker left as evidence
+    v = verdict.decide(dict(base, exit={"exit_code": 1, "signal": None}, cores=_cores(
+        entries=[{"time": 1.79e9, "pid": 4250, "sig": "SIGSEGV", "corefile": "present", "exe": "/usr/bin/python3.10",
+                  "size": 9000}], available=True)))
+    assert v["verdict"] == "failed-exit" and v["evidence"][-1] == (
+        "coredumpctl: pid 4250 (/usr/bin/python3.10) dumped core on SIGSEGV, core present: coredumpctl debug 4250")
+
+
+def test_a_vanished_run_whose_own_pid_dumped_core_is_a_crash_and_anothers_core_is_not():
+    base = {"exit": None, "alive": False, "kernel_readable": True, "oom_kills_at_launch": 0, "oom_kills_now": 0,
+            "disks": [], "pid": 4242}
+    core = {"path": "/root/run/core.4242", "size": 1 << 20, "mtime": 1.79e9}
+    v = verdict.decide(dict(base, cores=_cores(files=[core])))
+    assert (v["verdict"], v["confidence"]) == ("crashed", "high") and v["evidence"][-2] == "pid 4242 left a core dump"
+    v = verdict.decide(dict(base, cores=_cores(files=[dict(core, path="/root/run/core.977")])))
+    assert v["verdict"] == "unknown"
+    assert verdict.decide(dict(base, cores=None))["verdict"] == "unknown"
 
 
 def test_a_stop_record_names_gpuops_stop_unless_the_job_had_already_ended():

@@ -84,7 +84,7 @@ def test_prevention_verbs_are_gpuops_verbs():
     for e in G.index().values():
         for p in e.prevented_by:
             assert p.verb in verbs and p.how, e.id
-        for f in e.checked_by:
+        for f in e.cited_by:
             assert re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", f), e.id
 
 

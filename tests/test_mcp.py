@@ -26,7 +26,7 @@ CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue"
 
 
 @pytest.fixture
-async def client():
+async def client(real_processes):
     async with Client(server.build(), raise_exceptions=True) as c:
         yield c
 
@@ -332,7 +332,7 @@ async def test_job_stop_applies_only_the_plan_it_showed(client, jobs_dir):
 
 
 @pytest.mark.anyio
-async def test_stdio_launch_wait_returns_within_a_second_of_the_exit(tmp_path):
+async def test_stdio_launch_wait_returns_within_a_second_of_the_exit(tmp_path, real_processes):
     jobs = tmp_path / "jobs"
     params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp"], cwd=str(ROOT),
                                    env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs)))

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+pytestmark = pytest.mark.usefixtures("real_processes")  # every test here starts the server over stdio
 
 import anyio  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -52,7 +53,7 @@ async def test_launch_wait_triage_loop_follows_next_and_wait_returns_within_a_se
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     with anyio.fail_after(120):
         async with stdio() as c:
-            _, launched = await call(c, "job_launch", {"host": box.spec, "cmd": f"echo start; sleep 40; echo '{oom}'; "
+            _, launched = await call(c, "job_launch", {"host": box.spec, "cmd": f"echo start; sleep 5; echo '{oom}'; "
                                                                                 "exit 1"})
             job = launched["data"]["job"]["job_id"]
             assert launched["next"][0] == {"tool": "job_wait", "args": {"host": box.spec, "job": job},

@@ -46,7 +46,10 @@ def fleet(rig, tmp_path_factory):
 
 
 def _launch(cli, fleet, *args):
-    r = cli("launch", "--fleet", "all", "--cmd", "echo gpus=$CUDA_VISIBLE_DEVICES", *args, "--json", env=fleet["env"])
+    # With the launch's one-second watch (the suite turns it off elsewhere): an echo is then
+    # reported as it ended.
+    env = {k: v for k, v in fleet["env"].items() if k != "GPUOPS_LAUNCH_CONFIRM_S"}
+    r = cli("launch", "--fleet", "all", "--cmd", "echo gpus=$CUDA_VISIBLE_DEVICES", *args, "--json", env=env)
     return r, json.loads(r.stdout)
 
 

@@ -48,6 +48,17 @@ def test_scenario_verdicts(scenario, expected, tmp_path, monkeypatch):
         assert any("GPU is lost" in n for n in doc["data"]["gpu"]["notes"])
 
 
+def test_a_hot_gpu_on_driver_580_is_judged_against_its_slowdown_point(tmp_path, monkeypatch):
+    """Driver 580 prints temperatures as T.Limit offsets and no slowdown line; the probe read no
+    slowdown point there and judged every GPU against the generic 83 C instead of its own."""
+    _, env = compose(tmp_path, "v2-healthy", "tlimit")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    doc = op.preflight(LocalTarget())
+    assert [d["slowdown_temp_c"] for d in doc["data"]["gpu"]["devices"]] == [87.0, 87.0]
+    assert doc["data"]["gpu"]["cuda_max"] == "13.0"
+
+
 def test_oom_kill_in_a_sibling_ssh_session_cgroup_is_named_though_ours_reads_zero(tmp_path, monkeypatch):
     _, env = compose(tmp_path, "v2-session-oom", "healthy")
     for key, value in env.items():

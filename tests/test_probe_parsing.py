@@ -1,8 +1,10 @@
 """The probe's parsers and its NVML choke point, on text and objects shaped like the real ones."""
 
 import time
+from pathlib import Path
 
-from gpuops.onbox import gpu, kernlog
+from gpuops.onbox import gpu, gpu_light, kernlog
+from tests.fixtures.fakegpu import fields
 
 
 def test_xid_lines_of_every_driver_generation():
@@ -46,6 +48,33 @@ def test_csv_cells_not_available_become_null():
     rows = gpu.parse_csv("[N/A], 0x0000000000000048, [Not Supported], Yes, NVIDIA A100-SXM4-40GB\n"
                          "this line is a warning, not data\n", fields)
     assert rows == [{"a": None, "b": 0x48, "c": None, "d": True, "e": "NVIDIA A100-SXM4-40GB"}]
+
+
+REAL_580 = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi-580"
+
+
+def test_every_csv_field_asked_is_one_a_real_nvidia_smi_lists():
+    """Driver 580 refuses `minor_number` (exit 2, "not a valid field to query"), which the light
+    readings asked for: reap and the fleet view then read no GPU at all on a box without pynvml."""
+    listed = fields.valid("gpu")
+    asked = [f for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + gpu_light.FIELDS + [gpu_light.NAME_FIELD]]
+    assert [f for f in asked if f not in listed] == []
+    assert [f for f, _, _ in gpu.APP_FIELDS if f not in fields.valid("compute-apps")] == []
+    assert 'Field "minor_number" is not a valid field to query.' in (REAL_580 / "query-gpu-minor-number.txt").read_text()
+
+
+def test_probe_csv_row_of_a_real_h200_parses():
+    row, = gpu.parse_csv((REAL_580 / "query-gpu-core.csv").read_text(), gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS)
+    assert (row["name"], row["driver"], row["memory_total_mib"], row["compute_cap"]) == (
+        "NVIDIA H200", "580.159.04", 143771.0, "9.0")
+    assert row["throttle_mask"] == 0x1 and row["retired_pages_dbe"] is None and row["remap_failure"] is False
+
+
+def test_temperature_report_of_driver_580_gives_slowdown_from_tlimit_offsets():
+    """Driver 580 prints no "GPU Slowdown Temp" line on an H200, only T.Limit offsets; NVML said 89 C
+    on the same GPU, and the offsets give 38 + 49 - (-2) = 89."""
+    cuda, slow = gpu.parse_temperature_report((REAL_580 / "q-temperature.txt").read_text())
+    assert (cuda, slow) == ("13.0", {"0000:00:06": 89.0})
 
 
 def test_temperature_report_gives_cuda_version_and_slowdown_per_bus():
@@ -122,3 +151,22 @@ def test_nvml_that_cannot_start_hands_over_to_nvidia_smi():
             raise FakeNVMLError("NVML Shared Library Not Found")
 
     assert gpu.from_nvml(NoDriver()) == (None, "NVML Shared Library Not Found")
+
+
+class NvmlWithMemoryV2(FakeNvml):
+    """pynvml 11.5+ on driver 580: version 2 of the memory query counts the driver's reserved memory
+    apart (an idle H200: 143771 MiB total, 616 MiB reserved, 0 MiB used, as nvidia-smi says)."""
+
+    nvmlMemory_v2 = 0x02000028
+
+    def nvmlDeviceGetMemoryInfo(self, h, version=None):
+        if version == self.nvmlMemory_v2:
+            return Struct(total=143771 * 2**20, reserved=616 * 2**20, used=0, free=143155 * 2**20)
+        return Struct(total=143771 * 2**20, used=616 * 2**20)
+
+
+def test_nvml_memory_in_use_excludes_what_the_driver_reserves():
+    doc, _ = gpu.from_nvml(NvmlWithMemoryV2())
+    ok = doc["devices"][0]
+    assert (ok["memory_total_mib"], ok["memory_used_mib"]) == (143771.0, 0.0)
+    assert "nvmlDeviceGetMemoryInfo" not in ok["unavailable"]

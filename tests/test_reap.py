@@ -8,6 +8,7 @@ process is gone. Every holder is a real process; every one started here is kille
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.onbox import procs
-from gpuops.onbox import gpu
+from gpuops.onbox import gpu_light
 from gpuops.onbox import reap as onbox
 from gpuops.ops import reap as op
 
@@ -74,10 +75,16 @@ class GpuBox:
             node = self.root / "dev" / name
             node.write_bytes(b"")
             node.chmod(0o666)
+        for i in (0, 1):  # the driver's own record of each GPU's minor (nvidia-smi has no field for it)
+            info = self.root / "proc" / "driver" / "nvidia" / "gpus" / ("0000:%02x:00.0" % (0x18 + i)) / "information"
+            info.parent.mkdir(parents=True)
+            info.write_text("Model: \t\t NVIDIA H100 80GB HBM3\nDevice Minor: \t %d\nBus Location: \t 0000:%02x:00.0\n"
+                            % (i, 0x18 + i))
         self.jobs = base / "jobs"
         self.jobs.mkdir()
         self.smi_state = base / "smi.json"
         self.util = {0: 0, 1: 0}
+        self.util_series = {0: None, 1: None}
         self.apps = []
         self.started = []
         self.popens = []
@@ -92,7 +99,7 @@ class GpuBox:
 
     def write_smi(self):
         gpus = [{"index": i, "minor": i, "bus_id": "00000000:%02X:00.0" % (0x18 + i), "util": self.util[i],
-                 "base_mib": 300, "total_mib": 81559} for i in (0, 1)]
+                 "util_series": self.util_series[i], "base_mib": 300, "total_mib": 81559} for i in (0, 1)]
         self.smi_state.write_text(json.dumps({"gpus": gpus, "apps": self.apps}))
 
     def gpu_app(self, pid, gpu, mib, listed=True):
@@ -192,7 +199,7 @@ class GpuBox:
 
 
 @pytest.fixture
-def box(tmp_path, monkeypatch):
+def box(tmp_path, monkeypatch, real_processes):
     b = GpuBox(tmp_path)
     for key, value in b.env().items():
         monkeypatch.setenv(key, value)
@@ -321,7 +328,7 @@ def test_a_defunct_holders_working_parent_is_left_alone(box):
 def test_a_pid_reused_between_plan_and_kill_is_not_signalled(box):
     victim = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
     opts = onbox._args(["--min-age", "0", "--idle-window", "0", "--term-wait", "1", "--kill-wait", "1"])
-    doc, units = onbox.survey(opts, gpu.Reader())
+    doc, units = onbox.survey(opts, gpu_light.Reader())
     (unit,) = [u for u in units if u["pid"] == victim]
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{victim}"), "the victim to be reaped by init")
@@ -396,12 +403,11 @@ def test_young_holders_and_an_unreadable_gpu_are_left_alone(box):
 
 def test_utilisation_is_sampled_over_the_window(box):
     holder = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
-    # The GPU turns busy for a moment, half-way through the window.
-    flip = subprocess.Popen([sys.executable, "-c", (
-        "import json,sys,time; p=sys.argv[1]; time.sleep(0.6); s=json.load(open(p)); s['gpus'][0]['util']=3; "
-        "open(p,'w').write(json.dumps(s)); time.sleep(0.8); s['gpus'][0]['util']=0; open(p,'w').write(json.dumps(s))"),
-        str(box.smi_state)])
-    box.popens.append(flip)
+    # The GPU turns busy for one reading half-way through the window, idle before and after: only
+    # a reader that samples the whole window sees it (counted in readings, not seconds, so a loaded
+    # machine cannot move the moment out of the window).
+    box.util_series[0] = [0, 3, 0]
+    box.write_smi()
     doc = reap_here("--min-age", "0", "--idle-window", "2")
     assert doc["samples"] >= 3
     (entry,) = [h for h in doc["holders"] if h["pid"] == holder]
@@ -410,9 +416,8 @@ def test_utilisation_is_sampled_over_the_window(box):
 
 def test_with_no_holder_the_gpus_are_not_sampled_and_the_answer_comes_at_once(box):
     """reap showed nothing for ~10.5 s: it sampled utilisation though no process held a GPU."""
-    began = time.monotonic()
     doc = reap_here("--min-age", "0", "--idle-window", "5")
-    assert time.monotonic() - began < 4 and doc["holders"] == [] and doc["samples"] == 1
+    assert doc["holders"] == [] and doc["samples"] == 1
     assert doc["idle_window_s"] == 0 and doc["gpus"], doc  # the GPUs are still read once
     holder = box.spawn("orphan", *box.dev("nvidia0"))[0]["holder"]
     doc = reap_here("--min-age", "0", "--idle-window", "2")
@@ -426,7 +431,7 @@ def test_a_terminal_sees_the_sampling_window_count_down(box):
     code, raw = terminal.run("reap", "--min-age", "0", "--idle-window", "2")
     lines = terminal.frames(raw)
     assert code == 5, raw
-    assert any(line.endswith("reap: watching GPU holders for up to 2s (1s left)") for line in lines), lines
+    assert any(re.search(r"reap: watching GPU holders for up to 2s \([12]s left\)$", line) for line in lines), lines
     assert any(line.startswith("  next: gpuops reap --host local --min-age 0 --idle-window 2 --yes --plan ")
                for line in lines[-3:]), lines
 

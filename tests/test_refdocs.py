@@ -1,39 +1,41 @@
-"""The generated reference documents and the scan of the code that cites gotchas."""
+"""The generated reference documents: the coverage table's four columns, the catalog, and that
+what is committed is what the generator makes."""
 
+from gpuops import coverage as C
 from gpuops import refdocs as D
 from gpuops.gotcha import index, known_ids
 
 
-def test_citation_scanner_reads_keywords_and_dicts(tmp_path):
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "checks.py").write_text(
-        'Finding("disk.inodes", "fail", "t", gotcha="U7")\n'
-        'Finding(id="gpu.xid", severity="fail", title="t", gotcha="U22, U3")\n'
-        'x = {"id": "mem.oom", "gotcha": "U9"}\n'
-        'Finding(fid, "warn", "t", gotcha=variable)\n'
-        'from gpuops import xid as X\n'
-        'Finding("gpu.lost", "fail", "t", gotcha=X.GOTCHA)\n')
-    cites = {(c.finding, c.gotcha) for c in D.citations(pkg)}
-    assert cites == {("disk.inodes", "U7"), ("gpu.xid", "U22"), ("gpu.xid", "U3"), ("mem.oom", "U9"),
-                     ("gpu.lost", "U22")}
-
-
 def test_no_finding_in_the_code_cites_an_unknown_gotcha():
     known = known_ids()
-    dangling = [f"{c.file}:{c.line} {c.finding or '?'} -> {c.gotcha}" for c in D.citations() if c.gotcha not in known]
+    dangling = [f"{c.file}:{c.line} {c.finding or '?'} -> {c.gotcha}" for c in C.citations() if c.gotcha not in known]
     assert not dangling, "findings cite gotcha ids missing from references/gotchas.toml: " + "; ".join(dangling)
 
 
-def test_coverage_marks_checked_prevented_and_reference():
-    entries = {k: index()[k] for k in ("U7", "U12", "U36")}
-    cites = [D.Citation("gpuops/checks/disk.py", 3, "disk.inodes", "U7")]
-    table = D.coverage_markdown(entries, cites)
-    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| U")}
-    assert "| checked |" in rows["U7"] and "`disk.inodes`" in rows["U7"]
-    assert "| prevented |" in rows["U12"] and "`pull`" in rows["U12"]
-    assert "| reference |" in rows["U36"]
-    assert "3 gotchas: 1 checked by a finding, 1 prevented by a verb's design, 1 reference only." in table
+def test_coverage_has_four_columns_from_the_code_that_cites():
+    entries = {k: index()[k] for k in ("U7", "U10", "U12", "U36", "GEN1")}
+    cites = [C.Citation("gpuops/checks/disk.py", 3, "disk.inodes", "U7", C.CHECKED),
+             C.Citation("gpuops/triage/classes.py", 9, "oom-gpu", "U10", C.EXPLAINED)]
+    rows = D.table(entries, cites, kinds={"teardown.still-bills": {C.DOCUMENTED}})
+    table = D.coverage_markdown(entries, rows)
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table.splitlines()
+             if line.startswith(("| U", "| GEN"))}
+    assert cells["U7"][1:3] == ["checked", "`disk.inodes`"]
+    assert cells["U10"][1] == "explained" and cells["U10"][4] == "`oom-gpu`" and not cells["U10"][2]
+    assert cells["U12"][1] == "prevented" and cells["U12"][3].startswith("`pull`: ")
+    assert cells["U36"][1] == "documented" and not any(cells["U36"][2:])
+    assert cells["GEN1"][1] == "documented" and cells["GEN1"][5] == "`teardown.still-bills`"  # a reminder
+    assert "U1-U43: 4 gotchas, 1 checked, 1 prevented, 1 explained, 1 documented only." in table
+
+
+def test_a_reminder_or_a_triage_class_is_never_counted_as_a_check():
+    rows = D.table()
+    for gid in ("RP4", "VAST1", "LAM6", "PS1", "LR1", "GEN1", "AD-DANGER", "PS2", "GS4", "GS5"):
+        assert C.columns(rows[gid]) == [C.DOCUMENTED] and rows[gid][C.DOCUMENTED], gid
+    for gid in ("SLURM1", "SLURM2", "U10", "U15"):
+        assert C.CHECKED not in rows[gid] and rows[gid][C.EXPLAINED], gid
+    assert rows["GEN9"][C.CHECKED] == ["disk.shm"] and rows["GEN9"][C.EXPLAINED] == ["shm-exhausted"]
+    assert "kernlog.unreadable" not in str(rows["U22"]) and "detach.missing" not in str(rows.get("U18"))
 
 
 def test_generated_reference_docs_are_current():

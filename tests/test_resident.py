@@ -5,6 +5,7 @@ link, another user, and a box that sends what no helper would."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -296,6 +297,114 @@ def test_jobs_never_start_under_the_helper():
     assert {"job_launch", "job_queue", "resident"} <= onbox.STARTS_JOBS
 
 
+# The box's site-packages: what the probe and a gang's preflight look for (torch, pynvml) lives
+# there. The helper runs as `python3 -S`; its workers once did too, so a preflight said "torch is
+# not installed" through the helper and NOT READY over an exec channel, and every gang launch was
+# refused with "cannot import torch" once a master had armed a helper.
+
+_IMPORT = re.compile(r"^\s*(?:import ([\w.]+)|from ([\w.]+) import )", re.M)
+_FIND_SPEC = re.compile(r"find_spec\(\s*[\"'](\w+)")
+
+
+def _beyond_stdlib(entry):
+    """The modules outside the standard library that `entry`, or anything it ships, imports or looks
+    for: inside functions and child interpreters' source too."""
+    found = set()
+    for name in onbox.closure(entry):
+        src = onbox._source(name)
+        found |= {(a or b).split(".")[0] for a, b in _IMPORT.findall(src)} | set(_FIND_SPEC.findall(src))
+    return {n for n in found if n and n not in sys.stdlib_module_names}
+
+
+def _torch_box(rig, name, box_runtime, tmp):
+    """A box with fake GPUs whose python3 is this machine's (real torch, CPU wheel, in its
+    site-packages, where only `site` puts it on sys.path)."""
+    from tests.fixtures.fakegpu.boxes import compose
+
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    _, env = compose(tmp, "v2-healthy", "healthy")
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", XDG_RUNTIME_DIR=box_runtime)
+    return rig.box(name, env=env)
+
+
+_WHERE_SITE = ("import importlib.util, json, sys\n"
+               "print(json.dumps({'torch': importlib.util.find_spec('torch') is not None,"
+               " 'site_packages': [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))]}))\n")
+
+
+def test_every_entry_that_needs_the_boxs_site_packages_gets_them_on_every_path(rig, reuse, box_runtime, tmp_path,
+                                                                              monkeypatch):
+    needs = {e for e in onbox.entries() if _beyond_stdlib(e)}
+    assert needs == set(onbox.NEEDS_SITE), "an entry that imports beyond the stdlib must be in NEEDS_SITE"
+    assert {"probe", "gang_facts"} <= needs
+    box = _torch_box(rig, "res-site", box_runtime, tmp_path)
+    # Every entry, routed by its name as gpuops routes it, runs a stand-in that says what it sees
+    # (the helper itself is armed by a process of its own, which ships the real one).
+    monkeypatch.setattr(onbox, "script", lambda entry: _WHERE_SITE.encode())
+
+    def seen_by_every_entry():
+        t = target_for(box.spec)
+        try:
+            results = {e: t.ship(e, timeout_s=30) for e in onbox.entries()}
+            failed = {e: (r.exit, r.stderr[-300:]) for e, r in results.items() if r.exit}
+            assert not failed
+            return {e: json.loads(r.stdout) for e, r in results.items()}
+        finally:
+            t.close()
+
+    monkeypatch.setenv("GPUOPS_RESIDENT", "0")
+    exec_channels = seen_by_every_entry()
+    monkeypatch.delenv("GPUOPS_RESIDENT")
+    _ask(box.spec)
+    _ask(box.spec)
+    _armed(box.spec)
+    before = box.exec_requests()
+    helper_path = seen_by_every_entry()
+    assert box.exec_requests() - before == len(onbox.STARTS_JOBS), "all but the job starters rode the helper"
+    for entry in onbox.entries():
+        assert helper_path[entry] == exec_channels[entry], entry
+        if entry in needs:
+            assert exec_channels[entry]["torch"] and exec_channels[entry]["site_packages"], entry
+
+
+def _verdict(doc):
+    """Whether it passed, and every finding: what failed or warned with its words (an ok finding's
+    title holds figures that move between two calls: free space, uptime)."""
+    return doc["ok"], sorted((f["id"], f["severity"], f["title"] if f["severity"] != "ok" else "")
+                             for f in doc["findings"])
+
+
+def test_a_preflight_says_the_same_through_the_helper_as_over_an_exec_channel(rig, reuse, box_runtime, tmp_path,
+                                                                             monkeypatch):
+    from gpuops.ops import preflight as op
+
+    box = _torch_box(rig, "res-preflight", box_runtime, tmp_path)
+
+    def preflight(state):
+        monkeypatch.setenv("GPUOPS_STATE_DIR", str(tmp_path / state))  # torch imported afresh each time
+        t = target_for(box.spec)
+        try:
+            return op.preflight(t)
+        finally:
+            t.close()
+
+    monkeypatch.setenv("GPUOPS_RESIDENT", "0")
+    exec_channel = preflight("a")
+    monkeypatch.delenv("GPUOPS_RESIDENT")
+    _ask(box.spec)
+    _ask(box.spec)
+    _armed(box.spec)
+    before = box.exec_requests()
+    helper = preflight("b")
+    assert box.exec_requests() == before, "the probe rode the helper"
+    assert exec_channel["data"]["torch"]["installed"] is True
+    assert helper["data"]["torch"] == exec_channel["data"]["torch"]
+    assert _verdict(helper) == _verdict(exec_channel)
+
+
 # The helper on this machine, without sshd: what it lets in and where it listens.
 
 def _start_local_helper(runtime):
@@ -379,7 +488,9 @@ def _fake_helper(tmp_path, reply):
     return path
 
 
-@pytest.mark.parametrize("reply", [b"", b"SSH-2.0-OpenSSH\r\n", b"gpuops-resident 2\n"], ids=["eof", "other", "version"])
+# "gpuops-resident 1": a helper armed by a gpuops before requests said which calls need site-packages
+@pytest.mark.parametrize("reply", [b"", b"SSH-2.0-OpenSSH\r\n", b"gpuops-resident 1\n", b"gpuops-resident 3\n"],
+                         ids=["eof", "other", "older-version", "newer-version"])
 def test_no_greeting_means_nothing_ran(tmp_path, reply):
     with pytest.raises(resident.NothingRan):
         resident.open_call(_fake_helper(tmp_path, reply), b"print(1)", (), 5, 2)

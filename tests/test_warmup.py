@@ -21,7 +21,7 @@ from tests.rig.sshd import keygen
 
 
 @pytest.fixture(autouse=True)
-def _openssh(monkeypatch):
+def _openssh(monkeypatch, fresh_logins):
     monkeypatch.setenv("GPUOPS_TRANSPORT", "openssh")
     yield
     warmup._close_unused()

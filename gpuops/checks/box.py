@@ -24,7 +24,7 @@ def detach(facts, t):
     if not have:
         return [Finding("detach.missing", "warn",
                         "no tmux, screen, setsid or nohup: a run started over SSH dies when the connection drops",
-                        {"checked": ",".join(DETACH)}, "apt-get install -y tmux   # or any of util-linux/coreutils", "U18")]
+                        {"checked": ",".join(DETACH)}, "apt-get install -y tmux   # or any of util-linux/coreutils", "GEN2")]
     return [Finding("detach.missing", "ok", f"can detach runs with {', '.join(have)}", {"available": ",".join(have)})]
 
 

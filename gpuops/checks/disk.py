@@ -68,7 +68,7 @@ def space(facts, t):
             out.append(Finding("disk.space", "ok", f"{gib(free)} GiB free on {first.get('mount')} ({_names(entries)})",
                                evidence))
     out += [Finding("disk.unreadable", "warn", f"cannot measure {d['path']}: {d['error']}",
-                    {"path": d["path"], "role": d["role"]}, f"ls -ld {shlex.quote(d['path'])}", "U6")
+                    {"path": d["path"], "role": d["role"]}, f"ls -ld {shlex.quote(d['path'])}")
             for d in facts.get("disks") or [] if "error" in d]
     return out
 
@@ -113,7 +113,8 @@ def shm(facts, t):
     if size < t["shm_min_gib"] * GIB:
         return [Finding("disk.shm", "warn",
                         f"/dev/shm is {gib(size)} GiB: DataLoader workers die with 'bus error' on big batches",
-                        evidence, "docker run --shm-size=16g ...   # or --ipc=host; until then DataLoader(num_workers=0)")]
+                        evidence, "docker run --shm-size=16g ...   # or --ipc=host; until then DataLoader(num_workers=0)",
+                        "GEN9")]
     return [Finding("disk.shm", "ok", f"/dev/shm is {gib(size)} GiB", evidence)]
 
 
@@ -155,7 +156,8 @@ def storage(facts, t):
         evidence = {"path": d["path"], "role": d["role"], "fstype": d["fstype"], "source": d.get("fs_source"),
                     "mount": d.get("fs_mount")}
         if what == "data":
-            copy = f"{local.rstrip('/')}/{posixpath.basename(d['path'].rstrip('/')) or 'data'}"
+            # Without a known local data or home disk there is no copy to name (and no path to build one).
+            copy = local and f"{local.rstrip('/')}/{posixpath.basename(d['path'].rstrip('/')) or 'data'}"
             fix = (f"rsync -a {shlex.quote(d['path'])}/ {shlex.quote(copy)}/   # at job start; train from the local "
                    "copy" if local else "copy the working set to the box's local NVMe at job start and train "
                    "from there (a profile's paths.data_dir names it)")

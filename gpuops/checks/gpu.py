@@ -35,7 +35,7 @@ def visible(facts, t):
     if g is None:
         return [Finding("gpu.none", "fail", "GPU facts missing: the probe could not look",
                         {"probe_error": (facts.get("errors") or {}).get("gpu")},
-                        "re-run with GPUOPS_DEBUG=1 and report the probe error", "U31")]
+                        "re-run with GPUOPS_DEBUG=1 and report the probe error")]
     devices = g.get("devices") or []
     if not devices:
         env = facts.get("env") or {}

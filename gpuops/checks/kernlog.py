@@ -83,7 +83,7 @@ def readable(facts, t):
                     "kernel log unreadable here: Xid and OOM-killer history NOT checked (not the same as clean)",
                     {"tried": tried[:300]},
                     "sudo dmesg | grep -iE 'xid|killed process'   # needs root; inside a container the cgroup "
-                    "OOM counter (mem.oom-kills) is the evidence that remains", "U22")]
+                    "OOM counter (mem.oom-kills) is the evidence that remains")]
 
 
 CHECKS = (xid, readable)

@@ -8,6 +8,8 @@ answers with an undeclared key, and no check reads one (a typo would read None f
 
 _PROC = {"pid": "int", "comm": "str", "state": "str", "ppid": "int", "uid": "int", "age_s": "seconds"}
 
+_LOGDIR = {"path": "path", "exists": "bool", "events": "int: files named *tfevents*", "capped": "bool: walk cut short"}
+
 DEVICE = {
     "index": "int", "uuid": "str", "name": "str", "bus_id": "PCI address", "minor": "int", "compute_cap": "'9.0'",
     "memory_total_mib": "MiB", "memory_used_mib": "MiB", "util_pct": "%", "temp_c": "C", "slowdown_temp_c": "C",
@@ -63,6 +65,12 @@ FACTS = {
     },
     "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str",
               "key": "str", "known": "bool"},
+    "trackers": {
+        "wandb": {"installed": "bool: python3 finds the wandb package", "mode": "WANDB_MODE as set",
+                  "key": "WANDB_API_KEY|WANDB_IDENTITY_TOKEN_FILE|netrc: where a key was found (never the key)",
+                  "host": "the W&B server's netloc", "netrc": "path: the netrc file wandb would read"},
+        "tensorboard": {"pinned": _LOGDIR, "servers": [{"pid": "int", "logdirs": [_LOGDIR]}]},
+    },
     "probe": {"pid": "int", "seconds": "seconds"},
     # Added by gpuops.ops.preflight from a profile, not by the probe.
     "inode_caps": {"*": "a platform's inode quota for a directory"},

@@ -6,13 +6,17 @@ exit record written by the job's own supervisor beats guesses; a stop record wri
 stop` names who sent the signal; a kernel OOM-killer line naming
 the pid, or a cgroup OOM counter that rose since launch, is OOM evidence; exit 137 alone is not
 (it only says SIGKILL). A clean kernel log proves nothing inside a container, where the host's
-log is usually unreadable, so the cgroup counter decides there.
+log is usually unreadable, so the cgroup counter decides there. A death by SIGSEGV, SIGABRT or
+another core signal, or a core dump of the run's own pid, is a native crash (gpuops.diagnose.crash),
+named with its core.
 """
 
 from datetime import datetime, timezone
 
 from .. import xid
+from ..jobs.rows import SHELL_CODES
 from ..jobs.states import STALLED
+from . import crash
 
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
 ENOSPC_MARKS = ("No space left on device", "ENOSPC", "Disk quota exceeded")
@@ -110,12 +114,17 @@ def decide(ev: dict) -> dict:
     if full and not record:
         return out("disk-full", "low", _disk_lines(full))
     ruled_out.append({"cause": "disk-full", "why": "no ENOSPC in the log and the job's filesystems have room"})
+    crashed = crash.crash(ev, sig, record)
+    if crashed:
+        return out("crashed", *crashed)
     if sig == "SIGKILL":
         conf = "medium" if kernel_readable or ev.get("oom_kills_now") is not None else "low"
         return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"])
     if record:
-        return out("failed-exit", "high", [f"the program exited with code {code}" if sig is None
-                                           else f"the program died of {sig}"])
+        # A core a child left (a DataLoader worker's segfault) is evidence the exit code hides.
+        said = SHELL_CODES.get(code, f"the program exited with code {code}") if sig is None else f"the program died of {sig}"
+        return out("failed-exit", "high", [said] + ([f"log says: {ev['error_line']}"] if ev.get("error_line") else [])
+                   + crash.dumps(ev.get("cores"), None)[0])
     return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
 
 
@@ -196,6 +205,11 @@ NEXT = {
                          ["Find who sent the signal: another user, a scheduler, the platform stopping the box."]),
     "failed-exit": ([(_JOB, "triage", (), "the failure class in its log"), (_JOB, "logs", ("--tail", "200"), None)],
                     []),
+    "crashed": ([(_JOB, "logs", ("--tail", "200"), "what it printed before the crash"),
+                 (_BOX, "preflight", (), "driver, CUDA and torch builds that disagree")],
+                ["A crash in native code is a CUDA, driver or extension fault, not the script's own error: open the "
+                 "core with gdb (`bt` names the library), and relaunch with --env PYTHONFAULTHANDLER=1 so the log "
+                 "shows the Python stack at the crash."]),
     "unknown": ([(_JOB, "logs", ("--tail", "200"), None), (_BOX, "preflight", (), None)], []),
 }
 

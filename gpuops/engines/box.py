@@ -59,13 +59,15 @@ class Box(Engine):
              "goes with a GPU reset or a reboot."]
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
-        from ..diagnose import verdict
+        from ..diagnose import trackers, verdict
 
         v = verdict.decide(ev)
         if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
             v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
         nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir)
         advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
+        tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
+        advice += trackers.advice(tracked)
         if triaged and triaged.get("primary"):
             nxt += [s for s in triaged.get("next") or [] if s not in nxt]
         data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": ev.get("job_id"), "pid": ev.get("pid"),
@@ -74,7 +76,8 @@ class Box(Engine):
                 "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
                                "tried": ev.get("kernel_tried")},
                 "oom_kills": {"at_launch": ev.get("oom_kills_at_launch"), "now": ev.get("oom_kills_now")},
-                "disks": ev.get("disks"), "triage": triaged, "state": row["state"] if row else None}
+                "disks": ev.get("disks"), "cores": ev.get("cores"), "trackers": {"wandb": tracked}, "triage": triaged,
+                "error_line": ev.get("error_line"), "state": row["state"] if row else None}
         return {"verdict": v, "data": data, "next": nxt, "advice": advice, "what": ev.get("job_id") or f"pid {pid}",
                 "ok": v["verdict"] in ("running", "completed", "stopped")}  # a stop someone asked for is no failure
 

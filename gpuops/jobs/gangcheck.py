@@ -5,8 +5,9 @@ Refused (a fail finding) before anything starts: a node that could not be asked;
 are one box (the same host key); torch missing, or versions or CUDA builds that differ; a driver
 too old for torch's CUDA; more processes per node than GPUs; code that differs from the head's;
 the rendezvous port busy on the head (with its holder); a node that cannot reach the head's port,
-or reached something else there; an interface other hosts cannot reach; clocks apart by more than
-CLOCK_TOLERANCE_S. Warned: drivers, Python versions or GPU models that differ.
+or reached something else there; an interface other hosts cannot reach; a pair of nodes that cannot
+connect on the ephemeral ports NCCL and Gloo use after the rendezvous (gpuops.jobs.gangplane); clocks
+apart by more than CLOCK_TOLERANCE_S. Warned: drivers, Python versions or GPU models that differ.
 """
 
 import ipaddress
@@ -14,7 +15,7 @@ import ipaddress
 from ..boundary import bounded, shaped
 from ..errors import BadAnswer, HostKeyShared
 from ..findings import Finding, any_failed, worst_first
-from . import torchrun
+from . import gangplane, torchrun
 
 # The gang's verbs order its nodes' events by each box's clock (which node failed first); a
 # skew past this could blame the wrong node.
@@ -23,8 +24,8 @@ SHOWN_PATHS = 10
 
 NUMBER, NONE = (int, float), type(None)
 _FACTS = {"node": int, "hostname": str, "boot_id": (str, NONE), "netns": (str, NONE), "python": str,
-          "interfaces": list, "route": dict, "rendezvous": dict, "code": (dict, NONE), "gpu": dict, "torch": dict,
-          "now": NUMBER}
+          "interfaces": list, "route": dict, "rendezvous": dict, "dataplane": dict, "code": (dict, NONE), "gpu": dict,
+          "torch": dict, "now": NUMBER}
 _IFACE = {"name": str, "ipv4": (str, NONE), "up": bool, "loopback": bool}
 _ROUTE = {"address": (str, NONE), "interface": (str, NONE)}
 _HEAD = {"role": str, "port": int, "free": bool, "error": (str, NONE), "holders": list, "heard": list,
@@ -75,6 +76,7 @@ def checked(doc, host):
         _address(heard["from"], host, "peer address")
         _address(heard["at"], host, "head address")
     _address(rdzv.get("local"), host, "local address")
+    gangplane.checked(doc["dataplane"], host)
     _address(doc["route"]["address"], host, "route source")
     if doc["code"] is not None:
         code = shaped(doc["code"], _CODE, host, "gang answer's code")
@@ -261,7 +263,7 @@ def judge(nodes, *, port, rdzv_host, nproc_per_node, shared_keys=None):
                                 {"host": host, "same_key_as": other, "kind": HostKeyShared.kind},
                                 "name each box once in --host"))
     rows = table(nodes)
-    out = {"ok": False, "table": rows, "multi_host": None, "nodes": []}
+    out = {"ok": False, "table": rows, "multi_host": None, "nodes": [], "dataplane": []}
     if findings:
         out["findings"] = worst_first(findings)
         return out
@@ -270,8 +272,9 @@ def judge(nodes, *, port, rdzv_host, nproc_per_node, shared_keys=None):
     findings += _software(nodes, rows, nproc_per_node) + _code(nodes, head) + _port(head, rdzv_host, port)
     findings += _reach(nodes, head, rdzv_host, port)
     iface_findings, chosen = _interfaces(nodes, head, multi_host)
-    findings += iface_findings + _clocks(nodes)
+    findings += iface_findings + gangplane.findings(nodes) + _clocks(nodes)
     out.update(ok=not any_failed(findings), findings=worst_first(findings), multi_host=multi_host,
+               dataplane=gangplane.pairs(nodes),
                nodes=[{"index": n["index"], "host": n["host"], "interface": chosen[n["index"]][0],
                        "address": chosen[n["index"]][1]} for n in nodes])
     return out

@@ -12,8 +12,17 @@ def since(now, then):
     return max(0.0, float(now) - float(then))
 
 
+# What a shell's own exit codes mean (POSIX: 127 the command was not found, 126 it could not run).
+SHELL_CODES = {127: "exit 127 = command not found: the shell could not find the program the job runs",
+               126: "exit 126 = not executable: the program was found but could not run (permission denied, "
+                    "or not a program)"}
+
+
 def code_hint(code):
-    """'exit 137 = 128+SIGKILL …' for codes a shell uses to report a child killed by a signal."""
+    """'exit 137 = 128+SIGKILL …' for codes a shell uses to report a child killed by a signal, and
+    the words for the shell's own 126 and 127."""
+    if code in SHELL_CODES:
+        return SHELL_CODES[code]
     if code is None or not 128 < code < 128 + 65:
         return None
     try:
@@ -41,6 +50,16 @@ def progress(facts, now):
     out["step_time_s"] = step_time(events, found.get("first_step"))
     out["silent_s"] = since(now, at)
     return out
+
+
+def dated_progress(row):
+    """{"at", "step_time_s"} of a row's last progress line, as the stall rule reads them, for a
+    verb that judges the same job from its log (triage, diagnose); None when nothing dates it."""
+    p = (row or {}).get("progress") or {}
+    last = p.get("last") or {}
+    if last.get("at") is None:
+        return None
+    return {"at": last["at"], "step_time_s": p.get("step_time_s")}
 
 
 def step_time(events, first_step=None):

@@ -12,7 +12,7 @@ job look stalled.
 
 from .. import engines
 from ..onbox import steps
-from .rows import add_hint, code_hint, progress, since, step_time  # noqa: F401 (what callers read from here)
+from .rows import add_hint, code_hint, dated_progress, progress, since, step_time  # noqa: F401 (callers read them here)
 from .states import RUNNING, STALLED, STARTING, UNREACHABLE, VANISHED
 
 LAUNCH_GRACE_S = 60.0

@@ -33,9 +33,7 @@ def gotcha_text(id: str) -> str:  # noqa: A002 - the template's variable is {id}
     entry = gotcha.get(id)
     if entry is None:
         raise ResourceNotFoundError(f"no gotcha {id!r}; gotcha_lookup searches them by words")
-    doc = entry.as_dict()
-    doc["checked_by"] = sorted(set(entry.checked_by) | gotcha.cited_in_code().get(entry.id, set()))
-    return json.dumps(doc, ensure_ascii=False)
+    return json.dumps(dict(entry.as_dict(), **gotcha.handled(entry)), ensure_ascii=False)
 
 
 def post_mortem(host: str, job: str) -> str:

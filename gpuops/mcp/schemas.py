@@ -63,7 +63,8 @@ def data_codes():
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
-                        "kernel_log:o oom_kills:o disks:a? triage:o? state:s? engine:s slurm_job_id:s? engine_job_id:s? scheduler:o",
+                        "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
+                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "
@@ -83,7 +84,7 @@ def data_codes():
                      "reached:b timed_out:b waited_s:n returned:s",
         "gang_logs": "gang_id:s nodes:a cursors:s text:s",
         "gang_stop": "gang_id:s nodes:a plan:o dry_run:b refused_plan:s changed:a",
-        "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o?",
+        "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o? error_line:s?",
     }
 
 

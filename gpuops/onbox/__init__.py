@@ -16,8 +16,10 @@ import re
 
 _PKG = "gpuops_onbox"
 # Entries that look beyond the standard library (pynvml for the probe, the reaper and the fleet's
-# samples; the torch probe, for the probe and a gang's preflight). Every other entry runs with
-# `python3 -S`, which spares the site-packages scan and its .pth files on every call.
+# samples; the torch probe, for the probe and a gang's preflight): they get the box's
+# site-packages on every path, an exec channel's `python3` and the resident helper's worker alike
+# (gpuops.onbox.resident runs site.main() for them). Every other entry runs with `python3 -S`,
+# which spares the site-packages scan and its .pth files on every call.
 NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts"))
 # Entries whose children (the user's jobs, the resident helper's workers) inherit the
 # interpreter's environment: always run over an exec channel, as the login shell resolves python3

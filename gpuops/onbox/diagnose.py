@@ -1,8 +1,9 @@
 """On-box evidence for `gpuops diagnose`: everything a verdict needs, in one round trip.
 
 For a gpuops job: its records, the facts `status` derives its state from, the box's boot_id and
-uptime now, the cgroup OOM counter now, free bytes and inodes on the job's paths, and what its
-engine adds (gpuops.onbox.engines: the supervisor's boot_id, OOM counter and pid at launch against
+uptime now, the cgroup OOM counter now, free bytes and inodes on the job's paths, core dumps
+since launch (gpuops.onbox.cores: the job's cwd, coredumpctl where present), the log's head (where
+trackers such as W&B say whether they sync), and what its engine adds (gpuops.onbox.engines: the supervisor's boot_id, OOM counter and pid at launch against
 now, the kernel log's OOM-killer and Xid lines stamped after launch, the log's tail; a scheduler's
 account of the job).
 For a bare pid (`--pid P --since EPOCH`) the box's part, minus the records. Reads only.
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 
-from . import cgroup, disk, engines, evidence, job_facts, jobrecord, procs
+from . import cgroup, cores, disk, engines, evidence, job_facts, jobrecord, procs
 
 
 def gather(job_ref=None, pid=None, since=None):
@@ -28,21 +29,26 @@ def gather(job_ref=None, pid=None, since=None):
         facts = job_facts.facts(job_id)
         ev.update(job_id=job_id, meta=meta, exit=rec["exit"], job=facts, since=meta.get("launched_at") or now)
         engines.of(meta).diagnose_facts(ev, job_id, rec, facts)
+        ev["log_head"] = evidence.head(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG))
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])
+        cwd = meta.get("workdir")
     else:
         since = since or now
         btime = procs.boot_time()
         st = procs.stat(pid)
         ev.update({"exit": None, "alive": procs.alive(pid), "pid": pid, "since": since,
                    "boot_changed": bool(btime) and since < btime, "boot_id_then": None,
-                   "oom_kills_at_launch": None, "log_tail": None})
+                   "oom_kills_at_launch": None, "log_tail": None, "log_head": None})
+        cwd = None
         if st:
             try:
                 paths = [os.readlink("/proc/%d/cwd" % pid)]
+                cwd = paths[0]
             except OSError:
                 pass
         evidence.with_kernel(ev, since, {pid})
     ev["disks"] = [disk.measure("job", p) for p in paths]
+    ev["cores"] = cores.facts(cwd, ev["since"])
     return ev
 
 

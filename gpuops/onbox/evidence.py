@@ -7,6 +7,7 @@ import time
 from . import kernlog, procs
 
 TAIL_BYTES = 64 * 1024
+HEAD_BYTES = 16 * 1024
 _DMESG_STAMP = re.compile(r"^\[\s*(\d+)\.(\d+)\]")
 
 
@@ -35,6 +36,14 @@ def tail(path, limit=TAIL_BYTES):
             size = f.tell()
             f.seek(max(0, size - limit))
             return f.read().decode("utf-8", "replace")
+    except (OSError, IOError):
+        return None
+
+
+def head(path, limit=HEAD_BYTES):
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
     except (OSError, IOError):
         return None
 

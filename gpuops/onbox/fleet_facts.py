@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from . import disk, gpu, jobrecord, procs
+from . import disk, gpu_light, jobrecord, procs
 from .jobrecord import EXIT, LOG, META
 
 # How many jobs, newest launch first, have their end time read. Every job without an exit record
@@ -39,11 +39,11 @@ def gpus(window_s, interval_s):
     """{present, source, error, samples, devices: [{index, name, memory_used_mib, memory_total_mib,
     util_peak_pct}]}. `present` is False when neither NVML nor nvidia-smi exists here: a box
     without GPUs, whose utilisation is then no reason to call it busy."""
-    reader = gpu.Reader()
+    reader = gpu_light.Reader()
     if reader.nvml is None and shutil.which("nvidia-smi") is None:
         return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
     # The names ride along in the first sample's query: one nvidia-smi run fewer per box.
-    first, peak, samples = gpu.sample(reader, window_s, interval_s, names=True)
+    first, peak, samples = gpu_light.sample(reader, window_s, interval_s, names=True)
     devices = []
     for d in first["devices"][:MAX_GPUS]:
         devices.append({"index": d.get("index"), "name": d.get("name"),

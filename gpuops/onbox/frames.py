@@ -8,7 +8,10 @@ caller: STDOUT, STDERR, and last STATUS (a 4-byte signed exit status).
 
 import struct
 
-HELLO = b"gpuops-resident 1\n"
+# The protocol's version is in the greeting: a helper armed by an older gpuops (which would ignore a
+# request's "site") does not greet as this one, so nothing is sent to it and the call goes over an
+# exec channel while a current helper is armed.
+HELLO = b"gpuops-resident 2\n"
 # A deadline is kept as coreutils `timeout -k KILL_AFTER_S` keeps it: SIGTERM, then SIGKILL this
 # much later (STATUS 124, or 137 when SIGKILL was needed). The same on an exec channel
 # (gpuops.remote.wrap) and on the helper.
@@ -36,3 +39,25 @@ def head(data):
 def code_of(payload):
     """The exit status a STATUS frame carries; None when it is not one."""
     return _STATUS.unpack(payload)[0] if len(payload) == _STATUS.size else None
+
+
+class Input(object):
+    """The caller's frames, as they arrive: stdin to hand the worker, and whether it has ended."""
+
+    def __init__(self, data):
+        self.buf, self.pending, self.ended = data, b"", False
+
+    def take(self, chunk):
+        """False when the frames are not the caller's (the caller is then treated as gone)."""
+        self.buf += chunk
+        while len(self.buf) >= HEAD:
+            kind, size = head(self.buf)
+            if kind not in (STDIN, STDIN_END) or size > FRAME_MAX or self.ended:
+                return False
+            end = HEAD + size
+            if len(self.buf) < end:
+                break
+            self.pending += self.buf[HEAD:end]
+            self.buf = self.buf[end:]
+            self.ended = kind == STDIN_END
+        return True

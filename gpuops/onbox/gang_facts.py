@@ -10,7 +10,9 @@ the answer names who holds it) and listens; every other node connects to host:po
 side (a real TCP connect, seed 004's `nc -zv $MASTER_ADDR $MASTER_PORT`) and trades the preflight's
 nonce with the head, so a connection that reached some other listener at that address is told
 apart from one that reached the head. The interface each node's traffic takes is the one holding
-the local address of that connection.
+the local address of that connection. Then the data plane (gang_peers): each node listens on an
+ephemeral port of that address, as NCCL and Gloo will, tells the head in its hello, the head hands
+every node the table, and every node connects to every other.
 
 Only facts leave the box; whether the nodes agree is judged by the caller (gpuops.jobs.gangcheck).
 """
@@ -22,31 +24,14 @@ import socket
 import sys
 import time
 
-from . import gpu, manifest, netifs, netports, procs, torchinfo
+from . import gang_peers, gpu, manifest, netifs, netports, procs, torchinfo
 
 LINE_MAX = 200
 MAX_WINDOW_S = 60.0
 MAX_CODE_ENTRIES = 2000  # listed for naming what differs; the digest covers every file
 MAX_HOLDERS = 10
 HELLO = "gpuops-gang"
-
-
-def _line(conn, deadline):
-    """One line (at most LINE_MAX bytes) from `conn` before `deadline`, or None."""
-    data = b""
-    while b"\n" not in data and len(data) < LINE_MAX:
-        left = deadline - time.time()
-        if left <= 0:
-            return None
-        conn.settimeout(left)
-        try:
-            chunk = conn.recv(LINE_MAX - len(data))
-        except (OSError, socket.timeout):
-            return None
-        if not chunk:
-            break
-        data += chunk
-    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
+PEER_WINDOW_S = 5.0  # every node connects to every other's listener within this, at most
 
 
 def holders(port):
@@ -62,10 +47,19 @@ def holders(port):
     return out
 
 
+def _hello(words, nonce):
+    """(node, address, port or None) from a worker's hello, or None when it is not one."""
+    if len(words) != 5 or words[:2] != [HELLO, nonce] or not words[2].isdigit():
+        return None
+    return int(words[2]), words[3][:64], int(words[4]) if words[4].isdigit() else None
+
+
 def listen(port, window, nonce, expect):
     """The head's side: bind the port as torch's store will (SO_REUSEADDR, every address), then
-    hear each worker's hello until all came or the window closed."""
+    hear each worker's hello until all came or the window closed, and send every worker the table
+    of data-plane listeners. (rendezvous facts, (listener, its facts, table))."""
     out = {"role": "head", "port": port, "free": True, "error": None, "holders": [], "heard": [], "strangers": 0}
+    plane, listening, table, held = None, {"address": None, "port": None, "error": None}, {}, []
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -74,7 +68,7 @@ def listen(port, window, nonce, expect):
     except (OSError, IOError) as e:
         server.close()
         out.update(free=False, error=os.strerror(e.errno) if e.errno else str(e), holders=holders(port))
-        return out
+        return out, (None, listening, None)
     deadline = time.time() + window
     try:
         while len(out["heard"]) < expect and time.time() < deadline:
@@ -84,26 +78,45 @@ def listen(port, window, nonce, expect):
             except (OSError, socket.timeout):
                 continue
             try:
-                words = (_line(conn, min(deadline, time.time() + 3)) or "").split()
-                if len(words) == 3 and words[0] == HELLO and words[1] == nonce and words[2].isdigit():
-                    out["heard"].append({"node": int(words[2]), "from": peer[0], "at": conn.getsockname()[0]})
-                    conn.sendall(("%s %s head\n" % (HELLO, nonce)).encode("ascii"))
-                else:
+                lines = gang_peers.Lines(conn)
+                hello = _hello((lines.read(min(deadline, time.time() + 3)) or "").split(), nonce)
+                if hello is None:
                     out["strangers"] += 1
+                    conn.close()
+                    continue
+                at = conn.getsockname()[0]
+                out["heard"].append({"node": hello[0], "from": peer[0], "at": at})
+                if plane is None and not listening["error"]:
+                    plane, listening = gang_peers.bind(at)
+                if hello[2] is not None:
+                    table[hello[0]] = (hello[1], hello[2])
+                conn.sendall(("%s %s head\n" % (HELLO, nonce)).encode("ascii"))
+                held.append(conn)
             except (OSError, IOError):
                 out["strangers"] += 1
-            finally:
                 conn.close()
     finally:
         server.close()
-    return out
+    if listening["port"] is not None:
+        table[0] = (listening["address"], listening["port"])
+    line = ("%s %s peers %s\n" % (HELLO, nonce, gang_peers.encode(table))).encode("ascii")
+    for conn in held:
+        try:
+            conn.sendall(line)
+        except (OSError, IOError):
+            pass
+        finally:
+            conn.close()
+    return out, (plane, listening, table if held else None)
 
 
 def reach(host, port, window, nonce, node):
-    """A worker's side: connect to host:port until it answers or the window closes, say hello,
-    and read whether the head answered with the same nonce."""
+    """A worker's side: connect to host:port until it answers or the window closes, say hello
+    (with this node's data-plane listener), read whether the head answered with the same nonce,
+    then the table of every node's listener. (rendezvous facts, (listener, its facts, table))."""
     out = {"role": "worker", "connected": False, "answered": False, "error": None, "seconds": None, "local": None,
            "attempts": 0}
+    plane, listening, table = None, {"address": None, "port": None, "error": None}, None
     began = time.time()
     deadline = began + window
     while time.time() < deadline:
@@ -116,17 +129,25 @@ def reach(host, port, window, nonce, node):
             continue
         try:
             out.update(connected=True, error=None, local=conn.getsockname()[0], seconds=round(time.time() - began, 3))
-            conn.sendall(("%s %s %d\n" % (HELLO, nonce, node)).encode("ascii"))
-            reply = _line(conn, min(deadline + 3, time.time() + 5))
+            plane, listening = gang_peers.bind(out["local"])
+            conn.sendall(("%s %s %d %s %s\n" % (HELLO, nonce, node, out["local"], listening["port"] or "-"))
+                         .encode("ascii"))
+            lines = gang_peers.Lines(conn)
+            reply = lines.read(min(deadline + 3, time.time() + 5))
             out["answered"] = reply == "%s %s head" % (HELLO, nonce)
             if not out["answered"]:
                 out["error"] = "something answered at %s:%d, but not this preflight's head" % (host, port)
+            else:
+                # The head sends the table once every worker said hello, or its window closed.
+                words = (lines.read(deadline + 5, gang_peers.TABLE_MAX) or "").split()
+                if words[:3] == [HELLO, nonce, "peers"]:
+                    table = gang_peers.decode(words[3:])
         except (OSError, IOError) as e:
             out["error"] = str(e)[:200]
         finally:
             conn.close()
         break
-    return out
+    return out, (plane, listening, table)
 
 
 def code(request):
@@ -163,9 +184,11 @@ def main(argv):
     # The slow parts (the torch import in a child, nvidia-smi) run while the rendezvous is tested.
     torch_pending, gpu_state = torchinfo.begin(), gpu.begin()
     if role == "head":
-        rendezvous = listen(port, window, nonce, int(opts.get("expect") or 0))
+        rendezvous, plane = listen(port, window, nonce, int(opts.get("expect") or 0))
     else:
-        rendezvous = reach(opts["host"], port, window, nonce, node)
+        rendezvous, plane = reach(opts["host"], port, window, nonce, node)
+    dataplane = gang_peers.exchange(plane[0], plane[1], plane[2], nonce, node,
+                                    max(1.0, min(window, PEER_WINDOW_S)))
     found = netifs.interfaces()
     # The interface this node's gang traffic takes: the one holding the address the rendezvous
     # connection used here (a worker's own end, the address the head was reached at).
@@ -175,7 +198,7 @@ def main(argv):
     doc = {"node": node, "hostname": socket.gethostname()[:255], "boot_id": procs.boot_id(),
            "netns": netifs.namespace(), "python": "%d.%d.%d" % sys.version_info[:3], "interfaces": found,
            "route": {"address": route, "interface": netifs.owner(route, found) if route else None},
-           "rendezvous": rendezvous, "code": code(opts["code"]) if opts.get("code") else None}
+           "rendezvous": rendezvous, "dataplane": dataplane, "code": code(opts["code"]) if opts.get("code") else None}
     doc["gpu"] = _gpu(gpu_state)
     doc["torch"] = torchinfo.end(torch_pending)
     doc["now"] = time.time()

@@ -16,12 +16,16 @@ unsupported field or one GPU that fell off the bus degrades that value or that G
 probe. nvidia-smi: machine-readable CSV queries only, each under a timeout; a driver that rejects
 an optional field is asked again for the core set. The slowdown temperature and the driver's CUDA
 version have no CSV field, so they come from a bounded parse of `nvidia-smi -q -d TEMPERATURE`.
+
+Checked against a real driver (580.159.04 on an H200; benchmarks/results/gpu-proof-*.md): every CSV
+field asked here is one `nvidia-smi --help-query-gpu` lists, memory in use excludes the driver's
+reserved memory on both paths, and a driver that reports temperatures as T.Limit offsets still
+gives the slowdown point.
 """
 
 import csv
 import os
 import re
-import time
 
 from . import busid, runcmd, sysroot
 
@@ -88,9 +92,35 @@ def _field_rejected(result):
     return result["rc"] not in (0, None) and "field" in (result["err"] + result["out"]).lower()
 
 
+_TEMP_LINE = re.compile(r"(GPU Current Temp|GPU Slowdown Temp|GPU T\.Limit Temp|GPU Slowdown T\.Limit Temp)"
+                        r"\s*:\s*(-?\d+)\s*C$")
+
+
+def slowdown_point(temps):
+    """The slowdown temperature in C from one GPU's temperature lines, or None.
+
+    Older drivers print it ("GPU Slowdown Temp : 89 C"). Drivers that report T.Limit (580 on Hopper)
+    print instead how far the GPU is below its T.Limit and where slowdown sits against that limit
+    ("GPU Current Temp : 38 C", "GPU T.Limit Temp : 49 C", "GPU Slowdown T.Limit Temp : -2 C"), so the
+    point is 38 + 49 - (-2) = 89 C, which is what NVML's slowdown threshold says on the same GPU.
+    """
+    if "GPU Slowdown Temp" in temps:
+        return temps["GPU Slowdown Temp"]
+    parts = [temps.get(k) for k in ("GPU Current Temp", "GPU T.Limit Temp", "GPU Slowdown T.Limit Temp")]
+    if any(v is None for v in parts):
+        return None
+    return parts[0] + parts[1] - parts[2]
+
+
 def parse_temperature_report(text):
     """(cuda_version, {bus key: slowdown_c}) from `nvidia-smi -q -d TEMPERATURE`."""
-    cuda, slow, bus = None, {}, None
+    cuda, slow, bus, temps = None, {}, None, {}
+
+    def close():
+        point = slowdown_point(temps) if bus else None
+        if point is not None:
+            slow[bus] = point
+
     for line in text.splitlines()[:2000]:
         stripped = line.strip()
         m = re.match(r"CUDA Version\s*:\s*([0-9.]+)", stripped)
@@ -99,15 +129,17 @@ def parse_temperature_report(text):
             continue
         m = re.match(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])$", stripped)
         if m:
-            bus = busid.key(m.group(1))
+            close()
+            bus, temps = busid.key(m.group(1)), {}
             continue
-        m = re.match(r"GPU Slowdown Temp\s*:\s*(\d+)\s*C", stripped)
-        if m and bus:
-            slow[bus] = float(m.group(1))
+        m = _TEMP_LINE.match(stripped)
+        if m:
+            temps[m.group(1)] = float(m.group(2))
+    close()
     return cuda, slow
 
 
-def _minor(bus_id):
+def minor_of(bus_id):
     """The /dev/nvidia<minor> of a GPU, from the driver's /proc entry (the probe's CSV query has
     no such field)."""
     name = busid.proc_name(bus_id)
@@ -127,7 +159,7 @@ def driver_gpus():
     for name in sysroot.listdir("/proc/driver/nvidia/gpus"):
         if busid.key(name) is None:
             continue
-        minor = _minor(name)
+        minor = minor_of(name)
         node = os.path.exists(sysroot.path("/dev/nvidia%d" % minor)) if minor is not None else None
         out.append({"bus_id": name, "minor": minor, "node": node})
     return out
@@ -171,7 +203,7 @@ def finish_smi(started):
     for row in rows:
         doc["driver"] = doc["driver"] or row.pop("driver", None)
         row.pop("driver", None)
-        row["minor"] = _minor(row.get("bus_id"))
+        row["minor"] = minor_of(row.get("bus_id"))
         row["slowdown_temp_c"] = slowdown.get(busid.key(row.get("bus_id")))
         for key in DEVICE_KEYS:
             row.setdefault(key, None)
@@ -223,7 +255,12 @@ def _nvml_device(n, h, index):
     d["minor"] = n.call(notes, "nvmlDeviceGetMinorNumber", h)
     cap = n.call(notes, "nvmlDeviceGetCudaComputeCapability", h)
     d["compute_cap"] = "%d.%d" % tuple(cap) if cap else None
-    mem = n.call(notes, "nvmlDeviceGetMemoryInfo", h)
+    # Version 2 counts the driver's reserved memory apart from what is used, as nvidia-smi does; the
+    # first version counts it as used (616 MiB on an idle H200), which no process can free.
+    mem = n.call({}, "nvmlDeviceGetMemoryInfo", h, n.const("nvmlMemory_v2", None)) if n.const(
+        "nvmlMemory_v2", None) is not None else None
+    if mem is None:
+        mem = n.call(notes, "nvmlDeviceGetMemoryInfo", h)
     d["memory_total_mib"] = mem.total / 1048576.0 if mem is not None else None
     d["memory_used_mib"] = mem.used / 1048576.0 if mem is not None else None
     util = n.call(notes, "nvmlDeviceGetUtilizationRates", h)
@@ -318,105 +355,3 @@ def end(state):
     doc = finish_smi(state["smi"])
     doc["nvml"] = state["nvml"]
     return doc
-
-
-# ----------------------------------------------------------------------------- light readings (reap)
-
-LIGHT_FIELDS = [
-    ("index", "index", int),
-    ("minor_number", "minor", int),
-    ("pci.bus_id", "bus_id", str),
-    ("utilization.gpu", "util_pct", float),
-    ("memory.used", "memory_used_mib", float),
-    ("memory.total", "memory_total_mib", float),
-]
-LIGHT_KEYS = tuple(k for _, k, _ in LIGHT_FIELDS)
-LIGHT_TIMEOUT_S = 10
-
-
-NAME_FIELD = ("name", "name", str)
-
-
-def read_light(apps=True, names=False):
-    """Utilisation and memory per GPU from nvidia-smi; `names` adds each GPU's name to the same
-    query, `apps` the compute-process list (one more nvidia-smi run)."""
-    fields = LIGHT_FIELDS + ([NAME_FIELD] if names else [])
-    query = ",".join(f for f, _, _ in fields)
-    r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], LIGHT_TIMEOUT_S)
-    doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
-    if r["error"] or r["rc"] != 0:
-        why = r["error"] or ((r["err"] or r["out"]).strip() or "exit %s" % r["rc"]).splitlines()[-1]
-        doc["error"] = "nvidia-smi --query-gpu: %s" % why[:300]
-        return doc
-    doc["devices"] = parse_csv(r["out"], fields)
-    if not apps:
-        return doc
-    a = runcmd.run(["nvidia-smi", "--query-compute-apps=" + ",".join(f for f, _, _ in APP_FIELDS),
-                    "--format=csv,noheader,nounits"], LIGHT_TIMEOUT_S)
-    if a["error"] is None and a["rc"] == 0:
-        doc["processes"] = parse_csv(a["out"], APP_FIELDS)
-    else:
-        doc["error"] = "nvidia-smi --query-compute-apps: %s" % (a["error"] or a["err"].strip()[:200])
-    return doc
-
-
-class Reader(object):
-    """Repeated light readings through NVML when pynvml works here, else nvidia-smi. The source is
-    chosen on the first reading and kept, so the samples of one window compare."""
-
-    def __init__(self):
-        self.nvml = None
-        if sysroot.overlay_active():
-            return  # fixture device nodes: the GPU answers come from the nvidia-smi on PATH
-        try:
-            import pynvml
-            doc, _ = from_nvml(pynvml)
-            if doc is not None and not doc.get("error"):
-                self.nvml = pynvml
-        except Exception:  # absent or broken here: nvidia-smi may still answer
-            self.nvml = None
-
-    def read(self, apps=True, names=False):
-        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib (, name)}], processes}."""
-        if self.nvml is not None:
-            doc, err = from_nvml(self.nvml)
-            if doc is None:
-                return {"source": "nvml", "error": err, "devices": [], "processes": []}
-            keys = LIGHT_KEYS + (("name",) if names else ())
-            doc["devices"] = [dict((k, d.get(k)) for k in keys) for d in doc["devices"]]
-            return doc
-        return read_light(apps, names)
-
-
-def sample(reader, window_s, interval_s=1.0, names=False):
-    """(first reading, {index: peak util or None}, samples) over `window_s` seconds; with `names`
-    the first reading also holds each GPU's name (asked in the same query, not one more).
-
-    A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
-    """
-    first = reader.read(apps=False, names=names)
-    peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
-    samples = 1
-    deadline = time.time() + max(0.0, window_s)
-    while time.time() < deadline:
-        time.sleep(max(0.0, min(interval_s, deadline - time.time())))
-        again = reader.read(apps=False)
-        samples += 1
-        seen = dict((d["index"], d.get("util_pct")) for d in again["devices"])
-        for index in list(peak):
-            now, before = seen.get(index), peak[index]
-            peak[index] = None if now is None or before is None else max(now, before)
-    return first, peak, samples
-
-
-def settle_memory(reader, timeout_s, poll_s=0.5):
-    """Per-GPU used memory once it stops falling (the driver frees a context after its last fd
-    closes)."""
-    deadline = time.time() + timeout_s
-    last = None
-    while True:
-        now = dict((d["index"], d.get("memory_used_mib")) for d in reader.read(apps=False)["devices"])
-        if now == last or time.time() >= deadline:
-            return now
-        last = now
-        time.sleep(poll_s)

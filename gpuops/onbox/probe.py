@@ -1,6 +1,6 @@
 """The facts probe: one JSON document describing the box, gathered in one exec on the box.
 
-    python3 probe.py [--path DIR]... [--role-path ROLE=DIR]...
+    python3 probe.py [--path DIR]... [--role-path ROLE=DIR]... [--tb-logdir DIR]
 
 Observational only: it writes nothing (no bytecode either), starts only read-only commands
 (nvidia-smi queries, dmesg/journalctl, a torch import in a child), and leaves its own process
@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo
+from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo, trackers
 
 PROBE_VERSION = 2
 DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
@@ -109,10 +109,10 @@ def _paths(argv):
     return out
 
 
-def _torch_known(argv):
-    """--torch-known KEY: the torch install whose facts the caller kept (gpuops.onbox.torchinfo)."""
+def _option(argv, name):
+    """The value after `name` in argv, or None."""
     for i, flag in enumerate(argv[:-1]):
-        if flag == "--torch-known":
+        if flag == name:
             return argv[i + 1]
     return None
 
@@ -130,7 +130,8 @@ def main(argv):
             facts["errors"][name] = "%s: %s" % (type(e).__name__, e)
         return facts[name]
 
-    torch_pending = torchinfo.begin(_torch_known(argv))
+    # --torch-known KEY: the torch install whose facts the caller kept (gpuops.onbox.torchinfo).
+    torch_pending = torchinfo.begin(_option(argv, "--torch-known"))
     gpu_state = gather("gpu", gpu.begin)
     gather("host", host)
     gather("boot", boot)
@@ -142,6 +143,8 @@ def main(argv):
     gather("tools", runcmd.available, DETACH_TOOLS + ("nvidia-smi",))
     listeners = gather("listeners", netports.listeners) or []
     gather("kernlog", kernlog.read)
+    # --tb-logdir DIR: the logdir the platform's own TensorBoard reads (a profile's).
+    gather("trackers", trackers.facts, _option(argv, "--tb-logdir"))
     found = gather("holders", holders, listeners) or ([], None)
     if gpu_state is not None:
         gpu_doc = gather("gpu", gpu.end, gpu_state)

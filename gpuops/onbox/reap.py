@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from . import activity, gpu, jobrecord, plans, procs, signals
+from . import activity, gpu_light, jobrecord, plans, procs, signals
 from .holders import attach_memory, describe, nested_pid_namespace, process_table, scan_holders
 from .reap_rules import REAPABLE, classify, job_of, last_activity, protected_reason
 
@@ -226,7 +226,7 @@ def survey(opts, reader, window=None):
     before = activity.snapshot(process_table())
     if window is None:  # with no holder to judge, sampling the GPUs would only keep a person waiting
         window = opts.idle_window if scan_holders(process_table(), {})[0] else 0
-    first, util, samples = gpu.sample(reader, window)
+    first, util, samples = gpu_light.sample(reader, window)
     minor_to_index = dict((d["minor"], d["index"]) for d in first["devices"] if d.get("minor") is not None)
     table = process_table()
     holders, unreadable = scan_holders(table, minor_to_index)
@@ -274,7 +274,7 @@ def apply(doc, units, opts, reader):
     by_pid = dict((r["pid"], r) for r in records)
     for h in doc["holders"]:
         h["outcome"] = (by_pid.get(h["pid"]) or {}).get("outcome")
-    after = gpu.settle_memory(reader, opts.release_wait)
+    after = gpu_light.settle_memory(reader, opts.release_wait)
     for row in doc["gpus"]:
         now = after.get(row["index"])
         if now is not None and row["memory_used_mib"] is not None:
@@ -299,7 +299,7 @@ def _gpu_rows(devices, util, holders):
 
 def main(argv):
     opts = _args(argv)
-    reader = gpu.Reader()
+    reader = gpu_light.Reader()
     doc, units = survey(opts, reader)
     chosen = units + [h for h in doc["holders"] if h.get("action")]
     doc["plan_targets"] = sorted(set((x["pid"], x["start_ticks"]) for x in chosen))

@@ -9,9 +9,12 @@ reaches it through that master's stream-local forward (gpuops.remote.resident): 
 no interpreter start, just a fork.
 
 Per connection: the peer must be this user (SO_PEERCRED; sshd forwards as the user). The helper
-sends HELLO at once, then reads one request line {"args": [...], "src": N, "timeout": S} and N
-bytes of a script built by gpuops.onbox.script. A forked worker runs the script as `python3 -c`
-would (argv, stdin, stdout, stderr, exit status). Everything after the script is frames
+sends HELLO at once, then reads one request line {"args": [...], "src": N, "timeout": S, "site": B}
+and N bytes of a script built by gpuops.onbox.script. A forked worker runs the script as `python3 -c`
+would (argv, stdin, stdout, stderr, exit status). The helper itself runs as `python3 -S`; a worker
+whose entry needs the box's site-packages (gpuops.onbox.NEEDS_SITE: `site` true) runs site.main()
+first, so it sees what a fresh `python3` started now would: packages installed since the helper
+started included, and a verdict never depends on which path carried the call. Everything after the script is frames
 (gpuops.onbox.frames): the caller's stdin and where it ends, then the worker's stdout, stderr and
 exit status. The stdin's end is a frame, not the connection's end, because a forward turns
 a caller that hangs up into a plain end of input: an end of the connection means the caller is
@@ -218,8 +221,8 @@ def serve(listener, path, inode, idle_s):
 
 
 def _read_request(conn):
-    """(args, source, timeout, the bytes read past the script) from the connection; ValueError when
-    it is not a well-formed request."""
+    """(args, source, timeout, site, the bytes read past the script) from the connection; ValueError
+    when it is not a well-formed request."""
     data = b""
     while b"\n" not in data:
         chunk = conn.recv(65536)
@@ -233,22 +236,24 @@ def _read_request(conn):
     if not isinstance(head, dict):
         raise ValueError("malformed request")
     args, size, timeout = head.get("args"), head.get("src"), head.get("timeout") or 0
+    site = head.get("site", False)
     if (not isinstance(args, list) or len(args) > ARGS_MAX or not all(isinstance(a, str) for a in args)
-            or not isinstance(size, int) or not 0 < size <= SRC_MAX or not isinstance(timeout, (int, float))):
+            or not isinstance(size, int) or not 0 < size <= SRC_MAX or not isinstance(timeout, (int, float))
+            or not isinstance(site, bool)):
         raise ValueError("malformed request")
     while len(rest) < size:
         chunk = conn.recv(min(1 << 20, size - len(rest)))
         if not chunk:
             raise ValueError("the connection ended inside the script")
         rest += chunk
-    return args, rest[:size], float(timeout), rest[size:]
+    return args, rest[:size], float(timeout), site, rest[size:]
 
 
 def session(conn):
     """Serve one connection: run its script in a worker and relay everything (see the docstring)."""
     conn.sendall(frames.HELLO)
     try:
-        args, src, timeout, stdin = _read_request(conn)
+        args, src, timeout, site, stdin = _read_request(conn)
     except (ValueError, OSError) as e:
         _send(conn, frames.frame(frames.STDERR, "gpuops resident: {}\n".format(e).encode()) + frames.status(2))
         return 2
@@ -256,14 +261,14 @@ def session(conn):
     pid = os.fork()
     if pid == 0:
         conn.close()
-        _worker(fds, args, src)
+        _worker(fds, args, src, site)
     (in_r, in_w), (out_r, out_w), (err_r, err_w) = fds
     for fd in (in_r, out_w, err_w):
         os.close(fd)
     return _relay(conn, pid, in_w, out_r, err_r, stdin, timeout)
 
 
-def _worker(fds, args, src):
+def _worker(fds, args, src, site):
     os.setpgid(0, 0)
     (in_r, in_w), (out_r, out_w), (err_r, err_w) = fds
     for fd, std in ((in_r, 0), (out_w, 1), (err_w, 2)):
@@ -277,6 +282,10 @@ def _worker(fds, args, src):
     sys.argv = ["-c"] + args
     code = 0
     try:
+        if site:
+            import site as site_module
+
+            site_module.main()
         # The bundle's loader looks `compile` up in these globals before the builtins.
         exec(compile(src, "<gpuops-onbox>", "exec"), {"__name__": "__main__", "compile": cached_compile})
     except SystemExit as e:
@@ -302,34 +311,12 @@ def _send(conn, data):
         return False
 
 
-class _Input(object):
-    """The caller's frames, as they arrive: stdin to hand the worker, and whether it has ended."""
-
-    def __init__(self, data):
-        self.buf, self.pending, self.ended = data, b"", False
-
-    def take(self, chunk):
-        """False when the frames are not the caller's (the caller is then treated as gone)."""
-        self.buf += chunk
-        while len(self.buf) >= frames.HEAD:
-            kind, size = frames.head(self.buf)
-            if kind not in (frames.STDIN, frames.STDIN_END) or size > frames.FRAME_MAX or self.ended:
-                return False
-            end = frames.HEAD + size
-            if len(self.buf) < end:
-                break
-            self.pending += self.buf[frames.HEAD:end]
-            self.buf = self.buf[end:]
-            self.ended = kind == frames.STDIN_END
-        return True
-
-
 def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
     """Feed stdin from the caller's frames, frame stdout and stderr back, keep the deadline; send
     the worker's status as `timeout -k` and sh would report it. Returns this session's own status."""
     os.set_blocking(in_w, False)
     clock = _Deadline(pid, timeout)
-    feed = _Input(b"")
+    feed = frames.Input(b"")
     readers = {out_r: frames.STDOUT, err_r: frames.STDERR}
     poller = select.poll()
     for fd in readers:

@@ -94,12 +94,7 @@ def find_gotchas(query: str, limit: int = 5) -> dict:
     hits, total = gotchas.search(query, limit)
     if not hits:
         raise NotFound(f"no gotcha matches {query!r}; try an id (U7, AD4) or a word such as inode, xid, crlf")
-    checked = gotchas.cited_in_code()
-    entries = []
-    for e in hits:
-        d = e.as_dict()
-        d["checked_by"] = sorted(set(e.checked_by) | checked.get(e.id, set()))
-        entries.append(d)
+    entries = [dict(e.as_dict(), **gotchas.handled(e)) for e in hits]
     more = f" (showing {len(hits)}; --limit for more)" if total > len(hits) else ""
     return envelope("gotcha", ok=True, summary=f"{total} gotcha(s) match {query!r}{more}",
                     data={"query": query, "total": total, "hits": entries},

@@ -5,8 +5,10 @@ from datetime import datetime
 
 from .. import engines, errors
 from ..boundary import expect
+from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, state
+from ..jobs import answers, errorline, state
+from ..triage.classes import CLASS_BY_NAME
 from .jobs import payload
 
 _NUMBER = (int, float, type(None))
@@ -16,7 +18,7 @@ _EVIDENCE = {"now": _NUMBER, "job_id": (str, type(None)), "pid": (int, type(None
              "kernel_oom_other": (list, type(None)), "oom_kills_now": (int, type(None)),
              "oom_kills_at_launch": (int, type(None)), "uptime_s": _NUMBER, "meta": (dict, type(None)),
              "accounting": (list, type(None)), "accounting_source": (str, type(None)), "node": (str, type(None)),
-             "node_is_here": (bool, type(None))}
+             "node_is_here": (bool, type(None)), "cores": (dict, type(None)), "log_head": (str, type(None))}
 
 
 def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0):
@@ -30,13 +32,15 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         err = expect(ev, {"error": dict}, target.name)["error"]
         raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
     expect(ev, _EVIDENCE, target.name, "diagnose evidence")
+    ev["cores"] = crash.checked(ev.get("cores"), target.name)
     if ev.get("job_id") is not None:
         answers.job_id(ev["job_id"], target.name)
     row = state.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
     if row is not None:
         ev["status"] = row
     engine = engines.of(row, target.name)  # a bare pid is the box's to judge
-    d = engine.diagnosis(ev, row, target.name, jobs_dir, _triage(ev, row, engine), pid=pid)
+    triaged, ev["error_line"] = _triage(ev, row, engine)
+    d = engine.diagnosis(ev, row, target.name, jobs_dir, triaged, pid=pid)
     v = d["verdict"]
     summary = f"{d['what']}: {v['verdict']} ({v['confidence']} confidence)"
     if v["evidence"]:
@@ -45,12 +49,21 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
 
 
 def _triage(ev, row, engine):
-    """The log tail triaged against the box's clock and the job's state as its engine says it."""
+    """(the log tail triaged against the box's clock and the job's state as its engine says it
+    (a scheduler's job: its own word), the line of the log that says why it failed): the first
+    line of the failure class triage found, else the first line that reads as an error."""
     tail = ev.get("log_tail")
     if not tail:
-        return None
-    from ..triage import classify_bytes
+        return None, None
+    from ..triage import triage_bytes
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said, rec = engine.triage_inputs(row, ev) if row else (None, ev.get("exit"))
-    return classify_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec)
+    result = triage_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec,
+                          progress=state.dated_progress(row))
+    if result.data["status"] in ("running", "hanging", "completed"):
+        return result.data, None
+    primary = result.data["primary"]
+    cause = primary and CLASS_BY_NAME[primary].role in ("root", "cause")  # not a launcher's exit report
+    lead = next((f.evidence for f in result.findings if cause and f.id == f"triage.{primary}"), {})
+    return result.data, lead.get("text") or errorline.first_error(tail)

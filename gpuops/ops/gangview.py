@@ -344,6 +344,12 @@ def diagnose(gang_id, identity=None):
     finally:
         target.close()
     data["diagnose"] = doc["data"]
+    # The failing node's own words (a script path it could not open, an OOM) before any advice.
+    said = doc["data"].get("error_line")
+    data["error_line"] = said
+    summary = f"{gang_id}: {name} failed first; {doc['summary']}"
+    if said and said not in summary:
+        summary += f"; its log: {said}"
     return envelope("diagnose", ok=False, data=data, findings=doc.get("findings") or [],
                     next=list(doc.get("next") or []) + [retry], advice=list(doc.get("advice") or []),
-                    summary=f"{gang_id}: {name} failed first; {doc['summary']}")
+                    summary=summary)

@@ -63,12 +63,15 @@ def stream_once(target, opts, s, timeout_s=None):
     done = threading.Event()
 
     def watchdog():
-        # The box sends a keepalive frame every 10 s: silence means a half-open link. Closing the
-        # connection makes the blocked read return, whatever the transport.
+        # The box sends a keepalive frame every 10 s: silence means a half-open link. Dropping the
+        # link makes the blocked read return, whatever the transport: on a kept master that means
+        # the master itself, which holds our end of the channel's pipes (OpenSSH passes a mux
+        # client's stdio to the master), so killing the client alone leaves the read blocked until
+        # the master's keepalives give out.
         while not done.wait(1.0):
             if time.monotonic() - s.heard > STREAM_IDLE_S:
                 s.stale = True
-                target.close()
+                target.drop_link()
                 return
 
     guard = threading.Thread(target=watchdog, daemon=True)
@@ -196,7 +199,7 @@ class _Run:
                     f"{self.reconnect_s:g}s; resume with --from-offset {self.offset}")
             self.reconnects += 1
             self.notice(f"gpuops: connection lost; resuming at byte {self.offset} (attempt {self.reconnects})")
-            self.target.close()
+            self.target.drop_link()  # a kept master on a frozen link would stall the next try the same way
             time.sleep(min(8.0, 0.5 * 2 ** min(self.reconnects - 1, 4)))
             opts.pop("tail", None)
             if self.offset is not None:

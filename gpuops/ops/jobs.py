@@ -73,16 +73,30 @@ def _facts_in(action, doc):
 
 
 # How long a launch watches the job it started: long enough for a typo (`pythn`), a missing file or
-# module to end it, so that it is reported FAILED with its error rather than "started".
+# module to end it, so that it is reported FAILED with its error rather than "started". A script
+# that starts many jobs and checks them itself may set GPUOPS_LAUNCH_CONFIRM_S=0.
 CONFIRM_S = 1.0
+CONFIRM_ENV = "GPUOPS_LAUNCH_CONFIRM_S"
+
+
+def confirm_seconds(given=None):
+    """`given`, else the environment's GPUOPS_LAUNCH_CONFIRM_S, else CONFIRM_S; bounded to [0, 60]."""
+    if given is None:
+        raw = os.environ.get(CONFIRM_ENV)
+        try:
+            given = float(raw) if raw else CONFIRM_S
+        except ValueError:
+            raise errors.UsageError(f"{CONFIRM_ENV}={raw!r} is not a number of seconds") from None
+    return min(max(float(given), 0.0), 60.0)
 
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
-           resources=None, torchrun=None, timeout_s=60.0, confirm_s=CONFIRM_S):
+           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None):
     """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
     asking it for `resources` (that engine's own flags, checked by it)."""
     pre, notes = None, []
+    confirm_s = confirm_seconds(confirm_s)
     eng = engines.get(engine)
     if profile is not None:
         from ..jobs import platform
@@ -112,10 +126,11 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
-          timeout_s=60.0, confirm_s=CONFIRM_S):
+          timeout_s=60.0, confirm_s=None):
     """A child job of `job` from its immutable command; it may ask its engine for other
     `resources` (that engine's flags: those it names replace the parent's; the box refuses them
     when the parent ran on another engine)."""
+    confirm_s = confirm_seconds(confirm_s)
     eng = engines.owner(resources or {})
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
             "jobs_dir": jobs_dir, "confirm_s": confirm_s}

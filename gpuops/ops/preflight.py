@@ -29,15 +29,17 @@ def sized_path(arg):
 
 
 def profile_inputs(name):
-    """(threshold overrides, [(role, directory)], {directory: inode cap}) from profile `name`."""
+    """(threshold overrides, [(role, directory)], {directory: inode cap}, the logdir the platform's
+    TensorBoard reads or None) from profile `name`."""
     if not name:
-        return {}, [], {}
+        return {}, [], {}, None
     from .. import profiles
 
     prof = profiles.load(name)
     entries = prof.preflight_paths()
     caps = {e["path"]: e["inode_cap"] for e in entries if e.get("inode_cap")}
-    return dict(prof.preflight), [(e["role"], e["path"]) for e in entries], caps
+    logdir = prof.absolute(prof.paths.tensorboard_logdir) if prof.paths.tensorboard_logdir else None
+    return dict(prof.preflight), [(e["role"], e["path"]) for e in entries], caps, logdir
 
 
 def summarize(findings):
@@ -93,7 +95,7 @@ def _engines(target, facts, data, timeout_s):
 
 def preflight(target, profile=None, paths=(), timeout_s=60.0):
     """`paths` are --path arguments: a directory, or `DIR:SIZE` for one that needs SIZE free."""
-    overrides, profile_dirs, inode_caps = profile_inputs(profile)
+    overrides, profile_dirs, inode_caps, tb_logdir = profile_inputs(profile)
     thresholds = merged(overrides)
     sized = [sized_path(p) for p in paths]
     floors = {d: gib for d, gib in sized if gib is not None}
@@ -104,6 +106,8 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
     for d in dict.fromkeys(d for d, _ in sized if d not in profiled or d in floors):
         args += ["--path", d]
     all_paths = [d for _, d in profile_dirs] + [d for d, _ in sized]
+    if tb_logdir:
+        args += ["--tb-logdir", tb_logdir]
     host = getattr(target, "name", None) or "local"
     kept = probecache.known(host)
     if kept:

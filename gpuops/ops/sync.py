@@ -289,6 +289,12 @@ def verify_and_repair(sent, src_map, dst_map, check, engine, outcome, progress, 
     return mism
 
 
+def mismatch_finding(mism, verb, again):
+    """What verify_and_repair left different after its forced resend: the sync is not verified."""
+    return Finding("sync.mismatch", "fail", f"{len(mism)} path(s) differ after the {verb}",
+                   evidence={"paths": [m["path"] for m in mism[:20]]}, fix=again, gotcha="U33")
+
+
 def result(verb, target, local_root, remote_root, engine_name, src_map, p, outcome, mism, verdict, vanished,
             deleted, findings, backoff, tally, rerun):
     files = [e for e in src_map.values() if e.kind == "f"]
@@ -336,8 +342,7 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
                                 evidence={"paths": cut(p.skipped)}))
     again = wrap.join(rerun)
     if mism:
-        findings.append(Finding("sync.mismatch", "fail", f"{len(mism)} path(s) differ after the {verb}",
-                                evidence={"paths": [m["path"] for m in mism[:20]]}, fix=again, gotcha="U33"))
+        findings.append(mismatch_finding(mism, verb, again))
     error = None
     if outcome.failure:
         summary = engine_failure(outcome, verb)

@@ -89,5 +89,7 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
     said, rec = engines.of(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
     said = slurm_state or said
-    result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context)
+    # The stall is judged on the facts status reads: when the supervisor saw each step line written.
+    result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
+                           progress=state.dated_progress(row))
     return build(result, host=target.name)

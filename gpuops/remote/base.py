@@ -69,9 +69,10 @@ class Target:
 
     _python = None
 
-    def _resident(self, src, args, timeout_s):
+    def _resident(self, src, args, timeout_s, site):
         """A callable that starts this shipped call on the box's resident helper (see
-        gpuops.remote.resident), or None to use an exec channel."""
+        gpuops.remote.resident), or None to use an exec channel. `site`: the call needs the box's
+        site-packages (gpuops.onbox.NEEDS_SITE), on the helper as on an exec channel."""
         return None
 
     def _resident_lost(self, stuck):
@@ -143,8 +144,9 @@ class Target:
              later=None):
         src = onbox.script(entry)
         limit = max_bytes or ANSWER_BYTES.get(entry, OUTPUT_BYTES)
+        site = entry in onbox.NEEDS_SITE
         if entry not in onbox.STARTS_JOBS:
-            direct = self._resident(src, args, timeout_s)
+            direct = self._resident(src, args, timeout_s, site)
             if direct is not None:
                 try:
                     return self._call(direct, stdin or b"", timeout_s, on_stdout, limit, stream, later)
@@ -154,7 +156,7 @@ class Target:
         # shim's environment included), so what a job inherits never depends on this cache.
         known, seen = (None, None) if entry in onbox.STARTS_JOBS else self._known_python()
         while True:
-            line = wrap.python_line(len(src), args, site=entry in onbox.NEEDS_SITE, python=known)
+            line = wrap.python_line(len(src), args, site=site, python=known)
             result = self.run(line, stdin=src + (stdin or b""), timeout_s=timeout_s, on_stdout=on_stdout,
                               max_bytes=limit, stream=stream, later=later)
             ran, result.stderr = wrap.took_python(result.stderr)

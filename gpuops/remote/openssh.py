@@ -218,7 +218,7 @@ class OpenSSHTarget(Target):
 
         mux.write_python(self._shared, path, seen, knownkeys.of_target(self))
 
-    def _resident(self, src, args, timeout_s):
+    def _resident(self, src, args, timeout_s, site):
         if not self._shared or not resident.enabled():
             return None
         if self._master is not None:
@@ -227,7 +227,7 @@ class OpenSSHTarget(Target):
         if path is None:
             self._arm()
             return None
-        return lambda: resident.open_call(path, src, args, timeout_s, self.spec.connect_timeout)
+        return lambda: resident.open_call(path, src, args, timeout_s, self.spec.connect_timeout, site)
 
     def _resident_lost(self, stuck):
         resident.forget(self._shared)

@@ -147,10 +147,11 @@ def arm(target, master_socket, idle_s) -> bool:
     return mux.write_beside(master_socket, mux.RESIDENT_SUFFIX, {"master": master, "forward": local})
 
 
-def open_call(path, src, args, timeout_s, greet_s):
+def open_call(path, src, args, timeout_s, greet_s, site=False):
     """A started call on the helper behind local socket `path`: an object shaped like a spawned
-    ssh process (stdin, stdout, stderr, kill, wait). NothingRan when the helper does not greet
-    within `greet_s` seconds."""
+    ssh process (stdin, stdout, stderr, kill, wait). `site`: the worker gets the box's
+    site-packages, as an exec channel gives them (gpuops.onbox.NEEDS_SITE). NothingRan when the
+    helper does not greet within `greet_s` seconds."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(greet_s)
     try:
@@ -166,7 +167,8 @@ def open_call(path, src, args, timeout_s, greet_s):
         sock.close()
         raise NothingRan(path)
     sock.settimeout(None)
-    head = json.dumps({"args": [str(a) for a in args], "src": len(src), "timeout": timeout_s or 0}).encode()
+    head = json.dumps({"args": [str(a) for a in args], "src": len(src), "timeout": timeout_s or 0,
+                       "site": bool(site)}).encode()
     call = _Call(sock)
     try:
         sock.sendall(head + b"\n" + src)

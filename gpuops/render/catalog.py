@@ -111,8 +111,10 @@ def render_gotchas(doc, con):
     out = [bold(f"{first['id']}: {first['title']}")]
     handled = [f"checked by {', '.join(first['checked_by'])}"] if first["checked_by"] else []
     handled += [f"prevented by gpuops {p['verb']}: {p['how']}" for p in first["prevented_by"]]
+    handled += [f"{what} {', '.join(first[key])}" for key, what in (
+        ("explained_by", "explained after the fact by"), ("reminded_by", "reminded of by")) if first.get(key)]
     rows = [(label, first[label]) for label in ("symptom", "cause", "fix")]
-    rows += [("gpuops", "; ".join(handled) or "reference only"), ("see also", ", ".join(first["see"]))]
+    rows += [("gpuops", "; ".join(handled) or "documented only"), ("see also", ", ".join(first["see"]))]
     for label, text in rows:
         if text:
             lines = textwrap.wrap(" ".join(str(text).split()), max(20, width - _LABEL), break_on_hyphens=False)

@@ -7,8 +7,8 @@ from . import print_findings, state_text, summary_line
 
 
 def launched(doc, con):
-    """A launch: a placement's reasons, a gang's preflight (findings, and the torch table when the
-    nodes disagree), then the summary line."""
+    """A launch: a placement's reasons, a gang's preflight (findings, the torch table when the
+    nodes disagree, the pairs that cannot connect), then the summary line."""
     from rich.table import Table
 
     d = doc["data"]
@@ -27,6 +27,14 @@ def launched(doc, con):
             for r in pre["table"]:
                 table.add_row(str(r["node"]), r["host"], *(str(r.get(k) or "-") for k in (
                     "torch", "torch_cuda", "driver", "cuda_max", "python", "gpus")))
+            con.print(table)
+        failed = [p for p in pre.get("dataplane") or [] if not p["ok"]]
+        if failed:
+            table = Table(title="data plane: pairs of nodes that cannot connect (NCCL/Gloo ports)", expand=False)
+            for col in ("from", "to", "listener", "error"):
+                table.add_column(col)
+            for p in failed:
+                table.add_row(f"node {p['from']}", f"node {p['to']}", f"{p['address']}:{p['port']}", p["error"] or "-")
             con.print(table)
         for node in (d.get("gang") or {}).get("nodes") or []:
             con.print(f"  node {node['index']} {node['host']}: job {node['job_id'] or '-'} (pid {node['pid'] or '-'}), "

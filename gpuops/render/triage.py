@@ -108,6 +108,9 @@ def _what(data, found, ctx):
         parts.append("The job finished successfully.")
     elif data.get("status") == "running":
         parts.append("The job is running and its training steps are advancing.")
+    elif ctx.get("no_end"):
+        parts.append("No end in the log: nothing in it says the process ended (no completion, failure, cancel or "
+                     "exit record), and no job state says so; no death is claimed.")
     else:
         parts.append("No known failure signature was found.")
     if ctx.get("ended_by"):

@@ -13,6 +13,8 @@ import re
 from ..envelope import step
 from ..units import duration
 from . import classes as C
+from . import framework_advice as FA
+from . import frameworks as FW
 from . import signatures as S
 from . import wording as W
 
@@ -24,9 +26,11 @@ _EXIT_MEANING = {137: "SIGKILL: often the OOM killer", 134: "SIGABRT: look for a
 
 
 def steps_of(v, name):
-    """The class's steps, the framework's own where its advice differs (a torch CUDA OOM is never
-    told to set remat_policy)."""
-    return S.FRAMEWORK_STEPS.get((name, v.framework())) or S.CLASS_BY_NAME[name].steps
+    """The class's steps (torch's), the framework's own where its advice differs: the framework the
+    log shows, then its family (a torch CUDA OOM is never told to set remat_policy; JAX's advice
+    only where the log shows JAX/XLA)."""
+    fw = v.framework()
+    return FA.ADVICE.get((name, fw)) or FA.ADVICE.get((name, FW.family(fw))) or S.CLASS_BY_NAME[name].steps
 
 
 def fill(v, text, live):
@@ -100,10 +104,17 @@ def compose(v, status, primary, also, prog, heartbeat, dashboards):
                              "of a collective deadlock, not of one dead node.")
     elif status == "completed":
         advice.append("Nothing to fix: the job completed" + (f" (last step {f.last_step})." if f.last_step is not None else "."))
+    elif status == "running" and v.stalled(v.now_epoch) is None:
+        said = f" ({v.state})" if v.state else ""
+        advice.append(f"The job is alive{said}, but nothing dates its step lines (no times on them), so whether "
+                      "training still advances cannot be told from the log: compare the last step with a later "
+                      "triage, or use gpuops status for a gpuops job.")
     elif status == "running":
         left = f", about {duration(prog['eta_s'])} left" if prog["eta_s"] is not None else ""
         at = f" (step {f.last_step}" + (f" of {v.total}" if v.total else "") + f"{left})" if f.last_step is not None else ""
         advice.append(f"Training is advancing{at}; nothing to fix. Triage again later to confirm it still advances.")
+    elif v.no_end:
+        advice.append(_no_end_sentence(v))
     else:
         advice.append("No known failure signature matched: read the lines just before the end of the log.")
     if status not in LIVE + ("completed",):
@@ -141,11 +152,20 @@ def _node_sentence(f):
     return "Failed nodes: " + ", ".join(parts) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "") + "."
 
 
+def _no_end_sentence(v):
+    f = v.f
+    at = f" after step {f.last_step}" if f.last_step is not None else ""
+    return (f"No end in the log: it stops{at} with no completion, failure, cancel or exit record, and no "
+            "scheduler state says the job ended, so it may still be running, or have been killed without a "
+            "trace. Ask what ran it: gpuops status for a gpuops job, scontrol show job / sacct for Slurm, or "
+            "triage again with --slurm-state.")
+
+
 def _death_clues(v):
     out = []
     if v.f.truncated:
-        out.append("The log ends in the middle of a line with no cleanup messages: the process was most likely "
-                   "killed with SIGKILL (host OOM killer, scheduler or a person).")
+        out.append("The log ends in the middle of a line with no cleanup messages: with the job ended, a SIGKILL "
+                   "(host OOM killer, scheduler or a person) is the likely end.")
     if v.state in S.SLURM_ENDED_IT:
         out.append(f"Slurm reports the job as {v.state}: that is how it ended.")
     if not out:

@@ -79,13 +79,20 @@ def record(f, sig, m, buf, vs, ve, line_no, task, step_at, text):
             f.success = occ
     elif target == S.AUX_FRAMEWORK:
         framework(f, sig.id, line_no)
+    elif target == S.AUX_RESTART:
+        f.restart = Occ(line_no, text(m.start()), task, step_at, sig.id)
+    elif target == S.AUX_PROGRESS:
+        f.progress_marks.append(line_no)
+    elif target == S.AUX_TOTAL:
+        number = _NUM.search(view, m.start() - vs)
+        f.max_epochs = int(number.group()) if number else f.max_epochs
 
 
 def framework(f, sig_id, line_no):
-    """Note which framework printed the log (the first line that shows it)."""
+    """Count the lines that show which framework printed the log (frameworks.shown decides)."""
     name = S.FRAMEWORK_OF.get(sig_id)
     if name is not None:
-        f.frameworks.setdefault(name, line_no)
+        f.frameworks[name] = f.frameworks.get(name, 0) + 1
 
 
 def _status(f, view, line_no, text):

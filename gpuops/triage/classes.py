@@ -1,5 +1,8 @@
 """The failure classes, in priority order, with what each means and what to do next.
 
+A class's steps are the ones for a torch log (the default); a framework whose advice differs has
+its own (framework_advice.py: JAX/MaxText, Keras, DeepSpeed, vLLM, ...).
+
 Names and order follow the MaxText-on-Slurm triage procedure (seed 002): infrastructure, stage
 timeouts, training failures, job level. Classes the procedure has no row for are marked
 `extension`: torchrun / HF Trainer / DeepSpeed / Lightning failures, the scheduler's own reasons
@@ -72,6 +75,15 @@ CLASSES = (
        "Checking out the MaxText hotfix branch inside the container failed.",
        "Check that the branch exists and is reachable from the node.",
        "Run the checkout by hand in the container to see git's error."),
+    _c("launch-fail", "extension", "root", "Job start",
+       "The job's command could not start: its program, interpreter or script was not found or is not "
+       "executable (exit 127 command not found, 126 not executable; python's \"can't open file\").",
+       "Check the path the command names on the box, relative to the job's working directory (launch "
+       "--workdir); push the code first (gpuops push) if it is not there yet.",
+       "For 'command not found': the program is not on the PATH of the job's shell (a virtualenv not "
+       "activated, a module not loaded): name it by its full path.",
+       "For 'Permission denied' (exit 126): chmod +x the script, or run it through its interpreter "
+       "(python3 train.py, bash run.sh)."),
     _c("ray-start-fail", "infrastructure", "minor", "Ray init",
        "The Ray cluster did not start; training continues without Ray (no dashboards, no TSDB).",
        "Nothing is needed for training itself: it falls back to running without Ray.",
@@ -118,17 +130,21 @@ CLASSES = (
        "For a RAY=1 job, query the persisted TSDB (GPU utilisation, TCP retransmits, I/O pressure, memory) at the failure time to confirm the tasks were healthy."),
     _c("oom-host", "training", "root", "Training",
        "The host ran out of memory and the kernel OOM killer (or the cgroup limit) killed the process.",
-       "Lower per_device_batch_size (or the data-loader worker count).",
-       "Use remat_policy=full to trade compute for memory.",
-       "Look for a memory spike while checkpointing (data-parallel replica 0 gathers the state).",
+       "Lower the DataLoader's num_workers: every worker holds its own copy of what the dataset keeps in RAM.",
+       "Load big data lazily (memory-mapped files, datasets' Arrow tables) instead of one in-memory object.",
        ENDED + "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
-               "oom_kill counter.",
+               "oom_kill counter (gpuops preflight reads it).",
        gotcha="U9"),
     _c("oom-gpu", "training", "root", "Training",
        "GPU memory ran out while compiling or running the step.",
-       "Lower per_device_batch_size or max_target_length.",
-       "Use remat_policy=full (or activation checkpointing).",
-       "Read the XLA buffer assignment (or torch.cuda.memory_summary()) to see what holds the memory.",
+       "Lower the per-GPU batch size and keep the effective batch with gradient accumulation "
+       "(gradient_accumulation_steps).",
+       "Turn on activation (gradient) checkpointing: model.gradient_checkpointing_enable() in HF, or "
+       "torch.utils.checkpoint around the big blocks.",
+       "Reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; train in bf16 and shorten the "
+       "sequence length if it still does not fit.",
+       "Check that nothing else holds the GPU (nvidia-smi; gpuops reap lists the holders), then read "
+       "torch.cuda.memory_summary() at the failure.",
        gotcha="U10"),
     _c("disk-full", "extension", "root", "Training",
        "A write failed because the disk (or the quota) was full, often while saving a checkpoint.",
@@ -242,25 +258,3 @@ CLASS_BY_NAME = {c.name: c for c in CLASSES}
 PRIORITY = {c.name: i for i, c in enumerate(CLASSES)}
 CLASS_NAMES = tuple(c.name for c in CLASSES)
 
-
-# Next steps that depend on the framework the log shows (scan.py tells torch from JAX/MaxText by
-# the lines each prints). They replace the class's own steps: a torch CUDA OOM must never be told
-# to set remat_policy, a MaxText one never to set PYTORCH_CUDA_ALLOC_CONF.
-FRAMEWORK_STEPS = {
-    ("oom-gpu", "torch"): (
-        "Lower the per-GPU batch size and keep the effective batch with gradient accumulation "
-        "(gradient_accumulation_steps).",
-        "Turn on activation (gradient) checkpointing: model.gradient_checkpointing_enable() in HF, or "
-        "torch.utils.checkpoint around the big blocks.",
-        "Reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; train in bf16 and shorten the "
-        "sequence length if it still does not fit.",
-        "Check that nothing else holds the GPU (nvidia-smi; gpuops reap lists the holders), then read "
-        "torch.cuda.memory_summary() at the failure.",
-    ),
-    ("oom-host", "torch"): (
-        "Lower the DataLoader's num_workers: every worker holds its own copy of what the dataset keeps in RAM.",
-        "Load big data lazily (memory-mapped files, datasets' Arrow tables) instead of one in-memory object.",
-        ENDED + "Confirm on the node: dmesg -T | grep -i -e oom -e 'killed process', or the cgroup memory.events "
-                "oom_kill counter (gpuops preflight reads it).",
-    ),
-}

@@ -15,14 +15,18 @@ Primary class. The classes found compete in this order:
   3. exit reports (a node, a stage or a subprocess exited non-zero), earliest first;
   4. the mechanisms: the training time limit, Slurm's time limit, preemption, then cancellation
      (the mechanism, not the cause);
-  5. unknown-death for an unknown status; a Ray bootstrap failure only when nothing else is found.
+  5. unknown-death for a job whose state says it ended with nothing in the log saying how; a Ray
+     bootstrap failure only when nothing else is found.
 Only *terminal* occurrences compete: an error after which training went on for two or more steps
-did not end the run (it is still listed in `also`). Occurrences after the stopping mechanism
+(or two progress lines that are no steps), or before an elastic restart notice, did not end the
+run (it is still listed in `also`). A job that
+is running, or whose log has no end, has no primary failure from the soft signatures (warnings
+healthy runs print too): they are listed in `also`. Occurrences after the stopping mechanism
 (Slurm's CANCELLED line, the time-limit banner, a launcher receiving SIGTERM) are its
 consequences. Exit lines with 130/143 (srun, NODE_EXIT, the subprocess) are not markers: they
 are printed after the fact, once the processes are gone.
 A completed job has no primary failure. Next steps follow the framework the log shows where the
-advice differs (classes.FRAMEWORK_STEPS: a torch CUDA OOM is not told to set remat_policy).
+advice differs (framework_advice.py: a torch CUDA OOM is never told to set remat_policy).
 
 Heartbeat timeouts follow the false-positive checklist: when an accused task crashed before the
 accusation (traceback, NCCL error, OOM or SIGKILL on that task), that crash is the primary cause;
@@ -35,6 +39,7 @@ from datetime import datetime
 from ..jobs import states
 from ..onbox import steps
 from . import advice as A
+from . import frameworks as FW
 from . import progress as P
 from . import signatures as S
 from . import status as ST
@@ -43,7 +48,8 @@ from . import wording as W
 # A job state from Slurm or from gpuops' own records (gpuops.jobs.states), plus plain words.
 _ALIVE = set(S.SLURM_ALIVE) | set(states.ALIVE) | {"ALIVE"}
 _ENDED = set(S.SLURM_ENDED) | set(states.TERMINAL) | {"ENDED", "DEAD", "GONE"}
-_ENDED_BY = {"completed": "completion line", "failed": "failure report", "cancelled": "cancel line"}
+_ENDED_BY = {"completed": "completion line", "failed": "failure line", "cancelled": "cancel line"}
+_LIVE = ("running", "hanging")
 _SHORT_STATES = {"R": "RUNNING", "PD": "PENDING", "CG": "COMPLETING", "CD": "COMPLETED", "F": "FAILED",
                  "CA": "CANCELLED", "TO": "TIMEOUT", "PR": "PREEMPTED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY",
                  "S": "SUSPENDED", "DL": "DEADLINE", "BF": "BOOT_FAIL"}
@@ -65,12 +71,15 @@ def normalize_state(value):
     return _SHORT_STATES.get(word, word)
 
 
-def classify(facts, now=None, slurm_state=None, exit_record=None, context=None):
-    return _Verdict(facts, now or datetime.now(), slurm_state, exit_record, dict(context or {})).result()
+def classify(facts, now=None, slurm_state=None, exit_record=None, context=None, progress=None):
+    """`progress`: when the job's own record dates its step lines (a gpuops job: the supervisor's
+    growth samples, as `status` reads them), {"at": epoch the last step line was written,
+    "step_time_s": ...}; those facts then decide the stall, with the same rule status uses."""
+    return _Verdict(facts, now or datetime.now(), slurm_state, exit_record, dict(context or {}), progress).result()
 
 
 class _Verdict:
-    def __init__(self, f, now, slurm_state, exit_record, ctx):
+    def __init__(self, f, now, slurm_state, exit_record, ctx, progress=None):
         self.f, self.now, self.ctx = f, now, ctx
         self.now_epoch = now.timestamp()
         self.state_raw = slurm_state
@@ -80,9 +89,14 @@ class _Verdict:
         self.period = P.checkpoint_period(f.cfg_period, f.pt_period, f.pt_ckpt, S.DEFAULT_CHECKPOINT_PERIOD)
         self.step_time = f.step_time
         self.last_epoch = None
-        if f.last_step_basis is not None:
+        self.dated_by = None
+        if progress and progress.get("at") is not None:
+            self.last_epoch, self.dated_by = float(progress["at"]), "the job's record"
+            self.step_time = progress.get("step_time_s") or self.step_time
+        elif f.last_step_basis is not None:
             stamp, add_s, add_steps = f.last_step_basis
             self.last_epoch = stamp.epoch(now) + add_s + add_steps * (self.step_time or 0.0)
+            self.dated_by = "the log's times"
         self.end_epoch = f.end_stamp.epoch(now) if f.end_stamp is not None else None
         if ctx.get("slurm_id") is None and f.slurm_id is not None:
             ctx["slurm_id"] = f.slurm_id
@@ -92,32 +106,55 @@ class _Verdict:
     def status(self):
         f = self.f
         self.ended_by = None
+        self.no_end = False
         recorded = ST.from_records(f, self.state, self.exit_record)
         if recorded is not None:
             status, self.ended_by = recorded
             return status
         alive, ended = self.state in _ALIVE, self.state in _ENDED
         logged = ST.from_log(self)
-        # A traceback that ends the log of a job Slurm still runs may be one rank's: the others can
-        # be hung in a collective, which the step rows below tell.
-        if logged is not None and not (alive and logged[1].sig == "traceback"):
-            status, occ = logged
+        # An error that ends the log of a job Slurm still runs may be one rank's: the others can be
+        # hung in a collective, which the step rows below tell.
+        if logged is not None and not (alive and logged[2] == "error"):
+            status, occ, _ = logged
             self.ended_by = f"{_ENDED_BY[status]}: {occ.decoded().strip()}"
             return status
         if ended:
             return "unknown"
-        stall = steps.stalled(self.last_epoch, self.step_time, self.now_epoch) if f.last_step is not None else None
-        if stall is None:
-            return "running" if alive else "unknown"
-        if not stall:
+        stall = self.stalled(self.now_epoch)
+        if stall is False:
             return "running"
-        return "hanging" if alive else "unknown"
+        if alive:  # silence in a log without step lines is no hang: status would not call it stalled
+            return "hanging" if stall and self.last_epoch is not None else "running"
+        self.no_end = True  # nothing says the process ended: no death is claimed
+        return "unknown"
+
+    def stalled(self, ref):
+        """Has no step line come for longer than the stall bar before `ref`? Step lines are dated
+        by the job's record or the log's times; a log without step lines by its last time. None
+        when nothing dates them."""
+        if self.last_epoch is not None:
+            return steps.stalled(self.last_epoch, self.step_time, ref)
+        if self.f.last_step is None and self.end_epoch is not None:
+            return steps.stalled(self.end_epoch, None, ref)
+        return None
 
     def failed_after(self, line):
-        """Did a cause (not an exit report) appear after `line`? e.g. the final save failing."""
-        return any(S.CLASS_BY_NAME[name].role in ("root", "cause") and hits.all()[-1].line > line
-                   and self.terminal(hits.by_step.values()) is not None
-                   for name, hits in self.f.classes.items())
+        """Did a failure line (not an exit report, not a soft signature) end the run after `line`?
+        e.g. the final save failing."""
+        for name in self.f.classes:
+            occ = self.last_hard(name) if S.CLASS_BY_NAME[name].role in ("root", "cause") else None
+            if occ is not None and occ.line > line and self.terminal([occ]) is not None:
+                return True
+        return False
+
+    def last_hard(self, name):
+        """The last occurrence of a class on a line that is not a soft signature, or None."""
+        hits = self.f.classes.get(name)
+        if not hits:
+            return None
+        occs = sorted(set(hits.all()) | set(hits.by_step.values()), key=lambda o: o.line)
+        return next((o for o in reversed(occs) if o.sig not in S.SOFT_SIGNATURES), None)
 
     # ------------------------------------------------------------------ terminal occurrences
 
@@ -130,9 +167,13 @@ class _Verdict:
         return (self.f.first_step - 1) if self.f.first_step is not None else -1
 
     def terminal(self, occs):
-        """The first occurrence after which training did not go on for 2+ more steps."""
+        """The first occurrence after which training did not go on for 2+ more steps, or past two
+        more of a framework's progress lines that are no steps, and that no restart notice followed
+        (the run went on after it)."""
         thr = self._threshold()
-        cands = [o for o in occs if thr is None or self._resolved(o.step_at) >= thr]
+        marks = self.f.progress_marks
+        went_on = max(self.f.restart.line if self.f.restart is not None else 0, marks[0] if len(marks) == 2 else 0)
+        cands = [o for o in occs if (thr is None or self._resolved(o.step_at) >= thr) and o.line > went_on]
         return min(cands, key=lambda o: o.line) if cands else None
 
     def terminal_of(self, cls):
@@ -154,12 +195,17 @@ class _Verdict:
             if occ is not None and (mechanism is None or occ.line < mechanism):
                 eligible[name] = occ
         heartbeat = self._heartbeat(found) if "heartbeat-timeout" in found else None
+        if status == "running" or self.no_end:  # warnings are no failure until something ends the run
+            eligible = {n: o for n, o in eligible.items() if o.sig not in S.SOFT_SIGNATURES}
         primary = None if completed else self._primary(status, eligible, hang, heartbeat, found)
         classes = self._all_classes(status, found, hang)
         also = [c for c in classes if c != primary]
+        # Where training should be: now for a live job; for one that ended (or whose log has no
+        # end) when its log ends, never today's clock.
+        ref = self.now_epoch if status in _LIVE else self.end_epoch
         prog = P.project(first_step=f.first_step, last_step=f.last_step, total_steps=self.total, period=self.period,
-                         step_time=self.step_time, last_step_epoch=self.last_epoch, now_epoch=self.now_epoch,
-                         completed=completed, failed=status != "running")
+                         step_time=self.step_time, last_step_epoch=self.last_epoch, now_epoch=ref,
+                         completed=completed, failed=status != "running" and not self.no_end)
         stage = self._stage(primary, eligible.get(primary) or self._first(primary))
         dashboards = self._dashboards(status)
         data = {
@@ -173,7 +219,8 @@ class _Verdict:
         data["next"], data["advice"] = A.compose(self, status, primary, also, prog, heartbeat, dashboards)
         context = self._context(status)
         results = W.findings_for(data, found, eligible, self, context, heartbeat, dashboards)
-        return Result(data, results, context, W.summary_line(data))
+        summary = W.summary_line(data) + ("; no end in the log" if self.no_end else "")
+        return Result(data, results, context, summary)
 
     def _hang(self, status):
         f = self.f
@@ -222,7 +269,7 @@ class _Verdict:
                 return mechanism
         if status == "cancelled" or "cancelled" in eligible:
             return "cancelled"
-        if status == "unknown":
+        if status == "unknown" and not self.no_end:
             return "unknown-death"
         if "ray-start-fail" in eligible:
             return "ray-start-fail"
@@ -235,7 +282,7 @@ class _Verdict:
             order[name] = hits.first[0].line
         if hang and "hang" not in order:
             order["hang"] = f.last_step_occ.line if f.last_step_occ else f.lines
-        if status == "unknown":
+        if status == "unknown" and not self.no_end:
             order["unknown-death"] = f.lines + 1
         if status == "cancelled" and not {"cancelled", "timeout", "preempted"} & set(order):
             order["cancelled"] = self._mechanism_line(status) or f.lines
@@ -314,9 +361,10 @@ class _Verdict:
             add(lead, 0)
             for occ in f.classes[primary].all()[:5]:
                 add(occ, 1)
-        if primary == "hang" or "hang" in also or primary == "unknown-death" or "unknown-death" in also:
+        ends = primary == "unknown-death" or "unknown-death" in also or self.no_end  # where the log stops
+        if primary == "hang" or "hang" in also or ends:
             add(f.last_step_occ, 1)
-        if primary == "unknown-death" or "unknown-death" in also:
+        if ends:
             add(f.last_line, 1)
         if heartbeat:
             for t in heartbeat["self_reported"][:3]:
@@ -332,9 +380,8 @@ class _Verdict:
         return [{"line": occ.line, "text": W.clip(occ.decoded())} for _, occ in sorted(chosen, key=lambda ro: ro[1].line)]
 
     def framework(self):
-        """'torch' or 'jax' when the log shows exactly one of them, else None."""
-        seen = self.f.frameworks
-        return next(iter(seen)) if len(seen) == 1 else None
+        """The framework the log shows (frameworks.shown), or None."""
+        return FW.shown(self.f.frameworks, self.f.step_form == "maxtext")
 
     def fix_for(self, name, status):
         """The first prose step of a class, for its finding."""
@@ -347,6 +394,8 @@ class _Verdict:
             job_state=self.state or (str(self.state_raw) if self.state_raw else None),
             lines=f.lines, bytes=f.bytes, engine=f.engine, pieces=f.pieces,
             ended_by=self.ended_by,
+            no_end=self.no_end or None,
+            steps_dated_by=self.dated_by,
             end_time=f.end_stamp.iso() if f.end_stamp else None,
             last_step_time=datetime.fromtimestamp(self.last_epoch, self.now.tzinfo).isoformat() if self.last_epoch else None,
             now=self.now.isoformat(),

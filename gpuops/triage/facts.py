@@ -71,7 +71,10 @@ class Facts:
         self.weak_success = None      # one a failed run prints too (W&B sync): see signatures
         self.keras_epoch = None       # (epoch, of epochs) of the last Keras `Epoch E/N` header
         self.end_report = None        # the last terminal failure evidence (signatures.END_REPORT_SIGNATURES)
-        self.frameworks = {}          # "torch" / "jax" -> first line that shows it
+        self.frameworks = {}          # framework (frameworks.py) -> lines that showed it
+        self.restart = None           # the last notice that the run goes on (an elastic restart)
+        self.progress_marks = deque(maxlen=2)  # lines of the last two progress lines that are no steps
+        self.max_epochs = None        # the epochs a config dump asks for (frameworks.py, kind total)
         self.pt_steps = self.pt_ckpt = self.pt_period = None
         self.cfg_steps = self.cfg_ckpt = self.cfg_period = None
         self.ray = None

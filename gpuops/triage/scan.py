@@ -12,8 +12,11 @@ Per chunk:
     from the first chunk that prints one; literal searches then find the first step, the step
     just before each candidate line (to tell an error that training survived from one that ended
     it), and the last step; the step times and the last step's wall-clock time come from a
-    window of recent steps kept at the end. Forms that count steps done (N/M) are turned into
-    the procedure's 0-indexed steps (N - 1).
+    window of recent steps kept at the end (stepwindow.py). Forms that count steps done (a bar's
+    N/M, Megatron's iteration N, HF's global_step, `Step N/M`: any form but MaxText's, unless the
+    log's first step is 0) are turned into the procedure's 0-indexed steps (N - 1).
+  * a traceback right after CPython's `Exception ignored in:` is no failure (an error at
+    shutdown), and one after `Exception in thread` a soft one (that thread ended).
   * times are read only from bounded windows (see timestamps.py).
 """
 
@@ -23,7 +26,7 @@ from .. import xid
 from ..onbox import steps
 from . import aux
 from . import signatures as S
-from . import timestamps
+from . import stepwindow, timestamps
 from .facts import MAX_TRACKED, Facts, Occ
 from .matcher import LINE_RX, SIG_BY_ID
 
@@ -34,7 +37,6 @@ TEXT_BYTES = 600
 HEARTBEAT_LIST_BYTES = 4096
 # Triage projects step numbers: a form without them (HF's logging dicts) gives it nothing.
 FORMS = tuple(f for f in steps.FORMS if f.name != "hf-log")
-_TASK_RX = re.compile(S.TASK_PREFIX_PATTERN.encode("ascii"))
 _ACCUSED_RX = re.compile(S.ACCUSED_TASK_PATTERN.encode("ascii"))
 _EXIT_RX = {k: re.compile(v.encode("ascii")) for k, v in S.EXIT_CODE_PATTERNS.items()}
 _LINEHAS = {s.id: re.compile(s.rule[len("linehas:"):].encode("ascii"))
@@ -46,6 +48,7 @@ _BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>
 _HOST = re.compile(rb"host=(\S+)")
 _STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
 _SLURM_JOB = re.compile(rb"\*\*\* JOB (\d+) ")
+_NUMBER = re.compile(rb"\d+")
 _KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)\s*$")
 _KERAS_BAR = re.compile(rb"\s*(\d+)/(\d+) (?:\[=+\] - |- \d+s - |\xe2\x94\x81)")  # [===] , verbose=2 , ━
 
@@ -70,17 +73,24 @@ def _word_start(buf, ls, pos):
     return not (before.isalnum() or before == b"_")
 
 
-def _task(buf, ls, le):
-    m = _TASK_RX.match(buf[ls:min(le, ls + 48)])
-    if not m:
-        return None
-    return int(m.group(1) or m.group(2))
+_task = stepwindow.task_of
+
+
+_NOTICE = ((b"Exception ignored in", "ignored"), (b"Exception in thread", "thread"))
+
+
+def _after_notice(buf, ls):
+    """'ignored' when the line before a traceback is CPython's `Exception ignored in: ...` (an error
+    in a destructor or at interpreter exit: Python/errors.c, nothing ended), 'thread' after
+    `Exception in thread ...` (Lib/threading.py: that thread ended, the program may go on)."""
+    prev = buf[buf.rfind(b"\n", 0, max(0, ls - 1)) + 1:ls]
+    return next((kind for notice, kind in _NOTICE if notice in prev), None)
 
 
 def _body(buf, ls, le):
     """The line without its task prefix ("3: ", "[rank3]:") and surrounding blanks."""
     line = buf[ls:le].strip()
-    m = _TASK_RX.match(line)
+    m = stepwindow.TASK_RX.match(line)
     return line[m.end():].strip() if m else line
 
 
@@ -97,6 +107,7 @@ class Scanner:
         self.pieces = 0
         self.traceback_at = {}
         self.form = None
+        self.counts = False  # the form's numbers count steps done (N/M, 1-based): step N - 1
 
     # ------------------------------------------------------------------ step lines
 
@@ -104,13 +115,19 @@ class Scanner:
         if self.form is None:
             self.form = steps.pick(data, FORMS)
             self.f.step_form = self.form.name if self.form else None
+            if self.form is not None:
+                # Only MaxText's `completed step: N` is known to be 0-indexed; another form is read
+                # as a count of steps done (Megatron's iteration N, HF's global_step, `Step N/M`)
+                # unless the log's first step is 0.
+                first = self.form.first(data)
+                self.counts = self.form.counts or (self.form.name != "maxtext" and first.step != 0)
 
     def _index(self, found):
         """The procedure's 0-indexed step of a Step (N/M bars count steps done: N - 1; a bar at
         0/M has done none)."""
         if found is None or found.step is None:
             return None
-        if self.form.counts:
+        if self.counts:
             return found.step - 1 if found.step > 0 else None
         return found.step
 
@@ -251,8 +268,16 @@ class Scanner:
             if sig.rule and sig.rule.startswith("yield:") and sig.rule[len("yield:"):] in found:
                 continue
             event = None
-            if cls == "python-exception":
-                if task in self.traceback_at or len(self.traceback_at) < MAX_TRACKED:
+            if sig.id == "traceback":
+                shutdown = _after_notice(buf, ls)
+                if shutdown == "ignored":
+                    continue
+                if shutdown == "thread":
+                    sig = S.THREAD_TRACEBACK
+            if sig.id in S.BLOCK_HEADERS:
+                opened = self.traceback_at.get(task)
+                nested = opened is not None and line_no - opened <= S.TRACEBACK_SPAN and sig.id == "cxx_terminate"
+                if not nested and (task in self.traceback_at or len(self.traceback_at) < MAX_TRACKED):
                     self.traceback_at[task] = line_no
             elif S.CLASS_BY_NAME[cls].role == "root":
                 tb = self.traceback_at.get(task)
@@ -303,6 +328,10 @@ class Scanner:
             return None, None
         elif rule == "keras_done":
             if not self._keras_done(buf, ls, le, m.start()):
+                return None, None
+        elif rule == "final_save":
+            n = _NUMBER.search(buf, m.start(), ve)
+            if n is None or self.f.max_epochs is None or int(n.group()) != self.f.max_epochs:
                 return None, None
         elif rule == "xid":
             code = _XID_CODE.search(buf, m.start(), ve)
@@ -388,59 +417,5 @@ class Scanner:
             ls = max(body.rfind(b"\n"), body.rfind(b"\r")) + 1
             f.last_line = Occ(self.line_base - tail.count(b"\n", len(body)), _text(body, ls, len(body), ls))
         if self.window is not None:
-            self._window()
+            stepwindow.read(f, self.form, self._index, self.window, self.window_fallback)
         return f
-
-    def _stamp_at(self, win, pos):
-        ls = win.rfind(b"\n", 0, pos) + 1
-        le = win.find(b"\n", pos)
-        found = timestamps.last_in(win, ls, len(win) if le < 0 else le, self.f.year_hint)
-        return found[1].clock() if found else None
-
-    def _window(self):
-        """Step time, per-task last steps and the last step's wall-clock time from recent steps."""
-        f, win = self.f, self.window
-        rows = [(st.start, self._index(st), st.seconds) for st in self.form.scan(win) if st.step is not None]
-        if not rows:
-            return
-        first_seen = {}
-        for pos, step, secs in rows:
-            first_seen.setdefault(step, (pos, secs))
-        first = f.first_step if f.first_step is not None else rows[0][1]
-        events = [(step, secs, None) for _, step, secs in rows]
-        if all(secs is None for _, _, secs in rows):
-            # No `seconds:` on the lines: the time between the step lines' own stamps, as status
-            # takes the time between their writes.
-            events = [(step, None, self._stamp_at(win, pos)) for pos, step, _ in rows[-steps.RECENT_STEPS:]]
-        f.step_time = steps.step_time(events, first)
-        if f.step_time is not None:
-            f.steady_steps = len({e[0] for e in steps.steady(events, first)})
-        for pos, step, _ in rows:
-            ls = win.rfind(b"\n", 0, pos) + 1
-            t = _task(win, ls, min(len(win), ls + 48))
-            if t is not None and (t in f.task_last_steps or len(f.task_last_steps) < MAX_TRACKED):
-                f.task_last_steps[t] = step
-        last_pos = rows[-1][0]
-        ls = win.rfind(b"\n", 0, last_pos) + 1
-        on_line = timestamps.last_in(win, ls, len(win), f.year_hint)
-        if on_line:
-            f.last_step_basis = (on_line[1], 0.0, 0)
-            return
-        before = timestamps.last_before(win, ls, f.year_hint)
-        if before and self.form.counts:
-            # A bar is redrawn, not printed once per step: count the steps done since the time.
-            tpos, stamp = before
-            done = [step for pos, step, _ in rows if pos < tpos and step is not None]
-            f.last_step_basis = (stamp, 0.0, f.last_step - (done[-1] if done else -1))
-        elif before:
-            tpos, stamp = before
-            tle = win.find(b"\n", tpos)
-            later = sum(secs or 0.0 for pos, secs in first_seen.values() if pos > tle)
-            f.last_step_basis = (stamp, later, 0)
-        elif self.window_fallback:
-            stamp, step_then = self.window_fallback
-            if step_then is None:
-                steps_after = f.last_step - (f.first_step or 0) + 1
-            else:
-                steps_after = max(0, f.last_step - step_then)
-            f.last_step_basis = (stamp, 0.0, steps_after)

@@ -10,7 +10,8 @@ grep -E: literals, escapes, classes, (?:...), quantifiers, \\d \\s \\S \\w. No l
 
 from typing import NamedTuple, Optional
 
-from .classes import CLASS_BY_NAME, CLASS_NAMES, CLASSES, FRAMEWORK_STEPS, PRIORITY  # noqa: F401
+from . import frameworks as FW
+from .classes import CLASS_BY_NAME, CLASS_NAMES, CLASSES, PRIORITY  # noqa: F401
 
 # ---------------------------------------------------------------------- constants of the procedure
 
@@ -65,12 +66,15 @@ TIMEOUT_CLASS_BY_STAGE = {
 #                 `*** STEP` cancel after a task already failed is srun tearing the rest down
 #                 (--kill-on-bad-exit), a consequence, and is dropped
 #   "yield:CLASS" dropped when CLASS matched on the same line (the more specific reading)
+#   "keras_epoch" / "keras_done"  Keras's epoch header, and its bar finished in the last epoch
+#   "final_save"  a checkpoint saved at the epoch count the config asks for (frameworks.py)
 
 HARMLESS = "harmless"
 AUX_SUMMARY, AUX_STATUS, AUX_PASSTHROUGH, AUX_CONFIG = "summary", "status", "passthrough", "config"
 AUX_RAY, AUX_TUNNEL, AUX_PROM = "ray", "tunnel", "prometheus"
 AUX_SELF_DEATH, AUX_RESTORE, AUX_SLURM_ID, AUX_BANNER = "self-death", "restore", "slurm-id", "banner"
-AUX_SUCCESS, AUX_FRAMEWORK = "success", "framework"
+AUX_SUCCESS, AUX_FRAMEWORK, AUX_RESTART, AUX_TOTAL = "success", "framework", "restart", "total"
+AUX_PROGRESS = "progress"
 STEP = "step"
 
 
@@ -85,12 +89,11 @@ def _s(id, target, pattern, rule=None):
     return Signature(id, target, pattern, rule)
 
 
-SIGNATURES = (
+_BASE = (
     # -- known-harmless lines: seen in healthy jobs; a line holding one is never reported
     _s("h_cuinit", HARMLESS, r"Failed call to cuInit"),
     _s("h_cuda_internal", HARMLESS, r"INTERNAL: CUDA error"),
     _s("h_mscclpp", HARMLESS, r"NCCL WARN MSCCL\+\+: Feature not enabled"),
-    _s("h_tokenizer", HARMLESS, r"Token indices sequence length is longer than the specified maximum"),
     _s("h_oci_exec", HARMLESS, r"OCI runtime exec failed"),
     _s("h_exec_fallback", HARMLESS, r"\[exec\] docker exec failed"),
     _s("h_cgroup_nothing", HARMLESS, r"\[cgroup\] Sent SIGKILL to 0/0 processes"),
@@ -133,6 +136,10 @@ SIGNATURES = (
     _s("hub_local_entry", "hub-download-fail", r"LocalEntryNotFoundError"),
     _s("hub_pool", "hub-download-fail", r"HTTPSConnectionPool\(host='(?:huggingface\.co|cdn-lfs|hf-mirror)"),
     _s("hub_401", "hub-download-fail", r"Unauthorized for url: https://huggingface\.co"),
+    # python/cpython Modules/main.c ("%ls: can't open file %R: [Errno %d] %s"), exit 2
+    _s("py_cant_open", "launch-fail", r"can't open file"),
+    # bminor/bash execute_cmd.c ("command not found"), exit 127
+    _s("sh_not_found", "launch-fail", r": command not found"),
     _s("rdzv_timeout", "rendezvous-fail", r"RendezvousTimeoutError"),
     _s("rdzv_conn", "rendezvous-fail", r"RendezvousConnectionError"),
     _s("rdzv_state", "rendezvous-fail", r"RendezvousStateError"),
@@ -200,10 +207,8 @@ SIGNATURES = (
     _s("nan_loss", "nan-divergence", r"loss['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|NAN|inf|Inf)"),
     _s("nan_loss_cap", "nan-divergence", r"Loss(?: is|:|=)[ \t]*-?(?:nan|NaN|NAN|inf|Inf)"),
     _s("nan_grad_norm", "nan-divergence", r"grad[_ ]norm['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|inf|Inf)"),
-    _s("nan_not_finite", "nan-divergence", r"is not finite\. Previous best value"),
     _s("nan_clip", "nan-divergence", r"is non-finite, so it cannot be clipped"),
     _s("nan_anomaly", "nan-divergence", r"returned nan values in its"),
-    _s("nan_megatron", "nan-divergence", r"found NaN in local grad norm"),
     _s("nan_jax_debug", "nan-divergence", r"invalid value \(nan\) encountered"),
     _s("tpu_lame_workers", "tpu-worker-lost", r"lame workers found"),
     _s("tpu_remote_server", "tpu-worker-lost", r"Failed to connect to remote server at address: grpc://"),
@@ -264,27 +269,22 @@ SIGNATURES = (
     _s("restore_none", AUX_RESTORE, r"No existing checkpoints found, not restoring checkpoint"),
     _s("restore_step", AUX_RESTORE, r"restoring from this run's directory step \d+"),
     _s("slurm_id", AUX_SLURM_ID, r"SLURM_JOB_ID=\d+"),
-    # completion markers of the common trainers (the last words of a run that ended well)
-    _s("hf_done", AUX_SUCCESS, r"Training completed\. Do not forget to share your model"),
-    _s("hf_runtime", AUX_SUCCESS, r"'train_runtime': "),
-    _s("pl_stopped", AUX_SUCCESS, r"Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"),
-    _s("ds_success", AUX_SUCCESS, r"exits successfully"),
+    # W&B's footer: a run that ended well prints it, and so does one that crashed (see WEAK_SUCCESS)
+    # wandb/wandb wandb/sdk/internal/sender.py, wandb/sdk/wandb_run.py
     _s("wandb_summary", AUX_SUCCESS, r"wandb: Run summary:"),
     _s("wandb_synced", AUX_SUCCESS, r"wandb: Synced \d+ W&B file"),
-    # torchrun's elastic agent (also under accelerate launch) once every local worker exited 0
-    _s("agent_done", AUX_SUCCESS, r"worker group successfully finished"),
-    # Keras: a finished bar (N/N, in any of its three formats) in the last epoch (`Epoch E/E`);
-    # both halves are checked by scan.py, the epoch header is remembered as it goes by
-    _s("keras_epoch", AUX_SUCCESS, r"Epoch \d+/\d+", rule="keras_epoch"),
-    _s("keras_done", AUX_SUCCESS, r"/step", rule="keras_done"),
-    # which framework printed the log: decides which advice fits (see classes.FRAMEWORK_STEPS)
-    _s("fw_torch", AUX_FRAMEWORK, r"torch[./r]"),
-    _s("fw_deepspeed", AUX_FRAMEWORK, r"deepspeed"),
-    _s("fw_lightning", AUX_FRAMEWORK, r"lightning"),
-    _s("fw_jax", AUX_FRAMEWORK, r"jax(?:lib|\.errors|\.distributed|/)"),
-    _s("fw_maxtext", AUX_FRAMEWORK, r"MaxText"),
-    _s("fw_xla_runtime", AUX_FRAMEWORK, r"XlaRuntimeError"),
 )
+
+# Lines that open a block whose later lines name the cause: a cause printed within TRACEBACK_SPAN
+# lines after one, by the same task, counts from the block's first line (classify.py).
+BLOCK_HEADERS = ("traceback", "thread_traceback", "cxx_terminate")
+# A traceback after CPython's `Exception in thread ...`: that thread died, the program may not have.
+THREAD_TRACEBACK = _s("thread_traceback", "python-exception", r"Traceback \(most recent call last\):")
+
+# What each framework prints at the ends of a run (frameworks.py), as signatures.
+_KIND_TARGET = {"detect": AUX_FRAMEWORK, "done": AUX_SUCCESS, "weak": AUX_SUCCESS, "noise": HARMLESS,
+                "restart": AUX_RESTART, "total": AUX_TOTAL, "progress": AUX_PROGRESS}
+SIGNATURES = _BASE + tuple(_s(e.id, e.target or _KIND_TARGET[e.kind], e.pattern, e.rule) for e in FW.ENTRIES)
 
 # Exit-code routing for "exit" rules: which class an exit code means on that kind of line.
 # "cancel" marks the cancellation mechanism (130/143); None drops the line.
@@ -324,13 +324,21 @@ END_REPORT_SIGNATURES = ("torch_child_failed", "torch_root_cause", "deepspeed_ex
                          "oom_kill_event", "banner")
 # Completion markers that the end of a failed run prints too (W&B syncs on a crash as well): they
 # mean completed only when no failure ended the run.
-WEAK_SUCCESS_SIGNATURES = ("wandb_summary", "wandb_synced", "ds_success")
+WEAK_SUCCESS_SIGNATURES = ("wandb_summary", "wandb_synced") + tuple(e.id for e in FW.ENTRIES if e.kind == "weak")
 # Slurm's reason for a cancel, on its `*** JOB|STEP ... CANCELLED AT ... DUE TO <reason>` line.
 CANCEL_REASONS = ((b"DUE TO TIME LIMIT", "timeout"), (b"DUE TO PREEMPTION", "preempted"),
                   (b"DUE TO JOB REQUEUE", "preempted"), (b"DUE TO NODE FAIL", "node-fail"))
-FRAMEWORK_OF = {"fw_torch": "torch", "fw_deepspeed": "torch", "fw_lightning": "torch", "fw_jax": "jax",
-                "fw_maxtext": "jax", "fw_xla_runtime": "jax", "gpu_oom_torch": "torch", "gpu_resource": "jax",
-                "gpu_resource_camel": "jax", "gpu_xla_error": "jax"}
+# Which framework a line shows (frameworks.py), and the error lines that only one family prints.
+FRAMEWORK_OF = dict(FW.FRAMEWORK_OF, gpu_oom_torch="torch", gpu_resource="jax", gpu_resource_camel="jax",
+                    gpu_xla_error="jax", xla_oom="jax")
+# A framework's own handling of a stop signal: the job was stopped (frameworks.py, kind cancel).
+FRAMEWORK_CANCEL = tuple(e.id for e in FW.ENTRIES if e.kind == "cancel")
+# Lines that healthy runs print too, or that a run survives as often as not: a class worth listing,
+# but not a sign that the process ended (a warning, a retried bind, a metric printed as NaN). Any
+# other failure line with nothing but noise after it ends the run (see status.py).
+SOFT_SIGNATURES = ("port_in_use", "port_eaddrinuse", "nccl_warn", "nccl_warn_timeout", "nccl_conn_reset",
+                   "nccl_timeout_waiting", "gpu_oom_text", "nan_loss", "nan_loss_cap", "nan_grad_norm",
+                   "hub_offline", "hub_no_connect", "hub_local_entry", "hub_pool", "no_gpu", "thread_traceback")
 
 # Where the procedure's checklists look (heartbeat false positives, restored runs).
 ACCUSED_TASK_PATTERN = r"/task:(\d+)"

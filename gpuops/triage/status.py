@@ -7,22 +7,31 @@ The procedure's table (seed 002), in this order:
 A gpuops job's exit record stands in for the summary (same rows; a record with neither a code nor
 a signal says nothing, and the job's recorded state decides). Slurm's state CANCELLED is a cancel.
 
-Without a summary, extended for the logs people have: the last piece of terminal evidence in the
-log decides, unless training went on for two or more steps after it (an error the run survived,
-an elastic restart):
-    a trainer's completion marker (HF Trainer, Lightning max_steps/max_epochs; DeepSpeed's `exits
-      successfully` and W&B's run summary only when no failure ended the run) ........ completed
+Without a summary, extended for the logs people have: the log's last *event* decides, not its last
+line. Lines that are no event (a CUDA error's hints, a per-rank summary, a tracker's footer, the
+remains of a progress bar, warnings) do not hide the event before them; an event after which
+training went on for two or more steps (or two of a framework's progress lines that are no steps:
+vLLM's stats, fairseq's train_inner), or before an elastic restart notice, did not end the run:
+    a completion: a trainer's own end of training (frameworks.py: HF Trainer, Lightning, Megatron,
+      Keras, fairseq, YOLO, submitit, ...), or the step lines reaching the run's total; a
+      launcher's clean exit or W&B's footer only when no failure ended the run; a trainer that
+      stopped itself on NaN is failed, however cleanly it exited ..................... completed
     a launcher's failure report (torchrun ChildFailedError / Root Cause, DeepSpeed / Accelerate
       return code, srun task exit), a crash the shell reported (core dumped, bash Killed), Slurm's
-      oom_kill event, a harness stage FAILED, Slurm's DUE TO NODE FAILURE, or a traceback the
-      log ends in (nothing but its own lines after it) .............................. failed
+      oom_kill event, a harness stage FAILED, Slurm's DUE TO NODE FAILURE, or a failure line of
+      the program (a traceback, a CUDA OOM, an NCCL watchdog tear-down, ...) that is not one
+      of the soft signatures healthy runs print too (signatures.SOFT_SIGNATURES) ...... failed
     Slurm's `*** JOB|STEP ... CANCELLED AT ...` (DUE TO TIME LIMIT: class timeout; DUE TO
-      PREEMPTION or JOB REQUEUE: class preempted) ................................... cancelled
+      PREEMPTION or JOB REQUEUE: class preempted), or a framework's own signal handling . cancelled
 Then the procedure's rows on step progress (judged against `now`, never the file's mtime, with the
-stall bar of gpuops.onbox.steps):
-    steps advancing ........................................ running
-    steps stalled, job alive (Slurm RUNNING) ............... hanging
-    steps stalled, job ended or state unknown .............. unknown   (class unknown-death)
+stall bar of gpuops.onbox.steps; a gpuops job's step lines are dated by its supervisor's record,
+as `status` dates them):
+    steps advancing (a log without step lines: its last time is recent) ... running
+    steps stalled, job alive (Slurm RUNNING, a live gpuops job) ........... hanging
+    alive, but nothing dates the step lines ................................ running (cannot tell more)
+    the job ended (its state says so) and nothing in the log says how ..... unknown   (class unknown-death)
+    no state, and nothing in the log says the process ended ............... unknown   (no end in the log:
+                                                                               no class; no death is claimed)
 """
 
 from ..jobs import states
@@ -63,29 +72,37 @@ def from_records(f, state, exit_record):
 
 
 def from_log(v):
-    """(status, the Occ that decided) from the log's last terminal evidence, or None.
-    `v` is the verdict (classify._Verdict): its facts and its `terminal` / `failed_after` rules."""
+    """(status, the Occ that decided, its kind) from the log's last end event, or None when nothing
+    in the log says the run ended. `v` is the verdict (classify._Verdict): its facts and its
+    `terminal` / `last_hard` / `failed_after` rules. Kinds: report (a launcher, the shell, Slurm),
+    error (a failure line of the program itself), done, cancel."""
     f = v.f
     marks = []
-    if f.end_report is not None and v.terminal([f.end_report]) is not None:
-        marks.append((f.end_report.line, "failed", f.end_report))
+
+    def mark(occ, status, kind):
+        if occ is not None and v.terminal([occ]) is not None:
+            marks.append((occ.line, status, occ, kind))
+
+    mark(f.end_report, "failed", "report")
     for name, status in _CANCEL_CLASSES.items():
         occ = v.terminal_of(name)
-        if occ is not None and (name != "cancelled" or b"CANCELLED AT" in occ.text):
-            marks.append((occ.line, status, occ))
+        if occ is not None and (name != "cancelled" or b"CANCELLED AT" in occ.text or occ.sig in S.FRAMEWORK_CANCEL):
+            mark(occ, status, "cancel")
     node = v.terminal_of("node-fail")
     if node is not None and node.detail and node.detail.startswith("DUE TO"):
-        marks.append((node.line, "failed", node))
-    tb = v.terminal_of("python-exception")
-    last_tb = f.classes["python-exception"].all()[-1] if tb is not None else None
-    if last_tb is not None and f.lines - last_tb.line <= S.TRACEBACK_SPAN and v.terminal([last_tb]) is not None:
-        marks.append((last_tb.line, "failed", last_tb))
-    if f.success is not None and v.terminal([f.success]) is not None:
-        marks.append((f.success.line, "failed" if v.failed_after(f.success.line) else "completed", f.success))
-    weak = f.weak_success
-    if weak is not None and v.terminal([weak]) is not None and not v.failed_after(-1):
-        marks.append((weak.line, "completed", weak))
+        mark(node, "failed", "report")
+    for name in f.classes:
+        if S.CLASS_BY_NAME[name].role in ("root", "cause"):
+            mark(v.last_hard(name), "failed", "error")
+    guard = v.last_hard("nan-divergence")  # a trainer's own NaN guard ended it, however cleanly
+    if f.success is not None:
+        failed = v.failed_after(f.success.line) or (guard is not None and v.terminal([guard]) is not None)
+        mark(f.success, "failed" if failed else "completed", "done")
+    if f.weak_success is not None and not v.failed_after(-1):
+        mark(f.weak_success, "completed", "done")
+    if f.last_step is not None and v.total and f.last_step >= v.total - 1 and not v.failed_after(f.last_step_occ.line):
+        mark(f.last_step_occ, "completed", "done")  # the step lines reached the run's own total
     if not marks:
         return None
-    line, status, occ = max(marks, key=lambda m: m[0])
-    return status, occ
+    _, status, occ, kind = max(marks, key=lambda m: m[0])
+    return status, occ, kind

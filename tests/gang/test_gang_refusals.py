@@ -3,6 +3,7 @@ the table), a busy rendezvous port on the head (with its holder's pid), code tha
 rendezvous the others cannot reach, one box under two names (the same host key), a node that
 cannot be asked, and mistakes made on the command line."""
 
+import io
 import json
 import os
 import socket
@@ -10,18 +11,22 @@ import subprocess
 import sys
 
 import pytest
+from rich.console import Console
 
 from gpuops.ops import gang
+from gpuops.render import gang as render_gang
 from tests.gang.conftest import DDP
 from tests.rig.sshd import free_port
 
 OLD_TORCH = os.path.join(os.path.dirname(DDP), "oldtorch")
+CLOSED_EPHEMERAL = os.path.join(os.path.dirname(DDP), "closed-ephemeral")
 
 
 @pytest.fixture(scope="module")
 def boxes(gang_rig):
     a = gang_rig.box("gr-a")
-    made = {"a": a.spec, "b": gang_rig.box("gr-b").spec, "old": gang_rig.box("gr-old", PYTHONPATH=OLD_TORCH).spec}
+    made = {"a": a.spec, "b": gang_rig.box("gr-b").spec, "old": gang_rig.box("gr-old", PYTHONPATH=OLD_TORCH).spec,
+            "walled": gang_rig.box("gr-walled", PYTHONPATH=CLOSED_EPHEMERAL).spec}
     gang_rig.rig.box("gr-twin", host_key=a.host_key, env={"PATH": f"{gang_rig.bin}:/usr/bin:/bin"})
     gang_rig.rig.alias("gr-down")
     made.update(twin="gr-twin", down="gr-down")
@@ -95,6 +100,35 @@ def test_a_rendezvous_the_other_nodes_cannot_reach(gang_rig, boxes):
     unreachable = next(f for f in verdict["findings"] if f.id == "gang.unreachable-rendezvous")
     assert unreachable.title.startswith(f"node 1 ({boxes['b']}) cannot reach 198.51.100.1:")
     assert "--rdzv-host ADDR" in unreachable.fix
+
+
+def test_a_box_whose_ephemeral_ports_are_closed_passes_the_rendezvous_and_is_refused_per_pair(cli, gang_rig, boxes):
+    # Seed 004's "firewall blocking communication": the rendezvous port answers, NCCL's and Gloo's
+    # ephemeral listeners on gr-walled do not. Every pair is tried over sshd, each reported.
+    hosts = [boxes["a"], boxes["b"], boxes["walled"]]
+    r = _launch(cli, gang_rig, hosts, "--json")
+    assert r.returncode == 5, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    pairs = {(p["from"], p["to"]): p for p in doc["data"]["preflight"]["dataplane"]}
+    assert sorted(pairs) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert [k for k, p in sorted(pairs.items()) if not p["ok"]] == [(0, 2), (1, 2)]
+    assert pairs[(0, 2)]["error"] == "Connection refused" and pairs[(2, 0)]["ok"] and pairs[(2, 1)]["ok"]
+    bad = [f for f in doc["findings"] if f["id"] == "gang.dataplane"]
+    assert [f["title"].split(" on its data-plane port")[0] for f in bad] == [
+        f"node 0 ({boxes['a']}) cannot connect to node 2 (gr-walled)",
+        f"node 1 ({boxes['b']}) cannot connect to node 2 (gr-walled)"]
+    assert bad[0]["fix"].startswith("on gr-walled: allow TCP from 127.0.0.1 to ports ")
+    assert not any(f["id"].startswith("gang.unreachable") for f in doc["findings"]), "the rendezvous itself passed"
+    assert _nothing_started(gang_rig, "gr-a", "gr-b", "gr-walled")
+    screen = io.StringIO()
+    render_gang.launched(doc, Console(file=screen, width=120, no_color=True, highlight=False))
+    table = screen.getvalue()[screen.getvalue().index("data plane: pairs of nodes that cannot connect"):]
+    assert [line.split()[:4] for line in table.splitlines() if line.startswith("│") and "refused" in line] == [
+        ["│", "node", "0", "│"], ["│", "node", "1", "│"]]
+    verdict = gang.preflight([boxes["a"], boxes["b"]], nproc_per_node=1, port=free_port(), rdzv_host="127.0.0.1",
+                             window_s=5)
+    assert verdict["ok"] and [(p["from"], p["to"], p["ok"]) for p in verdict["dataplane"]] == [
+        (0, 1, True), (1, 0, True)]
 
 
 def test_one_box_under_two_names_is_refused(cli, gang_rig, boxes):

@@ -14,7 +14,8 @@ NOW = 1_790_000_000.0
 
 
 def node_facts(index, *, role=None, torch="2.13.0+cpu", cuda=None, driver="550.54.15", cuda_max="12.4", gpus=0,
-               boot="boot-a", netns="net:[1]", iface="lo", address="127.0.0.1", now=NOW, code=None, **rdzv):
+               boot="boot-a", netns="net:[1]", iface="lo", address="127.0.0.1", now=NOW, code=None, plane=None,
+               **rdzv):
     role = role or ("head" if index == 0 else "worker")
     if role == "head":
         r = {"role": "head", "port": 29500, "free": True, "error": None, "holders": [], "heard": [], "strangers": 0,
@@ -26,12 +27,23 @@ def node_facts(index, *, role=None, torch="2.13.0+cpu", cuda=None, driver="550.5
     return {"node": index, "hostname": f"h{index}", "boot_id": boot, "netns": netns, "python": "3.11.7",
             "interfaces": [{"name": iface, "ipv4": address, "up": True, "loopback": iface == "lo"}],
             "route": {"address": address, "interface": iface}, "rendezvous": r, "code": code,
+            "dataplane": dict({"address": address, "port": 40000 + index, "error": None, "peers": None, "probes": [],
+                               "heard": [], "port_range": [32768, 60999]}, **(plane or {})),
             "gpu": {"driver": driver, "cuda_max": cuda_max, "error": None, "count": gpus,
                     "names": ["NVIDIA H100 80GB HBM3"] * gpus},
             "torch": {"installed": True, "version": torch, "cuda": cuda, "error": None}, "now": now}
 
 
-def nodes(*facts, received=NOW):
+def nodes(*facts, received=NOW, mesh=True):
+    """Checked node documents; with `mesh`, a node whose data-plane table is not given got it and
+    reached every other node."""
+    for f in facts:
+        plane = f["dataplane"]
+        if mesh and plane["peers"] is None and not plane["probes"]:
+            plane["probes"] = [{"node": o["node"], "address": o["dataplane"]["address"] or "127.0.0.1",
+                                "port": o["dataplane"]["port"] or 1, "connected": True, "answered": True, "error": None,
+                                "seconds": 0.001, "attempts": 1} for o in facts if o is not f]
+            plane["peers"] = len(facts)
     out = []
     for f in facts:
         host = f"box{f['node']}"
@@ -127,6 +139,54 @@ def test_a_node_that_cannot_reach_the_head_or_reached_someone_else():
     assert "gang.wrong-head" in failed(v)
 
 
+def _probe(node, port, connected=True, answered=True, error=None):
+    return {"node": node, "address": "10.0.0.%d" % (5 + node), "port": port, "connected": connected,
+            "answered": answered, "error": error, "seconds": 0.01 if connected else None, "attempts": 1 if connected else 9}
+
+
+def _planed(*probes_by_node, **kw):
+    return [node_facts(i, boot=f"b{i}", iface="ens5", address=f"10.0.0.{5 + i}",
+                       plane={"peers": len(probes_by_node), "probes": probes, "port_range": [32768, 60999]}, **kw)
+            for i, probes in enumerate(probes_by_node)]
+
+
+def test_a_pair_refused_on_the_data_plane_is_refused_with_the_listeners_side_fix():
+    # Seed 004's firewall: the rendezvous port is open, box2's ephemeral ports are not.
+    v = judge(nodes(*_planed([_probe(1, 40001), _probe(2, 40002, False, False, "Connection refused")],
+                             [_probe(0, 40000), _probe(2, 40002, False, False, "Connection refused")],
+                             [_probe(0, 40000), _probe(1, 40001)])))
+    bad = [f for f in v["findings"] if f.id == "gang.dataplane"]
+    assert [f.title for f in bad] == [
+        "node 0 (box0) cannot connect to node 2 (box2) on its data-plane port 10.0.0.7:40002: Connection refused",
+        "node 1 (box1) cannot connect to node 2 (box2) on its data-plane port 10.0.0.7:40002: Connection refused"]
+    assert bad[0].fix.startswith("on box2: allow TCP from 10.0.0.5 to ports 32768-60999 (its ephemeral range")
+    assert "iptables -I INPUT -p tcp -s 10.0.0.5 --dport 32768:60999 -j ACCEPT" in bad[0].fix and bad[0].gotcha == "VAST6"
+    assert not v["ok"] and len(v["dataplane"]) == 6
+    assert [(p["from"], p["to"], p["ok"]) for p in v["dataplane"] if not p["ok"]] == [(0, 2, False), (1, 2, False)]
+
+
+def test_a_data_plane_port_answered_by_something_else_and_a_node_that_cannot_listen():
+    v = judge(nodes(*_planed([_probe(1, 40001, True, False, "something answered at 10.0.0.6:40001, but not node 1")],
+                             [_probe(0, 40000)])))
+    [nat] = [f for f in v["findings"] if f.id == "gang.dataplane"]
+    assert "NAT or port mapping" in nat.fix
+    broken = node_facts(1, plane={"port": None, "error": "Cannot assign requested address", "address": "10.9.9.9"})
+    v = judge(nodes(node_facts(0), broken))
+    assert failed(v)["gang.dataplane"].title == ("node 1 (box1) cannot listen on an ephemeral port of 10.9.9.9, as "
+                                                 "NCCL and Gloo will: Cannot assign requested address")
+
+
+def test_a_node_that_got_no_table_is_left_to_the_rendezvous_finding_and_all_pairs_passing_is_quiet():
+    head = node_facts(0, plane={"peers": 1, "probes": []})
+    worker = node_facts(1, connected=False, answered=False, local=None, error="Connection refused",
+                        plane={"port": None, "peers": None, "probes": []})
+    v = judge(nodes(head, worker, mesh=False))
+    assert "gang.unreachable-rendezvous" in failed(v) and not [f for f in v["findings"] if f.id == "gang.dataplane"]
+    assert v["dataplane"] == []
+    ok = judge(nodes(node_facts(0), node_facts(1), node_facts(2)))
+    assert ok["ok"] and len(ok["dataplane"]) == 6 and all(p["ok"] for p in ok["dataplane"])
+
+
 def test_clocks_apart_more_than_the_tolerance():
     v = judge(nodes(node_facts(0), node_facts(1, now=NOW + 9.0)))
     f = failed(v)["gang.clock"]
@@ -163,6 +223,9 @@ def test_a_node_not_asked_and_a_shared_host_key_stop_the_judging_early():
     (("interfaces",), [{"name": "x", "ipv4": "1.2.3.4", "up": "yes", "loopback": False}], "'up' is a str"),
     (("torch", "version"), "x" * 600, "a text's length is 600"),
     (("now",), float("nan"), "now is nan"),
+    (("dataplane", "port"), 70000, "the data-plane port is 70000"),
+    (("dataplane", "probes"), [dict(_probe(1, 1), address="../../x")], "data-plane address '../../x'"),
+    (("dataplane", "heard"), [True], "data-plane hellos [True]"),
     (("code",), {"dir": "/c", "exists": True, "files": 1, "bytes": 1, "digest": "d", "entries": [["a", 1]],
                  "truncated": False, "errors": 0}, "a code entry is ['a', 1]"),
 ])

@@ -5,6 +5,7 @@ agent fails that node, the others follow, and gpuops names the node that went fi
 
 import json
 import os
+import shutil
 import signal
 import time
 
@@ -200,3 +201,62 @@ def test_a_killed_node_fails_the_gang_and_diagnose_names_it_then_retry_and_stop(
     assert all(n["state"] in states.TERMINAL for n in stopped["data"]["nodes"])
     time.sleep(0.5)
     assert all(_worker_of(gang_rig.jobs(n["host"]), n["job_id"]) is None for n in child["nodes"])
+
+
+def test_a_gang_launch_through_armed_helpers_is_judged_as_over_exec_channels(cli, gang_rig, tmp_path, monkeypatch):
+    """The resident helper once ran every worker as `python3 -S`: a gang's preflight found no torch
+    in the box's site-packages and refused every launch with "cannot import torch" once a master had
+    armed a helper, while the same launch ran with GPUOPS_RESIDENT=0."""
+    import tempfile
+
+    from gpuops.ops import gang
+    from gpuops.remote import hostspec, mux, resident
+    from gpuops.remote.targets import target_for
+    from tests.conftest import kept_masters
+
+    runtime = tempfile.mkdtemp(prefix="gg-box-")  # the boxes' helpers leave with it
+    boxes = [gang_rig.box(f"gang-site-{n}", XDG_RUNTIME_DIR=runtime) for n in ("a", "b")]
+    hosts = [b.spec for b in boxes]
+
+    def verdict():
+        pre = gang.preflight(hosts, nproc_per_node=1, port=free_port(), rdzv_host="127.0.0.1")
+        return pre["ok"], sorted((f.id, f.severity, f.title if f.severity != "ok" else "") for f in pre["findings"])
+
+    with kept_masters(monkeypatch, "gg-"):
+        monkeypatch.setenv("GPUOPS_RESIDENT", "0")
+        over_exec_channels = verdict()
+        monkeypatch.delenv("GPUOPS_RESIDENT")
+        for host in hosts * 2:  # a master's second shipped call arms its helper
+            t = target_for(host)
+            t.run_onbox("manifest", stdin=json.dumps({"root": "/", "paths": []}).encode())
+            t.close()
+        for host in hosts:
+            master = mux.socket_path(mux.shared_dir(), hostspec.resolve(host), None)
+            assert wait_for(lambda: resident.forward_for(master), timeout=15), f"{host}: no helper was armed"
+        before = [b.exec_requests() for b in boxes]
+        through_helpers = verdict()
+        assert [b.exec_requests() for b in boxes] == before, "every node's preflight rode its helper"
+        assert over_exec_channels[0] is True, over_exec_channels
+        assert through_helpers == over_exec_channels
+
+        doc, _ = _launch(cli, gang_rig, hosts, 1, tmp_path, env=gang_rig.env())
+        assert doc["ok"], doc["summary"]
+        done, _ = _until(doc["data"]["gang"]["gang_id"], states.TERMINAL)
+        assert done["data"]["state"] == states.COMPLETED, done["summary"]
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_wrong_script_path_is_named_by_diagnose_in_the_nodes_own_words(cli, gang_rig, three, tmp_path):
+    """Issue 27: `diagnose --gang` of a torchrun whose script path was wrong never showed the node's
+    "can't open file ... No such file or directory" line, and its advice was the generic one."""
+    r = cli("launch", "--host", ",".join(three[:2]), "--torchrun", "--rdzv-port", str(free_port()),
+            "--workdir", os.path.dirname(DDP), "--name", "ddp-typo", "--cmd", "ddp_trian.py --steps 5", "--json",
+            env=gang_rig.env(), timeout=300)
+    gang_id = json.loads(r.stdout)["data"]["gang"]["gang_id"]
+    _until(gang_id, states.TERMINAL, timeout=120)
+    r = cli("diagnose", "--gang", gang_id, "--json", env=gang_rig.env())
+    diag = json.loads(r.stdout)
+    said = diag["data"]["error_line"]
+    assert "can't open file" in said and "ddp_trian.py" in said and said in diag["summary"], diag["summary"]
+    assert diag["data"]["diagnose"]["triage"]["primary"] == "launch-fail"
+    assert any("push the code" in a for a in diag["advice"]), diag["advice"]

@@ -279,8 +279,13 @@ def test_retry_makes_a_child_from_the_immutable_command(box, jobs_dir):
     assert (jobs_dir / parent / "cmd").read_text() == "echo args:\n", "the parent's copy is never rewritten"
 
 
-def test_follow_recovers_from_a_half_open_link(box, jobs_box, jobs_dir, monkeypatch):
-    """The server side freezes (no FIN, no RST): only the stream's silence gives it away."""
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-master", "own-connection"])
+def test_follow_recovers_from_a_half_open_link(box, jobs_box, jobs_dir, monkeypatch, kept):
+    """The server side freezes (no FIN, no RST): only the stream's silence gives it away. On a kept
+    master the silence used to be noticed and nothing done about it: the master holds the
+    channel's pipes, so the follow hung until the master's keepalives gave out."""
+    if not kept:
+        monkeypatch.setenv("GPUOPS_SSH_PERSIST", "0")
     monkeypatch.setattr(joblogs, "STREAM_IDLE_S", 1.5)
     job = launched(box, jobs_dir, "for i in $(seq 1 60); do echo \"line $i\"; sleep 0.05; done")
     got, result = bytearray(), {}

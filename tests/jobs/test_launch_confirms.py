@@ -8,6 +8,8 @@ import pytest
 from gpuops.jobs.errorline import first_error
 from tests.jobs.test_jobs_cli import run
 
+pytestmark = pytest.mark.usefixtures("launch_confirms")
+
 
 def test_a_typo_is_failed_127_with_the_shells_words_not_started(jobs_box, jobs_dir):
     """`launch --cmd 'pythn train.py'` printed a green `started`; the job was FAILED 127 a second later."""

@@ -15,7 +15,7 @@ from tests.rig.ray import RayHead, unavailable
 
 
 @pytest.fixture(scope="package")
-def ray_head():
+def ray_cluster():
     reason = unavailable()
     if reason:
         pytest.skip(reason)
@@ -25,8 +25,8 @@ def ray_head():
 
 
 @pytest.fixture(scope="package")
-def head_box(rig, ray_head):
-    return rig.box("rayhead", env=ray_head.env())
+def head_box(rig, ray_cluster):
+    return rig.box("rayhead", env=ray_cluster.env())
 
 
 @pytest.fixture
@@ -37,18 +37,18 @@ def box(head_box):
 
 
 @pytest.fixture
-def jobs_dir(tmp_path, ray_head):
+def jobs_dir(tmp_path, ray_cluster):
     d = tmp_path / "jobs"
     yield d
-    stop_recorded(ray_head, d)
+    stop_recorded(ray_cluster, d)
 
 
-def stop_recorded(ray_head, jobs_dir):
+def stop_recorded(ray_cluster, jobs_dir):
     """Stop every Ray job recorded under `jobs_dir` that Ray still runs or holds."""
     for meta in Path(jobs_dir).glob("*/meta.json"):
         sid = json.loads(meta.read_text()).get("ray_submission_id")
         if sid:
-            req = urllib.request.Request(f"{ray_head.dashboard}/api/jobs/{sid}/stop", data=b"", method="POST")
+            req = urllib.request.Request(f"{ray_cluster.dashboard}/api/jobs/{sid}/stop", data=b"", method="POST")
             try:
                 urllib.request.urlopen(req, timeout=10).close()
             except OSError:

@@ -27,10 +27,10 @@ def not_ray():
 
 
 @pytest.fixture(scope="module")
-def boxes(rig, ray_head, tmp_path_factory, not_ray):
+def boxes(rig, ray_cluster, tmp_path_factory, not_ray):
     empty = tmp_path_factory.mktemp("noray")
     closed = f"http://127.0.0.1:{free_port()}"
-    with_ray = ray_head.env()
+    with_ray = ray_cluster.env()
     return {
         # a login whose shell startup (its HOME's .bashrc) puts no Python environment with ray on PATH
         "without": rig.box("rayless", env={"PATH": SYSTEM_PATH, "HOME": str(empty), "RAY_TMPDIR": str(empty),

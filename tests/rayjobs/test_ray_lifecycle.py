@@ -78,7 +78,7 @@ def _cmdlines():
     return out
 
 
-def test_a_secret_reaches_the_job_but_never_rays_records_logs_or_argv(box, jobs_dir, ray_head, monkeypatch):
+def test_a_secret_reaches_the_job_but_never_rays_records_logs_or_argv(box, jobs_dir, ray_cluster, monkeypatch):
     secret = "ray-secret-5d1f8a"
     monkeypatch.setenv("GPUOPS_TEST_TOKEN", secret)
     job = launched(box, jobs_dir, 'echo "token length ${#GPUOPS_TEST_TOKEN} plain=$PLAIN"; sleep 2',
@@ -88,7 +88,7 @@ def test_a_secret_reaches_the_job_but_never_rays_records_logs_or_argv(box, jobs_
     ended(box, jobs_dir, job)
     assert (jobs_dir / job / "log").read_text() == f"token length {len(secret)} plain=shown\n"
     assert not (jobs_dir / job / "secrets.json").exists()
-    listed, logged = ray_head.ray("job", "list"), ray_head.ray("job", "logs", f"gpuops-{job}")
+    listed, logged = ray_cluster.ray("job", "list"), ray_cluster.ray("job", "logs", f"gpuops-{job}")
     assert f"gpuops-{job}" in listed.stdout and "PLAIN" in listed.stdout  # --env is Ray's runtime_env
     assert secret not in listed.stdout + listed.stderr and secret not in logged.stdout + logged.stderr
     assert "token length 17" in logged.stdout

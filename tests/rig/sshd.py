@@ -100,7 +100,11 @@ class SshBox:
         raise RuntimeError(f"sshd on port {self.port} did not come up")
 
     def stop(self):
+        """The box is gone: its listener and every live connection (sshd gives each connection a
+        session of its own, so the listener's group alone would leave kept masters talking to a
+        box that no longer exists)."""
         if self.proc and self.proc.poll() is None:
+            self.kill_session_children()
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:

@@ -4,6 +4,7 @@
 import os
 import shlex
 import subprocess
+import tempfile
 
 import pytest
 
@@ -109,6 +110,7 @@ def _spec(**kw):
 
 def test_rsync_rides_the_targets_own_ssh_command_line(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUOPS_SSH_CONFIG", "/cfg/ssh config")
+    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "0")  # a target with no master kept between calls
     target = OpenSSHTarget(_spec(), identity="/keys/my key")
     eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", target=target, io_timeout=12,
                             rsync_version=(3, 2, 7))
@@ -122,6 +124,14 @@ def test_rsync_rides_the_targets_own_ssh_command_line(monkeypatch, tmp_path):
     target._mux_dir = str(tmp_path)  # once the target has a master connection, rsync reuses it
     rsh = shlex.split((lambda a: a[a.index("-e") + 1])(eng.argv("/tmp/list")))
     assert f"ControlPath={tmp_path}/%C" in rsh
+    # A master kept between calls: rsync rides it and never becomes one itself.
+    monkeypatch.setenv("GPUOPS_SSH_PERSIST", "60")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="gpr"))  # short: a long socket path turns reuse off
+    kept = OpenSSHTarget(_spec(), identity="/keys/my key")
+    assert kept.kept_socket
+    eng = rsync.RsyncEngine("pull", "/local dir", "/remote/-dir", target=kept, io_timeout=12, rsync_version=(3, 2, 7))
+    rsh = shlex.split((lambda a: a[a.index("-e") + 1])(eng.argv("/tmp/list")))
+    assert f"ControlPath={kept.kept_socket}" in rsh and "ControlMaster=no" in rsh
     assert rsync.remote_path("::1", "/d/") == "[::1]:/d/"
     with pytest.raises(UsageError):
         rsync.rsh_quote("it's \"both\"")

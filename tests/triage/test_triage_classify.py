@@ -90,7 +90,7 @@ T_LAST = last_time(0, 100)
     ("RUNNING", 1, "running", None),
     ("R", 1, "running", None),
     ("RUNNING", 120, "hanging", "hang"),
-    (None, 120, "unknown", "unknown-death"),
+    (None, 120, "unknown", None),  # no end in the log and no state: no death is claimed
     ("COMPLETED", 1, "unknown", "unknown-death"),
     ("PREEMPTED", 120, "unknown", "unknown-death"),
     ("CANCELLED by 1000", 120, "cancelled", "cancelled"),  # no cancel time in the log: no stall to measure
@@ -115,8 +115,9 @@ def test_preempted_state_is_named_in_the_next_steps():
 def test_no_steps_yet_depends_on_the_job_state():
     log = text(b"[2025-03-02 10:00:00] == Docker pull START")
     assert classify_bytes(log, slurm_state="RUNNING")["status"] == "running"
-    data = classify_bytes(log)
+    data = classify_bytes(log, slurm_state="FAILED")
     assert (data["status"], data["primary"], data["stage"]) == ("unknown", "unknown-death", "Docker pull")
+    assert (classify_bytes(log)["status"], classify_bytes(log)["primary"]) == ("unknown", None)
 
 
 @pytest.mark.parametrize("record, status", [

@@ -146,3 +146,14 @@ def test_scontrol_output_parsing():
               "   JobState=CANCELLED Reason=None Dependency=(null)\n   RunTime=01:02:03 TimeLimit=2-00:00:00\n")
     assert parse_scontrol(sample) == "CANCELLED"
     assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+
+
+def test_a_log_with_no_end_says_so_and_claims_no_death(cli):
+    """Issue 27: a log that simply stops while training was reported as `unknown-death`, "killed
+    from outside": a death nobody observed, which sends a person to kill or restart a healthy run."""
+    path = os.path.join(ROOT, "tests", "fixtures", "triage", "frameworks", "torch", "cut_off.log")
+    rc, doc = run_json(cli, "--log", path, "--now", "2025-03-03T10:00:00")
+    assert rc == 1 and (doc["data"]["status"], doc["data"]["primary"]) == ("unknown", None)
+    assert doc["summary"].endswith("no end in the log") and "unknown-death" not in json.dumps(doc)
+    md = cli("triage", "--log", path, "--now", "2025-03-03T10:00:00", "--format", "md").stdout
+    assert "No end in the log" in md and "killed" not in md.split("### Recommended next steps")[0]

@@ -102,6 +102,27 @@ SAMPLES = {
     "aborted_core": b"run.sh: line 7:  5120 Aborted                 (core dumped) python train.py",
     "accelerate_exit": b"subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' returned non-zero "
                        b"exit status 1.",
+    # the framework tables (gpuops/triage/frameworks.py), as each framework prints them
+    "subprocess_signal": b"subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' died with "
+                         b"<Signals.SIGKILL: 9>.",
+    "ds_sigterm": b"[2025-03-02 10:00:00,000] [INFO] [launch.py:319:sigkill_handler] Main process received SIGTERM, exiting",
+    "pl_early_stop": b"Monitored metric val_loss did not improve in the last 3 records. Best score: 0.412. Signaling "
+                     b"Trainer to stop.",
+    "fw_transformers": b"  File \"/usr/local/lib/python3.10/dist-packages/transformers/trainer.py\", line 1859",
+    "mg_exit": b"[exiting program at iteration 500] datetime: 2025-03-02 10:00:00.000000",
+    "fw_nemo": b"[NeMo I 2025-03-02 10:00:00 exp_manager:655] Experiments will be logged at /results",
+    "fw_keras": b"  File \"/usr/local/lib/python3.11/site-packages/keras/src/trainers/trainer.py\", line 322",
+    "keras_early_stop": b"Epoch 7: early stopping",
+    "fw_flax": b"  File \"/usr/local/lib/python3.11/site-packages/flax/training/checkpoints.py\", line 88",
+    "fs_done": b"2025-03-02 10:00:00 | INFO | fairseq_cli.train | done training in 3601.2 seconds",
+    "max_epochs": b"train_cfg = dict(max_epochs=12, type='EpochBasedTrainLoop', val_interval=1)",
+    "final_save": b"03/02 10:00:00 - mmengine - INFO - Saving checkpoint at 12 epochs",
+    "yolo_done": b"100 epochs completed in 1.234 hours.",
+    "fw_vllm": b"INFO 03-02 10:00:00 [api_server.py:1090] vLLM API server version 0.8.5",
+    "fs_train_inner": b"2025-03-02 10:00:10 | INFO | train_inner | epoch 001:    100 / 1102 loss=9.123, num_updates=100",
+    "mm_train": b"03/02 10:00:20 - mmengine - INFO - Epoch(train)  [1][ 50/7330]  lr: 2.0000e-02  eta: 0:05:00",
+    "yolo_epoch": b"      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
+    "ms_train": b"2025-03-02 10:00:00,000 - modelscope - INFO - epoch [1][100/500]\tlr: 1.000e-04, eta: 0:10:00",
 }
 
 

@@ -42,7 +42,7 @@ def wait_state(cli, box, job, states, timeout=20):
     raise AssertionError(f"job {job} never reached {states}")
 
 
-def test_ended_job_uses_its_exit_record_in_one_round_trip(cli, triagebox):
+def test_ended_job_uses_its_exit_record_in_one_round_trip(cli, triagebox, fresh_logins):
     job = launch(cli, triagebox, f"cat {log('bash_killed')}; exit 137")
     assert wait_state(cli, triagebox, job, ("FAILED",)) == "FAILED"
     before = triagebox.exec_requests()
@@ -69,15 +69,62 @@ def test_a_finished_echo_job_found_by_its_name_is_completed(cli, triagebox):
     assert ctx["job"] == job
 
 
-def test_live_job_is_running(cli, triagebox):
+def sampled(jobs_dir, job, timeout=20):
+    """Wait until the supervisor's growth record has seen the whole log (it samples every second):
+    only then does it date every line the job printed."""
+    log_path, growth = jobs_dir / job / "log", jobs_dir / job / "growth"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = growth.read_text().split() if growth.exists() else []
+        if seen and log_path.exists() and int(seen[-1]) >= log_path.stat().st_size:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the supervisor of {job} never recorded its log's size")
+
+
+def test_live_job_is_running(cli, triagebox, jobs_dir):
     job = launch(cli, triagebox, f"cat {log('status_running')}; sleep 30")
     wait_state(cli, triagebox, job, ("RUNNING", "STALLED"))
+    sampled(jobs_dir, job)
     proc = cli("triage", "--host", triagebox.spec, "--job", job, "--json", "--now", EXPECTED["status_running"]["now"])
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0
     assert doc["data"]["status"] == "running"
-    assert doc["data"]["progress"] == EXPECTED["status_running"]["expect"]["progress"]
+    # The supervisor's record dates the replayed step lines (written just now, after --now), as
+    # status dates them: no step is expected beyond the last one.
+    expect = dict(EXPECTED["status_running"]["expect"]["progress"], expected_step_now=120)
+    assert doc["data"]["progress"] == expect
     cli("stop", "--host", triagebox.spec, "--job", job, "--yes")
+
+
+def test_a_job_status_calls_stalled_is_hanging_in_triage_and_diagnose(cli, triagebox, jobs_dir):
+    """Issue 23 #9: 20 step lines at 0.2 s, then silence. `status` dated the step lines by the
+    supervisor's growth record and said STALLED ("no progress line for 733s, threshold 600s");
+    `triage --job` read only the log, whose step lines carry no times, and said `running`. The
+    record is aged by 733 s here, as if the silence had lasted that long."""
+    job = launch(cli, triagebox, 'for i in $(seq 0 19); do echo "step $i loss 2.31"; sleep 0.2; done; sleep 120')
+    log_path, growth = jobs_dir / job / "log", jobs_dir / job / "growth"
+    deadline = time.monotonic() + 20
+    while b"step 19 " not in (log_path.read_bytes() if log_path.exists() else b""):
+        assert time.monotonic() < deadline, "the job never printed its 20 steps"
+        time.sleep(0.2)
+    time.sleep(1.5)  # the supervisor's last growth sample (1 s resolution) is written
+    aged = [line.split() for line in growth.read_text().splitlines()]
+    growth.write_text("".join(f"{float(t) - 733:.2f} {size}\n" for t, size in aged))
+    try:
+        row = json.loads(cli("status", "--host", triagebox.spec, "--job", job, "--json").stdout)["data"]["jobs"][0]
+        assert row["state"] == "STALLED" and "no progress line for 7" in row["reason"]
+        doc = json.loads(cli("triage", "--host", triagebox.spec, "--job", job, "--json").stdout)
+        assert (doc["data"]["status"], doc["data"]["primary"]) == ("hanging", "hang")
+        ctx = [f for f in doc["findings"] if f["id"] == "triage.context"][0]["evidence"]
+        assert ctx["steps_dated_by"] == "the job's record" and ctx["stalled_for_s"] > 600
+        diag = json.loads(cli("diagnose", "--host", triagebox.spec, "--job", job, "--json").stdout)["data"]
+        assert diag["verdict"] == "stalled" and diag["triage"]["status"] == "hanging"
+        # The same log without its record: nothing in it dates the steps or says the process ended.
+        bare = json.loads(cli("triage", "--log", str(log_path), "--json").stdout)["data"]
+        assert (bare["status"], bare["primary"]) == ("unknown", None)
+    finally:
+        cli("stop", "--host", triagebox.spec, "--job", job, "--yes")
 
 
 def test_unknown_job_exits_4(cli, triagebox):
