@@ -185,8 +185,11 @@ def _engine_branches(path, names, words, own_words):
 
 
 def test_both_registries_name_the_same_engines():
+    from gpuops.onbox import engines as on_box
+
     here, box = _engine_names()
     assert here == box and "box" in here
+    assert all(module.NAME == name for name, module in on_box.ENGINES.items())
 
 
 def test_no_module_but_an_engines_own_branches_on_the_engine_or_spells_its_states():

@@ -27,14 +27,22 @@ NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts"))
 STARTS_JOBS = frozenset(("job_launch", "job_queue", "resident"))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+# A bundled module runs its code the first time a name in it is looked up (a `from .x import y`,
+# an `x.f()`): the job entries bundle every engine's box half, and a call runs only its job's.
 _LOADER = '''import sys, types
 _pkg = types.ModuleType({pkg!r}); _pkg.__path__ = []; sys.modules[{pkg!r}] = _pkg
+class _Lazy(types.ModuleType):
+    def __getattr__(self, name):
+        src = self.__dict__.pop("_gpuops_src", None)
+        if src is None:
+            raise AttributeError(name)
+        exec(compile(src, self.__file__, "exec"), self.__dict__)
+        return getattr(self, name)
 def _define(name, src):
     full = {pkg!r} + "." + name
-    mod = types.ModuleType(full); mod.__package__ = {pkg!r}; mod.__file__ = "<" + full + ">"  # module_file()
+    mod = _Lazy(full); mod.__package__ = {pkg!r}; mod.__file__ = "<" + full + ">"  # module_file()
+    mod._gpuops_src = src
     sys.modules[full] = mod; setattr(_pkg, name, mod)
-    return mod, src
-_pending = []
 '''
 
 
@@ -96,11 +104,6 @@ def script(entry: str) -> bytes:
     names = closure(entry)
     parts = [_LOADER.format(pkg=_PKG)]
     for name in names:
-        parts.append("_pending.append(_define({!r}, {!r}))\n".format(name, _source(name)))
-    # Define every module object first, then execute dependencies first, so imports resolve.
-    parts.append(
-        "for _m, _s in _pending:\n"
-        "    exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"
-        "sys.exit(sys.modules[{!r}].main(sys.argv[1:]))\n".format(_PKG + "." + entry)
-    )
+        parts.append("_define({!r}, {!r})\n".format(name, _source(name)))
+    parts.append("sys.exit(sys.modules[{!r}].main(sys.argv[1:]))\n".format(_PKG + "." + entry))
     return "".join(parts).encode("utf-8")
