@@ -1,6 +1,8 @@
 """Local record of verified pulls, so a teardown decision can rest on evidence, not memory.
 
-Each verified `gpuops pull` writes a manifest next to the data and appends one line to
+Each verified `gpuops pull` writes a manifest next to the data (`.NAME.gpuops-manifest.json` beside
+the directory NAME it pulled into, outside the tree: a file of the user's may have any name
+inside it, `.gpuops-manifest.json` too, and is synced like any other) and appends one line to
 `<state dir>/pulls.jsonl`: {host, remote, local, manifest, files, bytes, verified_at}. The state
 dir is $GPUOPS_STATE_DIR, else $XDG_STATE_HOME/gpuops, else ~/.local/state/gpuops.
 
@@ -12,7 +14,12 @@ import json
 import os
 import posixpath
 
-MANIFEST_NAME = ".gpuops-manifest.json"
+from .onbox.destlock import beside
+
+
+def manifest_for(local_root: str) -> str:
+    """Where the manifest of a verified pull into `local_root` is kept."""
+    return beside(local_root, ".gpuops-manifest.json")
 
 
 def state_dir() -> str:

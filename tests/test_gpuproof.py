@@ -166,4 +166,5 @@ def test_the_training_workloads_progress_lines_are_read_by_triage(tmp_path, real
     t = subprocess.run([sys.executable, "-m", "gpuops", "triage", "--log", str(log), "--json"], capture_output=True,
                        text=True, timeout=60, cwd=ROOT)
     data = json.loads(t.stdout)["data"]
-    assert (data["progress"]["first_step"], data["progress"]["last_step"]) == (25, 50)
+    # "step 25/50" .. "step 50/50", read 0-indexed as the triage procedure counts: steps 24 .. 49 done
+    assert (data["progress"]["first_step"], data["progress"]["last_step"]) == (24, 49)

@@ -112,7 +112,7 @@ def test_the_shim_runs_once_per_master_and_later_calls_run_the_interpreter_direc
     assert "gpuops:python=" not in r.stderr
 
 
-def test_without_kept_masters_a_target_remembers_for_its_own_lifetime(rig, homes, monkeypatch):
+def test_without_kept_masters_a_target_remembers_for_its_own_lifetime(rig, homes, monkeypatch, fresh_logins):
     monkeypatch.setenv("GPUOPS_TRANSPORT", "openssh")
     b = ShimBox(rig, "py-own", homes)
     t = target_for(b.spec)

@@ -113,8 +113,14 @@ async def test_job_launch_status_stop_round_trip(client, jobs_dir):
         assert "exit_code_hint" not in plan.content[0].text and planned["data"]["plan"]["plan_id"]
         os.kill(job["pid"], 0)  # a dry run signals nothing
 
+        # yes alone killed at once: an agent could skip the plan it was meant to read
+        skipped = await client.call_tool("job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2, "yes": True})
+        doc = json.loads(skipped.content[0].text)
+        assert skipped.is_error and doc["error"]["kind"] == "usage" and "plan_id" in doc["summary"], doc["summary"]
+        os.kill(job["pid"], 0)  # refused: nothing was signalled
         stopped = envelope_of(await client.call_tool(
-            "job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2, "yes": True}))
+            "job_stop", {"host": "local", "job": job["job_id"], "grace_s": 2, "yes": True,
+                         "plan_id": planned["data"]["plan"]["plan_id"]}))
         assert stopped["ok"] is True and stopped["data"]["state"] == "KILLED"
         with pytest.raises(ProcessLookupError):
             os.kill(job["pid"], 0)
@@ -173,6 +179,38 @@ async def test_readonly_mode_refuses_at_call_time(client, jobs_dir, monkeypatch)
     assert json.loads(refused.content[0].text)["error"]["kind"] == "refused"
     lookup = await client.call_tool("gotcha_lookup", {"query": "inode"})
     assert lookup.is_error is False and envelope_of(lookup)["ok"] is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool, args", [
+    ("job_launch", {"host": "local", "cmd": "touch should-not-exist"}),
+    ("job_stop", {"host": "local", "job": "any", "yes": True, "plan_id": "0123456789abcdef-1"}),
+    ("gang_stop", {"gang": "gang-20260101-000000-abcdef", "yes": True, "plan_id": "0123456789abcdef-1"}),
+])
+async def test_readonly_mode_says_a_tool_it_does_not_list_is_refused_not_unknown(monkeypatch, jobs_dir, tool, args):
+    """A server started readonly answered a call to such a tool with "Unknown tool"."""
+    monkeypatch.setenv("GPUOPS_MODE", "readonly")
+    async with Client(server.build(), raise_exceptions=True) as c:
+        assert tool not in {t.name for t in (await c.list_tools()).tools}
+        result = await c.call_tool(tool, args)
+    doc = json.loads(result.content[0].text)
+    assert result.is_error and doc["error"]["kind"] == "refused", result.content[0].text
+    assert "readonly mode (GPUOPS_MODE=readonly)" in doc["summary"]
+    assert list(jobs_dir.iterdir()) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool, args", [
+    ("vram_reap", {"host": "local", "yes": True}),
+    ("gang_stop", {"gang": "gang-20260101-000000-abcdef", "yes": True}),
+    ("data_push", {"host": "local", "local": "src", "remote": "/tmp/gpuops-never", "delete": True, "yes": True}),
+])
+async def test_a_destructive_apply_through_mcp_needs_the_plan_id_it_was_shown(client, jobs_dir, tool, args):
+    """job_stop {"yes": true} with no plan_id killed at once, so an agent could skip the plan."""
+    result = await client.call_tool(tool, args)
+    doc = json.loads(result.content[0].text)
+    assert result.is_error and doc["error"]["kind"] == "usage", result.content[0].text
+    assert "plan_id" in doc["summary"] and "--" not in doc["summary"]
 
 
 @pytest.mark.anyio

@@ -32,12 +32,14 @@ def fleet(rig, tmp_path_factory):
     boot = box("pl-h100b")
     _record(jobs["pl-h100b"], "20261124-030000-dddddd", {"pid": sleeper.pid, "start_ticks": _start_ticks(sleeper.pid),
                                                         "boot_id": boot, "launched_at": time.time() - 60, "gpus": "0"})
+    box("pl-liar", FAKEGPU_MODEL="NVIDIA L40S", FAKEGPU_COUNT="4", FAKEGPU_INDEX="0")  # "GPUs 0,0,0,0"
     rig.alias("pl-down")
     config = base / "config"
     (config / "gpuops").mkdir(parents=True)
     (config / "gpuops/fleet.toml").write_text(
-        "".join(f'[[host]]\nalias = "{a}"\n\n' for a in ("pl-a100", "pl-h100", "pl-h100b", "pl-down"))
-        + '[fleet.all]\nhosts = ["pl-a100", "pl-h100", "pl-h100b", "pl-down"]\n')
+        "".join(f'[[host]]\nalias = "{a}"\n\n' for a in ("pl-a100", "pl-h100", "pl-h100b", "pl-down", "pl-liar"))
+        + '[fleet.all]\nhosts = ["pl-a100", "pl-h100", "pl-h100b", "pl-down"]\n'
+        + '[fleet.liars]\nhosts = ["pl-liar", "pl-h100"]\n')
     yield {"jobs": jobs, "env": {**rig.env(), "XDG_CONFIG_HOME": str(config)}}
     sleeper.kill()
     sleeper.wait()
@@ -89,6 +91,21 @@ def test_any_model_takes_the_least_loaded_box(cli, fleet):
     assert r.returncode == 0, r.stdout + r.stderr
     assert doc["host"] == "pl-a100" and doc["data"]["placement"]["gpus"] == [0, 1, 2, 3]
     assert os.path.isdir(fleet["jobs"]["pl-a100"] / doc["data"]["job"]["job_id"])
+
+
+def test_a_box_that_lists_one_gpu_index_four_times_is_passed_over_and_nothing_is_pinned(cli, fleet):
+    """A box reporting four GPUs all index 0 got `launch --fleet F --gpus 4` placed on "GPUs 0,0,0,0"
+    (CUDA_VISIBLE_DEVICES=0,0,0,0)."""
+    before = _started(fleet)
+    r = cli("launch", "--fleet", "liars", "--gpus", "4", "--gpu-type", "L40S", "--cmd", "true", "--json",
+            env=fleet["env"])
+    doc = json.loads(r.stdout)
+    assert r.returncode == 5 and _started(fleet) == before, r.stdout + r.stderr
+    liar = next(b for b in doc["data"]["placement"]["boxes"] if b["host"] == "pl-liar")
+    assert liar["verdict"] == "passed" and "lists GPU index 0 more than once" in json.dumps(liar), liar
+    r = cli("preflight", "--host", "pl-liar", "--json", env=fleet["env"])
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3 and "lists GPU index 0 more than once" in doc["error"]["message"], r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("args,words", [

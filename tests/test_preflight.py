@@ -75,7 +75,7 @@ def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
 
 
-def test_one_preflight_is_exactly_one_exec_channel(cli, boxes):
+def test_one_preflight_is_exactly_one_exec_channel(cli, boxes, fresh_logins):
     box = boxes["healthy"]
     before = box.exec_requests()
     cli("preflight", "--json", "--host", box.spec)
@@ -104,6 +104,23 @@ def test_human_output_is_doctor_style_worst_first_with_the_verdict_first_and_las
     listed = cli("preflight", "--host", boxes["sick"].spec, "--all", env={**os.environ, "COLUMNS": "200"}).stdout
     passing = [f["id"] for f in preflight_json(cli, "--host", boxes["sick"].spec)[1]["findings"] if f["severity"] == "ok"]
     assert passing and all(any(line.startswith(f"✓ {fid} ") for line in listed.splitlines()) for fid in passing)
+
+
+@pytest.mark.parametrize("size", ["abcG", "12x", "tb"])
+def test_a_path_whose_size_is_not_one_is_refused_not_taken_for_part_of_the_path(cli, boxes, size):
+    """`preflight --path /tmp:abcG` checked a directory named "/tmp:abcG" (missing, so NOT READY for
+    the wrong reason) instead of saying the size is not one."""
+    code, doc = preflight_json(cli, "--host", boxes["healthy"].spec, "--path", f"/tmp:{size}")
+    assert code == 2 and doc["error"]["kind"] == "usage", doc
+    assert f"'{size}' is not a size" in doc["error"]["message"]
+
+
+def test_a_directory_whose_name_holds_a_colon_is_still_a_directory(cli, boxes, tmp_path):
+    (tmp_path / "ckpt:v2").mkdir()
+    code, doc = preflight_json(cli, "--host", boxes["healthy"].spec, "--path", str(tmp_path / "ckpt:v2"),
+                               "--path", f"{tmp_path}:1G")
+    disks = {d.get("asked") or d["path"]: d for d in doc["data"]["disks"]}
+    assert disks[str(tmp_path / "ckpt:v2")]["exists"] is True and doc["data"]["path_floors"] == {str(tmp_path): 1.0}
 
 
 def test_unreachable_host_exits_3(cli, rig):

@@ -341,8 +341,10 @@ def test_every_entry_that_needs_the_boxs_site_packages_gets_them_on_every_path(r
     assert needs == set(onbox.NEEDS_SITE), "an entry that imports beyond the stdlib must be in NEEDS_SITE"
     assert {"probe", "gang_facts"} <= needs
     box = _torch_box(rig, "res-site", box_runtime, tmp_path)
-    # Every entry, routed by its name as gpuops routes it, runs a stand-in that says what it sees
-    # (the helper itself is armed by a process of its own, which ships the real one).
+    _ask(box.spec)
+    _ask(box.spec)
+    _armed(box.spec)
+    # Every entry, routed by its name as gpuops routes it, runs a stand-in that says what it sees.
     monkeypatch.setattr(onbox, "script", lambda entry: _WHERE_SITE.encode())
 
     def seen_by_every_entry():
@@ -358,9 +360,6 @@ def test_every_entry_that_needs_the_boxs_site_packages_gets_them_on_every_path(r
     monkeypatch.setenv("GPUOPS_RESIDENT", "0")
     exec_channels = seen_by_every_entry()
     monkeypatch.delenv("GPUOPS_RESIDENT")
-    _ask(box.spec)
-    _ask(box.spec)
-    _armed(box.spec)
     before = box.exec_requests()
     helper_path = seen_by_every_entry()
     assert box.exec_requests() - before == len(onbox.STARTS_JOBS), "all but the job starters rode the helper"

@@ -7,6 +7,7 @@ the format the sync verb writes (gpuops.pullindex).
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ def record_pull(tmp_path, host, remote, files):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         entries.append({"path": rel, "size": len(content), "sha256": hashlib.sha256(content).hexdigest()})
-    manifest = local / pullindex.MANIFEST_NAME
+    manifest = Path(pullindex.manifest_for(str(local)))
     doc = {"schema": 1, "host": host, "remote": remote, "local": str(local), "verified_at": "2026-11-22T10:00:00Z",
            "files": entries}
     manifest.write_text(json.dumps(doc))

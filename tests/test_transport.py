@@ -1,5 +1,6 @@
 import json
 import os
+import re
 
 import pytest
 
@@ -246,3 +247,53 @@ def test_a_host_with_a_certificate_from_a_trusted_ca_is_reached_by_exec_and_sftp
     assert (tmp_path / "dst" / "a.txt").read_text() == "hello\n"
     known = (tmp_path / "known_hosts-kh-cert-alias").read_text().splitlines()
     assert known == [f"@cert-authority [127.0.0.1]:{box.port} {ca_key}"], "the host's own key was never pinned"
+
+
+@pytest.fixture
+def stalling_kex(rig):
+    """A server that sends a valid banner, then trickles the start of a key exchange and hangs up."""
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def handle(conn):
+        try:
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
+            for byte in b"\x00\x00\x05\xdc\x0a\x14" + os.urandom(14):
+                conn.sendall(bytes([byte]))
+                time.sleep(0.1)
+        except OSError:
+            pass
+        conn.close()
+
+    def serve():
+        while True:
+            try:
+                conn = server.accept()[0]
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    rig.alias("stalling-kex", port=server.getsockname()[1])
+    yield "stalling-kex"
+    server.close()
+
+
+def test_a_handshake_that_stalls_after_the_banner_is_unreachable_with_what_happened(stalling_kex, transport, cli):
+    """The OpenSSH transport exited 70 "on-box code failed: exit 255, no output" after 21 s against
+    such a server: ssh logs why a connection ended at INFO, and gpuops ran it at ERROR."""
+    with pytest.raises(errors.HostError) as e:
+        target_for(stalling_kex).run_onbox("probe", timeout_s=30)
+    assert e.value.exit_code == 3 and e.value.kind == "unreachable", e.value.message
+    assert "exit 255, no output" not in e.value.message
+    r = cli("status", "--host", stalling_kex, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3 and doc["error"]["kind"] == "unreachable", r.stdout + r.stderr
+    if transport == "openssh":  # the master's own words: how the connection ended, and when
+        assert re.search(r"Connection (closed|reset) by .* \(during the SSH handshake, after \d+s\)",
+                         doc["error"]["message"]), doc["error"]["message"]

@@ -82,6 +82,9 @@ def decide(ev: dict) -> dict:
                                       f" (up {ev.get('uptime_s', 0):.0f}s)"])
     ruled_out.append({"cause": "reboot", "why": "boot_id is unchanged since launch"} if ev.get("boot_id_then")
                      else {"cause": "reboot", "why": "process started after the current boot"})
+    if ev.get("job_id") and ev.get("meta") is None and not record:
+        return out("unknown", "low", ["the launch never wrote the job's start record (meta.json): no process of it "
+                                      "was recorded"])
     if ev.get("alive"):
         row = ev.get("status") or {}
         if row.get("state") == STALLED:
@@ -89,7 +92,12 @@ def decide(ev: dict) -> dict:
         return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
     if record and code == 0:
         return out("completed", "high", ["exit record: exit code 0"])
-    if record:
+    if record and code is None and sig is None:
+        # A record of what is known when the supervisor was lost (gpuops.onbox.wrapper): how the
+        # job ended is not in it, so it is judged as one that vanished.
+        evidence.append("exit record without an exit code or a signal: " + str(record.get("error") or "no reason"))
+        record = None
+    elif record:
         evidence.append("exit record: " + (f"signal {sig}" if record.get("signal") else f"exit code {code}"))
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")

@@ -96,7 +96,7 @@ def _from_exit(row, rec, meta, survivors):
     if rec.get("signal"):
         row.update(state=KILLED, signal=rec["signal"])
     elif rec.get("exit_code") == 0:
-        row["state"] = COMPLETED
+        row.update(state=COMPLETED, exit_code=0)
     elif rec.get("exit_code") is not None:
         row.update(state=FAILED, exit_code=rec["exit_code"], hint=rows.code_hint(rec["exit_code"]))
     else:
@@ -116,4 +116,7 @@ def _vanish_reason(facts):
         return "stopped by `gpuops stop`, but its supervisor did not record the exit"
     if facts.get("wrapper_alive") is False:
         return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
+    lost = (facts.get("meta") or {}).get("supervisor_lost")
+    if lost:  # recorded by the launcher (gpuops.onbox.wrapper), which found the job running without it
+        return f"{lost}, and the job has ended unrecorded"
     return "the process is gone and no exit record was written"

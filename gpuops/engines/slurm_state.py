@@ -76,7 +76,7 @@ def decide(facts, resources):
     code, sig = exit_code(job.get("ExitCode"))
     if name in states.TERMINAL and sig:
         out["signal"] = signals.name(sig)
-    if name == states.FAILED:
+    if name == states.FAILED or (name == states.COMPLETED and code == 0):
         out["exit_code"] = code
     out["reason"] = _reason(out, word, job, sched, resources)
     if name == states.PENDING and not sched.get("held"):

@@ -22,7 +22,8 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
-         "spawn_error": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE), "resources": (dict, NONE)}
+         "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
+         "resources": (dict, NONE)}
 _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
          "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE)}
 _PAUSE = {"requested_at": NUMBER + (NONE,), "held_at": NUMBER + (NONE,), "stopped_at": NUMBER + (NONE,),

@@ -13,6 +13,7 @@ apart by more than CLOCK_TOLERANCE_S. Warned: drivers, Python versions or GPU mo
 import ipaddress
 
 from ..boundary import bounded, shaped
+from .. import shapes
 from ..errors import BadAnswer, HostKeyShared
 from ..findings import Finding, any_failed, worst_first
 from . import gangplane, torchrun
@@ -23,9 +24,6 @@ CLOCK_TOLERANCE_S = 5.0
 SHOWN_PATHS = 10
 
 NUMBER, NONE = (int, float), type(None)
-_FACTS = {"node": int, "hostname": str, "boot_id": (str, NONE), "netns": (str, NONE), "python": str,
-          "interfaces": list, "route": dict, "rendezvous": dict, "dataplane": dict, "code": (dict, NONE), "gpu": dict,
-          "torch": dict, "now": NUMBER}
 _IFACE = {"name": str, "ipv4": (str, NONE), "up": bool, "loopback": bool}
 _ROUTE = {"address": (str, NONE), "interface": (str, NONE)}
 _HEAD = {"role": str, "port": int, "free": bool, "error": (str, NONE), "holders": list, "heard": list,
@@ -57,7 +55,7 @@ def _texts(host, *values):
 
 def checked(doc, host):
     """The gang_facts answer once its shape, sizes and addresses are what gpuops writes."""
-    shaped(doc, _FACTS, host, "gang answer")
+    shapes.checked("gang_facts", doc, host)
     for key, fields in (("route", _ROUTE), ("gpu", _GPU), ("torch", _TORCH)):
         shaped(doc[key], fields, host, f"gang answer's {key}")
     bounded(len(doc["interfaces"]), 0, 64, host, "the number of interfaces", "gang answer")

@@ -74,7 +74,9 @@ def checkpoint_signal(text):
         return None, None
     word, _, lead = str(text).strip().removeprefix("B:").partition("@")
     name = word.upper().removeprefix("SIG")
-    if not hasattr(signal, "SIG" + name) or name in ("KILL", "STOP"):
+    # A member of signal.Signals, not any SIG* name the module has: SIG_IGN, SIG_DFL and SIG_BLOCK
+    # are handler and mask constants, which the batch script's `trap` then refused.
+    if "SIG" + name not in signal.Signals.__members__ or name in ("KILL", "STOP"):
         raise UsageError(f"--signal wants a signal a job can catch, such as USR1 or USR1@120 (sent 120 s "
                          f"before the time limit), not {text!r}")
     if lead and not (lead.isdigit() and 0 < int(lead) <= 65535):

@@ -45,7 +45,21 @@ def readonly():
 def refuse_if_readonly(command):
     if readonly():
         mode = os.environ.get(MODE_ENV, "").strip().lower()
-        raise errors.Refused(f"{command} would change the box, and this server runs with {MODE_ENV}={mode}")
+        raise errors.Refused(f"{command} is refused: it would change the box, and this server runs in readonly mode "
+                             f"({MODE_ENV}={mode})")
+
+
+def applies_plan(tool, command, yes, plan_id):
+    """A destructive apply (`yes`) through MCP names the plan it was shown: an agent calls without
+    yes, reads the plan, then calls again with yes and its plan_id (refused if what it would
+    touch changed since). A person at the CLI may still say --yes alone; an agent must not skip
+    the plan it was meant to read. Readonly mode refuses first."""
+    if not yes:
+        return
+    refuse_if_readonly(command)
+    if not plan_id:
+        raise errors.UsageError(f"{tool}: yes applies a plan: call {tool} without yes, read its plan, then again with "
+                                "yes and the plan_id it showed")
 
 
 def on_host(command, host, op):

@@ -9,7 +9,8 @@ envelope as text, since several clients drop structured content on errors. `next
 tool calls (gpuops.mcp.nextsteps), and a usage error names parameters, not CLI flags.
 
 GPUOPS_MODE=readonly leaves the tools that change a box out of tools/list, and refuses their calls
-(checked when the call comes, for a mode set after the start).
+with the reason (checked when the call comes, for a mode set after the start): a client that calls
+one anyway learns it is refused in readonly mode, not that there is no such tool.
 """
 
 import inspect
@@ -91,10 +92,21 @@ def build() -> MCPServer:
     names = frozenset(spec[0].__name__ for spec in shown)
     profile_names = [p.name for p in profiles.all_profiles()]
     codes = schemas.data_codes()
-    server = MCPServer("gpuops", instructions=INSTRUCTIONS, version=__version__,
-                       tools=[_tool(*spec, listed=names, profile_names=profile_names, codes=codes) for spec in shown])
+    server = _Server("gpuops", instructions=INSTRUCTIONS, version=__version__,
+                     tools=[_tool(*spec, listed=names, profile_names=profile_names, codes=codes) for spec in _TOOLS])
+    server.shown = names
     resources.register(server)
     return server
+
+
+class _Server(MCPServer):
+    """Lists only the tools in `shown`; every tool still answers a call, so one left out in
+    readonly mode refuses it with the reason (each checks the mode) instead of "Unknown tool"."""
+
+    shown = frozenset()
+
+    async def list_tools(self):
+        return [tool for tool in await super().list_tools() if tool.name in self.shown]
 
 
 class StrictTool(Tool):

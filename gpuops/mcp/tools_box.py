@@ -16,8 +16,8 @@ from pydantic import Field
 from .. import errors
 from ..profiles import VERBS as TEARDOWN_VERBS
 from . import scope
-from .adapter import (OP_TIMEOUT_S, Exclude, Host, IncludeGit, PlanId, Stages, Yes, on_host, refuse_if_readonly,
-                      with_progress)
+from .adapter import (OP_TIMEOUT_S, Exclude, Host, IncludeGit, PlanId, Stages, Yes, applies_plan, on_host,
+                      refuse_if_readonly, with_progress)
 
 Profile = Annotated[str, Field(description="platform profile (see profiles_show)")]
 Delete = Annotated[bool, Field(description="remove paths that exist only at the destination: listed, with a plan_id, "
@@ -72,8 +72,7 @@ def vram_reap(
     ones; live work is never touched. Without yes: the plan only (data.plan.plan_id)."""
     from ..ops import reap as op
 
-    if yes:
-        refuse_if_readonly("reap")
+    applies_plan("vram_reap", "reap", yes, plan_id)
     return on_host("reap", host, lambda t: op.reap(t, gpu=gpu, min_age=min_age_s, idle_window=idle_window_s,
                                                    term_wait=term_wait_s, yes=yes, plan=plan_id))
 
@@ -173,7 +172,7 @@ async def data_push(
     both ends). For a tree that takes minutes, use the CLI: a call should end within a minute."""
     from ..ops import push as op
 
-    _check_plan(delete, plan_id)
+    _check_plan("data_push", "push", delete, yes, plan_id)
     return await _synced(ctx, "push", host, local, lambda t, real, stages: op.push(t, real, remote, _options(
         stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id, fix_crlf=fix_crlf, profile=profile)))
 
@@ -193,11 +192,13 @@ async def data_pull(
     reads it). For a tree that takes minutes, use the CLI: a call should end within a minute."""
     from ..ops import pull as op
 
-    _check_plan(delete, plan_id)
+    _check_plan("data_pull", "pull", delete, yes, plan_id)
     return await _synced(ctx, "pull", host, local, lambda t, real, stages: op.pull(t, remote, real, _options(
         stages, exclude, include_git, delete=delete, yes=yes, plan=plan_id)))
 
 
-def _check_plan(delete, plan_id):
+def _check_plan(tool, verb, delete, yes, plan_id):
     if plan_id is not None and not delete:
         raise errors.UsageError("plan_id names a plan of deletions: it goes with delete")
+    if delete:
+        applies_plan(tool, verb, yes, plan_id)

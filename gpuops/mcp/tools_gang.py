@@ -12,7 +12,7 @@ from pydantic import Field
 
 from .. import errors
 from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, Env, PlanId, SecretEnv, WaitState, Workdir, Yes,
-                      refuse_if_readonly, with_progress)
+                      applies_plan, refuse_if_readonly, with_progress)
 from .tools_jobs import _envs
 
 Gang = Annotated[str, Field(description="the gang id gang_launch returned")]
@@ -114,8 +114,7 @@ def gang_stop(
     """Stop every node of a gang. Without yes: the processes on each node and the gang's plan_id."""
     from ..ops import gangview
 
-    if yes:
-        refuse_if_readonly("stop")
+    applies_plan("gang_stop", "stop", yes, plan_id)
     return gangview.stop(gang, grace=grace_s, yes=yes, plan=plan_id)
 
 

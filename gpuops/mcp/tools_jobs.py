@@ -15,7 +15,8 @@ from .. import engines, errors
 from ..jobs import states
 from . import scope
 from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, OP_TIMEOUT_S, Env, Gpus, Host, Job, PlanId,
-                      SecretEnv, WaitState, Workdir, Yes, check_regex, on_host, refuse_if_readonly, with_progress)
+                      SecretEnv, WaitState, Workdir, Yes, applies_plan, check_regex, on_host, refuse_if_readonly,
+                      with_progress)
 
 MAX_QUEUE_WAIT_S = 40.0
 
@@ -206,8 +207,7 @@ def job_stop(
     gone. Without yes: only the processes that would be signalled, and their plan_id."""
     from ..ops import jobs as op
 
-    if yes:
-        refuse_if_readonly("stop")
+    applies_plan("job_stop", "stop", yes, plan_id)
     return on_host("stop", host, lambda t: op.stop(t, job=job, grace=grace_s, yes=yes, plan=plan_id))
 
 

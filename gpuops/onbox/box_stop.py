@@ -33,18 +33,6 @@ def wrapper_alive(meta):
     return procs.alive(meta["wrapper_pid"], meta.get("wrapper_start_ticks"))
 
 
-def _environ_tag(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            env = f.read()
-    except (OSError, IOError):
-        return None
-    for item in env.split(b"\0"):
-        if item.startswith(b"GPUOPS_JOB_ID="):
-            return item[len(b"GPUOPS_JOB_ID="):].decode("utf-8", "replace")
-    return None
-
-
 def job_processes(job_id, meta):
     """{pid: start_ticks} of every live process of the job: its group, its descendants, and any
     process carrying GPUOPS_JOB_ID=<job_id> in its environment (children that left the group)."""
@@ -59,7 +47,7 @@ def job_processes(job_id, meta):
         if st is None or st["state"] in ("Z", "X") or pid in mine or pid == meta.get("wrapper_pid"):
             continue
         table[pid] = st
-        if (group_ok and st["pgid"] == meta.get("pgid")) or _environ_tag(pid) == job_id:
+        if (group_ok and st["pgid"] == meta.get("pgid")) or procs.job_tag(pid) == job_id:
             found[pid] = st["start_ticks"]
     if group_ok and procs.alive(leader, meta.get("start_ticks")):
         kids = {}

@@ -12,11 +12,18 @@ With "manifest", the line after "holding" is the manifest of the destination (gp
 one JSON line), taken once the lock is held: a push learns what is there, with no other transfer
 changing it, without a channel (and a login rc, an interpreter start) of its own.
 
-The lock is an flock(2) on a file in the per-user cache directory ($XDG_CACHE_HOME/gpuops/locks/,
-default ~/.cache), named by a hash of the destination's real path. The kernel drops it when the
-process holding it dies, so a lock whose owner died is simply free for the next taker; the JSON
-kept in the file only names the holder for the refusal. Lock files are never removed: a removed
-one could be locked by two takers at once, each through its own inode.
+The lock is an flock(2) on a file beside the destination, on its filesystem: `.NAME.gpuops-lock` in
+the directory that holds the destination NAME (its real path: two spellings share it). So every
+writer sees it, whichever login it came through: two accounts, or two boxes sharing an NFS path
+(Linux's NFS client takes an flock as a lock on the server), where a lock under each writer's own
+HOME let two pushes mix one tree. A writer that may not write that directory (another account's,
+or read-only) opens the lock file read-only (an flock needs no more, though its record then names
+an earlier holder), and where none exists there yet it falls back to a file in its per-user cache
+directory ($XDG_CACHE_HOME/gpuops/locks/, default ~/.cache), named by a hash of the real path: such
+a writer then sees only locks taken through its own HOME. The kernel drops a lock when the process
+holding it dies, so a lock whose owner died is simply free for the next taker; the JSON kept in the
+file only names the holder for the refusal. Lock files are never removed: a removed one could be
+locked by two takers at once, each through its own inode.
 
 The client's channel closes stdin as soon as the request is sent, so the end of the push is seen
 on stdout instead: when the client closes the channel (the push is over) or loses it (the client
@@ -46,17 +53,47 @@ def directory(environ=None):
     return os.path.join(base, "gpuops", "locks")
 
 
+def beside(path, suffix=".gpuops-lock"):
+    """gpuops' own file for destination `path` (its lock; a pull's manifest, by `suffix`), in the
+    directory that holds it, outside the tree that is synced (resolved: two spellings of one
+    directory share it)."""
+    parent, name = os.path.split(os.path.realpath(os.path.expanduser(path)))
+    return os.path.join(parent, ".%s%s" % (name or "root", suffix))
+
+
 def file_for(path, where):
-    """The lock file of destination `path` (resolved: two spellings of one directory share it)."""
+    """The per-user lock file of destination `path` in directory `where` (the fallback)."""
     real = os.path.realpath(os.path.expanduser(path))
     return os.path.join(where, hashlib.sha256(os.fsencode(real)).hexdigest()[:40] + ".lock")
 
 
+def take_for(path, owner, fallback_dir, wait_s=0.0):
+    """take() on destination `path`'s lock: beside it, else in `fallback_dir` (see the module
+    docstring). (lock file, descriptor or None, holder's record or None)."""
+    lock_file = beside(path)
+    try:
+        os.makedirs(os.path.dirname(lock_file), exist_ok=True)  # the push would make it anyway
+        fd, holder = take(lock_file, owner, wait_s)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        lock_file = file_for(path, fallback_dir)
+        os.makedirs(fallback_dir, mode=0o700, exist_ok=True)
+        fd, holder = take(lock_file, owner, wait_s)
+    return lock_file, fd, holder
+
+
 def take(lock_file, owner, wait_s=0.0):
     """(descriptor, None) holding the lock, which closing the descriptor releases; or (None, the
-    holder's record) when another holds it for longer than `wait_s`."""
-    os.makedirs(os.path.dirname(lock_file), mode=0o700, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    holder's record) when another holds it for longer than `wait_s`. The file is made 0644 (its
+    record names a holder, nothing secret), so another account may open it to lock it too."""
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | flags, 0o644)
+    except PermissionError:  # another account's lock file: a read-only descriptor locks it as well
+        if not os.path.lexists(lock_file):
+            raise
+        fd = os.open(lock_file, os.O_RDONLY | flags)
     deadline = time.time() + wait_s
     while True:
         try:
@@ -72,8 +109,9 @@ def take(lock_file, owner, wait_s=0.0):
             return None, holder
         time.sleep(POLL_S)
     record = dict(owner, started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), lock_pid=os.getpid())
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(record).encode("ascii"), 0)
+    if os.O_RDWR & fcntl.fcntl(fd, fcntl.F_GETFL):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode("ascii"), 0)
     return fd, None
 
 
@@ -115,10 +153,10 @@ def main(argv):
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         out.write(json.dumps({"error": "bad request: {}".format(e)}).encode("ascii") + b"\n")
         return 2
-    lock_file = file_for(path, directory())
     try:
-        fd, holder = take(lock_file, owner, wait_s)
+        lock_file, fd, holder = take_for(path, owner, directory(), wait_s)
     except OSError as e:
+        lock_file = beside(path)
         out.write(json.dumps({"error": "cannot lock {}: {}".format(lock_file, e.strerror or e)}).encode("ascii")
                   + b"\n")
         return 1

@@ -17,6 +17,13 @@ import time
 from . import cgroup, cores, disk, engines, evidence, job_facts, jobrecord, procs
 
 
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def gather(job_ref=None, pid=None, since=None):
     now = time.time()
     ev = {"boot_id_now": procs.boot_id(), "uptime_s": procs.uptime_s(), "now": now,
@@ -25,9 +32,14 @@ def gather(job_ref=None, pid=None, since=None):
     if job_ref:
         job_id = jobrecord.resolve(job_ref)
         rec = jobrecord.load(job_id)
+        if rec is None:  # a launch that never wrote its start record: judged on what its directory holds
+            jdir = jobrecord.job_dir(job_id)
+            rec = {"dir": jdir, "meta": {}, "exit": jobrecord.read_json(os.path.join(jdir, jobrecord.EXIT))}
+            since = since or _mtime(jdir)
         meta = rec["meta"]
         facts = job_facts.facts(job_id)
-        ev.update(job_id=job_id, meta=meta, exit=rec["exit"], job=facts, since=meta.get("launched_at") or now)
+        ev.update(job_id=job_id, meta=meta or None, exit=rec["exit"], job=facts,
+                  since=meta.get("launched_at") or since or now)
         engines.of(meta).diagnose_facts(ev, job_id, rec, facts)
         ev["log_head"] = evidence.head(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG))
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])

@@ -1,5 +1,6 @@
 """Light GPU readings, taken again and again: utilisation and memory per GPU (and, when asked, the
-compute processes), for reap's idle window and the fleet view's samples.
+compute processes or more fields of the full probe), for reap's idle window, the fleet view's
+samples and a run's telemetry.
 
 Through NVML when the box's pynvml works (no process per reading), else one nvidia-smi CSV query
 per reading. The document is gpuops.onbox.gpu's, cut to the keys these readers need.
@@ -23,10 +24,11 @@ TIMEOUT_S = 10
 NAME_FIELD = ("name", "name", str)
 
 
-def read_smi(apps=True, names=False):
+def read_smi(apps=True, names=False, extra=()):
     """Utilisation and memory per GPU from nvidia-smi; `names` adds each GPU's name to the same
-    query, `apps` the compute-process list (one more nvidia-smi run)."""
-    fields = FIELDS + ([NAME_FIELD] if names else [])
+    query, `extra` more (field, key, kind) triples of gpu.CORE_FIELDS, `apps` the compute-process
+    list (one more nvidia-smi run)."""
+    fields = FIELDS + ([NAME_FIELD] if names else []) + list(extra)
     query = ",".join(f for f, _, _ in fields)
     r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], TIMEOUT_S)
     doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
@@ -64,16 +66,17 @@ class Reader(object):
         except Exception:  # absent or broken here: nvidia-smi may still answer
             self.nvml = None
 
-    def read(self, apps=True, names=False):
-        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib (, name)}], processes}."""
+    def read(self, apps=True, names=False, extra=()):
+        """{source, error, devices: [{index, minor, bus_id, util_pct, memory_*_mib (, name, the
+        keys of `extra`)}], processes}."""
         if self.nvml is not None:
             doc, err = gpu.from_nvml(self.nvml)
             if doc is None:
                 return {"source": "nvml", "error": err, "devices": [], "processes": []}
-            keys = KEYS + (("name",) if names else ())
+            keys = KEYS + (("name",) if names else ()) + tuple(k for _, k, _ in extra)
             doc["devices"] = [dict((k, d.get(k)) for k in keys) for d in doc["devices"]]
             return doc
-        return read_smi(apps, names)
+        return read_smi(apps, names, extra)
 
 
 def sample(reader, window_s, interval_s=1.0, names=False):

@@ -201,7 +201,7 @@ def _start_runner(name, qdir, opts):
 
     wrapper.detach(body, os.path.join(qdir, "runner.log"), keep_fd=w)
     os.close(w)
-    wrapper.read_until_eof(r, 10.0)
+    wrapper.read_until_eof(r, 10.0)  # the runner reports nothing: its end is the sign it started
     os.close(r)
 
 

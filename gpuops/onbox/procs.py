@@ -38,6 +38,20 @@ def stat(pid):
         return None
 
 
+def job_tag(pid):
+    """The GPUOPS_JOB_ID in a process's environment (every process a job starts carries it), or
+    None (no tag, gone, or another user's)."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = f.read()
+    except (OSError, IOError):
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"GPUOPS_JOB_ID="):
+            return item[len(b"GPUOPS_JOB_ID="):].decode("utf-8", "replace")
+    return None
+
+
 def io_bytes(pid):
     """Bytes the process has read and written through any syscall (rchar + wchar: files, pipes,
     sockets), or None when /proc/PID/io is not readable (another user's process)."""

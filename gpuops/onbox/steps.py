@@ -206,6 +206,15 @@ def compile_patterns(user_regex=None):
     return ([_UserForm(user_regex)] if user_regex else []) + list(FORMS)
 
 
+def counts_done(form, first):
+    """Whether `form`'s numbers count steps done, so step N is the procedure's 0-indexed N - 1: a
+    bar's N/M always; any other form but MaxText's `completed step: N` (the one known to be
+    0-indexed) unless the log's first step, `first`, is 0."""
+    if form.counts:
+        return True
+    return form.name != "maxtext" and first is not None and first.step != 0
+
+
 def pick(data, forms=FORMS):
     """The first form in `forms` that finds a step in data, or None."""
     return next((f for f in forms if f.first(data) is not None), None)

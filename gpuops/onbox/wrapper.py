@@ -99,28 +99,59 @@ def start(job_dir, argv, env, workdir, meta, timeout_s=30.0):
 
     detach(body, log_path, keep_fd=w)
     os.close(w)
-    data = read_until_eof(r, timeout_s)
+    data, ended = read_until_eof(r, timeout_s)
     os.close(r)
     try:
         return json.loads(data.decode("utf-8"))
     except ValueError:
-        raise RuntimeError("the job supervisor did not report a start within %gs" % timeout_s)
+        pass
+    if not ended:  # alive but silent: it may still write the record, so none is written here
+        raise jobrecord.JobError("timed-out", "the job supervisor did not report a start within %gs" % timeout_s)
+    return _supervisor_lost(job_dir, meta)
+
+
+def _supervisor_lost(job_dir, meta):
+    """The supervisor ended without reporting a start: a job that kills its parent (`kill $PPID`)
+    kills it, as can the OOM killer. What is known goes on record, so the job is never a launch
+    that never ends: the start record it wrote, if it got that far; else the job's processes,
+    found by the GPUOPS_JOB_ID they carry; else an exit record saying that the job is not running
+    and how it ended is unknown (VANISHED)."""
+    recorded = jobrecord.read_json(os.path.join(job_dir, jobrecord.META))
+    if recorded and recorded.get("pid"):
+        return recorded
+    job_id = meta.get("job_id")
+    live = [st for st in (procs.stat(p) for p in procs.pids() if procs.job_tag(p) == job_id)
+            if st and st["state"] not in ("Z", "X")]
+    leader = next((st for st in live if st["pid"] == st["sid"]), None)
+    why = "the job's gpuops supervisor ended before it recorded the start (a job that kills its parent kills it)"
+    meta = dict(meta, supervisor_lost=why, pid=leader and leader["pid"], pgid=leader and leader["pgid"],
+                start_ticks=leader and leader["start_ticks"], wrapper_pid=None)
+    for name in os.listdir(job_dir):  # what the supervisor was writing when it died
+        if name.startswith(jobrecord.META + ".tmp."):
+            os.unlink(os.path.join(job_dir, name))
+    jobrecord.write_json(os.path.join(job_dir, jobrecord.META), meta)
+    if leader is None:
+        jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT), {
+            "exit_code": None, "signal": None, "ended_at": time.time(),
+            "error": why + ", and the job is not running: how it ended is unknown",
+            "survivors": [{"pid": st["pid"], "start_ticks": st["start_ticks"]} for st in live]})
+    return meta
 
 
 def read_until_eof(fd, timeout_s):
+    """(what came on `fd`, whether it ended) within `timeout_s`."""
     chunks, deadline = [], time.time() + timeout_s
     while True:
         left = deadline - time.time()
         if left <= 0:
-            break
+            return b"".join(chunks), False
         ready, _, _ = select.select([fd], [], [], left)
         if not ready:
-            break
+            return b"".join(chunks), False
         chunk = os.read(fd, 65536)
         if not chunk:
-            break
+            return b"".join(chunks), True
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _reset_signals():

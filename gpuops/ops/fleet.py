@@ -9,7 +9,7 @@ others are still shown, and the exit code is the worst row's (gpuops.errors).
 import re
 from collections import Counter
 
-from .. import errors, profiles
+from .. import errors, profiles, shapes
 from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..jobs.answers import job_id
@@ -27,7 +27,6 @@ _SLACK_S = 30  # for the handshake, python's start and the job scan, past the wi
 
 NUMBER = (int, float)
 NONE = type(None)
-_FACTS = {"now": NUMBER, "hostname": str, "uptime_s": NUMBER + (NONE,), "gpu": dict, "jobs": dict, "disk": dict}
 _GPU = {"present": bool, "source": (str, NONE), "error": (str, NONE), "samples": int, "devices": list}
 _DEVICE = {"index": (int, NONE), "name": (str, NONE), "memory_used_mib": NUMBER + (NONE,),
            "memory_total_mib": NUMBER + (NONE,), "util_peak_pct": NUMBER + (NONE,)}
@@ -45,7 +44,7 @@ def _bounded(value, low, high, host, what):
 
 def checked(facts, host):
     """The fleet answer once its shape and ranges are what gpuops' on-box code writes."""
-    shaped(facts, _FACTS, host, "fleet answer")
+    shapes.checked("fleet_facts", facts, host)
     gpu = shaped(facts["gpu"], _GPU, host, "fleet GPU answer")
     jobs = shaped(facts["jobs"], _JOBS, host, "fleet jobs answer")
     disk = shaped(facts["disk"], _DISK, host, "fleet disk answer")

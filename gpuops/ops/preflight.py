@@ -15,8 +15,11 @@ NEXT_MAX = 4
 
 
 # `DIR:SIZE` with SIZE like 500M, 20G, 1.5T or 200GiB (a bare number is GiB); a colon followed by
-# anything else is part of the directory's name.
+# anything else is part of the directory's name, unless it was meant as a size and is not one
+# (`/tmp:abcG`, `/tmp:12x`: digits then letters, or letters ending in a unit), which is refused
+# rather than checked as a directory of that name.
 _SIZED = re.compile(r"^(.+):(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.I)
+_MEANT_AS_SIZE = re.compile(r"^.+:([\d.]+\s*[A-Za-z]*|[A-Za-z]*[KMGT](?:i?B)?)$", re.I)
 _GIB_PER = {"": 1.0, "K": 1.0 / 2**20, "M": 1.0 / 2**10, "G": 1.0, "T": 1024.0}
 
 
@@ -24,6 +27,10 @@ def sized_path(arg):
     """(directory, GiB it needs free or None) from a --path argument."""
     m = _SIZED.match(arg)
     if not m:
+        bad = _MEANT_AS_SIZE.match(arg)
+        if bad:
+            raise errors.UsageError(f"--path {arg!r}: {bad.group(1)!r} is not a size; DIR:SIZE takes one like "
+                                    "500M, 20G, 1.5T or 200GiB")
         return arg, None
     return m.group(1), float(m.group(2)) * _GIB_PER[m.group(3).upper()]
 

@@ -133,13 +133,13 @@ def _record_pull(host, remote_root, local_root, rmap):
     """Write the verified manifest next to the data and add the pull to the index."""
     verified_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     files = [{"path": e.rel, "size": e.size, "sha256": e.sha256} for e in sorted(rmap.values()) if e.kind == "f"]
-    manifest_path = os.path.join(local_root, pullindex.MANIFEST_NAME)
+    manifest_path = pullindex.manifest_for(local_root)
     doc = {"schema": 1, "host": host, "remote": remote_root, "local": local_root, "verified_at": verified_at,
            "files": files}
     # ASCII JSON: a name that is not UTF-8 is kept as its \udcXX escape, which reads back as the
     # same bytes. The temporary name is a partial file's, which no walk lists if a crash leaves it.
-    contained.Root(local_root).write_atomic(pullindex.MANIFEST_NAME, json.dumps(doc).encode("ascii"),
-                                            temp_suffix=rules.PART_SUFFIX)
+    contained.Root(os.path.dirname(manifest_path)).write_atomic(
+        os.path.basename(manifest_path), json.dumps(doc).encode("ascii"), temp_suffix=rules.PART_SUFFIX)
     pullindex.record({"host": host, "remote": remote_root, "local": local_root, "manifest": manifest_path,
                       "files": len(files), "bytes": sum(f["size"] for f in files), "verified_at": verified_at})
     return manifest_path

@@ -7,7 +7,7 @@ the result, sets the exit code and says what to do next.
 
 import time
 
-from .. import errors
+from .. import errors, shapes
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope, step
 from ..findings import Finding, worst_first
@@ -53,9 +53,6 @@ def reap(target, gpu=None, min_age=600, idle_window=10, term_wait=10, yes=False,
 
 
 _NUMBER = (int, float, type(None))
-_FACTS = {"holders": list, "actions": list, "gpus": list, "applied": bool, "nested_pid_namespace": bool,
-          "plan_targets": (list, type(None)), "plan_refused": (bool, type(None)),
-          "gpu": (int, type(None)), "gpu_error": (str, type(None)), "unreadable": int, "nvml_unverified": list}
 _HOLDER = {"pid": int, "class": str, "reason": str, "gpus": list, "gpu_mem_mib": dict, "user": (str, type(None)),
            "age_s": _NUMBER, "command": str, "action": (str, type(None)), "outcome": (str, type(None)),
            "last_activity": str}
@@ -66,7 +63,7 @@ _GPU = {"index": int, "holders": list, "memory_used_mib": _NUMBER, "attributed_m
 
 def checked(facts, host):
     """The reaper's answer once its shape is the one gpuops' on-box reaper writes."""
-    expect(facts, _FACTS, host, "reap answer")
+    shapes.checked("reap", facts, host)
     for pair in facts.get("plan_targets") or []:
         if not (isinstance(pair, list) and len(pair) == 2 and all(type(n) is int for n in pair)):
             raise errors.BadAnswer(f"{host}: the box's reap answer is not gpuops's: plan target {pair!r}")

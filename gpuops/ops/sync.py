@@ -14,7 +14,8 @@ The steps of push and pull are the same with the ends swapped:
   5. hash what was sent on both ends and compare; repair mismatches once; the exit status is
      the verification result.
 
-A verified pull also writes `.gpuops-manifest.json` next to the data and records the pull in the
+A verified pull also writes its manifest next to the data (`.NAME.gpuops-manifest.json` beside
+the directory NAME, outside its tree) and records the pull in the
 local pull index, which is the evidence `teardown-check` relies on.
 """
 

@@ -128,7 +128,7 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
     jid = row["job_id"]
     wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
     said = f"{jid}: {row['state']}"
-    if row.get("exit_code") is not None or row.get("signal"):
+    if row.get("exit_code") or row.get("signal"):  # a COMPLETED row's 0 goes without saying
         said += f" ({row.get('signal') or 'exit %d' % row['exit_code']})"
     if doc["reason"] == "match":
         summary = f"{said}; log line matched: {doc['match']['line'][:200]}"

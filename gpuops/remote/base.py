@@ -9,7 +9,8 @@ the remote command when it overruns: a local timer alone would leave it running 
 GPU), hands it to `sh` untouched by any login shell, feeds stdin, collects stdout (passing chunks
 to `on_stdout` as they come) and stderr, and gives up locally GRACE_S after the box's deadline.
 `ship` runs an on-box entry (gpuops.onbox), its source sent through stdin ahead of the caller's
-stdin; `run_onbox` also reads the entry's one JSON document. Each call is exactly one exec
+stdin; `run_onbox` also reads the entry's one JSON document, and checks it against the entry's
+shape (gpuops.shapes) before anyone reads it. Each call is exactly one exec
 channel, so a verb's round trips can be counted. `later`, a callable returning the rest of stdin,
 lets a call start before its input is ready: the box runs the login rc and starts the interpreter
 meanwhile (on a box with conda or pyenv in its rc, most of a call's cost); it may be called again
@@ -28,7 +29,7 @@ stderr, kill() and wait()), how to close its connection, and what its own failur
 import socket
 import threading
 
-from .. import onbox
+from .. import onbox, shapes
 from ..errors import BadAnswer, TimedOut
 from ..units import human_bytes
 from . import wrap
@@ -172,7 +173,8 @@ class Target:
 
     def run_onbox(self, entry, args=(), stdin=b"", timeout_s=60, on_stdout=None, later=None):
         result = self.ship(entry, args, stdin, timeout_s, on_stdout, later=later)
-        return check_onbox(result, self.name, timeout_s)
+        doc = check_onbox(result, self.name, timeout_s)
+        return shapes.checked(entry, doc, self.name, action=args[0] if args else None)
 
 
 class _StderrReader(threading.Thread):

@@ -57,16 +57,19 @@ def chosen() -> str:
     return os.environ.get("GPUOPS_TRANSPORT") or ("openssh" if available() else "paramiko")
 
 
-def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=PERSIST_S):
+def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=PERSIST_S, log_level="ERROR"):
     """The ssh command line for host spec `spec`, up to and including the host (no remote command).
 
     The host is the name as given (an alias or an address), so ssh applies the user's ssh_config
-    to it exactly as it would for `ssh HOST`; GPUOPS_SSH_CONFIG pins that file."""
+    to it exactly as it would for `ssh HOST`; GPUOPS_SSH_CONFIG pins that file. `log_level` ERROR
+    keeps ssh's notices out of a remote command's stderr; it also silences why a connection
+    ended ("Connection closed by ...", logged at INFO), so a command line with no remote command
+    (the master, whose stderr is ssh's alone) asks for INFO."""
     user, host, port = hostspec.parse(spec.spec)
     argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
             "-o", f"ConnectTimeout={spec.connect_timeout}",
             "-o", f"ServerAliveInterval={spec.keepalive_s}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}",
-            "-o", "LogLevel=ERROR"]
+            "-o", f"LogLevel={log_level}"]
     config = os.environ.get("GPUOPS_SSH_CONFIG")
     if config:
         argv += ["-F", config]
@@ -137,10 +140,10 @@ class OpenSSHTarget(Target):
             return self._shared
         return f"{self._mux_dir}/%C" if self._mux_dir else None
 
-    def ssh_argv(self, control="auto"):
+    def ssh_argv(self, control="auto", log_level="ERROR"):
         """This target's ssh command line (with its master's socket once there is one)."""
         control = "no" if self._rides_only else control
-        return ssh_argv(self.spec, self.identity, self._control_path(), control, self._keep_s)
+        return ssh_argv(self.spec, self.identity, self._control_path(), control, self._keep_s, log_level)
 
     def start_master(self):
         """Begin the handshake now, in the background; the first run() waits for it to finish.
@@ -156,7 +159,8 @@ class OpenSSHTarget(Target):
         self._master_err = tempfile.TemporaryFile()
         # With ControlPersist the foreground ssh exits once the master is listening, so its exit
         # status is the handshake's outcome; the master itself lives on in the background.
-        argv = self.ssh_argv(control="yes")
+        argv = self.ssh_argv(control="yes", log_level="INFO")
+        self._master_since = time.monotonic()
         self._master = subprocess.Popen(argv[:-1] + ["-N", argv[-1]], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=self._master_err, start_new_session=True)
 
@@ -179,8 +183,9 @@ class OpenSSHTarget(Target):
                 _remove_tree(self._mux_dir)
                 self._mux_dir = None
             if code == 255 and report:
-                self._raise_for(err)
-            # anything else (the master was killed, say) is no verdict on the host: go direct
+                self._raise_for(err, f" (during the SSH handshake, after {time.monotonic() - self._master_since:.0f}s)")
+            # anything else (the master was killed, or stopped at its deadline: a slow login, a
+            # server's reverse DNS lookup, may still finish) is no verdict on the host: go direct
 
     def _master_exit(self, proc, deadline):
         """The master's exit code once it has shaken hands (it forks to the background then); a
@@ -279,19 +284,35 @@ class OpenSSHTarget(Target):
     def _checked(self, result):
         if result.exit == 255:
             self._raise_for(result.stderr)
+            if not result.stdout and not result.stderr.strip():
+                # At LogLevel=ERROR ssh says nothing when the connection ends during the handshake
+                # (it logs that at INFO); a command that ran would have left some trace here (a
+                # shipped entry's interpreter always names itself on stderr first).
+                raise Unreachable(f"{self._where()}: the SSH connection ended before the command ran (ssh exit "
+                                  f"255 without a word: a handshake cut off or refused); `ssh -v {self.name}` shows "
+                                  "where it stops")
         if result.exit < 0:  # our ssh client was killed: close() from another thread
             raise Unreachable(f"{self.name}: the connection was closed before the command finished")
         return result
 
-    def _raise_for(self, err: bytes):
+    def _raise_for(self, err: bytes, during=None):
+        """The typed error for what ssh said when it failed (exit 255). `during`: the failure was
+        the handshake's (the master's stderr is ssh's alone), so even words none of the patterns
+        know mean the host could not be reached, said with them and `during` after."""
         text = err.decode("utf-8", "replace")
         for cls, pattern in _FAILURES:
             if pattern.search(text):
-                raise cls(self._message(cls, text))
+                message = self._message(cls, text)
+                raise cls(message + during if during and cls in (Unreachable, TimedOut) else message)
+        if during:
+            raise Unreachable(self._message(Unreachable, text) + during)
+
+    def _where(self):
+        return f"{self.name} ({self.spec.hostname}:{self.spec.port})"
 
     def _message(self, cls, text):
         last = [line.strip() for line in text.splitlines() if line.strip()]
-        where = f"{self.name} ({self.spec.hostname}:{self.spec.port})"
+        where = self._where()
         if cls is HostKeyRevoked:
             known = ", ".join(self.spec.known_hosts) or "~/.ssh/known_hosts"
             return (f"{where}: the host key it offered is marked @revoked in {known}: refusing it. A revoked "

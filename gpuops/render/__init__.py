@@ -261,6 +261,6 @@ def state_text(row):
     from ..jobs.states import style
 
     s = row.get("state") or "?"
-    extra = f" {row['exit_code']}" if row.get("exit_code") is not None else ""
+    extra = f" {row['exit_code']}" if row.get("exit_code") else ""  # a COMPLETED row's 0 goes without saying
     extra += f" {row['signal']}" if row.get("signal") else ""
     return f"[{style(s)}]{s}{extra}[/]"

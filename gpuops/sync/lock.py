@@ -2,8 +2,9 @@
 transfer is writing is refused (exit 5) with the holder named, instead of ending "verified" with a
 destination that mixes both trees.
 
-Both ends use the flock of gpuops.onbox.destlock. Here (pull's --dst) the lock file is in the
-per-user state directory, keyed by the destination's path, so the data tree holds no lock file.
+Both ends use the flock of gpuops.onbox.destlock, on a file beside the destination (outside its
+tree), so every writer sees it whichever login it came through. Here (pull's --dst) its fallback
+is the per-user state directory.
 On the box (push's --dst) the destlock entry holds it on a channel of its own for the whole push;
 if that channel drops mid-push, the lock is taken again. A holder that died has released its lock
 with its last breath (the kernel drops an flock with its process), so it is simply taken over.
@@ -16,7 +17,7 @@ import socket
 import threading
 import time
 
-from .. import errors, pullindex
+from .. import errors, pullindex, shapes
 from ..boundary import answer
 from ..onbox import destlock
 
@@ -49,7 +50,7 @@ class Here:
 
     def __init__(self, path, verb):
         where = os.path.join(pullindex.state_dir(), "locks")
-        self._fd, holder = destlock.take(destlock.file_for(path, where), owner(verb))
+        _, self._fd, holder = destlock.take_for(path, owner(verb), where)
         if self._fd is None:
             raise refused(path, holder)
 
@@ -169,7 +170,8 @@ class OnBox(threading.Thread):
                         raise errors.BadAnswer(f"{self.target.name}: the destination lock answered no line in "
                                                f"{LINE_BYTES} bytes")
                     return
-                found["doc"] = doc = answer(bytes(heard[:end]), self.target.name)
+                found["doc"] = doc = shapes.checked("destlock", answer(bytes(heard[:end]), self.target.name),
+                                                    self.target.name)
                 del heard[:end + 1]
                 start = 0
                 if "holding" in doc:
@@ -178,7 +180,8 @@ class OnBox(threading.Thread):
             if listing and self.held:
                 end = heard.find(b"\n", start)
                 if end >= 0:
-                    self._listing["doc"] = answer(bytes(heard[:end]), self.target.name)
+                    self._listing["doc"] = shapes.checked("manifest", answer(bytes(heard[:end]), self.target.name),
+                                                          self.target.name)
                     heard.clear()
                     self._listed.set()
 

@@ -2,16 +2,16 @@
 
 Order matters (the last matching gitignore rule wins): `.git` first so the ignore file or an
 --exclude can override it with `!.git`, then the source root's `.gpuopsignore`, then --exclude,
-then gpuops' own files, which nothing can re-include: the pull manifest at the root, rsync's
-partial directories and the SFTP engine's partial files.
+then gpuops' own files, which nothing can re-include: rsync's partial directories and the SFTP
+engine's partial files (which must sit beside what they become, for an atomic rename). The pull
+manifest is kept outside the tree (gpuops.pullindex), so no name of the user's is taken by it.
 """
 
 from ..onbox.ignorerules import IGNORE_FILE
-from ..pullindex import MANIFEST_NAME
 
 PARTIAL_DIR = ".gpuops-partial"
 PART_SUFFIX = ".gpuops-part"
-INTERNAL = ("/" + MANIFEST_NAME, PARTIAL_DIR + "/", "*" + PART_SUFFIX)
+INTERNAL = (PARTIAL_DIR + "/", "*" + PART_SUFFIX)
 
 
 def request(excludes=(), include_git=False, read_ignore_file=True) -> dict:

@@ -119,8 +119,7 @@ class Scanner:
                 # Only MaxText's `completed step: N` is known to be 0-indexed; another form is read
                 # as a count of steps done (Megatron's iteration N, HF's global_step, `Step N/M`)
                 # unless the log's first step is 0.
-                first = self.form.first(data)
-                self.counts = self.form.counts or (self.form.name != "maxtext" and first.step != 0)
+                self.counts = steps.counts_done(self.form, self.form.first(data))
 
     def _index(self, found):
         """The procedure's 0-indexed step of a Step (N/M bars count steps done: N - 1; a bar at

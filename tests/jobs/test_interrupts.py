@@ -55,7 +55,7 @@ def test_ctrl_c_on_a_follow_says_the_job_runs_on_and_how_to_resume(box, jobs_box
     assert again.returncode == 6 and json.loads(again.stdout)["data"]["start_offset"] == offset, again.stderr
 
 
-def test_ctrl_c_on_a_wait_says_where_the_job_stands_and_how_to_wait_on(box, jobs_box, jobs_dir):
+def test_ctrl_c_on_a_wait_says_where_the_job_stands_and_how_to_wait_on(box, jobs_box, jobs_dir, fresh_logins):
     job = op.launch(box, command=TICKS, jobs_dir=str(jobs_dir))["data"]["job"]["job_id"]
     proc, out = _started(["wait", "--host", jobs_box.spec, "--jobs-dir", str(jobs_dir), "-j", job[-6:],
                         "--timeout", "300"])

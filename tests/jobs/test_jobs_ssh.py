@@ -339,3 +339,61 @@ def test_jobs_dir_defaults_to_home_and_follows_the_box_environment(rig, tmp_path
     finally:
         plain.stop()
         moved.stop()
+
+
+def test_a_job_that_kills_its_own_supervisor_is_vanished_and_launch_says_so(box, jobs_dir):
+    """`launch --cmd 'kill -9 $PPID'` exited 70 ("supervisor did not report a start within 30s",
+    after 1-2 s) in two of three runs; status then showed the job STARTING and diagnose crashed."""
+    from gpuops.ops import diagnose
+
+    for _ in range(6):  # the job races its supervisor's start record: either may win
+        doc = op.launch(box, command="kill -9 $PPID", jobs_dir=str(jobs_dir))
+        job = doc["data"]["job"]["job_id"]
+        assert doc["ok"] is False and doc["summary"].startswith(f"{job}: VANISHED: "), doc["summary"]
+        assert "supervisor" in doc["summary"]
+        row = job_state(box, jobs_dir, job)
+        assert row["state"] == "VANISHED" and "supervisor" in row["reason"], row
+        assert not list((jobs_dir / job).glob("meta.json.tmp.*")), "nothing half-written is left"
+        verdict = diagnose.diagnose(box, job=job, jobs_dir=str(jobs_dir))["data"]
+        assert verdict["verdict"] == "unknown" and verdict["exit_code"] is None, verdict
+
+    doc = op.launch(box, command="kill -9 $PPID; sleep 30", jobs_dir=str(jobs_dir))
+    job = doc["data"]["job"]["job_id"]
+    assert doc["ok"] is False and "its gpuops supervisor is gone" in doc["summary"], doc["summary"]
+    assert doc["data"]["meta"]["pid"] and job_state(box, jobs_dir, job)["state"] == "RUNNING"
+    os.kill(doc["data"]["meta"]["pid"], signal.SIGKILL)
+    assert ended(box, jobs_dir, job)["state"] == "VANISHED"
+
+
+@pytest.mark.parametrize("age_s", [0, 3600])
+def test_no_verb_tracebacks_on_a_launch_that_left_no_start_record(box, jobs_dir, age_s):
+    """What a supervisor killed before its start record left (cmd and log, no meta.json):
+    `diagnose --job` crashed on it with TypeError (exit 70)."""
+    from gpuops.ops import diagnose, wait
+
+    job = "20260101-000000-abcdef"
+    d = jobs_dir / job
+    d.mkdir(parents=True)
+    (d / "cmd").write_text("kill -9 $PPID\n")
+    (d / "log").write_text("")
+    os.utime(d, (time.time() - age_s,) * 2)
+    state = "STARTING" if age_s < 60 else "VANISHED"
+    assert job_state(box, jobs_dir, job)["state"] == state
+    verdict = diagnose.diagnose(box, job=job, jobs_dir=str(jobs_dir))
+    assert verdict["data"]["verdict"] == "unknown" and "start record" in verdict["summary"], verdict["summary"]
+    assert verdict["data"]["state"] == state
+    assert joblogs.logs(box, job=job, jobs_dir=str(jobs_dir))["data"]["text"] == ""
+    assert op.stop(box, job=job, yes=True, jobs_dir=str(jobs_dir))["summary"].endswith("none of its processes is alive")
+    waited = wait.wait(box, job=job, timeout_s=1, jobs_dir=str(jobs_dir))
+    assert waited["data"]["state"] == state
+
+
+def test_a_completed_jobs_row_says_exit_code_0_as_its_exit_record_does(box, jobs_dir):
+    """A COMPLETED job's row had `exit_code: null` while its exit record said 0."""
+    import json
+
+    job = launched(box, jobs_dir, "true")
+    row = ended(box, jobs_dir, job)
+    record = json.loads((jobs_dir / job / "exit.json").read_text())
+    assert (row["state"], row["exit_code"], record["exit_code"]) == ("COMPLETED", 0, 0)
+    assert op.status(box, job=job, jobs_dir=str(jobs_dir))["summary"].startswith(f"{job}: COMPLETED")

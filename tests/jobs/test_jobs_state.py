@@ -21,7 +21,7 @@ def ev(step, at=None, seconds=None, end=50):
 
 
 @pytest.mark.parametrize("exit_rec,expect", [
-    ({"exit_code": 0, "signal": None, "ended_at": NOW}, ("COMPLETED", None, None)),
+    ({"exit_code": 0, "signal": None, "ended_at": NOW}, ("COMPLETED", 0, None)),  # it was null beside a 0
     ({"exit_code": 3, "signal": None, "ended_at": NOW}, ("FAILED", 3, None)),
     ({"exit_code": None, "signal": "SIGKILL", "ended_at": NOW}, ("KILLED", None, "SIGKILL")),
     ({"exit_code": None, "signal": "SIGHUP", "ended_at": NOW}, ("KILLED", None, "SIGHUP")),
@@ -135,3 +135,9 @@ def test_last_seen_state_is_kept_per_host_and_job(monkeypatch, tmp_path):
     assert lastseen.recall("boxA", "j2") is None, "UNREACHABLE is not a job state worth remembering"
     assert lastseen.recall("boxB", "j1")["exit_code"] == 2
     assert (tmp_path / "jobs-last-seen.json").stat().st_mode & 0o077 == 0
+
+
+def test_a_job_whose_supervisor_was_lost_at_launch_says_so_when_it_vanishes():
+    lost = "the job's gpuops supervisor ended before it recorded the start (a job that kills its parent kills it)"
+    row = state.derive(facts(liveness="gone", wrapper_alive=None, meta={"supervisor_lost": lost, "wrapper_pid": None}))
+    assert row["state"] == "VANISHED" and row["reason"].startswith(lost)

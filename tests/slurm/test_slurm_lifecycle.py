@@ -49,7 +49,7 @@ def test_launch_runs_to_completed_with_an_exit_record(box, slurm, jobs_dir, tmp_
     assert running["state"] == states.RUNNING and running["slurm_job_id"] == slurm_id
     assert slurm.state(slurm_id) == "RUNNING"
     ended = waited(box, jobs_dir, job)
-    assert (ended["state"], ended["exit_code"], ended["scheduler_state"]) == (states.COMPLETED, None, "COMPLETED")
+    assert (ended["state"], ended["exit_code"], ended["scheduler_state"]) == (states.COMPLETED, 0, "COMPLETED")
     record = json.loads((jobs_dir / job / "exit.json").read_text())
     assert (record["engine_state"], record["exit_code"], record["scheduler"]["JobId"]) == ("COMPLETED", 0, slurm_id)
     meta = json.loads((jobs_dir / job / "meta.json").read_text())

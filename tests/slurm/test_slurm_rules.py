@@ -100,7 +100,9 @@ def test_resources_and_the_checkpoint_signal_are_checked_before_anything_is_sent
     for bad in ({"nodes": "two"}, {"mem": "1G\n#SBATCH --x"}):
         with pytest.raises(errors.UsageError):
             sbatch.resources(bad)
-    for bad in ("KILL", "USR9", "USR1@0"):
+    # _IGN, _DFL@60 and SIG_BLOCK passed (signal has SIG_IGN, SIG_DFL, SIG_BLOCK: handler and mask
+    # constants, no signals), and the batch script's `trap` then failed on the node
+    for bad in ("KILL", "USR9", "USR1@0", "_IGN", "_DFL@60", "SIG_BLOCK", "SIG_SETMASK", ""):
         with pytest.raises(errors.UsageError):
             spec.checkpoint_signal(bad)
 

@@ -45,7 +45,7 @@ def make_tree(root: Path) -> Path:
     return root
 
 
-def snapshot(root: Path, skip=(".gpuops-manifest.json",)) -> dict:
+def snapshot(root: Path, skip=()) -> dict:
     """{rel: (kind, size, sha256 | link target, exec bit)} of everything under root."""
     out = {}
     base = os.fsencode(root)

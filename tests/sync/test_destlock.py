@@ -14,7 +14,7 @@ OWNER = {"verb": "push", "pid": 4242, "host": "laptop", "token": "t"}
 
 
 def test_a_held_lock_names_its_holder_and_is_free_once_closed(tmp_path):
-    path = destlock.file_for(str(tmp_path / "dst"), str(tmp_path / "locks"))
+    path = destlock.beside(str(tmp_path / "dst"))
     fd, _ = destlock.take(path, OWNER)
     again, holder = destlock.take(path, {"pid": 1})
     assert again is None and holder["pid"] == 4242 and holder["host"] == "laptop" and holder["started_at"]
@@ -25,7 +25,7 @@ def test_a_held_lock_names_its_holder_and_is_free_once_closed(tmp_path):
 
 
 def test_a_taker_waits_for_a_holder_that_is_letting_go(tmp_path):
-    path = destlock.file_for(str(tmp_path / "dst"), str(tmp_path / "locks"))
+    path = destlock.beside(str(tmp_path / "dst"))
     fd, _ = destlock.take(path, OWNER)
     threading.Timer(0.2, os.close, [fd]).start()
     taken, holder = destlock.take(path, {"pid": 1}, wait_s=5)
@@ -40,6 +40,7 @@ def test_two_spellings_of_one_destination_share_a_lock(tmp_path):
     spellings = [str(tmp_path / "real"), str(tmp_path / "alias") + "/", str(tmp_path / "real" / ".." / "real")]
     assert len({destlock.file_for(p, where) for p in spellings}) == 1
     assert destlock.file_for(str(tmp_path / "other"), where) != destlock.file_for(spellings[0], where)
+    assert len({destlock.beside(p) for p in spellings}) == 1
 
 
 def _entry(env, path):
@@ -54,7 +55,7 @@ def _entry(env, path):
 def test_the_entry_holds_the_lock_until_its_client_is_gone(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     first, said = _entry(env, str(tmp_path / "dst"))
-    assert said == {"holding": destlock.file_for(str(tmp_path / "dst"), destlock.directory(env))}
+    assert said == {"holding": str(tmp_path / ".dst.gpuops-lock")}
     second, said = _entry(env, str(tmp_path / "dst"))
     assert second.wait(10) == 0 and said["held_by"]["pid"] == 4242 and said["held_by"]["lock_pid"]
     first.stdout.close()  # the channel is gone: stdout breaks, and the lock goes with the process
@@ -63,3 +64,19 @@ def test_the_entry_holds_the_lock_until_its_client_is_gone(tmp_path):
     assert "holding" in said
     third.kill()
     third.wait()
+
+
+def test_the_lock_lives_beside_the_destination_and_falls_back_where_its_parent_is_not_ours(tmp_path):
+    """Two pushes into one directory through logins with different HOMEs both held "the" lock:
+    each HOME had its own."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    lock, fd, _ = destlock.take_for(str(tmp_path / "alias" / "run"), OWNER, str(tmp_path / "home-a"))
+    assert lock == str(tmp_path / "real" / ".run.gpuops-lock") and os.path.isfile(lock)
+    _, again, holder = destlock.take_for(str(tmp_path / "real" / "run") + "/", {"pid": 1}, str(tmp_path / "home-b"))
+    assert again is None and holder["pid"] == 4242, "another HOME sees the same lock"
+    os.close(fd)
+    # A directory no one may add a file to (even root: sysfs): the per-user lock is taken instead.
+    lock, fd, _ = destlock.take_for("/sys/gpuops-test-run", OWNER, str(tmp_path / "home-a"))
+    assert lock.startswith(str(tmp_path / "home-a") + "/")
+    os.close(fd)

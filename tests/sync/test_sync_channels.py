@@ -3,7 +3,13 @@ interpreter: on a box with conda or pyenv in its rc, most of a call's cost). Cou
 
 import time
 
+import pytest
+
 from tests.sync.conftest import run_cli
+
+# Counted on calls that each make their own connection: a kept master's helper carries calls
+# without exec channels, which test_resident.py counts on its own.
+pytestmark = pytest.mark.usefixtures("fresh_logins")
 
 
 def _tree(root):

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuops import contained
+from gpuops import contained, pullindex
 from gpuops.errors import BadAnswer
 from gpuops.remote.targets import target_for
 from gpuops.sync import plan
@@ -40,7 +40,7 @@ def test_a_manifest_entry_with_dotdot_is_refused_before_anything_is_written(esca
                         str(local / "dst"), "--engine", "sftp")
     assert proc.returncode == 3 and doc["error"]["kind"] == "bad-answer", proc.stderr + proc.stdout[-2000:]
     assert "'../escape.txt'" in doc["error"]["message"] and "\n" not in doc["error"]["message"]
-    assert sorted(os.listdir(local)) == []
+    assert sorted(os.listdir(local)) == [".dst.gpuops-lock"], "only gpuops' own lock, beside --dst"
 
 
 def test_a_symlink_the_box_turned_into_a_directory_is_replaced_not_followed(sftp_box, sync_env, tmp_path):
@@ -112,7 +112,7 @@ def test_a_name_that_is_not_utf8_survives_push_and_pull(engine, request, sync_en
     assert snapshot(back) == snapshot(remote) == snapshot(src)
     assert NOT_UTF8 in os.listdir(os.fsencode(back)) and b"dir \xfe" in os.listdir(os.fsencode(back))
     assert not [n for n in os.listdir(back) if n.endswith(".tmp") or n.endswith(".gpuops-part")]
-    with open(back / ".gpuops-manifest.json", encoding="ascii") as f:
+    with open(pullindex.manifest_for(str(back)), encoding="ascii") as f:
         listed = {e["path"] for e in json.load(f)["files"]}
     assert os.fsdecode(NOT_UTF8) in listed and "sub/" + os.fsdecode(NOT_UTF8) in listed
     with open(Path(sync_env["GPUOPS_STATE_DIR"]) / "pulls.jsonl", encoding="ascii") as f:

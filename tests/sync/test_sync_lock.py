@@ -29,23 +29,26 @@ def _start(env, *args):
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
 
 
-def _held_by(lock_file, pid, timeout=30):
-    """The record in `lock_file` once process `pid` holds it."""
+def _held_by(lock_files, pid, timeout=30):
+    """The record in the first of `lock_files` that process `pid` holds, once it does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with open(lock_file) as f:
-                record = json.loads(f.read() or "{}")
-        except (OSError, ValueError):
-            record = {}
-        if record.get("pid") == pid:
-            return record
+        for lock_file in lock_files:
+            try:
+                with open(lock_file) as f:
+                    record = json.loads(f.read() or "{}")
+            except (OSError, ValueError):
+                record = {}
+            if record.get("pid") == pid:
+                return record
         time.sleep(0.05)
-    raise AssertionError(f"pid {pid} never took {lock_file}")
+    raise AssertionError(f"pid {pid} never took {lock_files}")
 
 
 def _box_lock(box_cache, dst):
-    return destlock.file_for(str(dst), destlock.directory({"XDG_CACHE_HOME": str(box_cache)}))
+    """Where the box keeps the lock of `dst` (beside it; before, under the login's own HOME)."""
+    return [destlock.beside(str(dst)),
+            destlock.file_for(str(dst), destlock.directory({"XDG_CACHE_HOME": str(box_cache)}))]
 
 
 def test_a_second_push_to_a_destination_being_written_is_refused_naming_the_holder(sftp_box, metered, sync_env,
@@ -64,6 +67,30 @@ def test_a_second_push_to_a_destination_being_written_is_refused_naming_the_hold
     assert f"gpuops push, pid {first.pid} on {socket.gethostname()}, started {holder['started_at']}" in message
     assert still_running and first.returncode == 0, err + out[-2000:]
     assert snapshot(dst) == snapshot(a)
+
+
+def test_two_logins_with_different_homes_pushing_into_one_directory_are_one_writer_at_a_time(
+        rig, sftp_box, no_rsync_path, metered, sync_env, box_cache, tmp_path):
+    """Two pushes into one directory from logins with different HOMEs (two accounts, or two boxes
+    sharing an NFS path) ran at once: 33 files of one tree and 7 of the other, and one push exited
+    0 "verified". The lock lived under each login's HOME; it lives beside the destination now."""
+    (tmp_path / "home-b").mkdir()
+    other = rig.box("norsync-home-b", env={"PATH": str(no_rsync_path), "HOME": str(tmp_path / "home-b"),
+                                           "XDG_CACHE_HOME": str(tmp_path / "cache-b")})
+    try:
+        alias, _ = metered(sftp_box, SLOW)
+        a, b, dst = _tree(tmp_path / "a", "a"), _tree(tmp_path / "b", "b"), tmp_path / "dst"
+        first = _start(sync_env, "push", "--host", alias, "--src", str(a), "--dst", str(dst))
+        _held_by(_box_lock(box_cache, dst), first.pid)
+        proc, doc = run_cli(sync_env, "push", "--host", other.spec, "--src", str(b), "--dst", str(dst))
+        out, err = first.communicate(timeout=120)
+        assert proc.returncode == 5 and doc["error"]["kind"] == "refused", proc.stderr + proc.stdout[-2000:]
+        assert f"gpuops push, pid {first.pid}" in doc["error"]["message"]
+        assert first.returncode == 0, err + out[-2000:]
+        assert snapshot(dst) == snapshot(a)
+        assert not any(".gpuops-lock" in name for name in snapshot(dst)), "the lock is not in the tree"
+    finally:
+        other.stop()
 
 
 def test_the_lock_of_a_push_that_was_killed_is_taken_over(sftp_box, metered, sync_env, box_cache, tmp_path):

@@ -53,13 +53,13 @@ def test_push_verify_pull_round_trip_exactly(engine, request, sync_env, tmp_path
     assert not (Path.home() / "pwned").exists() and not (tmp_path / "pwned").exists()
 
     # A verified pull leaves its manifest next to the data and in the pull index (teardown-check).
-    manifest = json.loads((back / pullindex.MANIFEST_NAME).read_text())
+    manifest = json.loads(Path(pullindex.manifest_for(str(back))).read_text())
     files = {f["path"]: f for f in manifest["files"]}
     assert manifest["schema"] == 1 and manifest["remote"] == str(remote) and manifest["local"] == str(back)
     assert set(files) == {k for k, v in _expected(src).items() if v[0] == "f"}
     assert files["bin.dat"]["sha256"] == _expected(src)["bin.dat"][2]
     entries = [json.loads(line) for line in open(Path(sync_env["GPUOPS_STATE_DIR"]) / "pulls.jsonl")]
-    assert entries[-1]["manifest"] == str(back / pullindex.MANIFEST_NAME) and entries[-1]["host"] == box.spec
+    assert entries[-1]["manifest"] == pullindex.manifest_for(str(back)) and entries[-1]["host"] == box.spec
 
     # Nothing changed: a second push sends nothing and still verifies.
     proc, doc = run_cli(sync_env, "push", "--host", box.spec, "--src", str(src), "--dst", str(remote))
@@ -176,3 +176,23 @@ def test_unreachable_box_fails_fast_with_exit_3(rig, sync_env, tmp_path):
     src.mkdir()
     proc, doc = run_cli(sync_env, "push", "--host", "sync-nowhere", "--src", str(src), "--dst", "/tmp/x", timeout=60)
     assert proc.returncode == 3 and doc["error"]["kind"] == "unreachable", proc.stdout[-1000:]
+
+
+@pytest.mark.parametrize("engine", ["rsync", "sftp"])
+def test_a_users_file_named_like_the_pull_manifest_is_synced_and_never_replaced(engine, request, sync_env,
+                                                                                 tmp_path):
+    """A user file named `.gpuops-manifest.json` was silently left out of a push and replaced by
+    gpuops' own manifest on pull; both said verified."""
+    box = request.getfixturevalue("rsync_box" if engine == "rsync" else "sftp_box")
+    src, remote, back = tmp_path / "src", tmp_path / "remote", tmp_path / "back"
+    src.mkdir()
+    (src / ".gpuops-manifest.json").write_text('{"mine": "the run config"}\n')
+    (src / "weights.bin").write_bytes(os.urandom(1000))
+    proc, doc = run_cli(sync_env, "push", "--host", box.spec, "--src", str(src), "--dst", str(remote))
+    assert proc.returncode == 0 and doc["data"]["engine"] == engine, proc.stderr + proc.stdout[-2000:]
+    assert snapshot(remote) == snapshot(src)
+    proc, doc = run_cli(sync_env, "pull", "--host", box.spec, "--src", str(remote), "--dst", str(back))
+    assert proc.returncode == 0 and doc["data"]["verified"], proc.stderr + proc.stdout[-2000:]
+    assert snapshot(back) == snapshot(src), "the user's file came back as it was"
+    kept = json.loads(Path(pullindex.manifest_for(str(back))).read_text())
+    assert {f["path"] for f in kept["files"]} == {".gpuops-manifest.json", "weights.bin"}
