@@ -13,6 +13,11 @@ from tests.rig.sshd import SshRig
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# A width in the environment makes a pipe's report fold like a terminal's: pytest-xdist's workers
+# set COLUMNS=80 LINES=24, a developer's shell may too. Tests that mean a width set it themselves.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 # Tiers, read from the fixtures a test uses (their whole closure, so a box fixture built on `rig`
 # counts): Slurm's daemons; then real services and processes that stand for a machine (sshd boxes
 # through `rig`, Ray, and through `real_processes`: the CLI as a subprocess, an MCP server, GPU

@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -17,9 +18,10 @@ from tests.conftest import ROOT
 _CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
-def run(*args, cols=80, rows=24, env=None, timeout=60):
+def run(*args, cols=80, rows=24, env=None, timeout=60, interrupt_after=None):
     """(exit code, everything written to the terminal, ANSI and all) of `gpuops ARGS` with both
-    stdout and stderr on one pty of `cols` x `rows`."""
+    stdout and stderr on one pty of `cols` x `rows`. interrupt_after: a test of the bytes so far;
+    once true, the program gets Ctrl-C's SIGINT (its whole process group, as a terminal sends it)."""
     main, side = pty.openpty()
     fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = dict(env or os.environ, TERM="xterm-256color")
@@ -39,6 +41,9 @@ def run(*args, cols=80, rows=24, env=None, timeout=60):
             if not chunk:
                 break
             out.extend(chunk)
+            if interrupt_after is not None and interrupt_after(bytes(out)):
+                interrupt_after = None
+                os.killpg(proc.pid, signal.SIGINT)
         elif proc.poll() is not None:
             break
     os.close(main)

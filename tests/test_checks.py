@@ -77,7 +77,9 @@ def test_findings_come_worst_first_and_carry_gotcha_ids():
 
 
 @pytest.mark.parametrize("change,fix_has", [
-    (lambda g, e: g.update(devices=[], error="nvidia-smi --query-gpu: not found on PATH", kernel_module=None), "--gpus all"),
+    # no driver and no device node: running nvidia-smi fixes nothing; checking the rented box does
+    (lambda g, e: g.update(devices=[], error="nvidia-smi --query-gpu: not found on PATH", kernel_module=None,
+                           device_nodes=[]), "gpuops preflight --host BOX"),
     (lambda g, e: (g.update(devices=[], device_nodes=[]), None), "--gpus all"),
     (lambda g, e: (g.update(devices=[]), e.update(CUDA_VISIBLE_DEVICES="")), "unset CUDA_VISIBLE_DEVICES"),
 ])

@@ -14,6 +14,7 @@ from gpuops import onbox
 from gpuops.fleetfile import Box
 from gpuops.onbox import fleet_facts, procs
 from gpuops.ops import fleet as op
+from gpuops.render import fleet as render
 from tests.fixtures.fakegpu.boxes import SYSTEM_PATH, compose
 
 HOUR = 3600.0
@@ -292,3 +293,44 @@ async def test_the_fleet_is_a_read_only_mcp_tool(rig, fleet, monkeypatch):
     assert [r["host"] for r in doc["data"]["hosts"]] == ["fl-idle", "fl-nogpu"]
     assert doc["data"]["totals"]["idle"] == 2
     assert both.is_error and json.loads(both.content[0].text)["error"]["kind"] == "usage"
+
+
+def test_at_140_columns_no_column_is_cut(cli, rig, fleet):
+    """`fleet` cut its IDLE SINCE column (`2h 00m (11-27 05:58 …`) even 140 wide."""
+    r = _run(cli, rig, fleet, columns=140)
+    lines = r.stdout.splitlines()
+    assert lines[0].split("  ")[0] == "HOST" and all(h in lines[0] for h in render.COLUMNS), lines[0]
+    assert "…" not in r.stdout and all(len(line) <= 140 for line in lines), r.stdout
+
+
+def _terminal(rig, fleet, *args, **kw):
+    from tests import terminal
+
+    env = {**rig.env(), "XDG_CONFIG_HOME": str(fleet["config"])}
+    return terminal.run("fleet", "--window", "1", *args, cols=140, rows=40, env=env, **kw)
+
+
+def test_the_first_paint_is_a_spinner_saying_what_is_asked(rig, fleet):
+    """`fleet` was a blank terminal for ~2.3 s: nothing said it was sampling."""
+    code, raw = _terminal(rig, fleet, "--fleet", "up")
+    assert code == 0, raw
+    assert "asking 2 boxes, sampling GPU use for 1 s" in raw
+    assert raw.index("asking 2 boxes") < raw.index("HOST"), "the spinner comes before the table"
+
+
+def test_watch_paints_at_once_then_a_row_per_gpu_with_bars_and_processes(rig, fleet):
+    """`fleet --watch` was blank for ~2.3 s and had no per-GPU rows (nvitop and gpustat show each
+    GPU with a bar and its processes)."""
+    code, raw = _terminal(rig, fleet, "--host", "fl-gpubusy,fl-idle", "--watch",
+                          interrupt_after=lambda out: b"Ctrl-C ends" in out)
+    assert code == 0, raw
+    assert raw.index("asking 2 boxes") < raw.index("HOST")
+    assert raw.rfind("\x1b[?25h") > raw.rfind("\x1b[?25l"), "the cursor is shown again after Ctrl-C"
+    from tests import terminal
+
+    lines = terminal.frames(raw)
+    busy = [line.split() for line in lines if line.startswith("fl-gpubusy  0  ")]
+    assert busy and busy[-1][2:] == ["█████████▌", "97%", "██▌░░░░░░░", "20.0/79.6", "GiB", "python3/4321", "(20.0",
+                                     "GiB)"], busy
+    assert any(line.split()[:3] == ["fl-idle", "0", "░░░░░░░░░░"] for line in lines), lines
+    assert lines[-1].startswith("2 boxes: 1 busy, 1 idle"), lines[-3:]

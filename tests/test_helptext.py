@@ -1,6 +1,8 @@
 """The program's own help and usage lines: pure text first, then through the real program."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,7 @@ from gpuops.cli.flags import words_to_flag
 from gpuops.cli.program import ns
 
 VERBS = sorted(ns.task_names)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_verb_is_in_a_group_and_no_group_names_a_missing_verb_twice():
@@ -137,10 +140,57 @@ def test_logs_takes_f_and_j_and_help_shows_them(cli, tmp_path):
     (["wait", "--host", "local"], "e.g. gpuops wait --host box --job train --timeout 3600"),
     (["launch"], "e.g. gpuops launch --host box --name train --cmd 'python train.py'"),
     (["push", "--host", "box", "--src", "."], "e.g. gpuops push --host box --src ./data --dst"),
-    (["verify", "--host", "box"], "e.g. gpuops verify --host box --local ./data --remote"),
+    (["verify", "--host", "box"], "e.g. gpuops verify --host box --src ./data --dst"),
 ])
 def test_a_missing_flag_shows_a_whole_command_to_copy(cli, argv, example):
     """`gpuops logs` said only "name the job with --job"."""
     r = cli(*argv)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert " needs --" in r.stderr and example in r.stderr
+
+
+def test_help_verb_is_the_verbs_help_and_help_exit_codes_lists_every_code(cli):
+    """`gpuops help launch` was "unknown verb"; the exit codes were listed nowhere in the help."""
+    r = cli("help", "launch")
+    assert r.returncode == 0 and r.stdout == cli("launch", "--help").stdout
+    r = cli("help", "exit-codes")
+    from gpuops import errors
+
+    codes = {v for k, v in vars(errors).items() if k.isupper() and isinstance(v, int)} | set(errors.INTERRUPTED.values())
+    heads = [re.match(r"^  (\d[\d, ]*?) {2,}", line) for line in r.stdout.splitlines()]
+    listed = {int(n) for m in heads if m for n in m.group(1).split(",")}
+    assert r.returncode == 0 and listed == codes, r.stdout
+    r = cli("help", "lanch")
+    assert r.returncode == 2 and r.stderr == "gpuops: no help on 'lanch' (did you mean gpuops help launch?)\n"
+    assert cli("help").stdout == cli("--help").stdout
+
+
+def test_the_readmes_exit_code_table_is_the_help_page():
+    rows = re.findall(r"^\| ([\d, ]+) \| (.*) \|$", (ROOT / "README.md").read_text(), re.M)
+    assert rows == list(helptext.EXIT_CODES)
+
+
+def test_launch_groups_its_flags_everyday_first(cli):
+    """35 flags in alphabetical order, the everyday ones (--host, --cmd, --name) among Slurm's."""
+    import os
+
+    text = cli("help", "launch", env={**os.environ, "COLUMNS": "80"}).stdout
+    heads = [line for line in text.splitlines() if line and not line.startswith(" ")]
+    engines = ["Engine (--engine)", "Slurm (--engine slurm)", "Ray (--engine ray)"]  # each engine's own flags
+    assert heads[heads.index("Flags"):] == ["Flags", "Placement (--fleet)", *engines, "torchrun (--torchrun)",
+                                            "Other", "Examples"]
+    first = [line.split("=")[0].strip() for line in text.split("Flags\n", 1)[1].splitlines() if line[2:4] == "--"]
+    assert first[:4] == ["--host", "--cmd", "--script", "--name"], first
+    assert "with --fleet: how many free GPUs" in " ".join(text.split()), "--gpus says what it means in both cases"
+
+
+@pytest.mark.parametrize("verb", sorted(helptext.EXAMPLES))
+def test_examples_fold_between_words_never_inside_one(verb):
+    """A long example wrapped mid-token at 80 columns (`--gpus-per-` / `node`), unpastable."""
+    import shlex
+
+    for example in helptext.EXAMPLES[verb]:
+        lines = helptext.example_lines(example, 80)
+        assert all(len(line) <= 80 for line in lines), lines
+        joined = " ".join(line.strip().removesuffix("\\").strip() for line in lines)
+        assert shlex.split(joined) == shlex.split(example)

@@ -71,7 +71,8 @@ def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
         [threads] = by_id(doc, "cpu.threads")
         assert threads["severity"] == "warn" and threads["fix"] == "export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
     assert throttle["fix"] in doc["advice"]
-    assert doc["next"][0]["argv"] == ["gpuops", "preflight", "--host", boxes["sick"].spec]
+    # the throttle's fix is another box: preflighting this one again would only say the same
+    assert "rent another box" in throttle["fix"] and doc["next"] == []
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
 
 
@@ -98,9 +99,13 @@ def test_human_output_is_doctor_style_worst_first_with_the_verdict_first_and_las
     severities = [line.split()[1] for line in lines if line[:2] in ("✗ ", "! ", "i ")]
     order = {"FAIL": 0, "WARN": 1, "INFO": 2}
     assert severities[0] == "FAIL" and severities == sorted(severities, key=order.get)
-    assert any(line.startswith("✓ ") and line.endswith(" checks passed (--all lists them)") for line in lines)
+    assert any(line.startswith("✓ ") and line.endswith(" checks passed (--verbose: evidence and fixes; --all: every "
+                                                       "check)") for line in lines)
     assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines[2:])
-    assert any(line.strip().startswith("next: ") for line in lines)
+    assert not any(line.startswith("    ") for line in lines), "one line per finding: evidence is --verbose's"
+    assert any(line.strip().startswith("advice: ") for line in lines)
+    detailed = cli("preflight", "--host", boxes["sick"].spec, "--verbose", env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "    reasons: hw_slowdown,hw_thermal_slowdown" in detailed and "    fix: nvidia-smi" in detailed
     listed = cli("preflight", "--host", boxes["sick"].spec, "--all", env={**os.environ, "COLUMNS": "200"}).stdout
     passing = [f["id"] for f in preflight_json(cli, "--host", boxes["sick"].spec)[1]["findings"] if f["severity"] == "ok"]
     assert passing and all(any(line.startswith(f"✓ {fid} ") for line in listed.splitlines()) for fid in passing)
@@ -135,6 +140,8 @@ def test_wrong_key_is_auth_failed(cli, rig, boxes, tmp_path):
     for transport in ("openssh", "paramiko"):
         code, doc = preflight_json(cli, "--host", "pf-stranger", env={**os.environ, "GPUOPS_TRANSPORT": transport})
         assert code == 3 and doc["error"]["kind"] == "auth-failed", (transport, doc)
+    told = cli("preflight", "--host", "pf-stranger")
+    assert told.returncode == 3 and "give its key with --identity FILE" in told.stderr, told.stderr
 
 
 def test_changed_host_key_is_refused(cli, rig, tmp_path):
@@ -255,3 +262,14 @@ def test_small_config_dir_path_is_not_failed_on_the_20_gib_checkpoint_floor(cli,
 def test_path_size_suffix(arg, expected):
     assert op.sized_path(arg) == expected
 
+
+
+def test_preflight_again_only_when_the_fix_is_made_on_this_box():
+    from gpuops.findings import Finding
+
+    fixable = Finding("cpu.threads", "warn", "t", fix="export OMP_NUM_THREADS=1")
+    hardware = Finding("gpu.throttle", "fail", "t", fix="nvidia-smi -q   # ... stop this instance and rent another box")
+    nxt, advice = op.next_steps([fixable], "box", None, [], True)
+    assert nxt[0]["argv"] == ["gpuops", "preflight", "--host", "box"] and advice == [fixable.fix]
+    nxt, advice = op.next_steps([fixable, hardware], "box", None, [], True)
+    assert nxt == [] and advice == [fixable.fix, hardware.fix]

@@ -33,17 +33,37 @@ def test_problems_come_worst_first_and_each_passing_check_takes_one_line():
 def test_passing_checks_fold_into_one_line_when_the_report_would_pass_a_screen_and_all_lists_them():
     findings = [_finding("c.fail", "fail", evidence={"k": 1}, fix="do it")] + [_finding(f"p{i}.ok", "ok")
                                                                               for i in range(12)]
-    fits = _screen(findings, height=25, around=3)  # 3 + 12 + 3 lines: within the 20 of a screen
+    fits = _screen(findings, height=25, around=3)  # 2 + 12 + 3 rows: within the 20 of a screen
     assert fits.count("✓ p") == 12
-    folded = _screen(findings, height=25, around=6)
-    assert "✓ p" not in folded and folded.splitlines()[-1] == "✓ 12 checks passed (--all lists them)"
-    assert _screen(findings, height=25, around=6, show_all=True).count("✓ p") == 12
+    folded = _screen(findings, height=25, around=7)
+    assert "✓ p" not in folded
+    assert folded.splitlines()[-1] == "✓ 12 checks passed (--verbose: evidence and fixes; --all: every check)"
+    assert _screen(findings, height=25, around=7, verbose=True).splitlines()[-1] == \
+        "✓ 12 checks passed (--all lists them)"
+    assert _screen(findings, height=25, around=7, show_all=True).count("✓ p") == 12
     assert "✓ p" not in _screen(findings, height=14, around=0)  # a short terminal is a smaller screen
+
+
+def test_a_problem_is_one_line_cut_at_the_edge_and_its_fix_shown_once():
+    """A sick box's preflight was three screens: a block of evidence per finding, and each fix
+    twice (under its finding and again as advice)."""
+    title = "GPU 0 (00000000:1B:00.0) is in hardware slowdown (hw_slowdown, hw_thermal_slowdown): clocks cut"
+    findings = [dict(_finding("gpu.throttle", "fail", evidence={"mask": "0x48"}, fix="rent another box"), title=title),
+                _finding("cpu.threads", "warn", fix="export OMP_NUM_THREADS=1"),
+                _finding("boot.recent", "info", fix="uptime -s")]
+    lines = _screen(findings).splitlines()
+    assert lines[0] == "✗ FAIL gpu.throttle  GPU 0 (00000000:1B:00.0) is in hardware slowdown (hw_slowd…"
+    assert lines[1:] == ["    fix: rent another box", "! WARN cpu.threads   cpu.threads title",
+                         "i INFO boot.recent   boot.recent title"]  # a warning's fix: advice, or --verbose
+    # a fix the report shows anyway (its advice, its next step) is not repeated
+    assert "fix:" not in _screen(findings, elsewhere={"rent another box"})
+    assert _screen(findings, verbose=True).count("fix:") == 3
 
 
 def test_a_fix_is_one_line_copied_whole_at_any_width():
     """The fix command wrapped over 9 table rows at 80 columns: not copy-pasteable."""
-    text = _screen([_finding("mem.overcommit", "warn", fix=LONG_FIX, evidence={"overcommit": 2})], width=60)
+    text = _screen([_finding("mem.overcommit", "warn", fix=LONG_FIX, evidence={"overcommit": 2})], width=60,
+                   verbose=True)
     (fix,) = [line for line in text.splitlines() if "fix:" in line]
     assert fix.strip() == f"fix: {LONG_FIX}"
     assert "    overcommit: 2" in text
@@ -52,10 +72,18 @@ def test_a_fix_is_one_line_copied_whole_at_any_width():
 def test_evidence_is_key_value_lines_bounded_and_empty_values_left_out():
     evidence = {f"k{i}": "v" * 300 for i in range(10)}
     evidence["empty"] = None
-    text = _screen([_finding("x.fail", "fail", evidence=evidence)], width=80)
+    text = _screen([_finding("x.fail", "fail", evidence=evidence)], width=80, verbose=True)
     lines = [line for line in text.splitlines() if line.startswith("    k")]
-    assert len(lines) == 8 and all(len(line) <= 80 for line in lines)
+    assert len(lines) == 8 and all(len(line) <= 80 for line in text.splitlines())
     assert "2 more in --json" in text and "empty" not in text
+
+
+def test_under_verbose_a_kernel_line_wraps_instead_of_losing_its_last_words():
+    """The Xid line was cut just before `GPU has fallen off the bus`, the words that matter."""
+    line = ("Mar  4 03:41:02 gpu-box kernel: [ 9662.880447] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
+            "name=<unknown>, GPU has fallen off the bus.")
+    text = _screen([_finding("gpu.xid", "fail", evidence={"line": line})], width=80, verbose=True)
+    assert "off the bus." in text and "…" not in text
 
 
 def test_the_verdict_is_first_and_last():
@@ -116,3 +144,17 @@ def test_an_unreachable_host_says_how_to_see_why_and_several_hosts_end_with_one_
     assert r.stderr.count("\n") == 1
     last = r.stdout.splitlines()[-1]
     assert last.startswith("preflight on 2 hosts: ") and "nobody@127.0.0.1:1" in last
+
+
+def test_an_unknown_job_points_to_status_and_a_refused_key_to_identity(cli):
+    """An unknown job id said only "no job"; a wrong key gave no hint at all."""
+    from gpuops.render import render_errors
+
+    out = io.StringIO()
+    render_errors({"host": "box", "error": {"kind": "auth-failed", "message": "box: Permission denied (publickey)"}},
+                  out)
+    assert out.getvalue() == ("gpuops: box: Permission denied (publickey) (the box took none of the keys offered: "
+                              "give its key with --identity FILE or ssh-add it; ssh -v box shows which keys were "
+                              "tried)\n")
+    r = cli("logs", "--host", "local", "--job", "no-such-job", env={**os.environ, "GPUOPS_JOBS_DIR": "/nonexistent"})
+    assert r.returncode == 4 and r.stderr.endswith(" (gpuops status --host local lists its jobs)\n"), r.stderr

@@ -11,12 +11,14 @@ import io
 import json
 import os
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
-from gpuops.render import jobs, preflight, reap, report, sync, teardown
+from gpuops.render import diagnose, fleet, jobs, preflight, reap, report, sync, teardown, triage
 from tests.conftest import gpuops
 
 SCREENS = Path(__file__).resolve().parent / "fixtures" / "screens"
@@ -38,9 +40,30 @@ RENDERED = {
     "verify-drift": sync.render,
     "reap-plan": reap.render,
     "teardown-autodl": teardown.render,
+    "fleet": fleet.render,
+    "fleet-watch": fleet.render,  # the report --watch ends with: a row per GPU, its bars and processes
+    "preflight-xid": preflight.render,
+    # the same envelopes with each finding in full (--verbose): evidence wrapped, never cut
+    "preflight-sick-verbose": partial(preflight.render, verbose=True),
+    "preflight-xid-verbose": partial(preflight.render, verbose=True),
+    "triage": triage.render,  # doctor-style like every verb's, not Markdown
+    "triage-verbose": partial(triage.render, verbose=True),
+    "diagnose": diagnose.render,
+    "push-resumed": sync.render,  # a push that went on from an interrupted one says so
 }
+# What a terminal of 24 rows has left for one box's report at 80 columns, counted in wrapped
+# rows: the prompt and the command that made it take two. Several hosts, --verbose and the help
+# pages (bare `gpuops` prints the short usage) may run longer.
+SCREEN_ROWS = 22
+LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
+          "triage-verbose")
 PROGRAM = {
+    "usage": [],
     "help": ["--help"],
+    "help-launch": ["help", "launch"],
+    "help-exit-codes": ["help", "exit-codes"],
+    "help-verify": ["help", "verify"],  # --src/--dst as push takes them
+    "unknown-job": ["logs", "--host", "local", "--job", "no-such-job"],  # points to status
     "help-logs": ["logs", "--help"],
     "typo": ["statsu"],
     "missing-flag": ["logs"],
@@ -50,12 +73,12 @@ PROGRAM = {
 }
 # Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
 # verdict the terminal folds itself.
-WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\S+: .*(READY|FAILED|drift|dry run|RUNNING|reaped|"
-                   r"deletes|verified|hosts ok))")
+WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\d+ box(es)?: |\S+: .*(READY|FAILED|drift|dry run|"
+                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)|; primary ))")
 
 
 def rendered(name, width):
-    doc = json.loads((SCREENS / f"{name}.json").read_text())
+    doc = json.loads((SCREENS / f"{name.removesuffix('-verbose')}.json").read_text())
     out = io.StringIO()
     con = Console(file=out, width=width, height=24, no_color=True, highlight=False, soft_wrap=False,
                   force_terminal=False)
@@ -105,9 +128,24 @@ def test_the_readme_shows_the_screens_as_they_are():
         assert block == (SCREENS / f"{snap}.txt").read_text(), f"README's {snap} is not the current screen"
 
 
-def test_a_local_preflight_fits_twenty_lines_at_80_columns():
-    for name in ("preflight-local", "preflight-healthy"):
-        assert len(rendered(name, 80).splitlines()) <= 20, name
+def rows(text, width):
+    """The rows `text` takes on a terminal `width` columns wide: a longer line folds."""
+    return sum(max(1, -(-cell_len(line) // width)) for line in text.splitlines())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bare_gpuops_is_a_short_usage_not_the_whole_help(width):
+    """Bare `gpuops` printed the whole 70-row help."""
+    text = program("usage", width)
+    assert rows(text, width) <= SCREEN_ROWS and "gpuops help exit-codes" in text
+    assert rows(program("help", width), width) > 24  # --help is still the whole reference
+
+
+@pytest.mark.parametrize("name", sorted(set(RENDERED) - set(LONGER)))
+def test_a_single_box_report_fits_a_24_row_terminal_at_80_columns(name):
+    """A sick box's preflight was 80 rows at 80 columns (three screens); the local no-GPU one was
+    27, since the fold counted lines, not the rows a terminal folds them into."""
+    assert rows(rendered(name, 80), 80) <= SCREEN_ROWS
 
 
 
@@ -116,7 +154,17 @@ def test_no_color_on_a_terminal_keeps_the_text_and_drops_every_colour():
 
     code, raw = terminal.run("preflight", env={**os.environ, "NO_COLOR": "1"})
     colours = re.findall(r"\x1b\[([0-9;]*)m", raw)
-    assert code in (0, 1) and "checks passed" in raw
+    assert code in (0, 1) and re.search(r"\d+ failed, \d+ warnings, \d+ ok", raw)
     assert not [c for c in colours if re.search(r"(^|;)(3[0-8]|9[0-7]|4[0-8])(;|$)", c)], set(colours)
     code, raw = terminal.run("preflight")
     assert re.search(r"\x1b\[[0-9;]*3[12]m", raw), "a terminal without NO_COLOR gets the verdict's colour"
+
+
+def test_diagnose_says_each_evidence_line_once():
+    """diagnose's table listed the evidence line its verdict then ended with again."""
+    text = rendered("diagnose", 140)
+    doc = json.loads((SCREENS / "diagnose.json").read_text())
+    last = doc["data"]["evidence"][-1]
+    assert doc["summary"].endswith(last)
+    body = [line for line in text.splitlines() if not line.startswith("local: ")]
+    assert not [line for line in body if last in line], body

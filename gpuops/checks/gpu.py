@@ -49,9 +49,9 @@ def visible(facts, t):
         elif g.get("kernel_module") and not g.get("device_nodes"):
             fix = ("docker run --gpus all ...   # the host has the NVIDIA driver but this container got no GPU: "
                    "recreate it with GPUs (NVIDIA Container Toolkit >= 1.14)")
-        else:
-            fix = ("nvidia-smi   # no NVIDIA GPU or driver is visible: check the instance type has GPUs; "
-                   "a container needs `docker run --gpus all`")
+        else:  # no driver module and no device node: nothing on this machine brings a GPU back
+            fix = ("gpuops preflight --host BOX   # no NVIDIA driver or GPU here (no nvidia module, no /dev/nvidia*): "
+                   "name the GPU box you rented; if this is it, rent an instance type that has GPUs")
         return [Finding("gpu.none", "fail", "No GPU visible: training would silently run on the CPU",
                         evidence, fix, "U31")]
     out = []

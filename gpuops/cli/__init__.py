@@ -16,6 +16,7 @@ def main():
         warmup.start(host, identity)
     from . import lite
 
+    sys.argv[1:] = lite.help_argv(sys.argv[1:])
     try:
         if not lite.run(sys.argv[1:]):
             from .program import program

@@ -64,6 +64,16 @@ def one_host(command, host_value):
     return hosts.one_host(command, host_value)
 
 
+def watched(watch, ask, view, asking):
+    """ask() once; with `watch`, its report redrawn in place until Ctrl-C, then the last one
+    (gpuops.render.live). asking: what the spinner of the first paint says."""
+    if not watch:
+        return ask()
+    from ..render import console, live
+
+    return live.watch(ask, console(), view, asking)
+
+
 def run(command, as_json, produce, human, waiting=True):
     """Produce the envelope, print it, exit with its code. `human(doc, console)` renders it.
 

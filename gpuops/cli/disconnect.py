@@ -13,7 +13,7 @@ def disconnect(c, host=None, identity=None, json=False):
     """Close the SSH master connections kept between calls (all of them, or one box's)."""
     from ..ops.disconnect import disconnect as op
 
-    run("disconnect", json, lambda: op(host, identity), lambda doc, out: out.print(doc["summary"]))
+    run("disconnect", json, lambda: op(host, identity), lambda doc, out: out.print(doc["summary"], markup=False))
 
 
 TASKS = (disconnect,)

@@ -4,10 +4,12 @@ Invoke reads a verb's flags from its function's parameters, and the fast path (g
 from its code object. So each engine's flags (gpuops.engines: an engine lists its own) become
 parameters of a function made here around the verb's body, which receives the given ones in one
 dict, `engine_flags`: an engine added to the registry brings its flags to every verb that takes
-them, and no verb names one.
+them, and no verb names one. Also --torchrun's settings, for an engine that runs torchrun itself.
 """
 
 from .. import engines
+from ..errors import UsageError
+from .flags import number
 
 
 def takes(verb_name, note=""):
@@ -49,3 +51,14 @@ def chosen(engine, profile, flags):
     eng = engines.get(engine) if engine else engines.for_profile(profile)
     engines.refuse_foreign(eng, given(flags))
     return eng
+
+
+def torchrun(on, nproc_per_node, rdzv_port):
+    """--torchrun's settings for an engine that runs it, or None; its companions without it are a
+    mistake worth saying."""
+    if not on:
+        if nproc_per_node or rdzv_port:
+            raise UsageError("--nproc-per-node and --rdzv-port go with --torchrun")
+        return None
+    return {"nproc_per_node": number("--nproc-per-node", nproc_per_node, 1, 1024, integer=True),
+            "port": number("--rdzv-port", rdzv_port, 1, 65535, integer=True)}

@@ -1,5 +1,6 @@
 """`fleet`: every rented box at once: GPUs, VRAM, utilisation, jobs, disk, uptime, idle money."""
 
+from . import spinner
 from .common import run
 from .flags import seconds, verb
 
@@ -11,7 +12,8 @@ from .flags import seconds, verb
              "[[host]] of that file)",
     "identity": "SSH private key file to use",
     "window": "seconds over which GPU utilisation is sampled; any use means busy (default 2)",
-    "watch": "redraw the table in place, asking again after each round, until Ctrl-C (then print the last one)",
+    "watch": "redraw the table in place, with a row per GPU (utilisation and memory bars, its processes), asking "
+             "again after each round, until Ctrl-C (then print the last one)",
     "json": "print one JSON envelope instead of the table",
 })
 def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json=False):
@@ -32,11 +34,14 @@ def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json
         if watch and json:
             raise errors.UsageError("--watch redraws a table for people; --json prints one envelope: pick one")
         boxes = fleetfile.for_hosts(split_hosts(host)) if host else fleetfile.boxes(fleet)
+        asking = f"asking {len(boxes)} box{'es' if len(boxes) != 1 else ''}, sampling GPU use for {span:g} s"
         if watch:
             from ..render import console
 
-            return render.watch(lambda: op.inventory(boxes, window_s=span, identity=identity), console())
-        return op.inventory(boxes, window_s=span, identity=identity)
+            return render.watch(lambda: op.inventory(boxes, window_s=span, identity=identity, processes=True),
+                                console(), asking)
+        with spinner.show(asking):
+            return op.inventory(boxes, window_s=span, identity=identity)
 
     run("fleet", json, produce, render.render, waiting=not watch and None)  # --watch draws its own screen
 

@@ -26,12 +26,20 @@ OVERVIEW_EXAMPLES = (
     ("gpuops launch --host box --name train --cmd 'python train.py'", "start a job that survives SSH drops"),
 )
 
+# Bare `gpuops`: one line each at 80 columns.
+USAGE_EXAMPLES = (
+    ("gpuops preflight --host box", "check a box first"),
+    ("gpuops push --host box --src ./data --dst /data", "copy a tree, verified"),
+    ("gpuops launch --host box --cmd 'python train.py'", "a job that outlives SSH"),
+    ("gpuops status --host box", "how its jobs are doing"),
+)
+
 EXAMPLES = {
     "preflight": ["gpuops preflight", "gpuops preflight --host box --json"],
     "fleet": ["gpuops fleet", "gpuops fleet --host a,b,c --json", "gpuops fleet --fleet train --watch"],
     "push": ["gpuops push --host box --src ./data --dst /root/autodl-tmp/data"],
     "pull": ["gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt"],
-    "verify": ["gpuops verify --host box --local ./data --remote /root/autodl-tmp/data"],
+    "verify": ["gpuops verify --host box --src ./data --dst /root/autodl-tmp/data"],
     "launch": ["gpuops launch --host box --name train --cmd 'python train.py'",
                "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
                "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
@@ -58,14 +66,99 @@ EXAMPLES = {
     "disconnect": ["gpuops disconnect", "gpuops disconnect --host box"],
 }
 
+# Each exit code and what it means: `gpuops help exit-codes` and the README's table (a test keeps
+# the two equal and every code of gpuops.errors listed).
+EXIT_CODES = (
+    ("0", "nothing failed"),
+    ("1", "a check failed (a fail finding, a failed job, a mismatch)"),
+    ("2", "usage or configuration error"),
+    ("3", "host unreachable, authentication failed, host key changed, timed out, or no python3 on the box"),
+    ("4", "not found (job, file, profile, gotcha)"),
+    ("5", "refused, or needs `--yes` (every destructive verb is a dry run without it), or a `--plan` that no "
+          "longer matches"),
+    ("6", "a wait ran out of time first (`wait`, `logs --follow --timeout`); the envelope says where to resume"),
+    ("70", "internal error (a bug; `GPUOPS_DEBUG=1` shows the traceback)"),
+    ("130, 143", "stopped by SIGINT, SIGTERM (Ctrl-C): `logs --follow` and `wait` still print where the job "
+                 "stands and the command that goes on; push, pull and verify the command that resumes"),
+)
+
+# A verb's flags in groups, everyday first (gh's way); a flag no group names goes under "Other".
+# ENGINE_FLAGS stands for --engine and one group per engine of its own flags (gpuops.engines).
+ENGINE_FLAGS = "engines"
+FLAG_GROUPS = {
+    "launch": (
+        ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
+        ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
+        ENGINE_FLAGS,
+        ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
+    ),
+}
+
+TOPICS = {"exit-codes": "what each exit code means"}
+
 # Invoke's core options that mean something in gpuops; the rest (--dry, --echo, --pty, -T ...)
 # configure Invoke's own run(), which no verb uses, so accepting them would only pretend.
 HONOURED_CORE = ("help", "version", "complete", "print-completion-script")
 
 
-def _wrap(text, width, indent):
+def _wrap(text, width, indent, subsequent=None):
+    """`text` filled to `width` at spaces only: a flag (`--gpus-per-node`), a path or a URL is
+    never broken inside."""
     return textwrap.fill(" ".join(text.split()), width=max(40, width), initial_indent=indent,
-                         subsequent_indent=" " * len(indent))
+                         subsequent_indent=" " * len(indent) if subsequent is None else subsequent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def example_lines(command, width, indent="  "):
+    """A command line for the help, folded between its words with a trailing backslash (a shell
+    reads the lines as one command, pasted whole); a word or a quoted string is never split."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return [indent + command]
+    units, i = [], 0
+    while i < len(words):  # a flag stays on the line of its value
+        take = 2 if words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+        units.append(" ".join(shlex.quote(w) for w in words[i:i + take]))
+        i += take
+    lines, line = [], indent + units[0]
+    for quoted in units[1:]:
+        if len(line) + 1 + len(quoted) + 2 > width and line.strip():
+            lines.append(line + " \\")
+            line = indent + "    " + quoted
+        else:
+            line += " " + quoted
+    return lines + [line]
+
+
+def usage(width=80):
+    """What bare `gpuops` prints: the verbs by group, names only, the first commands to try and
+    where the rest of the help is; a screen, not the whole reference."""
+    out = [TAGLINE, "", "Usage: gpuops <verb> [flags]", ""]
+    name_w = max(len(g) for g, _ in GROUPS) + 2
+    for group, verbs in GROUPS:
+        out.append(_wrap("  ".join(verbs), width, f"  {group:<{name_w}}"))
+    out += ["", "Start here"]
+    cmd_w = max(len(c) for c, _ in USAGE_EXAMPLES) + 2
+    for cmd, what in USAGE_EXAMPLES:
+        if 2 + cmd_w + len(what) <= width:
+            out.append(f"  {cmd:<{cmd_w}}{what}")
+        else:
+            out += example_lines(cmd, width) + [f"      {what}"]
+    out += ["", "More", "  gpuops help <verb>      a verb's flags and examples (or: gpuops <verb> --help)",
+            "  gpuops help exit-codes  what each exit code means",
+            "  gpuops --help           every verb, one line each"]
+    return "\n".join(out)
+
+
+def exit_codes(width=80):
+    """`gpuops help exit-codes`: each code, what it means."""
+    out = ["Exit codes: the same for every verb (--json adds the error's kind and message)", ""]
+    for code, meaning in EXIT_CODES:
+        out.append(_wrap(meaning.replace("`", ""), width, f"  {code:<10}"))
+    return "\n".join(out)
 
 
 def overview(summaries, width=80):
@@ -88,7 +181,7 @@ def overview(summaries, width=80):
         out.append(f"  {cmd}")
         out.append(f"      {what}")
     out += ["", _wrap("Every verb takes --json (one JSON envelope on stdout); the exit code says what "
-                      "happened.", width, "")]
+                      "happened (gpuops help exit-codes).", width, "")]
     return "\n".join(out)
 
 
@@ -109,24 +202,52 @@ def verb_help(verb, doc, flags, width=80):
     for p in paragraphs:
         out += [_wrap(p, width, ""), ""]
     if flags:
-        out.append("Flags")
-        shown = [(flag_line(names, value, rep, short), text) for names, value, rep, text, short in flags]
-        col = min(max(len(s) for s, _ in shown) + 4, 30)
-        for s, text in sorted(shown, key=lambda pair: pair[0].split(", ")[-1]):
-            text = text or ""
-            if s.endswith(" ...") and "repeatable" not in text:
-                text += " (repeatable)"
-            if len(s) + 4 > col:
-                out.append(f"  {s}")
-                out.append(_wrap(text, width, " " * col) if text else "")
-            else:
-                out.append(_wrap(text, width, f"  {s:<{col - 2}}") if text else f"  {s}")
-        out.append("")
+        shown = {max(names, key=len): (flag_line(names, value, rep, short), text)
+                 for names, value, rep, text, short in flags}
+        col = min(max(len(s) for s, _ in shown.values()) + 4, 30)
+        for title, names in _flag_groups(verb, shown):
+            out.append(title)
+            for n in names:
+                out += _flag_lines(*shown[n][:1], shown[n][1] or "", col, width)
+            out.append("")
     if EXAMPLES.get(verb):
         out.append("Examples")
-        out += [f"  {e}" for e in EXAMPLES[verb]]
+        for e in EXAMPLES[verb]:
+            out += example_lines(e, width)
         out.append("")
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
+
+
+def _flag_groups(verb, shown):
+    """[(title, [flag names])]: the verb's FLAG_GROUPS in order, what they leave out last."""
+    groups = FLAG_GROUPS.get(verb)
+    if not groups:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
+        return [("Flags", sorted(shown, key=lambda n: shown[n][0].split(", ")[-1]))]
+    groups = [g for group in groups for g in (_engine_groups(verb) if group == ENGINE_FLAGS else [group])]
+    placed = [(title, [n for n in names if n in shown]) for title, names in groups]
+    named = {n for _, names in placed for n in names}
+    rest = sorted(n for n in shown if n not in named)
+    return [(t, ns) for t, ns in placed + [("Other", rest)] if ns]
+
+
+def _engine_groups(verb):
+    """--engine, then each engine's own flags under its name."""
+    from .. import engines
+
+    out = [("Engine (--engine)", ("engine",))]
+    for e in engines.each():
+        names = tuple(k.replace("_", "-") for k in e.flags_for(verb))
+        if names:
+            out.append((f"{e.title} (--engine {e.name})", names))
+    return out
+
+
+def _flag_lines(s, text, col, width):
+    if s.endswith(" ...") and "repeatable" not in text:
+        text += " (repeatable)"
+    if len(s) + 4 > col:
+        return [f"  {s}", _wrap(text, width, " " * col) if text else ""]
+    return [_wrap(text, width, f"  {s:<{col - 2}}") if text else f"  {s}"]
 
 
 def missing(verb, flag, what):

@@ -2,13 +2,14 @@
 
 import os
 import sys
+from functools import partial
 
 from .. import engines
 from ..errors import UsageError
 from ..jobs import states
 from ..jobs import torchrun as torchrun_defaults
 from . import engineflags, spinner
-from .common import on_hosts, one_host, run, sigterm_interrupts
+from .common import on_hosts, one_host, run, sigterm_interrupts, watched
 from .flags import DAY, number, seconds, verb
 from .spinner import countdown
 from .helptext import missing
@@ -76,7 +77,8 @@ def _check_regex(pattern, flag="--progress-regex"):
     workdir="directory on the box to run in (default: the remote home)",
     env=_ENV,
     secret_env=_SECRET,
-    gpus="GPU indices or UUIDs for CUDA_VISIBLE_DEVICES, e.g. 0,1",
+    gpus="on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with --fleet: how "
+         "many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen for it",
     key="idempotency key: if a job with this key exists, return it instead of starting another",
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
     profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`); "
@@ -146,7 +148,7 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
                 progress_regex=progress_regex, engine=eng.name, resources=asked,
-                torchrun=_torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s, **common), identity)
+                torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s, **common), identity)
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
@@ -179,36 +181,43 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
     stall_min="...and for at least this many seconds (without a known step time: the larger of this and 1800)",
     limit="list at most this many jobs, newest first (0: all of them)",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
+    watch="redraw the table in place, asking again each second, until Ctrl-C (then print the last one)",
 ))
 def status(c, host=None, identity=None, job=None, label=None, progress_regex=None, stall_factor="10",
-           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None):
+           stall_min="600", limit="20", jobs_dir=None, json=False, gang=None, watch=False):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
+        if watch and (json or gang):
+            raise UsageError("--watch redraws one host's table for people: leave out --json and --gang")
         if gang:
             _gang_alone(host, job)
             from . import gang as several
 
             return several.status(gang, identity)
+        where = one_host("status", host) if watch else host  # a table redrawn is one host's
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
         most = number("--limit", limit, 0, 100000, integer=True)
         _check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
-        return on_hosts("status", host, lambda t: op.status(
+        ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
             limit=most, jobs_dir=jobs_dir), identity)
+        return watched(watch, ask, render.status_view, f"asking {where} for its jobs")
 
     from ..render import gang as several_render
 
-    run("status", json, produce, several_render.status if gang else render.status)
+    run("status", json, produce, several_render.status if gang else render.status, waiting=not watch)  # --watch: its own
 
 
 @verb(help=_help(
     job=_WHICH,
+    json="the page as one JSON envelope (control characters escaped); without it the log's bytes are printed as "
+         "the job wrote them, escape sequences included, as `cat` would",
     tail="show the last N lines (default 100)",
     follow="keep streaming until the job ends; survives a dropped link by resuming at the last byte",
     from_offset="start at this byte offset (as returned in next_offset) instead of the tail",
@@ -264,17 +273,6 @@ def logs(c, host=None, identity=None, job=None, tail="100", follow=False, from_o
 
     # the log itself is what it shows: a spinner only while connecting
     run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
-
-
-def _torchrun(on, nproc_per_node, rdzv_port):
-    """--torchrun's settings for an engine that runs it, or None; its companions without it are a
-    mistake worth saying."""
-    if not on:
-        if nproc_per_node or rdzv_port:
-            raise UsageError("--nproc-per-node and --rdzv-port go with --torchrun")
-        return None
-    return {"nproc_per_node": number("--nproc-per-node", nproc_per_node, 1, 1024, integer=True),
-            "port": number("--rdzv-port", rdzv_port, 1, 65535, integer=True)}
 
 
 def _gang_alone(host, job):

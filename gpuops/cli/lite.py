@@ -26,7 +26,7 @@ MODULES = {
     "sync": ("push", "pull", "verify"), "disconnect": ("disconnect",),
 }
 VERBS = {verb: module for module, verbs in MODULES.items() for verb in verbs}
-HELP = ([], ["--help"], ["-h"])
+HELP = (["--help"], ["-h"], ["help"])
 
 
 def _module(name):
@@ -114,15 +114,45 @@ def read(argv):
     return body, kwargs
 
 
+def help_argv(argv):
+    """`gpuops help VERB` is `gpuops VERB --help` (gh's way); any other argv as it is."""
+    if len(argv) == 2 and argv[0] == "help" and argv[1] in VERBS:
+        return [argv[1], "--help"]
+    return argv
+
+
+def _help(argv) -> bool:
+    """Bare `gpuops` (a short usage), the overview (--help, -h, `help`) and `help TOPIC`; False for
+    anything else. An unknown topic is a usage error naming the close one."""
+    import shutil
+
+    from . import helptext
+
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    if not argv:
+        print(helptext.usage(width))
+    elif argv in HELP:
+        print(helptext.overview(summaries(), width))
+    elif argv[0] == "help" and argv[1:] == ["exit-codes"]:
+        print(helptext.exit_codes(width))
+    elif argv[0] == "help":
+        from .. import errors
+
+        topic = " ".join(argv[1:])
+        close = helptext.closest(topic, list(VERBS) + list(helptext.TOPICS))
+        print(f"gpuops: no help on {topic!r}" + (f" (did you mean gpuops help {close}?)" if close else
+                                                 "; gpuops help lists the verbs, gpuops help exit-codes the codes"),
+              file=sys.stderr)
+        sys.exit(errors.USAGE)
+    else:
+        return False
+    return True
+
+
 def run(argv) -> bool:
     """Carry out argv when it is one this reader takes (the verb's exit ends the process); False
     when the full program must read it."""
-    if argv in HELP:
-        import shutil
-
-        from . import helptext
-
-        print(helptext.overview(summaries(), min(shutil.get_terminal_size((80, 24)).columns, 100)))
+    if _help(argv):
         return True
     found = read(argv)
     if found is None:

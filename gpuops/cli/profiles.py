@@ -46,15 +46,16 @@ def gotcha(c, query=None, limit="5", json=False):
     "keep": "path on the box you need after teardown: absolute, or relative to the login home (repeatable)",
     "verb": "stop (the platform's meter-stop verb, default), pause, or destroy",
     "json": "print one JSON envelope instead of tables",
-    "all": "list every passing check on its own line, even when that takes more than a screen",
+    "all": "as --verbose, and list every passing check on its own line, even when that takes more than a screen",
+    "verbose": "each finding in full: its evidence and fix (default: one line per finding)",
 })
-def teardown_check(c, host=None, profile=None, keep=None, verb="stop", json=False, all=False):
+def teardown_check(c, host=None, profile=None, keep=None, verb="stop", json=False, all=False, verbose=False):
     """Before giving a box back: what gets deleted, and is every kept path pulled and verified? Exit 1 if not."""
     from ..ops import teardown
     from ..render import teardown as render
 
     run("teardown-check", json, lambda: teardown.teardown_check(host, profile, keep or [], verb),
-        partial(render.render, show_all=all))
+        partial(render.render, show_all=all, verbose=verbose))
 
 
 TASKS = (profiles, gotcha, teardown_check)

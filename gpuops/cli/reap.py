@@ -26,10 +26,11 @@ def _options(gpu, min_age, idle_window, term_wait):
     "plan": "with --yes: reap only if the reapable set is still this plan id's (from a dry run's data.plan); "
             "else exit 5 with the new plan",
     "json": "print one JSON envelope instead of tables",
-    "all": "list every passing check on its own line, even when that takes more than a screen",
+    "all": "as --verbose, and list every passing check on its own line, even when that takes more than a screen",
+    "verbose": "each finding in full: its evidence and fix (default: one line per finding)",
 })
 def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="10", term_wait="10", yes=False,
-         plan=None, json=False, all=False):
+         plan=None, json=False, all=False, verbose=False):
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
     from ..render import reap as render
@@ -41,7 +42,7 @@ def reap(c, host="local", identity=None, gpu=None, min_age="600", idle_window="1
             return on_hosts("reap", host, lambda t: op.reap(t, gpu=index, min_age=age, idle_window=window,
                                                             term_wait=wait, yes=yes, plan=plan), identity)
 
-    run("reap", json, produce, partial(render.render, show_all=all), waiting=None)
+    run("reap", json, produce, partial(render.render, show_all=all, verbose=verbose), waiting=None)
 
 
 TASKS = (reap,)

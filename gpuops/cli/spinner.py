@@ -77,12 +77,15 @@ class Spinner:
 
     def __rich__(self):
         from rich.spinner import Spinner as Dots
+        from rich.text import Text
+
+        from ..render.inert import text as inert
 
         with self._lock:
             text = self._waits[-1][0] if self._waits else ""
         if self._dots is None:  # one for the whole display, so its frames turn
             self._dots = Dots("dots", style="dim")
-        self._dots.update(text=text() if callable(text) else text)
+        self._dots.update(text=Text(inert(text() if callable(text) else text)))
         return self._dots
 
 

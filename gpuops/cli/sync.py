@@ -22,6 +22,7 @@ _COMMON = {
     "rehash": "read and hash every file on both ends, ignoring the digest caches (which skip files whose "
               "size, mtime, ctime, inode and device are all unchanged)",
 }
+_VERBOSE = "each finding in full: its evidence and fix (default: one line per finding)"
 _TRANSFER = {
     "delete": "remove paths that exist only at the destination (listed only, unless --yes)",
     "yes": "with --delete: really delete",
@@ -76,10 +77,11 @@ def _progress(as_json, hosts):
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER,
                                       src="local directory to send", dst="directory on the box (created if missing)",
                                       fix_crlf="convert shell scripts with CRLF line endings to LF before sending",
-                                      profile="platform profile: warn when --dst is deleted by the platform's stop"))
+                                      profile="platform profile: warn when --dst is deleted by the platform's stop",
+                                      verbose=_VERBOSE))
 def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
          engine="auto", no_budget=False, io_timeout="30", retry_for="300", profile=None, rehash=False, identity=None,
-         plan=None, compress=False, json=False):
+         plan=None, compress=False, json=False, verbose=False):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -87,18 +89,19 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "push", src=(src, "the local directory to send"),
                        dst=(dst, "the directory on the box"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
-                        io_timeout, retry_for, profile, plan, compress)
-        return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
+                            io_timeout, retry_for, profile, plan, compress)
+            return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
-    run("push", json, produce, render.render, waiting=False)  # its bar says what it waits for
+    run("push", json, produce, partial(render.render, verbose=verbose), waiting=False)  # its bar says what it waits for
 
 
 @verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
-                                      dst="local directory (created if missing)"))
+                                      dst="local directory (created if missing)", verbose=_VERBOSE))
 def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
          no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, plan=None, compress=False,
-         json=False):
+         json=False, verbose=False):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -106,31 +109,43 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     def produce():
         hosts = _hosts(host, "pull", single=True, src=(src, "the directory on the box"),
                        dst=(dst, "the local directory"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash, delete, yes, engine=engine,
-                        no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
-                        compress=compress)
-        return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash, delete, yes, engine=engine,
+                            no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
+                            compress=compress)
+            return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
-    run("pull", json, produce, render.render, waiting=False)
+    run("pull", json, produce, partial(render.render, verbose=verbose), waiting=False)
 
 
-@verb(iterable=["exclude"], help=dict(_COMMON, local="local directory (the reference)",
-                                      remote="directory on the box to compare with it",
-                                      all="list every passing check on its own line, even when that takes more "
-                                          "than a screen"))
-def verify(c, host=None, local=None, remote=None, exclude=None, include_git=False, rehash=False, identity=None,
-           json=False, all=False):
+@verb(iterable=["exclude"], help=dict(_COMMON, src="local directory, the reference (as push's --src)",
+                                      dst="directory on the box to compare with it (as push's --dst)",
+                                      local="old name of --src, still taken", remote="old name of --dst, still taken",
+                                      all="as --verbose, and list every passing check on its own line, even when "
+                                          "that takes more than a screen",
+                                      verbose=_VERBOSE))
+def verify(c, host=None, src=None, dst=None, exclude=None, include_git=False, rehash=False, identity=None,
+           json=False, all=False, verbose=False, local=None, remote=None):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render
 
     def produce():
-        hosts = _hosts(host, "verify", local=(local, "the local directory, the reference"),
-                       remote=(remote, "the directory on the box"))
-        opts = _options(_progress(json, hosts), exclude, include_git, rehash)
-        return on_hosts("verify", host, lambda t: op.verify(t, local, remote, opts), identity)
+        here, there = _renamed("--src", src, "--local", local), _renamed("--dst", dst, "--remote", remote)
+        hosts = _hosts(host, "verify", src=(here, "the local directory, the reference"),
+                       dst=(there, "the directory on the box"))
+        with _progress(json, hosts) as progress:
+            opts = _options(progress, exclude, include_git, rehash)
+            return on_hosts("verify", host, lambda t: op.verify(t, here, there, opts), identity)
 
-    run("verify", json, produce, partial(render.render, show_all=all), waiting=False)
+    run("verify", json, produce, partial(render.render, show_all=all, verbose=verbose), waiting=False)
+
+
+def _renamed(flag, value, old_flag, old_value):
+    """A flag's value, given under its name or its old one (both only when they agree)."""
+    if value is not None and old_value is not None and value != old_value:
+        raise UsageError(f"{old_flag} is the old name of {flag}: give one of them")
+    return value if value is not None else old_value
 
 
 TASKS = (push, pull, verify)

@@ -17,11 +17,12 @@ from .flags import verb
     "slurm_state": "the job's scheduler state (RUNNING, CANCELLED, ...); default: scontrol when on PATH, else unknown",
     "now": "the time to judge progress against, ISO 8601 (default: now), so a triage can be repeated",
     "json": "print one JSON envelope instead of the markdown report",
-    "format": "the report as 'rich' (rendered, the default on a terminal) or 'md' (raw Markdown, the default "
-              "when piped)",
+    "format": "the report as 'rich' (doctor-style like every verb's, the default) or 'md' (Markdown, for a "
+              "ticket or a chat)",
+    "verbose": "what happened, the progress in full, each finding's evidence and all the advice",
 })
 def triage(c, log=None, dir=None, slurm_id=None, outputs="outputs", host=None, job=None, jobs_dir=None, profile=None,
-           identity=None, slurm_state=None, now=None, json=False, format=None):
+           identity=None, slurm_state=None, now=None, json=False, format=None, verbose=False):
     """Classify a job log: status, failure class, progress projection, next steps (exit 0 completed/running, 1 not)."""
     from ..ops import triage as op
     from ..render import triage as render
@@ -42,7 +43,7 @@ def triage(c, log=None, dir=None, slurm_id=None, outputs="outputs", host=None, j
                 t, job=job, jobs_dir=jobs_dir, profile=prof, slurm_state=slurm_state, now=when), identity)
         return op.triage_local(log=log, dir=dir, slurm_id=slurm_id, outputs=outputs, slurm_state=slurm_state, now=when)
 
-    run("triage", json, produce, lambda doc, con: render.render(doc, con, format))
+    run("triage", json, produce, lambda doc, con: render.render(doc, con, format, verbose))
 
 
 TASKS = (triage,)

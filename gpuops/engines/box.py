@@ -15,7 +15,8 @@ class Box(Engine):
     name, title = "box", "the box's supervisor"
     help = "gpuops' supervisor on the host, the default"
     composes = True
-    stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool}
+    stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
+                   "planned": bool}
 
     def decide(self, row, facts, meta):
         exit_rec = facts.get("exit")
@@ -40,7 +41,9 @@ class Box(Engine):
         return f"pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}"
 
     def plan(self, targets):
-        return {"pids": [t["pid"] for t in targets]}, [(t["pid"], t["start_ticks"]) for t in targets]
+        """The leader and the lasting processes (gpuops.onbox.box_stop): not a child that comes and goes."""
+        bound = [t for t in targets if t["planned"]]
+        return {"pids": [t["pid"] for t in bound]}, [(t["pid"], t["start_ticks"]) for t in bound]
 
     def stop_texts(self, jid, targets, signal, grace):
         gpu = sum(1 for t in targets if t.get("gpu"))

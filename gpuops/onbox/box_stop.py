@@ -1,6 +1,17 @@
 """The supervisor's job, stopped: TERM its processes, KILL what is left after the grace period,
 confirm they are gone (gpuops.onbox.box_engine's stop; a pause's release too). Also what tells
 its processes apart from others after a pid was reused: the recorded start time and boot.
+
+A plan binds to the job's leader and to the processes that had lasted LASTING_S when the dry run
+looked: a child that comes and goes (the `sleep 1` a shell loop starts every second) is signalled
+with its group but is no part of the plan, so the `next` a dry run prints still applies seconds
+later. Applying it looks again at those same processes, as of the moment the dry run looked, and
+refuses when one of them is gone or when a process born since has lasted LASTING_S too (one that
+was young then is passed over either way: it may have become lasting meanwhile without being
+new). That moment is on the box's own clock: each dry run notes it under the id of the plan it
+shows (the caller mints the expiry first) in the job's PLANS record; a plan that record does not
+hold (made by an older gpuops, or crowded out) is judged as of `plan_age_s` ago, measured where
+the plan was made.
 """
 
 import os
@@ -10,6 +21,9 @@ from . import jobrecord, plans, procs, signals
 from .jobrecord import EXIT, STOP, JobError
 
 KILL_WAIT_S = 5.0
+LASTING_S = 3.0
+PLANS = "stop-plans.json"  # in the job's record dir: {plan id: when its dry run looked}
+PLANS_KEPT = 256  # plans not yet expired; an agent polling a dry run every second makes 600 in a TTL
 # The supervisor reaps the job, lists survivors and samples before it writes exit.json: a status
 # read in that window sees a dead process and no record, and waits for the record, not "VANISHED".
 EXIT_SETTLE_S = 3.0
@@ -75,15 +89,63 @@ def signal_job(targets, meta, sig):
     return sent
 
 
-def _describe(pids_ticks, gpu):
+def _describe(pids_ticks, gpu, meta, made=None):
+    """The targets as shown, each `planned` when a plan made at `made` (the box's uptime; None:
+    now) binds it: the job's leader, a process that had lasted by then, or one born after it that
+    has lasted since."""
     out = []
+    up = procs.uptime_s()
+    made = up if made is None else made
     for pid in sorted(pids_ticks):
         cmd = procs.cmdline(pid, 120)
         # a short-lived child can exit between the scan and this read: it is no target any more
         if cmd is None and not procs.alive(pid, pids_ticks[pid]):
             continue
-        out.append({"pid": pid, "start_ticks": pids_ticks[pid], "cmd": cmd, "gpu": pid in gpu})
+        ticks = pids_ticks[pid]
+        leader = pid == meta.get("pid") and ticks == meta.get("start_ticks")
+        if up is None or ticks is None:
+            planned = True
+        else:
+            born = ticks / float(procs.CLK_TCK)
+            planned = leader or born <= made - LASTING_S or (born > made and up - born >= LASTING_S)
+        out.append({"pid": pid, "start_ticks": ticks, "cmd": cmd, "gpu": pid in gpu, "planned": planned})
     return out
+
+
+def _pairs(targets):
+    return [[t["pid"], t["start_ticks"]] for t in targets if t["planned"]]
+
+
+def _remember(jdir, job_id, targets, expires):
+    """Note when this dry run looked (the box's uptime) under the id of the plan it shows (the
+    caller mints its expiry before asking), so applying that plan judges the processes as of this
+    moment, whatever the two clocks and the link's delay. An id shown again (an agent polling
+    within one second) keeps its first moment; ids past their expiry are let go."""
+    up = procs.uptime_s()
+    if up is None or not isinstance(expires, int):
+        return
+    kept = jobrecord.read_json(os.path.join(jdir, PLANS))
+    kept = kept if isinstance(kept, dict) else {}
+    plan = plans.plan_id("stop", job_id, _pairs(targets), expires)
+    if plan in kept:
+        return
+    now = time.time()
+    live = sorted(((p, m) for p, m in kept.items() if (plans.expiry(p) or 0) >= now and isinstance(m, (int, float))),
+                  key=lambda pm: plans.expiry(pm[0]))  # the newest kept when the record is full
+    try:
+        jobrecord.write_json(os.path.join(jdir, PLANS), dict(live[-(PLANS_KEPT - 1):] + [(plan, up)]))
+    except (OSError, IOError):
+        pass  # a read-only record: the plan is judged by its age instead
+
+
+def _made(jdir, plan, plan_age_s):
+    """The box's uptime when the dry run that showed `plan` looked; else `plan_age_s` before now."""
+    kept = jobrecord.read_json(os.path.join(jdir, PLANS))
+    made = kept.get(plan) if isinstance(kept, dict) else None
+    if isinstance(made, (int, float)) and not isinstance(made, bool):
+        return float(made)
+    up = procs.uptime_s()
+    return None if up is None else up - min(max(0.0, plan_age_s), float(plans.TTL_S))
 
 
 def stop(opts, job_id, meta):
@@ -99,18 +161,21 @@ def stop(opts, job_id, meta):
     # 0 is a choice (SIGKILL at once), not "unset".
     grace = opts.get("grace")
     grace = 10.0 if grace is None else float(grace)
-    doc = {"job_id": job_id, "targets": _describe(targets, gpu), "grace_s": grace}
+    doc = {"job_id": job_id, "targets": _describe(targets, gpu, meta), "grace_s": grace}
     planned = opts.get("plan")
     if planned is not None:
         expires = plans.expiry(planned)
         if expires is None:
             raise JobError("usage", "not a plan id: %r" % (planned,))
-        shown = [(t["pid"], t["start_ticks"]) for t in doc["targets"]]  # the set a dry run shows
-        if plans.plan_id("stop", job_id, shown, expires) != planned:
+        made = _made(jdir, planned, float(opts.get("plan_age_s") or 0.0))
+        if plans.plan_id("stop", job_id, _pairs(_describe(targets, gpu, meta, made)), expires) != planned:
             # the live set is not the one planned: signal nothing, show the set as it is now
+            _remember(jdir, job_id, doc["targets"], opts.get("expires"))
             doc.update(dry_run=True, plan_refused=True, signalled=[], all_gone=not targets)
             return doc
     if not opts.get("yes") or not targets:
+        if not opts.get("yes") and targets:
+            _remember(jdir, job_id, doc["targets"], opts.get("expires"))
         doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets)
         return doc
     record = {"requested_at": time.time(), "signals": []}
@@ -131,6 +196,6 @@ def stop(opts, job_id, meta):
     record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
     jobrecord.write_json(stop_path, record)
     wait_exit_record(jdir, meta, EXIT_SETTLE_S)
-    doc.update(dry_run=False, signals=record["signals"], all_gone=not left, remaining=_describe(left, set(still_gpu)),
-               gpu_holders_left=still_gpu)
+    doc.update(dry_run=False, signals=record["signals"], all_gone=not left,
+               remaining=_describe(left, set(still_gpu), meta), gpu_holders_left=still_gpu)
     return doc

@@ -24,6 +24,7 @@ from .jobrecord import EXIT, LOG, META
 MAX_ENDS_READ = 2000
 MAX_RUNNING_LISTED = 50
 MAX_GPUS = 64
+MAX_PROCESSES = 16  # per GPU
 
 
 def _args(argv):
@@ -32,25 +33,49 @@ def _args(argv):
     p.add_argument("--interval", type=float, default=0.5)
     p.add_argument("--path", default="")
     p.add_argument("--jobs-dir", default="")
+    p.add_argument("--processes", action="store_true")
     return p.parse_args(argv)
 
 
-def gpus(window_s, interval_s):
+def gpus(window_s, interval_s, processes=False):
     """{present, source, error, samples, devices: [{index, name, memory_used_mib, memory_total_mib,
-    util_peak_pct}]}. `present` is False when neither NVML nor nvidia-smi exists here: a box
-    without GPUs, whose utilisation is then no reason to call it busy."""
+    util_peak_pct, processes}]}; processes (with `processes`, else None): [{pid, name, user,
+    used_mib}] of each GPU, as nvitop and gpustat show them. `present` is False when neither
+    NVML nor nvidia-smi exists here: a box without GPUs, whose utilisation is then no reason to
+    call it busy."""
     reader = gpu_light.Reader()
     if reader.nvml is None and shutil.which("nvidia-smi") is None:
         return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
     # The names ride along in the first sample's query: one nvidia-smi run fewer per box.
-    first, peak, samples = gpu_light.sample(reader, window_s, interval_s, names=True)
+    first, peak, samples = gpu_light.sample(reader, window_s, interval_s, names=True, apps=processes)
+    on_bus = {}
+    for p in first.get("processes") or []:
+        on_bus.setdefault(p.get("bus_id"), []).append(p)
     devices = []
     for d in first["devices"][:MAX_GPUS]:
         devices.append({"index": d.get("index"), "name": d.get("name"),
                         "memory_used_mib": d.get("memory_used_mib"), "memory_total_mib": d.get("memory_total_mib"),
-                        "util_peak_pct": peak.get(d.get("index"))})
+                        "util_peak_pct": peak.get(d.get("index")),
+                        "processes": [_process(p) for p in on_bus.get(d.get("bus_id"), [])[:MAX_PROCESSES]]
+                        if processes else None})
     return {"present": True, "source": first.get("source"), "error": first.get("error"), "samples": samples,
             "devices": devices}
+
+
+def _process(p):
+    """One GPU process: its pid, name (nvidia-smi's, else its command's first word), user, memory."""
+    import pwd
+
+    pid, name, user = p.get("pid"), p.get("name"), None
+    if isinstance(pid, int):
+        name = name or (procs.cmdline(pid, 200) or "").split(" ")[0] or None
+        uid = procs.uid(pid)
+        try:
+            user = pwd.getpwuid(uid).pw_name if uid is not None else None
+        except KeyError:
+            user = str(uid)
+    return {"pid": pid, "name": os.path.basename(name)[:64] if name else None, "user": user[:32] if user else None,
+            "used_mib": p.get("used_mib")}
 
 
 def _ended_at(job_id, meta, exit_doc):
@@ -101,6 +126,6 @@ def main(argv):
     interval = max(0.1, min(opts.interval, 10.0))
     role, path = ("data_dir", opts.path) if opts.path else ("home", "~")
     doc = {"now": time.time(), "hostname": socket.gethostname()[:255], "uptime_s": procs.uptime_s(),
-           "gpu": gpus(window, interval), "jobs": jobs(), "disk": disk.measure(role, path)}
+           "gpu": gpus(window, interval, opts.processes), "jobs": jobs(), "disk": disk.measure(role, path)}
     sys.stdout.write(json.dumps(doc))
     return 0

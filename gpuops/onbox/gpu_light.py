@@ -79,13 +79,14 @@ class Reader(object):
         return read_smi(apps, names, extra)
 
 
-def sample(reader, window_s, interval_s=1.0, names=False):
+def sample(reader, window_s, interval_s=1.0, names=False, apps=False):
     """(first reading, {index: peak util or None}, samples) over `window_s` seconds; with `names`
-    the first reading also holds each GPU's name (asked in the same query, not one more).
+    the first reading also holds each GPU's name (asked in the same query, not one more), with
+    `apps` its compute processes.
 
     A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
     """
-    first = reader.read(apps=False, names=names)
+    first = reader.read(apps=apps, names=names)
     peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
     samples = 1
     deadline = time.time() + max(0.0, window_s)

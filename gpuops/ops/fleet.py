@@ -29,13 +29,15 @@ NUMBER = (int, float)
 NONE = type(None)
 _GPU = {"present": bool, "source": (str, NONE), "error": (str, NONE), "samples": int, "devices": list}
 _DEVICE = {"index": (int, NONE), "name": (str, NONE), "memory_used_mib": NUMBER + (NONE,),
-           "memory_total_mib": NUMBER + (NONE,), "util_peak_pct": NUMBER + (NONE,)}
+           "memory_total_mib": NUMBER + (NONE,), "util_peak_pct": NUMBER + (NONE,), "processes": (list, NONE)}
+_PROCESS = {"pid": (int, NONE), "name": (str, NONE), "user": (str, NONE), "used_mib": NUMBER + (NONE,)}
 _JOBS = {"dir": str, "running": list, "running_gpus": list, "running_count": int, "last_end": NUMBER + (NONE,),
          "last_job": (str, NONE), "ends_read": int, "total": int}
 _DISK = {"role": str, "path": str, "total_bytes": (int, NONE), "free_bytes": (int, NONE),
          "total_inodes": (int, NONE), "free_inodes": (int, NONE), "error": (str, NONE), "measured_at": (str, NONE)}
 # What an honest box can say: 64 GPUs of at most 16 TiB each, a century of uptime, a million jobs.
 MAX_GPUS, MAX_MIB, MAX_UPTIME_S, MAX_JOBS, MAX_TEXT = 64, 1 << 24, 100 * 365 * 86400, 1 << 20, 512
+MAX_PROCESSES = 16  # per GPU (gpuops.onbox.fleet_facts)
 
 
 def _bounded(value, low, high, host, what):
@@ -59,6 +61,12 @@ def checked(facts, host):
         for key in ("memory_used_mib", "memory_total_mib"):
             _bounded(d[key], 0, MAX_MIB, host, key)
         _bounded(len(d["name"] or ""), 0, MAX_TEXT, host, "a GPU name's length")
+        _bounded(len(d["processes"] or ()), 0, MAX_PROCESSES, host, "a GPU's processes")
+        for p in d["processes"] or ():
+            shaped(p, _PROCESS, host, "fleet GPU process")
+            _bounded(p["pid"], 0, 1 << 22, host, "a process id")
+            _bounded(p["used_mib"], 0, MAX_MIB, host, "a process's used_mib")
+            _bounded(len(p["name"] or "") + len(p["user"] or ""), 0, MAX_TEXT, host, "a process's name")
     _bounded(len(jobs["running"]), 0, jobs["running_count"], host, "the running jobs listed")
     _bounded(jobs["running_count"], 0, MAX_JOBS, host, "running_count")
     for value in jobs["running"] + ([jobs["last_job"]] if jobs["last_job"] else []):
@@ -141,7 +149,7 @@ def row(box, facts=None, error=None):
         "vram_used_mib": used, "vram_total_mib": total,
         "vram_free_mib": None if used is None or total is None else max(0, total - used),
         "util_peak_pct": None if None in utils or not utils else max(utils), "util_samples": gpu["samples"],
-        "devices": [{k: d[k] for k in _DEVICE} for d in devices],
+        "devices": [{k: d.get(k) for k in _DEVICE} for d in devices],
         "jobs_running": facts["jobs"]["running_count"], "running_jobs": facts["jobs"]["running"],
         "running_gpus": facts["jobs"]["running_gpus"],
         "last_job": facts["jobs"]["last_job"], "last_job_end": facts["jobs"]["last_end"],
@@ -192,8 +200,9 @@ def box_args(box):
     return args + (["--jobs-dir", jobs] if jobs else [])
 
 
-def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS):
-    """Ask every box in `boxes` (fleetfile.Box) at once; the fleet envelope."""
+def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS, processes=False):
+    """Ask every box in `boxes` (fleetfile.Box) at once; the fleet envelope. `processes`: each
+    GPU's compute processes too (fleet --watch shows them)."""
     if not boxes:
         raise errors.UsageError("no hosts to ask")
     twice = sorted(a for a, n in Counter(b.alias for b in boxes).items() if n > 1)
@@ -206,7 +215,7 @@ def inventory(boxes, window_s=DEFAULT_WINDOW_S, identity=None, workers=WORKERS):
     def ask(alias):
         target = target_for(alias, identity)
         try:
-            args = ["--window", window_s, "--interval", interval] + extra[alias]
+            args = ["--window", window_s, "--interval", interval] + extra[alias] + (["--processes"] if processes else [])
             facts = checked(target.run_onbox("fleet_facts", args, timeout_s=window_s + _SLACK_S), alias)
             return facts, knownkeys.of_target(target)
         finally:

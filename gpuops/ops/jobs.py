@@ -258,13 +258,16 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     checkpoint `signal` sends it first and waits up to `grace` seconds for the job to end."""
     from ..jobs import spec
 
+    # minted before the call, so the box notes the moment its dry run looked under the plan's id
+    expires = plans.expires_at()
     opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir,
-            "signal": spec.checkpoint_signal(signal)[0]}
+            "signal": spec.checkpoint_signal(signal)[0], "expires": expires}
     stale = plan is not None and (plans.expiry(plan) or 0) < time.time()
     if plan is not None and plans.expiry(plan) is None:
         raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
     if plan is not None and not stale:
-        opts["plan"] = plan
+        # how long ago the plan was made, on this clock: the box re-judges which processes it binds
+        opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
     eng = engines.of(doc, target.name)
@@ -276,12 +279,12 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
             "gpu_holders_left": doc.get("gpu_holders_left") or []}
     if stale or doc.get("plan_refused"):
-        return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir)
+        return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
     what, alive = eng.stop_texts(jid, targets, opts["signal"], float(grace))
     if not targets:
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
     if doc.get("dry_run"):
-        shown = _plan(eng, jid, targets)
+        shown = _plan(eng, jid, targets, expires)
         again = ["--signal", opts["signal"]] if opts["signal"] else []
         out = envelope("stop", ok=False, summary=f"dry run: {what}; add --yes --plan {shown['plan_id']}",
                        data=dict(data, dry_run=True, plan=shown),
@@ -293,17 +296,17 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     return envelope("stop", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
 
 
-def _plan(eng, jid, targets):
-    """A stop's plan: what its engine would stop (the processes by pid and start time, a
-    scheduler's run), as its box half identifies it."""
-    expires = plans.expires_at()
+def _plan(eng, jid, targets, expires):
+    """A stop's plan: what its engine would stop, as its box half identifies it (the supervisor:
+    the leader and the lasting processes by pid and start time, not a child that comes and goes;
+    a scheduler: the job's run)."""
     shown, pairs = eng.plan(targets)
     return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 
-def _refused_plan(eng, host, jid, plan, stale, targets, grace, data, jobs_dir):
+def _refused_plan(eng, host, jid, plan, stale, targets, grace, data, jobs_dir, expires):
     """Exit 5 with the plan the live set makes now, so the caller can look again and apply that."""
-    fresh = _plan(eng, jid, targets) if targets else None
+    fresh = _plan(eng, jid, targets, expires) if targets else None
     why = "has expired" if stale else "no longer matches the job's live processes"
     message = f"plan {plan} {why}; nothing was signalled"
     message += (f"; the live set is {len(targets)} process(es): new plan {fresh['plan_id']}" if fresh

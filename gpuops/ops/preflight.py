@@ -59,15 +59,27 @@ def summarize(findings):
     return f"{'NOT READY' if counts['fail'] else 'usable'}: {head}; {tally}"
 
 
+# A fix that is not made on this box: another box is the remedy (hardware a tenant cannot repair,
+# no GPU at all), so preflighting this one again would only say the same.
+_ELSEWHERE = re.compile(r"\b(re-rent|rent another box|rent an instance|preflight --host BOX)\b")
+
+
+def elsewhere(finding) -> bool:
+    return bool(finding.fix and _ELSEWHERE.search(finding.fix))
+
+
 def next_steps(findings, host, profile, paths, dirs_named):
     """(next, advice): the fixes of what failed or warned, as advice (they are prose, often for a
-    person on the box), and preflight again once something needs fixing, with the same arguments."""
+    person on the box), and preflight again once something needs fixing, with the same arguments;
+    not when a failure's fix is another box."""
     advice = []
     for f in findings:
         if f.severity in ("fail", "warn") and f.fix and f.fix not in advice:
             advice.append(f.fix)
     advice = advice[:NEXT_MAX]
     nxt = []
+    if any(f.severity == "fail" and elsewhere(f) for f in findings):
+        return nxt, advice
     if advice:
         again = ["gpuops", "preflight", "--host", host or "local"] + (["--profile", profile] if profile else [])
         for p in paths:

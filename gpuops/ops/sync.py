@@ -73,6 +73,11 @@ def local_root(path, role, must_exist):
         raise errors.UsageError(f"{role} {path!r} is a file; give a directory")
     if must_exist and not os.path.isdir(root):
         raise errors.NotFound(f"{role} {path!r} does not exist")
+    above = os.path.dirname(root)
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):  # it could never be created: say so before anything is walked or locked
+        raise errors.UsageError(f"{role} {path!r} is under {above!r}, which is a file; give a directory")
     return root
 
 
@@ -145,12 +150,12 @@ def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findin
 
 
 def check_small_files(src_map, send, opts, findings):
-    """Said before anything moves: a payload of many small files is slow to send and slow to read."""
+    """A payload of many small files is slow to send and slow to read: a finding of the report,
+    said once, after the verdict (a line above the bar said it first, and the report again)."""
     evidence = budget.small_files(src_map, send)
     if evidence:
         title = (f"{evidence['files']:,} files of median size {evidence['median_size']}: per-file costs will "
                  "dominate the transfer and the reads that follow")
-        opts.progress.note(title)
         findings.append(Finding("sync.small-files", "warn", title, evidence=evidence, gotcha="U25",
                                 fix="tar -cf shard-000.tar <dir>   # pack into shards of a few hundred MB, "
                                     "send those, read them with WebDataset-style loaders"))
@@ -356,8 +361,11 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
         summary = (f"{verb} NOT verified: {len(mism)} path(s) differ ({', '.join(m['path'] for m in mism[:3])}"
                    f"{', ...' if len(mism) > 3 else ''})")
     else:
+        # what the destination already held (an interrupted run's partial files, older copies)
+        there = "on the box" if verb == "push" else "here"
+        reused = f", resumed: {human_bytes(outcome.bytes_reused)} were already {there}" if outcome.bytes_reused else ""
         summary = (f"{verb} verified: {len(files)} files, {human_bytes(data['payload_bytes'])} "
-                   f"(sent {len(p.send)} path(s), {human_bytes(outcome.bytes_sent)}; "
+                   f"(sent {len(p.send)} path(s), {human_bytes(outcome.bytes_sent)}{reused}; "
                    f"{data['retries']} retries)")
     ok = data["verified"]
     nxt = [] if ok else [step(*rerun, why="resumes: partial files are kept")]

@@ -11,9 +11,9 @@ from . import sync as S
 
 def verify(target, local, remote, opts: S.Options) -> dict:
     if not remote:
-        raise errors.UsageError("--remote (the directory on the box) is required")
+        raise errors.UsageError("--dst (the directory on the box) is required")
     tally = tree.Tally()
-    local_root = S.local_root(local, "--local", must_exist=True)
+    local_root = S.local_root(local, "--src", must_exist=True)
     progress = opts.progress  # both ends hash at once: this end's bar, then the wait for the box's
     progress.stage(f"hashing {local_root} here and {remote} on {target.name}")
     try:
@@ -35,7 +35,7 @@ def verify(target, local, remote, opts: S.Options) -> dict:
     finally:
         progress.close()
     hasher.finish(tally)
-    S.check_remote_root(rdoc, "--remote", remote, True, target.name)
+    S.check_remote_root(rdoc, "--dst", remote, True, target.name)
     rmap = plan.by_path(rdoc["entries"], target.name)
     checked = sorted(lmap)
     mism = plan.mismatches(lmap, rmap, checked, "local", "remote")

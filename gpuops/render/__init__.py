@@ -52,10 +52,6 @@ def bold(text) -> str:
     return f"\x1b[1m{text}\x1b[0m" if tty else text
 
 
-def severity_text(sev):
-    return f"[{_STYLE.get(sev, '')}]{sev.upper()}[/]"
-
-
 _MARK = {"fail": "✗", "warn": "!", "info": "i", "ok": "✓"}
 EVIDENCE_KEYS = 8
 ID_COLUMN = 24  # passing checks line their titles up after ids up to this long
@@ -67,21 +63,25 @@ def screen_lines(con):
     return min(con.height, 24) - 4
 
 
-def print_findings(findings, con, show_all=False, around=0):
-    """The findings doctor-style (flutter/brew doctor): a block per problem, worst first, with its
-    evidence as `key: value` lines and its fix on one line of its own (never wrapped nor cut, so
-    it can be copied whole); then one `✓ id  title` line per passing check, unless with the
-    `around` lines the rest of the report takes that is more than a screen and not `show_all`:
-    then one line counts them."""
+def print_findings(findings, con, show_all=False, around=0, verbose=False, elsewhere=()):
+    """The findings doctor-style (flutter/brew doctor), worst first. At the default verbosity a
+    problem is one line (its mark, id and title, cut at the edge), and its fix on a line of its
+    own unless the report shows it anyway (`elsewhere`: its advice and next steps): a sick box
+    fits a screen. With `verbose` (or `show_all`) each is a block: the title wrapped, its evidence
+    as `key: value` lines and its fix, never wrapped nor cut, so it can be copied whole. Then one
+    `✓ id  title` line per passing check, unless with the `around` rows the rest of the report
+    takes that is more than a screen and not `show_all`: then one line counts them."""
     from rich.text import Text
 
     from ..findings import SEVERITIES
 
     order = {s: i for i, s in enumerate(SEVERITIES)}
     problems = sorted((f for f in findings if f["severity"] != "ok"), key=lambda f: (-order[f["severity"]], f["id"]))
+    detailed = verbose or show_all
+    pad = min(max([len(f["id"]) for f in problems] or [0]), ID_COLUMN)
     used = 0
     for f in problems:
-        for line, how in _problem_block(f):
+        for line, how in _problem_block(f) if detailed else _problem_line(f, elsewhere, pad):
             used += _height(con, line, how)
             _print(con, line, how)
     passed = sorted((f for f in findings if f["severity"] == "ok"), key=lambda f: f["id"])
@@ -92,29 +92,62 @@ def print_findings(findings, con, show_all=False, around=0):
         for f in passed:
             _print(con, Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{f['id']:<{pad}}  ", f["title"]), "cut")
     else:
-        con.print(Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} checks passed ",
-                                ("(--all lists them)", "dim")))
+        hint = "(--verbose: evidence and fixes; --all: every check)" if problems and not detailed else \
+            "(--all lists them)"
+        _print(con, Text.assemble((f"{_MARK['ok']} ", _STYLE["ok"]), f"{len(passed)} checks passed ", (hint, "dim")),
+               "cut")
 
 
-def _problem_block(f):
-    """[(line, how it meets the edge)] of a warn, fail or info finding: its head wraps with the
-    title's continuation under the title, evidence is cut at the edge, and the fix is one soft
-    line (a terminal folds it, a copy gets it whole)."""
+def _lead(f, pad=0):
     from rich.text import Text
 
     sev = f["severity"]
-    lead = Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"), "  ")
+    return Text.assemble((f"{_MARK.get(sev, '?')} {sev.upper():<4} ", _STYLE.get(sev, "")), (f["id"], "bold"),
+                         " " * max(2, pad - len(f["id"]) + 2))
+
+
+def _title(f):
+    from rich.text import Text
+
     title = Text(f["title"])
     if f.get("gotcha"):
         title.append(f" ({f['gotcha']})", style="dim")
-    lines = [(hanging(lead, title), "wrap")]
+    return title
+
+
+def _fix(f):
+    from rich.text import Text
+
+    return Text.assemble(("    fix: ", "bold"), f["fix"])
+
+
+def _problem_line(f, elsewhere, pad):
+    """[(line, how it meets the edge)] of a finding at the default verbosity: one line, cut at
+    the edge, titles lined up after ids up to `pad` long; a failure's fix after it (one soft
+    line) unless the report shows it anyway (`elsewhere`: its advice and next steps). A
+    warning's fix is in the advice, or under --verbose."""
+    from rich.text import Text
+
+    lines = [(Text.assemble(_lead(f, pad), _title(f)), "cut")]
+    if f.get("fix") and f["severity"] == "fail" and f["fix"] not in elsewhere:
+        lines.append((_fix(f), "soft"))
+    return lines
+
+
+def _problem_block(f):
+    """[(line, how it meets the edge)] of a warn, fail or info finding in full: its head and each
+    evidence line wrap with their continuation indented (the words that matter in a kernel line
+    are often its last), and the fix is one soft line (a terminal folds it, a copy gets it whole)."""
+    from rich.text import Text
+
+    lines = [(hanging(_lead(f), _title(f)), "wrap")]
     evidence = [(k, v) for k, v in (f.get("evidence") or {}).items() if v not in (None, "", [], {})]
     for key, value in evidence[:EVIDENCE_KEYS]:
-        lines.append((Text(f"    {key}: {_evidence(value)}"), "cut"))
+        lines.append((hanging(Text(f"    {key}: "), Text(_evidence(value))), "wrap"))
     if len(evidence) > EVIDENCE_KEYS:
         lines.append((Text(f"    ... {len(evidence) - EVIDENCE_KEYS} more in --json", style="dim"), "cut"))
     if f.get("fix"):
-        lines.append((Text.assemble(("    fix: ", "bold"), f["fix"]), "soft"))
+        lines.append((_fix(f), "soft"))
     return lines
 
 
@@ -127,6 +160,17 @@ def hanging(lead, text, width=None):
     grid.add_column()
     grid.add_row(lead, text)
     return grid
+
+
+def cut(text):
+    """`text` (a rich Text) as one line cut at the terminal's edge with an ellipsis, even where it
+    is printed among other renderables (a Group, a report's blocks)."""
+    from rich.table import Table
+
+    line = Table.grid()
+    line.add_column(no_wrap=True, overflow="ellipsis")
+    line.add_row(text)
+    return line
 
 
 def _print(con, renderable, how):
@@ -155,20 +199,34 @@ def _evidence(value):
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def doctor(doc, con, blocks=(), show_all=False):
+def doctor(doc, con, blocks=(), show_all=False, verbose=False):
     """A report doctor-style: the verdict, what the verb shows (`blocks`: rich renderables), the
-    findings, and the verdict again with the next steps. The first verdict is left out when
-    nothing would stand between the two."""
+    findings (one line each unless `verbose`), and the verdict again with the next steps. The
+    first verdict is left out when nothing would stand between the two."""
     findings = doc.get("findings") or []
     if blocks or findings:
         verdict_line(doc, con)
-    steps = doc.get("next") or []
-    around = 2 + len(steps) + sum(1 for x in steps if x.get("why")) + len(doc.get("advice") or [])
-    around += sum(_height(con, b) for b in blocks)
+    around = summary_rows(doc, con) + sum(_height(con, b) for b in blocks) + _soft_rows(con, _verdict_text(doc))
     for b in blocks:
         con.print(b)
-    print_findings(findings, con, show_all, around)
+    elsewhere = set(doc.get("advice") or []) | {step_text(s) for s in doc.get("next") or []}
+    print_findings(findings, con, show_all, around, verbose, elsewhere)
     summary_line(doc, con)
+
+
+def _soft_rows(con, text):
+    from rich.cells import cell_len
+
+    return max(1, -(-cell_len(text) // con.width))
+
+
+def summary_rows(doc, con):
+    """The rows summary_line takes on `con`'s terminal, each soft line folded at its width."""
+    rows = _soft_rows(con, _verdict_text(doc))
+    for s in doc.get("next") or []:
+        rows += _soft_rows(con, f"  next: {step_text(s)}") + (_soft_rows(con, f"        ({s['why']})") if s.get("why")
+                                                            else 0)
+    return rows + sum(_soft_rows(con, f"  advice: {text}") for text in doc.get("advice") or [])
 
 
 def _verdict_style(doc):
@@ -183,12 +241,13 @@ def _verdict_style(doc):
     return "yellow" if doc.get(CODE_KEY) in calm and not doc.get("error") else "bold red"
 
 
+def _verdict_text(doc):
+    return (f"{doc.get('host')}: " if doc.get("host") else "") + str(doc.get("summary"))
+
+
 def verdict_line(doc, con):
     """The verdict alone, for the top of a report (summary_line repeats it at the end, with next steps)."""
-    from rich.markup import escape
-
-    host = f"{doc.get('host')}: " if doc.get("host") else ""
-    con.print(f"[{_verdict_style(doc)}]{escape(host + str(doc.get('summary')))}[/]", soft_wrap=True)
+    con.print(_verdict_text(doc), style=_verdict_style(doc), markup=False, soft_wrap=True)
 
 
 _UNREACHED = ("unreachable", "timed-out")
@@ -196,7 +255,11 @@ _UNREACHED = ("unreachable", "timed-out")
 
 def report(doc, human, con, err=None):
     """A verb's envelope for people: each host's report (`human(doc, con)`), one stderr line per
-    host that failed, and for several hosts one line that rolls them up."""
+    host that failed, and for several hosts one line that rolls them up. What the box sent is
+    shown inert (gpuops.render.inert): a renderer never sees a raw control character."""
+    from .inert import envelope
+
+    doc = envelope(doc)
     for d in doc.get("hosts") or [doc]:
         if not d.get("error"):
             human(d, con)
@@ -211,10 +274,25 @@ def render_errors(doc, stream=None):
     for d in doc.get("hosts") or [doc]:
         err = d.get("error")
         if err:
-            hint = ""
-            if err.get("kind") in _UNREACHED and d.get("host"):
-                hint = f" (try: {_ssh_command(d['host'])} for the SSH client's own words; --host local checks this machine)"
-            print(f"gpuops: {err['message']}{hint}", file=stream or sys.stderr)
+            print(f"gpuops: {err['message']}{_hint(d, err)}", file=stream or sys.stderr)
+
+
+def _hint(d, err):
+    """What to try after an error, for a person: how to see why a box was not reached, which key
+    to give one that refused every key, where to find the job a verb could not."""
+    import re
+
+    host, kind = d.get("host"), err.get("kind")
+    if kind in _UNREACHED and host not in (None, "local"):
+        return f" (try: {_ssh_command(host)} for the SSH client's own words; --host local checks this machine)"
+    if kind == "auth-failed":
+        spec = _ssh_command(host).removeprefix("ssh ") if host else "HOST"
+        return (f" (the box took none of the keys offered: give its key with --identity FILE or ssh-add it; "
+                f"ssh -v {spec} shows which keys were tried)")
+    job = re.match(r"(?:(\S+): )?no job ", err.get("message") or "")
+    if kind == "not-found" and job:
+        return f" (gpuops status --host {host or job.group(1) or 'local'} lists its jobs)"
+    return ""
 
 
 def _ssh_command(spec):
@@ -230,14 +308,17 @@ def _ssh_command(spec):
 def rollup_line(doc, con):
     """The one line that ends a several-host report."""
     style = "green" if doc.get("ok") else "bold red"
-    con.print(f"[{style}]{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}[/]", soft_wrap=True)
+    con.print(f"{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}", style=style, markup=False,
+              soft_wrap=True)
 
 
 def step_text(step) -> str:
-    """A next step as the command line to paste: its argv shell-quoted, never re-split."""
-    from ..remote.wrap import join
+    """A next step as the command line to paste: its argv shell-quoted, never re-split, a word
+    with a control character in bash's $'...' (inert on the screen, the same bytes when run)."""
+    from ..remote.wrap import quote
+    from .inert import shell_word
 
-    return join(step["argv"])
+    return " ".join(shell_word(w, quote) for w in step["argv"])
 
 
 def print_next(doc, con):
@@ -257,10 +338,13 @@ def summary_line(doc, con):
 
 
 def state_text(row):
-    """A job's state in its style, with the exit code or signal."""
+    """A job's state in its style, with the exit code or signal (a Text: what the box recorded is
+    never read as markup)."""
+    from rich.text import Text
+
     from ..jobs.states import style
 
     s = row.get("state") or "?"
     extra = f" {row['exit_code']}" if row.get("exit_code") else ""  # a COMPLETED row's 0 goes without saying
     extra += f" {row['signal']}" if row.get("signal") else ""
-    return f"[{style(s)}]{s}{extra}[/]"
+    return Text(f"{s}{extra}", style=style(s))

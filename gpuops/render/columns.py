@@ -43,6 +43,6 @@ def table(header, rows, priority, least, width):
     keys = [k for k in header if k in widths]
     for k in keys:
         out.add_column(k, width=widths[k], no_wrap=True, overflow="ellipsis")
-    for r in rows:
-        out.add_row(*(r[k] for k in keys))
+    for r in rows:  # a str cell is text, never markup: a job named "a[/]b" is shown, not parsed
+        out.add_row(*(r[k] if isinstance(r[k], Text) else Text(str(r[k])) for k in keys))
     return out

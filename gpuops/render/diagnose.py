@@ -1,19 +1,28 @@
-"""diagnose for people: the verdict, its evidence and what was ruled out."""
+"""diagnose for people, doctor-style: the verdict (which names its deciding evidence), the rest of
+the evidence and what was ruled out, one line each, then the verdict again with the next steps.
+No line says twice what the verdict already says."""
 
-from . import summary_line
+from . import hanging, summary_line, verdict_line
+
+
+def _body(d, summary, con):
+    """Each evidence line the verdict does not already end with (and none twice), then each cause
+    ruled out, wrapped under its label."""
+    from rich.text import Text
+
+    shown = []
+    for line in d["evidence"]:
+        if line not in shown and not summary.endswith(f": {line}"):
+            shown.append(line)
+    for line in shown:
+        con.print(hanging(Text("  evidence: ", style="bold"), Text(line)))
+    for r in d["ruled_out"]:
+        con.print(hanging(Text("  ruled out: ", style="dim"), Text(f"{r['cause']}: {r['why']}")))
 
 
 def render(doc, con):
-    from rich.table import Table
-
-    d = doc["data"]
-    table = Table(show_header=False, box=None)
-    table.add_row("[bold]verdict[/]", f"[bold]{d['verdict']}[/] ({d['confidence']} confidence)")
-    for line in d["evidence"]:
-        table.add_row("evidence", line)
-    for r in d["ruled_out"]:
-        table.add_row("ruled out", f"{r['cause']}: {r['why']}")
-    con.print(table)
+    verdict_line(doc, con)
+    _body(doc["data"], str(doc.get("summary")), con)
     summary_line(doc, con)
 
 
@@ -24,6 +33,5 @@ def render_gang(doc, con):
         con.print(f"  node {n['index']} {n['host']}: {n['state']}" + (f" ({n['reason']})" if n.get("reason") else ""),
                   markup=False, soft_wrap=True)
     if d.get("diagnose"):
-        render(dict(doc, data=d["diagnose"]), con)
-    else:
-        summary_line(doc, con)
+        _body(d["diagnose"], str(doc.get("summary")), con)
+    summary_line(doc, con)

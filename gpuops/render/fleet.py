@@ -1,18 +1,16 @@
 """The fleet view for people: one row per box, then the totals line; `watch` redraws it in place.
 Pure `cells` builds the text of each row, so what a row says is tested without a terminal."""
 
-import time
-
 from ..units import duration, human_bytes
 from . import render_errors, summary_line
 
 COLUMNS = ("HOST", "GPUS", "VRAM USED / FREE", "UTIL", "JOBS", "DATA DIR", "FREE", "INODES FREE", "UPTIME",
-           "IDLE SINCE", "IDLE $")
+           "IDLE FOR", "IDLE $")
 # Which columns stay on a narrow terminal (gpuops.render.columns): the box, what it has, and what
 # its idle time costs come first; where its data lives and how long it has been up, last.
-_PRIORITY = ("HOST", "GPUS", "IDLE $", "IDLE SINCE", "VRAM USED / FREE", "UTIL", "JOBS", "FREE", "INODES FREE",
+_PRIORITY = ("HOST", "GPUS", "IDLE $", "IDLE FOR", "VRAM USED / FREE", "UTIL", "JOBS", "FREE", "INODES FREE",
              "DATA DIR", "UPTIME")
-_LEAST = {"HOST": 12, "IDLE SINCE": 8, "DATA DIR": 10}
+_LEAST = {"HOST": 12, "DATA DIR": 10}
 _MIB = 1 << 20
 
 
@@ -57,12 +55,10 @@ def _disk(d):
             _pct(d["free_inodes"], d["total_inodes"])]
 
 
-def _since(r):
+def _idle_for(r):
+    """How long the box has been idle (since when, to the second, is in --json)."""
     idle = r["idle"]
-    if idle["state"] != "idle":
-        return idle["state"]
-    stamp = time.strftime("%m-%d %H:%M UTC", time.gmtime(idle["since"]))
-    return f"{duration(idle['idle_s'])} ({stamp})"
+    return duration(idle["idle_s"]) if idle["state"] == "idle" else idle["state"]
 
 
 def _money(r):
@@ -78,7 +74,7 @@ def cells(r):
     if not r["ok"]:
         return [r["host"], (r["error"] or {}).get("kind", "error")] + [""] * (len(COLUMNS) - 2)
     return ([r["host"], _gpus(r), _vram(r), _util(r), str(r["jobs_running"])] + _disk(r["disk"])
-            + [duration(r["uptime_s"]), _since(r), _money(r)])
+            + [duration(r["uptime_s"]), _idle_for(r), _money(r)])
 
 
 def table(doc, width):
@@ -95,33 +91,69 @@ def table(doc, width):
     return fitted(COLUMNS, rows, _PRIORITY, _LEAST, width)
 
 
+def _bar(pct, width=10):
+    """A meter of `width` cells, in halves: '████▌░░░░░' for 45%; '?' cells when unknown."""
+    if pct is None:
+        return "?" * width
+    halves = round(max(0.0, min(100.0, pct)) / 100.0 * width * 2)
+    return "█" * (halves // 2) + "▌" * (halves % 2) + "░" * (width - halves // 2 - halves % 2)
+
+
+def _processes(d):
+    """gpustat's way: user:name/pid (memory), each GPU process of the device."""
+    shown = [(f"{p['user']}:" if p["user"] else "") + f"{p['name'] or '?'}/{p['pid']}"
+             + (f" ({_mib(p['used_mib'])})" if p["used_mib"] is not None else "") for p in d.get("processes") or []]
+    return ", ".join(shown) or "-"
+
+
+_GPU_COLUMNS = ("HOST", "GPU", "UTIL", "MEMORY", "PROCESSES")
+_GPU_LEAST = {"HOST": 12, "PROCESSES": 12}
+
+
+def gpu_table(doc, width):
+    """One row per GPU of each box that answered (nvitop's and gpustat's view): its utilisation
+    and memory as bars, and the processes on it; None when the report holds no GPU's processes."""
+    from rich.text import Text
+
+    from .columns import table as fitted
+
+    rows = []
+    for r in doc["data"]["hosts"]:
+        for n, d in enumerate(r.get("devices") or []):
+            if d.get("processes") is None:
+                continue
+            util = "?" if d["util_peak_pct"] is None else f"{d['util_peak_pct']:.0f}%"
+            total, used = d["memory_total_mib"], d["memory_used_mib"]
+            mem_pct = 100.0 * used / total if used is not None and total else None
+            memory = f"{used / 1024:.1f}/{total / 1024:.1f} GiB" if used is not None and total else "?"
+            rows.append({"HOST": Text(r["host"] if n == 0 else ""), "GPU": Text(str(d["index"])),
+                         "UTIL": Text.assemble((_bar(d["util_peak_pct"]), "green"), f" {util:>4}"),
+                         "MEMORY": Text.assemble((_bar(mem_pct), "magenta"), f" {memory}"),
+                         "PROCESSES": Text(_processes(d))})
+    if not rows:
+        return None
+    return fitted(_GPU_COLUMNS, rows, ("HOST", "GPU", "UTIL", "MEMORY", "PROCESSES"), _GPU_LEAST, width)
+
+
+def _view(doc, width):
+    """The box table, then (when the report has them) the per-GPU rows under it."""
+    from rich.console import Group
+    from rich.text import Text
+
+    gpus = gpu_table(doc, width)
+    return Group(table(doc, width), Text(""), gpus) if gpus is not None else table(doc, width)
+
+
 def render(doc, con):
-    con.print(table(doc, con.width))
+    con.print(_view(doc, con.width))
     # A box that did not answer gets the one stderr line (with how to see why) every verb gives it.
     render_errors({"hosts": [{"host": r["host"], "error": r["error"]} for r in doc["data"]["hosts"] if not r["ok"]]})
     summary_line(doc, con)
 
 
-WATCH_PAUSE_S = 1.0
+def watch(produce, con, asking="asking the boxes", pause_s=None):
+    """The fleet (boxes, then each GPU with its bars and processes) redrawn in place until Ctrl-C
+    (gpuops.render.live); the last complete report."""
+    from . import live
 
-
-def watch(produce, con, pause_s=WATCH_PAUSE_S):
-    """Redraw the fleet table in place (rich Live) from `produce()` until Ctrl-C; the last complete
-    report, which the caller then prints as the final one (Live erases its own drawing). Ctrl-C
-    before any report is complete propagates: nothing was shown."""
-    from rich.console import Group
-    from rich.live import Live
-    from rich.text import Text
-
-    last = None
-    with Live(console=con, auto_refresh=False, transient=True) as live:
-        try:
-            while True:
-                last = produce()
-                stamp = time.strftime("%H:%M:%S", time.localtime())
-                live.update(Group(table(last, con.width), Text(f"{last['summary']}  (at {stamp}; Ctrl-C ends)")), refresh=True)
-                time.sleep(pause_s)
-        except KeyboardInterrupt:
-            if last is None:
-                raise
-    return last
+    return live.watch(produce, con, _view, asking, live.PAUSE_S if pause_s is None else pause_s)

@@ -10,6 +10,7 @@ def launched(doc, con):
     """A launch: a placement's reasons, a gang's preflight (findings, the torch table when the
     nodes disagree, the pairs that cannot connect), then the summary line."""
     from rich.table import Table
+    from rich.text import Text
 
     d = doc["data"]
     placed = d.get("placement")
@@ -25,8 +26,8 @@ def launched(doc, con):
             for col in ("node", "host", "torch", "torch CUDA", "driver", "driver CUDA", "python", "GPUs"):
                 table.add_column(col)
             for r in pre["table"]:
-                table.add_row(str(r["node"]), r["host"], *(str(r.get(k) or "-") for k in (
-                    "torch", "torch_cuda", "driver", "cuda_max", "python", "gpus")))
+                table.add_row(str(r["node"]), *(Text(str(r.get(k) or "-")) for k in (
+                    "host", "torch", "torch_cuda", "driver", "cuda_max", "python", "gpus")))
             con.print(table)
         failed = [p for p in pre.get("dataplane") or [] if not p["ok"]]
         if failed:
@@ -44,14 +45,15 @@ def launched(doc, con):
 
 def status(doc, con):
     from rich.table import Table
+    from rich.text import Text
 
     d = doc["data"]
-    table = Table(title=f"gang {d['gang_id']}: {d['state']}", expand=False)
+    table = Table(title=Text(f"gang {d['gang_id']}: {d['state']}"), expand=False)
     for col in ("node", "host", "job", "state", "pid", "last progress"):
         table.add_column(col, no_wrap=col != "last progress")
     for n in d["nodes"]:
-        table.add_row(str(n["index"]), n["host"], n["job_id"] or "-", state_text(n), str(n.get("pid") or "-"),
-                      (n.get("last_progress") or "-")[:60])
+        table.add_row(str(n["index"]), Text(n["host"]), Text(n["job_id"] or "-"), state_text(n),
+                      str(n.get("pid") or "-"), Text((n.get("last_progress") or "-")[:60]))
     con.print(table)
     for n in d["nodes"]:
         if n.get("reason"):

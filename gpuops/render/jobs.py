@@ -33,24 +33,31 @@ def _where(r):
     return f"{r.get('engine')} {r['engine_job_id']}" if r.get("engine_job_id") else str(r.get("pid") or "-")
 
 
-def status(doc, con):
+def status_view(doc, width):
+    """The jobs table (a watchable one: `status --watch` redraws it), the older ones counted, and
+    each job's reason or hint on a line of its own."""
+    from rich.console import Group
     from rich.text import Text
 
     from .columns import table
 
     rows = doc["data"].get("jobs") or []
-    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": Text.from_markup(state_text(r)),
+    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": state_text(r),
               "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
               "PID": _where(r)} for r in rows]
-    if rows:
-        con.print(table(_HEADER, cells, _PRIORITY, _LEAST, con.width))
+    parts = [table(_HEADER, cells, _PRIORITY, _LEAST, width)] if rows else []
     more = doc["data"].get("more")
     if more:
-        con.print(f"… {more} older (--limit 0 lists them all)", style="dim", markup=False)
+        parts.append(Text(f"… {more} older (--limit 0 lists them all)", style="dim"))
     for r in rows:
         for label, key in (("reason", "reason"), ("hint", "hint")):
             if r.get(key):
-                con.print(f"  {r['job_id']}: {label}: {r[key]}", markup=False, soft_wrap=True)
+                parts.append(Text(f"  {r['job_id']}: {label}: {r[key]}"))
+    return Group(*parts)
+
+
+def status(doc, con):
+    con.print(status_view(doc, con.width))
     summary_line(doc, con)
 
 
@@ -62,19 +69,29 @@ def stop(doc, con):
     """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
     names, then the command that acts on it."""
     verdict_line(doc, con)
+    passing = []
     for t in doc["data"].get("targets") or []:
-        con.print(f"  {t.get('shown')}", markup=False, soft_wrap=True)
+        if t.get("planned", True):
+            con.print(f"  {t.get('shown')}", markup=False, soft_wrap=True)
+        else:
+            passing.append(t)
+    if passing:
+        what = ", ".join(sorted({(t.get("cmd") or "?")[:24] for t in passing}))
+        kids = "child" if len(passing) == 1 else "children"
+        con.print(f"  + {len(passing)} passing {kids} ({what}): signalled with the job, not in the plan",
+                  markup=False, style="dim", no_wrap=True, overflow="ellipsis")
     print_next(doc, con)
 
 
 def queue(doc, con):
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"queue {doc['data'].get('queue')}", expand=False)
+    table = Table(title=Text(f"queue {doc['data'].get('queue')}"), expand=False)
     for col in ("line", "state", "job", "command"):
         table.add_column(col, no_wrap=col != "command")
     for e in doc["data"].get("entries") or []:
-        table.add_row(str(e["line"]), state_text(e), e.get("job_id") or "-", e["command"])
+        table.add_row(str(e["line"]), state_text(e), Text(e.get("job_id") or "-"), Text(e["command"]))
     con.print(table)
     summary_line(doc, con)
 

@@ -16,7 +16,7 @@ def headline(data):
     return f"{gpus}{driver}{torch_text}; {cpu.get('visible')} CPUs visible"
 
 
-def render(doc, con, show_all=False):
+def render(doc, con, show_all=False, verbose=False):
     from rich.text import Text
 
-    doctor(doc, con, [Text(headline(doc.get("data") or {}))], show_all)
+    doctor(doc, con, [Text(headline(doc.get("data") or {}))], show_all, verbose)

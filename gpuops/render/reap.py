@@ -4,7 +4,7 @@ wrapped a word per line at 80 columns; a block gives each fact its own line at a
 
 from ..onbox.reap_rules import CLASSES
 from ..units import duration
-from . import doctor, hanging
+from . import cut, doctor, hanging
 
 _CLASS_STYLE = {"defunct": "bold yellow", "orphan": "bold yellow", "finished-job": "bold yellow",
                 "idle": "bold yellow", "live": "green", "protected": "dim"}
@@ -16,10 +16,14 @@ def _mem(h):
     return "  %d MiB" % sum(values) if values else ""
 
 
-def holder_block(h, applied):
+# Holders reap leaves alone: one line each unless --verbose, so the ones it would signal stand out.
+_KEPT = ("live", "protected")
+
+
+def holder_block(h, applied, full=True):
     """One holder: pid, class, GPUs, memory, age and user on its head line; then why, what the
     window saw and what it would get (or got), each wrapped under itself, and its command cut at
-    the width."""
+    the width. Not `full`: the head line and the command on one line, cut at the width."""
     from rich.console import Group
     from rich.text import Text
 
@@ -27,6 +31,9 @@ def holder_block(h, applied):
     age = duration(h["age_s"]) if h["age_s"] is not None else "?"
     head = Text.assemble((f"pid {h['pid']}", "bold"), "  ", (h["class"], _CLASS_STYLE.get(h["class"], "")),
                          f"  GPU {gpus}{_mem(h)}  up {age}  {h['user'] or '?'}")
+    if not full:
+        head.append(f"  {h['command']}", style="dim")
+        return cut(head)
     doing = h["outcome"] if applied else h["action"]
     rows = [("why", h["reason"]), ("seen", h["last_activity"]), ("outcome" if applied else "would send", doing)]
     lines = [hanging(Text(f"    {k}: "), Text(v)) for k, v in rows if v]
@@ -42,10 +49,11 @@ def action_line(a):
 
 
 def gpu_table(facts):
+    """GPU memory before and after, as a borderless table (a header row, a row per GPU)."""
     from rich.table import Table
 
-    table = Table(title="GPU memory", expand=False)
-    for name in ("gpu", "util peak %", "used MiB", "by listed procs", "after MiB", "freed MiB"):
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", expand=False)
+    for name in ("GPU", "UTIL PEAK %", "USED MiB", "BY LISTED PROCS", "AFTER MiB", "FREED MiB"):
         table.add_column(name, justify="right")
     for g in facts["gpus"]:
         cells = [g["index"], g["util_peak_pct"], g["memory_used_mib"], g["attributed_mib"], g["memory_after_mib"],
@@ -54,16 +62,16 @@ def gpu_table(facts):
     return table
 
 
-def render(doc, con, show_all=False):
+def render(doc, con, show_all=False, verbose=False):
     from rich.console import Group
     from rich.text import Text
 
     facts = doc["data"]
     order = dict((c, i) for i, c in enumerate(CLASSES))
     holders = sorted(facts["holders"], key=lambda h: (order.get(h["class"], 9), h["pid"]))
-    blocks = [holder_block(h, facts["applied"]) for h in holders]
+    blocks = [holder_block(h, facts["applied"], verbose or show_all or h["class"] not in _KEPT) for h in holders]
     if facts["actions"]:
         blocks.append(Group(Text("signals", style="bold"), *(action_line(a) for a in facts["actions"])))
     if facts["gpus"]:
         blocks.append(gpu_table(facts))
-    doctor(doc, con, blocks, show_all)
+    doctor(doc, con, blocks, show_all, verbose)

@@ -3,5 +3,5 @@
 from . import doctor
 
 
-def render(doc, con, show_all=False):
-    doctor(doc, con, show_all=show_all)
+def render(doc, con, show_all=False, verbose=False):
+    doctor(doc, con, show_all=show_all, verbose=verbose)

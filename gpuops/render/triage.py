@@ -1,16 +1,19 @@
-"""The triage report for people: markdown built from the JSON envelope alone.
-
-Same sections as the procedure's report: status / primary / stage, what happened, evidence lines,
-the progress projection, other findings, dashboards of RAY=1 jobs, numbered next steps.
+"""The triage report for people, built from the JSON envelope alone: doctor-style like every
+other verb's (the verdict first and last, one line per finding, the log's own evidence lines, the
+progress in one line, next steps and advice), or with --format md the procedure's Markdown
+report (status / primary / stage, what happened, evidence, the progress table, other findings,
+dashboards of RAY=1 jobs, numbered next steps) for a ticket or a chat.
 """
-
-import sys
 
 from ..errors import UsageError
 from ..units import duration
-from . import step_text
+from . import doctor, step_text
 
 FORMATS = ("rich", "md")
+# Findings that are the report's frame, not a problem of the job: shown as its head and body.
+_FRAME = ("triage.context", "triage.ray-dashboards", "triage.node-exits")
+EVIDENCE_LINES = 8
+ADVICE = 3  # advice lines at the default verbosity; the rest under --verbose
 
 
 def _findings(doc):
@@ -129,13 +132,86 @@ def check_format(fmt):
         raise UsageError(f"--format takes {' or '.join(FORMATS)}, not {fmt!r}")
 
 
-def render(doc, con=None, fmt=None):
-    """Rendered Markdown on a terminal; the raw text when piped (it is Markdown already, for a
-    ticket or a chat) or when asked for with --format md."""
-    text = markdown(doc)
-    if fmt == "md" or (fmt is None and not sys.stdout.isatty()) or con is None:
-        sys.stdout.write(text)
-        return
-    from rich.markdown import Markdown
+def render(doc, con=None, fmt=None, verbose=False):
+    """The doctor-style report (the default, on a terminal and through a pipe alike): the verdict,
+    the log's evidence lines, the progress, one line per finding, the verdict again with next
+    steps and the first advice; --verbose adds what happened, the progress in full, each finding's
+    evidence and all the advice. The raw Markdown with --format md."""
+    if fmt == "md" or con is None:
+        import sys
 
-    con.print(Markdown(text))
+        sys.stdout.write(markdown(doc))
+        return
+    from rich.text import Text
+
+    from . import cut, hanging
+
+    data = doc.get("data") or {}
+    found = _findings(doc)
+    ctx = (found.get("triage.context") or {}).get("evidence") or {}
+    blocks = [hanging(Text("what happened: ", style="bold"), Text(_what(data, found, ctx)))] if verbose else []
+    blocks += _evidence_lines(data, verbose)
+    p = data.get("progress")
+    if verbose and p:
+        blocks.append(Text("progress:", style="bold"))
+        blocks += [hanging(Text(f"  {k}: "), Text(v)) for k, v in progress_rows(p, ctx)]
+    else:
+        blocks.append(cut(Text.assemble(("progress: ", "bold"), _progress_line(p))))
+    exits = (found.get("triage.node-exits") or {}).get("evidence")
+    if exits:
+        blocks.append(cut(Text.assemble(("node exits: ", "bold"), ", ".join(f"{n} {c}" for n, c in exits.items()))))
+    blocks += _dashboards(found.get("triage.ray-dashboards"))
+    findings = [f for f in doc.get("findings") or [] if f["id"] not in _FRAME]
+    advice = doc.get("advice") or []
+    if not verbose and len(advice) > ADVICE:
+        advice = advice[:ADVICE - 1] + [f"... {len(advice) - ADVICE + 1} more (--verbose)"]
+    source = ctx.get("log") if not ctx.get("job") else None
+    doctor(dict(doc, findings=findings, advice=advice, host=source or doc.get("host")), con, blocks, verbose=verbose)
+
+
+def _evidence_lines(data, verbose):
+    """The log's own lines, numbered as the log numbers them: cut at the edge (--verbose wraps)."""
+    from rich.text import Text
+
+    from . import cut, hanging
+
+    lines = (data.get("evidence") or [])[:EVIDENCE_LINES]
+    width = max([len(str(e["line"])) for e in lines] or [0])
+    shown = []
+    for e in lines:
+        number = Text(f"  {e['line']:>{width}}: ", style="dim")
+        shown.append(hanging(number, Text(e["text"])) if verbose else cut(Text.assemble(number, e["text"])))
+    return [Text("evidence (the log's lines):", style="bold")] + shown if shown else []
+
+
+def _progress_line(p):
+    """'211 / 5000 steps (4.2%), 2.250 s a step, checkpoint at step 200 (10 steps lost), ETA 2h 59m'."""
+    if not p or p.get("last_step") is None:
+        return "no training step completed in this log"
+    done, total, parts = p["last_step"] + 1, p["total_steps"], []
+    parts.append(f"{done} / {total} steps{_pct(done, total)}" if total else f"{done} steps")
+    if p["step_time_s"]:
+        parts.append(f"{p['step_time_s']:.3f} s a step")
+    if p["last_periodic_ckpt"] is not None:
+        lost = f" ({p['steps_lost']} steps lost)" if p["steps_lost"] is not None else ""
+        parts.append(f"checkpoint at step {p['last_periodic_ckpt']}{lost}")
+    elif p["checkpoint_period"]:
+        parts.append("no periodic checkpoint yet")
+    if p["eta_s"] is not None:
+        parts.append(f"ETA {duration(p['eta_s'])} if healthy")
+    return ", ".join(parts)
+
+
+def _dashboards(f):
+    from rich.text import Text
+
+    if not f:
+        return []
+    d = f["evidence"]
+    head = f"RAY=1 dashboards: head node {d.get('head_host') or 'unknown'}, Prometheus port {d.get('prometheus_port')}"
+    lines = [Text(head)]
+    if d.get("tunnel"):
+        lines.append(Text(f"  tunnel (line {d.get('tunnel_line')}): {d['tunnel']}"))
+    lines.append(Text("  the job is live: forward the Ray Dashboard, TensorBoard and Prometheus ports" if d.get("live")
+                      else "  the job has ended: its live dashboards are gone (use the persisted TSDB)"))
+    return lines

@@ -9,6 +9,16 @@ from ..units import human_bytes
 
 
 class Silent:
+    """Also a context: leaving it ends whatever is shown (a bar, a phase's spinner), on success,
+    error or Ctrl-C alike, so the verdict that follows has a line of its own and the terminal its
+    cursor back."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def start(self, total, what="", files=None):
         pass
 
@@ -75,12 +85,16 @@ class Bar(Silent):
         return f"{self._files_done}/{self._files} files" if self._files is not None else ""
 
     def note(self, text):
-        self._progress.console.print(f"[yellow]{text}[/]", markup=True, highlight=False)
+        from ..render.inert import text as inert
+
+        self._progress.console.print(inert(text), style="yellow", markup=False, highlight=False)
 
     def stage(self, text):
         """A phase that moves no bytes: a spinner with its elapsed time until the next one begins."""
+        from ..render.inert import text as inert
+
         self._end_stage()
-        self._status = _Stage(self._console, text)
+        self._status = _Stage(self._console, inert(text))
 
     def _end_stage(self):
         if self._status is not None:
@@ -108,7 +122,9 @@ class _Stage:
     def __rich__(self):
         import time
 
-        self._spinner.update(text=f"{self._text} ({time.monotonic() - self._started:.0f} s)")
+        from rich.text import Text
+
+        self._spinner.update(text=Text(f"{self._text} ({time.monotonic() - self._started:.0f} s)"))
         return self._spinner
 
     def stop(self):

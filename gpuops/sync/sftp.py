@@ -68,9 +68,11 @@ class SftpEngine:
         self._done_bytes = 0
         self._done_files = 0
         self._restarted = set()
+        self._resumed = 0  # bytes of part files a transfer went on from (the summary says it resumed)
 
     def run(self, rels, force=False) -> Outcome:
         outcome = Outcome(self.name)
+        self._resumed = 0
         pending = list(rels)
         while pending:
             started, sent = time.monotonic(), [0]
@@ -112,6 +114,7 @@ class SftpEngine:
         if outcome.file_errors:
             outcome.fail(PARTIAL, f"{len(outcome.file_errors)} file(s) could not be transferred: "
                                   f"{outcome.file_errors[0]}")
+        outcome.bytes_reused += self._resumed
         return outcome
 
     def _step(self, sftp, rel, force, sent, outcome):
@@ -208,6 +211,7 @@ class SftpEngine:
             have = 0
         if restart or have > st.st_size:
             have = 0
+        self._resumed += have
         try:
             with open(local, "rb") as lf:
                 lf.seek(have)
@@ -287,6 +291,7 @@ class SftpEngine:
             have = old.st_size if old is not None else 0
             if restart or have > rst.st_size:
                 have = 0
+            self._resumed += have
             try:
                 with os.fdopen(d.open(part, os.O_RDWR | os.O_CREAT), "r+b") as lf:
                     lf.seek(have)

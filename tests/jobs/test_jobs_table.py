@@ -97,3 +97,19 @@ def test_a_narrow_terminal_drops_whole_columns_and_never_cuts_the_id(cli, local_
 def test_fit_keeps_columns_by_priority_and_widens_the_cut_ones_with_what_is_left(width, expected):
     columns = [("id", 22, 0), ("state", 9, 0), ("name", 30, 8), ("progress", 20, 12), ("pid", 5, 0)]
     assert fit(columns, width) == expected
+
+
+def test_status_watch_redraws_the_table_until_ctrl_c_and_prints_the_last_one(local_jobs):
+    """`status` had no --watch (`sky status`, `pueue status` and fleet --watch have one)."""
+    from tests import terminal
+
+    job = _finished(local_jobs, name="demo")
+    env = {**os.environ, "GPUOPS_JOBS_DIR": str(local_jobs)}
+    code, raw = terminal.run("status", "--watch", cols=100, env=env,
+                             interrupt_after=lambda out: out.count(b"Ctrl-C ends") >= 2)
+    lines = terminal.frames(raw)
+    assert code == 0 and lines[0].endswith("asking local for its jobs"), lines[:3]
+    assert sum(1 for line in lines if line.startswith(job) and "COMPLETED" in line) >= 2, lines
+    assert lines[-1] == "local: 1 COMPLETED (1 shown)" and raw.rfind("\x1b[?25h") > raw.rfind("\x1b[?25l")
+    refused = terminal.run("status", "--watch", "--json", env=env)
+    assert refused[0] == errors.USAGE

@@ -118,3 +118,12 @@ def test_a_push_of_ten_thousand_tiny_files_warns_with_u25(sync_env, tmp_path):
     assert proc.returncode == 0, proc.stdout[-1500:]
     (warn,) = [f for f in doc["findings"] if f["id"] == "sync.small-files"]
     assert warn["gotcha"] == "U25" and warn["evidence"]["files"] == budget.SMALL_FILES_MIN and "tar" in warn["fix"]
+    # on a terminal: said once, after the verdict (it opened the push above the bar, then came again)
+    from tests import terminal
+
+    code, raw = terminal.run("push", "--host", "local", "--src", str(src), "--dst", str(tmp_path / "dst2"),
+                             cols=140, env=sync_env)
+    lines = terminal.frames(raw)
+    said = [i for i, line in enumerate(lines) if "files of median size" in line]
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("local: push verified"))
+    assert code == 0 and len(said) == 1 and said[0] > verdict, lines[-8:]

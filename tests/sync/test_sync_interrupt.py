@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from gpuops.units import human_bytes
 from tests.conftest import ROOT
 from tests.sync.conftest import run_cli, snapshot
 
@@ -28,6 +29,7 @@ def test_ctrl_c_mid_push_says_how_to_resume_and_the_rerun_does(engine, request, 
     done, doc = run_cli(sync_env, *argv)
     assert done.returncode == 0 and doc["data"]["verified"], done.stdout[-1500:]
     assert snapshot(dst) == snapshot(src)
+    _says_it_resumed(doc, "on the box")
 
 
 def test_ctrl_c_mid_pull_says_how_to_resume_and_the_rerun_does(rsync_box, metered, sync_env, tmp_path):
@@ -40,6 +42,14 @@ def test_ctrl_c_mid_pull_says_how_to_resume_and_the_rerun_does(rsync_box, metere
     done, doc = run_cli(sync_env, *argv)
     assert done.returncode == 0 and doc["data"]["verified"], done.stdout[-1500:]
     assert snapshot(dst) == snapshot(src)
+    _says_it_resumed(doc, "here")
+
+
+def _says_it_resumed(doc, where):
+    """A resumed transfer never said so: it sent 87.6 of 190.7 MiB and called it a plain push."""
+    reused = doc["data"]["bytes_reused"]
+    assert (1 << 20) < reused < BIG and doc["data"]["bytes_sent"] + reused >= BIG, doc["data"]
+    assert f"resumed: {human_bytes(reused)} were already {where}" in doc["summary"], doc["summary"]
 
 
 def test_ctrl_c_mid_verify_says_nothing_was_claimed_and_how_to_run_it_again(rsync_box, metered, sync_env, tmp_path):

@@ -180,3 +180,34 @@ def test_crlf_only_in_shell_scripts(tmp_path):
 
 def test_rsync_is_real():
     assert subprocess.run(["rsync", "--version"], capture_output=True).returncode == 0
+
+
+def test_a_pull_into_a_path_under_a_file_is_a_usage_error_not_an_internal_one(tmp_path):
+    """`pull --dst FILE/x` got as far as makedirs and exited 70 with `[Errno 20] Not a directory`."""
+    from tests.conftest import gpuops
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "file").write_text("x")
+    r = gpuops("pull", "--host", "local", "--src", str(tmp_path / "src"), "--dst", str(tmp_path / "file" / "x"),
+               env={**os.environ, "GPUOPS_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == f"gpuops: --dst '{tmp_path}/file/x' is under '{tmp_path}/file', which is a file; give a directory\n"
+
+
+def test_verify_takes_src_and_dst_as_push_does_and_the_old_names_still(tmp_path):
+    """push and pull took --src/--dst, verify --local/--remote, and `verify --src` got no did-you-mean."""
+    from tests.conftest import gpuops
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "f").write_text("x")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for flags in (("--src", "--dst"), ("--local", "--remote"), ("--src", "--remote")):
+        r = gpuops("verify", "--host", "local", flags[0], str(tree), flags[1], str(tree), env=env)
+        assert r.returncode == 0 and r.stdout.startswith("local: verified: 1 files"), (flags, r.stdout + r.stderr)
+    r = gpuops("verify", "--host", "local", "--src", str(tree), "--local", "/elsewhere", "--dst", str(tree), env=env)
+    assert r.returncode == 2 and r.stderr == "gpuops: --local is the old name of --src: give one of them\n"
+    r = gpuops("verify", "--host", "local", "--srcc", str(tree), env=env)
+    assert r.returncode == 2 and "did you mean --src?" in r.stderr
+    r = gpuops("verify", "--host", "local", "--dst", str(tree), env=env)
+    assert r.returncode == 2 and "verify needs --src (the local directory, the reference)" in r.stderr

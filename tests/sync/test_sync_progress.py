@@ -5,6 +5,7 @@ import io
 import os
 import time
 
+import pytest
 from rich.console import Console
 
 from gpuops.sync.progress import Bar
@@ -68,3 +69,45 @@ def test_verify_rehash_shows_its_hashing_on_a_terminal_and_nothing_in_a_pipe(tmp
     assert any(line.startswith("verifying ") and "/12.0 MiB" in line and "/3 files" in line for line in lines), lines
     piped = gpuops(*argv)
     assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.count("\n") == 1
+
+
+HIDE, SHOW = "\x1b[?25l", "\x1b[?25h"
+
+
+def _left_as_found(raw):
+    """The cursor is shown after the last time it was hidden, and the last line is ended."""
+    return raw.rfind(SHOW) > raw.rfind(HIDE) and raw.endswith("\n")
+
+
+def _push_pull_case(tmp_path, verb, case):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(8):
+        (src / f"f{i}").write_bytes(os.urandom(64 << 10))
+    dst = tmp_path / "dst"
+    if case == "error":  # the box's side fails once the walk has started: no source there
+        if verb == "pull":
+            src = tmp_path / "not-there"
+        else:
+            dst = src / "f0" / "under-a-file"
+    args = [verb, "--host", "local", "--src", str(src), "--dst", str(dst)]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "GPUOPS_STATE_DIR": str(tmp_path / "state")}
+    return args, env
+
+
+@pytest.mark.parametrize("verb", ["push", "pull"])
+@pytest.mark.parametrize("case", ["success", "error", "ctrl-c"])
+def test_push_and_pull_leave_the_terminal_as_they_found_it(tmp_path, verb, case):
+    """push and pull left the cursor hidden (4 of 4 runs), and the verdict was printed on the
+    spinner's line: `⠸ verifying on the box (0 s)healthy: push verified …`."""
+    args, env = _push_pull_case(tmp_path, verb, case)
+    stop = (lambda out: b"walking" in out) if case == "ctrl-c" else None
+    code, raw = terminal.run(*args, env=env, interrupt_after=stop)
+    assert code == {"success": 0, "error": 4 if verb == "pull" else 3, "ctrl-c": 130}[case], raw
+    assert HIDE in raw, "the bar or a phase's spinner was shown (else this test proves nothing)"
+    assert _left_as_found(raw), repr(raw[-300:])
+    lines = terminal.frames(raw)
+    verdict = [line for line in lines if line.startswith("local: ") or line.startswith("gpuops: ")]
+    assert verdict, lines
+    for line in lines:  # a spinner's line and a verdict never share one
+        assert not (("verifying" in line or "walking" in line) and ("local:" in line or "gpuops:" in line)), line

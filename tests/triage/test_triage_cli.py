@@ -39,7 +39,8 @@ def test_exit_code_follows_the_status(cli, name, state, code):
 
 
 def test_markdown_report_for_people(cli):
-    proc = cli("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00")
+    proc = cli("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00",
+               "--format", "md")
     assert proc.returncode == 1
     out = proc.stdout
     for piece in ("## Job triage:", "**Status:** failed", "**Primary failure:** oom-host", "### What happened",
@@ -48,11 +49,19 @@ def test_markdown_report_for_people(cli):
         assert piece in out, piece
 
 
-def test_the_report_renders_when_asked_and_stays_markdown_when_piped(cli):
+def test_the_report_is_doctor_style_like_every_verbs_and_markdown_when_asked(cli):
+    """triage rendered as a different program (Markdown headings and tables) from every other verb."""
     args = ("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00")
-    piped, rendered = cli(*args), cli(*args, "--format", "rich")
-    assert "**Status:** failed" in piped.stdout and cli(*args, "--format", "md").stdout == piped.stdout
-    assert rendered.returncode == 1 and "Status: failed" in rendered.stdout and "**" not in rendered.stdout
+    piped, rich = cli(*args), cli(*args, "--format", "rich")
+    assert piped.returncode == 1 and piped.stdout == rich.stdout
+    lines = piped.stdout.splitlines()
+    assert lines[0] == lines[-4] and lines[0].endswith(": failed; primary oom-host (also nccl-timeout, "
+                                                       "heartbeat-timeout, node-fail); last step 210 of 5000")
+    assert "✗ FAIL triage.oom-host" in piped.stdout and "  878: 1: Killed" in piped.stdout
+    assert "**" not in piped.stdout and "##" not in piped.stdout and "|" not in piped.stdout
+    assert "**Status:** failed" in cli(*args, "--format", "md").stdout
+    detailed = cli(*args, "--verbose").stdout
+    assert "what happened: The host ran out of memory" in detailed and "    text: 1: Killed" in detailed
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,0 +1,35 @@
+"""A report redrawn in place until Ctrl-C (`fleet --watch`, `status --watch`), the way nvitop and
+`watch` do: a spinner at once saying what is asked, then each round's view with the time it was
+taken, the last complete report returned for the caller to print as the final one (rich Live
+erases its own drawing, and the cursor is shown again however it ends)."""
+
+import time
+
+PAUSE_S = 1.0
+
+
+def watch(produce, con, view, asking, pause_s=PAUSE_S):
+    """Redraw `view(doc, width)` (a rich renderable) from `produce()` until Ctrl-C; the last
+    complete doc. Ctrl-C before the first one is complete propagates: only the spinner showed."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.spinner import Spinner
+    from rich.text import Text
+
+    from .inert import envelope
+
+    last = None
+    with Live(Spinner("dots", text=Text(asking), style="dim"), console=con, refresh_per_second=8,
+              transient=True) as live:
+        try:
+            while True:
+                last = produce()
+                shown = envelope(last)  # the caller's final report makes its own copy inert
+                stamp = time.strftime("%H:%M:%S", time.localtime())
+                live.update(Group(view(shown, con.width), Text(f"{shown['summary']}  (at {stamp}; Ctrl-C ends)")),
+                            refresh=True)
+                time.sleep(pause_s)
+        except KeyboardInterrupt:
+            if last is None:
+                raise
+    return last
