@@ -50,6 +50,7 @@ ANSWERS = {
     "job_wait": {"wait": {"job": dict}},
     "job_pause": {"pause": _AFTER, "resume": _AFTER},
     "logclass": {"answers": list, "now": NUMBER},
+    "engine_facts": {"facts": {"engine": str, "facts": (dict, NONE)}},
 }
 
 

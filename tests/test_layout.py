@@ -91,6 +91,7 @@ def test_the_cycle_finder_finds_one(monkeypatch):
     ("gpuops.checks", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.jobs", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
+    ("gpuops.engines", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.ops", ("gpuops.cli", "gpuops.mcp", "gpuops.render")),
     ("gpuops.render", ("gpuops.cli", "gpuops.mcp", "gpuops.ops")),
     ("gpuops.mcp", ("gpuops.cli", "gpuops.render")),
@@ -131,3 +132,112 @@ def test_the_bundler_refuses_an_import_from_above_that_it_does_not_ship(monkeypa
 def test_no_module_is_longer_than_one_reader_can_hold():
     long = {n: len(p.read_text().splitlines()) for n, p in MODULES.items()}
     assert not {n: c for n, c in long.items() if c > MAX_LINES}
+
+
+# ---------------------------------------------------------------- engines
+
+
+def _engine_names():
+    from gpuops import engines
+    from gpuops.onbox import engines as on_box
+
+    return set(engines.names()), set(on_box.ENGINES)
+
+
+def _engine_of(module):
+    """The engine a module belongs to (gpuops.engines.slurm_state -> slurm), or None."""
+    package, _, leaf = module.rpartition(".")
+    if package not in ("gpuops.engines", "gpuops.onbox"):
+        return None
+    return next((e for e in _engine_names()[0] if leaf == e or leaf.startswith(e + "_")), None)
+
+
+# The registries name every engine; they import engines, never compare them.
+REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
+# Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
+# not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
+WORDS_OF_THEIR_OWN = ("gpuops.triage", "gpuops.ops.triage", "gpuops.cli.triage")
+
+
+def _engine_words():
+    """Each engine's own state words that are not gpuops' state names (STOPPED, NODE_FAIL ...)."""
+    from gpuops import engines
+    from gpuops.jobs import states
+
+    return {w for e in engines.each() for w in e.states} - set(states.NAMES)
+
+
+def _engine_refs(node, names):
+    """Whether an expression names an engine: 'slurm', SLURM, jobrecord.SLURM, (BOX, SLURM), 'slurm_job_id'."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value in names or any(node.value.startswith(n + "_") for n in names - {"box"})
+    if isinstance(node, ast.Name):
+        return node.id.lower() in names and node.id.isupper()
+    if isinstance(node, ast.Attribute):
+        return node.attr.lower() in names and node.attr.isupper()
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_engine_refs(e, names) for e in node.elts)
+    return False
+
+
+def _names_one(node, names):
+    return any(isinstance(n, ast.Constant) and n.value in names for n in ast.walk(node))
+
+
+def _engine_branches(path, names, words, own_words):
+    """'line: what' for each place a module compares an engine, reads an engine's own field or
+    spells an engine's own state word."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and any(_engine_refs(n, names) for n in [node.left] + node.comparators):
+            found.append(f"{node.lineno}: compares an engine")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and _engine_refs(node.args[0], names - {"box"}) and not own_words:
+            found.append(f"{node.lineno}: reads {node.args[0].value!r}")
+        elif isinstance(node, ast.Subscript) and _engine_refs(node.slice, names - {"box"}) and not own_words:
+            found.append(f"{node.lineno}: reads {ast.unparse(node.slice)}")
+        elif isinstance(node, ast.Constant) and node.value in words and not own_words:
+            found.append(f"{node.lineno}: spells {node.value!r}")
+        elif isinstance(node, ast.keyword) and node.arg == "engine" and _names_one(node.value, names):
+            found.append(f"{node.value.lineno}: picks an engine by name")
+        elif isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "engine" and
+                                                _names_one(v, names) for k, v in zip(node.keys, node.values)):
+            found.append(f"{node.lineno}: picks an engine by name")
+    return found
+
+
+def test_both_registries_name_the_same_engines():
+    from gpuops.onbox import engines as on_box
+
+    here, box = _engine_names()
+    assert here == box and "box" in here
+    assert all(module.NAME == name for name, module in on_box.ENGINES.items())
+
+
+def test_no_module_but_an_engines_own_branches_on_the_engine_or_spells_its_states():
+    """A new engine is new modules plus a registry line each side: nothing else may say
+    `engine == "slurm"`, read `slurm_job_id` or spell NODE_FAIL."""
+    names, words = _engine_names()[0], _engine_words()
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        if _engine_of(module) or module in REGISTRIES:
+            continue
+        own = module.startswith(WORDS_OF_THEIR_OWN)
+        wrong += [f"{module}:{w}" for w in _engine_branches(path, names, words, own)]
+    assert not wrong, wrong
+
+
+def test_the_engine_rule_finds_a_branch(tmp_path):
+    names = _engine_names()[0]
+    branchy = tmp_path / "branchy.py"
+    branchy.write_text('if meta.get("engine") == "slurm":\n    pass\nif e in (BOX, SLURM):\n    x = row["slurm_job_id"]\n'
+                       'y = "NODE_FAIL"\nlaunch(engine="slurm" if slurm else None)\n')
+    found = _engine_branches(branchy, names, _engine_words(), False)
+    assert sorted(f.split(":")[0] for f in found) == ["1", "3", "4", "5", "6"], found
+
+
+def test_engine_modules_are_reached_through_the_registries_only():
+    """Only a registry or the engine's own modules import an engine's module."""
+    wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() for d in deps
+                   if _engine_of(d) and m not in REGISTRIES and _engine_of(m) != _engine_of(d))
+    assert not wrong, wrong

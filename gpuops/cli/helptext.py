@@ -83,12 +83,13 @@ EXIT_CODES = (
 )
 
 # A verb's flags in groups, everyday first (gh's way); a flag no group names goes under "Other".
+# ENGINE_FLAGS stands for --engine and one group per engine of its own flags (gpuops.engines).
+ENGINE_FLAGS = "engines"
 FLAG_GROUPS = {
     "launch": (
         ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
         ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
-        ("Slurm (--engine slurm)", ("engine", "nodes", "gpus-per-node", "cpus-per-task", "mem", "time", "partition",
-                                    "account", "qos", "constraint", "exclusive", "signal", "iface")),
+        ENGINE_FLAGS,
         ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
     ),
 }
@@ -222,10 +223,23 @@ def _flag_groups(verb, shown):
     groups = FLAG_GROUPS.get(verb)
     if not groups:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
         return [("Flags", sorted(shown, key=lambda n: shown[n][0].split(", ")[-1]))]
+    groups = [g for group in groups for g in (_engine_groups(verb) if group == ENGINE_FLAGS else [group])]
     placed = [(title, [n for n in names if n in shown]) for title, names in groups]
     named = {n for _, names in placed for n in names}
     rest = sorted(n for n in shown if n not in named)
     return [(t, ns) for t, ns in placed + [("Other", rest)] if ns]
+
+
+def _engine_groups(verb):
+    """--engine, then each engine's own flags under its name."""
+    from .. import engines
+
+    out = [("Engine (--engine)", ("engine",))]
+    for e in engines.each():
+        names = tuple(k.replace("_", "-") for k in e.flags_for(verb))
+        if names:
+            out.append((f"{e.title} (--engine {e.name})", names))
+    return out
 
 
 def _flag_lines(s, text, col, width):

@@ -4,10 +4,11 @@ import os
 import sys
 from functools import partial
 
+from .. import engines
 from ..errors import UsageError
 from ..jobs import states
 from ..jobs import torchrun as torchrun_defaults
-from . import slurmflags, spinner
+from . import engineflags, spinner
 from .common import on_hosts, one_host, run, sigterm_interrupts, watched
 from .flags import DAY, number, seconds, verb
 from .spinner import countdown
@@ -66,6 +67,7 @@ def _check_regex(pattern, flag="--progress-regex"):
             raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
+@engineflags.takes("launch")
 @verb(iterable=["label", "env", "secret_env"], help=_help(
     host=_SEVERAL,
     cmd="the command line to run (bash syntax; stored verbatim and run exactly as given)",
@@ -89,30 +91,26 @@ def _check_regex(pattern, flag="--progress-regex"):
     min_vram_gib="with --fleet: only GPUs with at least this much memory (GiB)",
     torchrun="one training run across every --host box (or every box of a --fleet group, in its order): a gang "
              "preflight, then torchrun on each (c10d "
-             "rendezvous on the first box); prints the gang id the other verbs take with --gang. With --engine "
-             "slurm: srun runs torchrun on every node of the allocation (c10d on its first node)",
+             "rendezvous on the first box); prints the gang id the other verbs take with --gang. With an --engine "
+             "that schedules nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its first)",
     nproc_per_node="with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: --gpus-per-node)",
     rdzv_port="with --torchrun: the rendezvous port on the first box or node (default 29500; under Slurm, a "
               "free one when it is taken there)",
     rdzv_host="with --torchrun: the first box's address as the others reach it (default: its SSH HostName)",
     code="with --torchrun: a directory on the boxes that must be identical on all of them (sha256 compared)",
-    engine=slurmflags.ENGINE,
-    signal=slurmflags.SIGNAL,
-    iface=slurmflags.IFACE,
-    **slurmflags.RESOURCES,
+    engine=engines.help_text(),
 ))
 def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
            timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node=None,
-           rdzv_port=None, rdzv_host=None, code=None, engine=None, nodes=None, gpus_per_node=None,
-           cpus_per_task=None, mem=None, time=None, partition=None, account=None, qos=None, constraint=None,
-           exclusive=False, signal=None, iface=None):
+           rdzv_port=None, rdzv_host=None, code=None, engine=None, engine_flags=None):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
     (or every box of the --fleet group);
-    with --engine slurm, the job is a Slurm batch job submitted on the login node --host."""
-    asked = slurmflags.resources(locals())
+    with --engine, the job is that engine's (Slurm: a batch job submitted on the login node --host)."""
+    asked = engineflags.given(engine_flags)
+    picked = {}
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -139,19 +137,18 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
             from .. import profiles
 
             prof = profiles.load(profile)
-        from ..jobs import platform
-
-        scheduled = slurmflags.engine(engine) or platform.engine(prof)
+        eng = engineflags.chosen(engine, prof, engine_flags)
+        picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
-        if scheduled:
-            several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code}, slurmflags.NOT_FOR_SLURM)
+        if not eng.composes:
+            several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
+                           {"--fleet": f"{eng.title} places the job on its own nodes",
+                            "--rdzv-host": "it is a --torchrun gang's",
+                            "--code": "it is compared across a --torchrun gang's boxes"})
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
-                progress_regex=progress_regex, engine=scheduled, resources=asked, signal=signal,
-                torchrun=slurmflags.torchrun(torchrun, nproc_per_node, rdzv_port, iface), timeout_s=timeout_s, **common),
-                identity)
-        several.refuse({"--iface": iface, "--signal": signal, **{f"--{k.replace('_', '-')}": v
-                                                                  for k, v in asked.items()}}, slurmflags.SLURM_ONLY)
+                progress_regex=progress_regex, engine=eng.name, resources=asked,
+                torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s, **common), identity)
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
@@ -169,8 +166,8 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
     from ..render import gang as several_render
 
     def shown(doc, con):
-        one = ((doc.get("data") or {}).get("meta") or {}).get("engine") == "slurm" or not (torchrun or fleet)
-        (render.started if one else several_render.launched)(doc, con)  # Slurm's --torchrun is one job
+        one = not picked.get("composes", True) or not (torchrun or fleet)
+        (render.started if one else several_render.launched)(doc, con)  # a scheduler's --torchrun is one job
 
     run("launch", json, produce, shown)
 
@@ -361,6 +358,7 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
     run("stop", json, produce, several_render.stop if gang else render.stop)
 
 
+@engineflags.takes("retry", "; replaces the parent's")
 @verb(iterable=["env", "secret_env"], help=_help(
     job="the job to retry: " + _WHICH,
     env=_ENV + "; overrides the parent's",
@@ -368,13 +366,11 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
     resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
     key="idempotency key for the retry itself",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
-    **{k: v + "; replaces the parent's" for k, v in slurmflags.RESOURCES.items()},
 ))
 def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
-          jobs_dir=None, json=False, gang=None, nodes=None, gpus_per_node=None, cpus_per_task=None, mem=None,
-          time=None, partition=None, account=None, qos=None, constraint=None, exclusive=False):
+          jobs_dir=None, json=False, gang=None, engine_flags=None):
     """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
-    asked = slurmflags.resources(locals())
+    asked = engineflags.given(engine_flags)
     from ..ops import jobs as op
     from ..render import jobs as render
 
@@ -384,7 +380,7 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
         if gang:
             _gang_alone(host, job)
             if asked:
-                raise UsageError("Slurm resources (--nodes, --time ...) retry a Slurm job, not a gang")
+                raise UsageError(f"{', '.join(map(engines.flag_of, asked))} retry an engine's job, not a gang")
             from . import gang as several
 
             return several.retry(gang, resume_arg=resume_arg, env=envs, secrets=secrets, identity=identity)
@@ -399,6 +395,7 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
     run("retry", json, produce, several_render.launched if gang else render.started)
 
 
+@engineflags.takes("queue")
 @verb(iterable=["env", "secret_env"], help=_help(
     host=_SEVERAL,
     file="local file: one command per line (# comments and blank lines skipped); re-run with more lines "
@@ -410,15 +407,13 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
     gpus="CUDA_VISIBLE_DEVICES for every entry",
     wait="wait up to this many seconds for the queue to finish",
     cancel="start no further entries (the running one keeps running: stop it with `gpuops stop`)",
-    engine=slurmflags.ENGINE + "; under Slurm each entry waits for the one before (--dependency=afterany)",
-    **slurmflags.RESOURCES,
+    engine=engines.help_text() + "; an engine that chains the entries itself (Slurm: --dependency=afterany) "
+                                 "starts each after the one before it ended",
 ))
 def queue(c, host="local", identity=None, file=None, name=None, env=None, secret_env=None, workdir=None, gpus=None,
-          wait="0", cancel=False, jobs_dir=None, json=False, engine=None, nodes=None, gpus_per_node=None,
-          cpus_per_task=None, mem=None, time=None, partition=None, account=None, qos=None, constraint=None,
-          exclusive=False):
+          wait="0", cancel=False, jobs_dir=None, json=False, engine=None, engine_flags=None):
     """A sequential run queue: each line a normal job, resumable, append-safe (Slurm: a dependency chain)."""
-    asked = slurmflags.resources(locals())
+    asked = engineflags.given(engine_flags)
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -439,9 +434,10 @@ def queue(c, host="local", identity=None, file=None, name=None, env=None, secret
                 raise UsageError(f"--file {file}: not UTF-8 text") from None
         qname = name or spec.slug(os.path.splitext(os.path.basename(file))[0])
         envs, secrets = _env_and_secrets(env, secret_env)
+        eng = engineflags.chosen(engine, None, engine_flags)
         return on_hosts("queue", host, lambda t: op.queue(
             t, name=qname, content=content, env=envs, secrets=secrets, workdir=workdir, gpus=spec.gpus(gpus),
-            wait=patience, cancel=cancel, jobs_dir=jobs_dir, engine=slurmflags.engine(engine), resources=asked), identity)
+            wait=patience, cancel=cancel, jobs_dir=jobs_dir, engine=eng.name, resources=asked), identity)
 
     run("queue", json, produce, render.queue)
 

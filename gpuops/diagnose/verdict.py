@@ -14,7 +14,7 @@ named with its core.
 from datetime import datetime, timezone
 
 from .. import xid
-from ..jobs.state import SHELL_CODES
+from ..jobs.rows import SHELL_CODES
 from ..jobs.states import STALLED
 from . import crash
 

@@ -8,6 +8,7 @@ steps and (with `logs --save`) local paths.
 
 import re
 
+from .. import engines
 from ..boundary import expect
 from ..errors import BadAnswer
 
@@ -21,13 +22,14 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
-         "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "slurm_job_id": (str, NONE), "resources": (dict, NONE)}
+         "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
+         "resources": (dict, NONE)}
 _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
          "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE)}
 _PAUSE = {"requested_at": NUMBER + (NONE,), "held_at": NUMBER + (NONE,), "stopped_at": NUMBER + (NONE,),
           "resumed_at": NUMBER + (NONE,), "signal": (str, NONE), "marker": (dict, NONE), "failed": (str, NONE),
           "resumed_as": (str, NONE)}
-# What the scheduler said (gpuops.onbox.slurm): its own words, each a bounded string.
+# What a scheduler said (its engine's box half): its own words, each a bounded string.
 _SCHEDULER = {"known": (bool, NONE), "source": (str, NONE), "job": (dict, NONE), "held": (bool, NONE),
               "paused": (bool, NONE), "pending": (dict, NONE), "error": (str, NONE)}
 _PENDING = {"position": (int, NONE), "pending_in_partition": (int, NONE), "start_estimate": (str, NONE),
@@ -78,7 +80,8 @@ def facts(doc, host):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
     expect(doc, _FACTS, host, "job record")
     job_id(doc["job_id"], host)
-    for key, fields in (("meta", _META), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP),
+    meta = dict(_META, **engines.of(doc.get("meta"), host).meta_fields) if doc.get("meta") is not None else _META
+    for key, fields in (("meta", meta), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP),
                         ("pause", _PAUSE), ("scheduler", _SCHEDULER)):
         if doc.get(key) is not None:
             expect(doc[key], fields, host, f"job record's {key}")

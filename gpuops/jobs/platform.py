@@ -3,13 +3,13 @@
 The job directory moves to the profile's job_root, HF_HOME points at its big-cache disk, the
 profile's fixed environment is added, and its proxy hook (e.g. AutoDL's network_turbo) is sourced
 before the command. Anything the user passed explicitly wins. A platform whose jobs go through
-Slurm (detach "sbatch") submits them there, with the site's defaults (partition, account, QOS,
-constraint, walltime); one whose jobs must be Kubernetes Jobs is refused: a process started
-inside a pod's shell is not a job there, and it dies or is killed without a record.
+an engine (a detach an engine names, such as Slurm's "sbatch": gpuops.engines.for_profile)
+submits them there, with the site's defaults that engine reads; one whose jobs must be
+Kubernetes Jobs is refused: a process started inside a pod's shell is not a job there, and it
+dies or is killed without a record.
 """
 
 from ..errors import Refused
-from ..onbox.jobrecord import SLURM
 
 SCHEDULED = ("k8s-job",)
 
@@ -32,19 +32,6 @@ def settings(profile, *, jobs_dir=None, env=None):
     root, note = records_dir(profile, jobs_dir)
     notes += [note] if note else []
     return root, env, (profile.launch.proxy_hook or None), notes
-
-
-def engine(profile):
-    """The engine a profile's jobs run on: "slurm" where they are detached by sbatch, else None
-    (the box's supervisor)."""
-    return SLURM if profile is not None and profile.launch.detach == "sbatch" else None
-
-
-def slurm_defaults(profile):
-    """The resources a profile asks of Slurm for every job ({} without a profile)."""
-    site = profile.slurm if profile is not None else None
-    return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
-            if site is not None and getattr(site, k)}
 
 
 def records_dir(profile, jobs_dir=None):

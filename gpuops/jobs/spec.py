@@ -1,6 +1,7 @@
 """Launch options from flag values: validated here, once, before anything reaches a box."""
 
 import re
+import signal
 
 from ..errors import UsageError
 
@@ -65,3 +66,19 @@ def script_problem(body: bytes):
         return ("the script has Windows (CRLF) line endings, which break the #! line and shell scripts; "
                 "convert it first (dos2unix FILE, or sed -i 's/\\r$//' FILE)")
     return None
+
+
+def checkpoint_signal(text):
+    """('USR1', lead seconds or None) from --signal 'USR1@90', 'SIGTERM' or 'B:USR1@60'."""
+    if text is None:
+        return None, None
+    word, _, lead = str(text).strip().removeprefix("B:").partition("@")
+    name = word.upper().removeprefix("SIG")
+    # A member of signal.Signals, not any SIG* name the module has: SIG_IGN, SIG_DFL and SIG_BLOCK
+    # are handler and mask constants, which the batch script's `trap` then refused.
+    if "SIG" + name not in signal.Signals.__members__ or name in ("KILL", "STOP"):
+        raise UsageError(f"--signal wants a signal a job can catch, such as USR1 or USR1@120 (sent 120 s "
+                         f"before the time limit), not {text!r}")
+    if lead and not (lead.isdigit() and 0 < int(lead) <= 65535):
+        raise UsageError(f"--signal {text!r}: the lead time after @ is whole seconds from 1 to 65535")
+    return name, int(lead) if lead else None

@@ -48,7 +48,7 @@ def data_codes():
     from ..profiles import Profile
 
     return {
-        "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s?",
+        "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s? engines:o",
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED,
         "fleet_launch": _STARTED + " placement:o",
@@ -64,7 +64,7 @@ def data_codes():
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
-                        "engine:s slurm_job_id:s? scheduler:o",
+                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "

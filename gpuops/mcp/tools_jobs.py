@@ -11,7 +11,7 @@ from typing import Annotated, Optional, Union
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from .. import errors
+from .. import engines, errors
 from ..jobs import states
 from . import scope
 from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, OP_TIMEOUT_S, Env, Gpus, Host, Job, PlanId,
@@ -19,9 +19,6 @@ from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, OP_TIMEOUT_S, Env
                       with_progress)
 
 MAX_QUEUE_WAIT_S = 40.0
-# What job_launch's `slurm` may ask: the CLI's resource flags and the checkpoint signal.
-SLURM_KEYS = ("nodes", "gpus_per_node", "cpus_per_task", "mem", "time", "partition", "account", "qos", "constraint",
-              "exclusive", "signal")
 
 
 def _envs(env, secret_env):
@@ -41,25 +38,25 @@ def job_launch(
     gpus: Optional[Gpus] = None,
     env: Optional[Env] = None,
     secret_env: Optional[SecretEnv] = None,
-    slurm: Annotated[Optional[dict[str, Union[int, str, bool]]], Field(
-        description="run it as a Slurm job (host: the login node) asking " + ", ".join(SLURM_KEYS))] = None,
+    engine: Annotated[Optional[str], Field(description=engines.help_text())] = None,
+    resources: Annotated[Optional[dict[str, Union[int, str, bool]]], Field(
+        description="what to ask the engine for, by its own flags: " + "; ".join(
+            f"{e.name}: {', '.join(e.flags_for('launch'))}" for e in engines.each() if e.flags))] = None,
 ) -> dict:
     """Start a command detached on the box (own session, log and exit records on the box), or
-    as a Slurm batch job. Returns the job id at once; then job_wait."""
+    as a job of another engine (a Slurm batch job ...). Returns the job id at once; then job_wait."""
     from ..jobs import spec
     from ..ops import jobs as op
 
     refuse_if_readonly("launch")
     envs, secrets = _envs(env, secret_env)
     pinned = spec.gpus(gpus)
-    asked = dict(slurm or {})
-    unknown = sorted(set(asked) - set(SLURM_KEYS))
-    if unknown:
-        raise errors.UsageError(f"slurm takes {', '.join(SLURM_KEYS)}; not {', '.join(unknown)}")
-    checkpoint = asked.pop("signal", None)
+    chosen = engines.get(engine)
+    asked = dict(resources or {})
+    engines.refuse_unknown(chosen, asked, "launch", "resources")
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, name=name, env=envs, secrets=secrets, workdir=workdir, gpus=pinned, key=key,
-        engine="slurm" if slurm is not None else None, resources=asked, signal=checkpoint, timeout_s=OP_TIMEOUT_S))
+        engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S))
 
 
 def fleet_launch(

@@ -44,21 +44,29 @@ STARTS_JOBS = frozenset(("job_launch", "job_queue", "resident"))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _GPUOPS = os.path.dirname(_HERE)
 
+# A bundled module runs its code the first time a name in it is looked up (a `from .x import y`,
+# an `x.f()`): the job entries bundle every engine's box half, and a call runs only its job's.
 _LOADER = '''import sys, types
+class _Lazy(types.ModuleType):
+    def __getattr__(self, name):
+        src = self.__dict__.pop("_gpuops_src", None)
+        if src is None:
+            raise AttributeError(name)
+        exec(compile(src, self.__file__, "exec"), self.__dict__)
+        return getattr(self, name)
 def _package(full):
     if full not in sys.modules:
-        mod = sys.modules[full] = types.ModuleType(full); mod.__path__ = []; mod.__package__ = full
+        mod = sys.modules[full] = _Lazy(full); mod.__path__ = []; mod.__package__ = full
         parent, _, leaf = full.rpartition(".")
         if parent:
             setattr(_package(parent), leaf, mod)
     return sys.modules[full]
 def _define(name, src, is_package):
     full = {root!r} + "." + name; parent, _, leaf = full.rpartition(".")
-    mod = _package(full) if is_package else types.ModuleType(full)
+    mod = _package(full) if is_package else _Lazy(full)
     mod.__package__ = full if is_package else parent; mod.__file__ = "<" + full + ">"  # module_file()
+    mod._gpuops_src = src
     sys.modules[full] = mod; setattr(_package(parent), leaf, mod)
-    return mod, src
-_pending = []
 '''
 
 
@@ -156,14 +164,8 @@ def script(entry: str) -> bytes:
 
 
 def loader(names) -> str:
-    """Source that registers bundled modules `names` (dependencies first) and runs them."""
+    """Source that registers bundled modules `names`; each runs when a name in it is first used."""
     parts = [_LOADER.format(root=_ROOT)]
     for name in names:
-        parts.append("_pending.append(_define({!r}, {!r}, {!r}))\n".format(
-            ".".join(_parts(name)), _source(name), _is_package(name)))
-    # Define every module object first, then execute dependencies first, so imports resolve.
-    parts.append(
-        "for _m, _s in _pending:\n"
-        "    exec(compile(_s, _m.__file__, 'exec'), _m.__dict__)\n"
-    )
+        parts.append("_define({!r}, {!r}, {!r})\n".format(".".join(_parts(name)), _source(name), _is_package(name)))
     return "".join(parts)

@@ -10,18 +10,16 @@ import os
 import socket
 import time
 
-from . import jobrecord, logexcerpt, logscan, procs, signals, slurm, steps
+from . import engines, jobrecord, logexcerpt, logscan, procs, steps
 from .jobrecord import EXIT, GROWTH, LOG, META, PAUSE, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
-# The supervisor reaps the job, lists survivors and samples before it writes exit.json: a status
-# read in that window sees a dead process and no record, and waits for the record, not "VANISHED".
-EXIT_SETTLE_S = 3.0
 
 
 def facts(job_id, progress_regex=None, detail=True):
-    """Everything status needs about one job, as observed now (liveness read before exit); with
-    `detail`, a pending Slurm job's place in the queue and its partition too."""
+    """Everything status needs about one job, as observed now (its engine's liveness facts read
+    before the exit record); with `detail`, what the engine adds of a job still waiting (a pending
+    Slurm job's place in the queue and its partition)."""
     jdir = jobrecord.job_dir(job_id)
     meta = jobrecord.read_json(os.path.join(jdir, META))
     out = {"job_id": job_id, "now": time.time()}
@@ -34,16 +32,7 @@ def facts(job_id, progress_regex=None, detail=True):
         out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
         return out
     out["meta"] = meta
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        # Slurm runs it: the scheduler says whether it lives, and its exit record is Slurm's verdict.
-        try:
-            out["scheduler"] = slurm.observe(job_id, meta, detail=detail, jdir=jdir)
-        except JobError as e:
-            if e.kind != "unreachable":
-                raise
-            out["scheduler"] = {"known": None, "error": str(e)}  # says nothing about the job
-    else:
-        _supervised(out, jdir, meta)
+    engines.of(meta).observe(out, jdir, meta, detail)
     out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
     out["pause"] = jobrecord.read_json(os.path.join(jdir, PAUSE))
     out["stop"] = jobrecord.read_json(os.path.join(jdir, STOP))
@@ -59,34 +48,6 @@ def facts(job_id, progress_regex=None, detail=True):
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
     return out
-
-
-def _supervised(out, jdir, meta):
-    """Liveness of a job under gpuops' supervisor."""
-    out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
-    out["pid_reused"] = pid_reused(meta)
-    out["wrapper_alive"] = wrapper_alive(meta)
-    if out["liveness"] == "gone" and out["wrapper_alive"]:
-        wait_exit_record(jdir, meta, EXIT_SETTLE_S)
-        out["wrapper_alive"] = wrapper_alive(meta)
-
-
-def wait_exit_record(jdir, meta, seconds):
-    """Wait until the job's supervisor has written exit.json or is gone, at most `seconds`."""
-    signals.wait_until(lambda: not wrapper_alive(meta) or os.path.exists(os.path.join(jdir, EXIT)), seconds)
-
-
-def pid_reused(meta):
-    st = procs.stat(meta["pid"]) if meta.get("pid") else None
-    same_boot = not meta.get("boot_id") or meta.get("boot_id") == procs.boot_id()
-    return bool(st and same_boot and meta.get("start_ticks") is not None
-                and st["start_ticks"] != int(meta["start_ticks"]))
-
-
-def wrapper_alive(meta):
-    if not meta.get("wrapper_pid") or (meta.get("boot_id") and meta.get("boot_id") != procs.boot_id()):
-        return False if meta.get("wrapper_pid") else None
-    return procs.alive(meta["wrapper_pid"], meta.get("wrapper_start_ticks"))
 
 
 def _progress(jdir, log, user_regex, window):

@@ -1,13 +1,12 @@
-"""On-box `pause` and `resume`, for both engines. Entry: main(argv).
+"""On-box `pause` and `resume`, for every engine that can. Entry: main(argv).
 
 Pause sends the job its checkpoint signal, waits until the job shows its checkpoint is written
 (a line matching `marker_regex` in its log after the signal, or `marker_file` appearing or
-changing), and only then gives its resources back: a Slurm job is requeued and held (gpuops.
-onbox.slurm_control), a supervised job is stopped (TERM, KILL after the grace; gpuops.onbox.
-job_stop) and its record kept as paused. Without the marker by the timeout nothing is stopped.
-Resume releases the held Slurm job (same Slurm job, restarted from its script, which finds the
-checkpoint), or starts a supervised job again as a child with `resume_arg` appended.
-pause.json records each step.
+changing), and only then has its engine give its resources back (gpuops.onbox.engines: a Slurm
+job is requeued and held, a supervised job is stopped and its record kept as paused). Without
+the marker by the timeout nothing is stopped. Resume is the engine's (a held Slurm job released:
+the same job, restarted from its script, which finds the checkpoint), or starts the job again as
+a child with `resume_arg` appended. pause.json records each step.
 """
 
 import os
@@ -15,7 +14,7 @@ import re
 import signal
 import time
 
-from . import job_facts, job_launch, job_stop, job_wait, jobrecord, signals, slurm_control
+from . import engines, job_facts, job_launch, job_wait, jobrecord
 from .jobrecord import LOG, META, PAUSE, JobError
 
 POLL_S = 0.2
@@ -63,37 +62,25 @@ def pause(opts):
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
     since = time.time()
     wait = marker_waiter(job_id, opts, since)
-    scheduled = jobrecord.engine(meta) == jobrecord.SLURM
-    done = slurm_control.before_pause(job_id, meta) if scheduled else _before_supervised(job_id, meta)
+    engine = engines.of(meta)
+    done = engine.before_pause(job_id, meta)
     if done is None:
-        done = _checkpoint(opts, job_id, meta, wait, scheduled)
-    done.update(job_id=job_id, engine=jobrecord.engine(meta), after=job_facts.facts(job_id))
+        done = _checkpoint(opts, job_id, meta, wait, engine)
+    done.update(job_id=job_id, engine=engine.NAME, after=job_facts.facts(job_id))
     return done
 
 
-def _before_supervised(job_id, meta):
-    if meta.get("pid") and jobrecord.liveness(meta) == "alive":
-        return None
-    if job_wait.paused(jobrecord.job_dir(job_id)):
-        return {"paused": True, "already": True, "marker": None}
-    raise JobError("refused", "job %s is not running: nothing to pause" % job_id)
-
-
-def _checkpoint(opts, job_id, meta, wait, scheduled):
+def _checkpoint(opts, job_id, meta, wait, engine):
     """Signal, wait for the marker, then give the resources back; pause.json says each step."""
-    sig = (opts.get("signal") or (meta.get("signal") if scheduled else None) or "USR1").upper().replace("SIG", "", 1)
+    sig = (opts.get("signal") or engine.default_signal(meta) or "USR1").upper().replace("SIG", "", 1)
     number = getattr(signal, "SIG" + sig, None)
     if number is None:
         raise JobError("usage", "no signal SIG%s on this box" % sig)
     log = jobrecord.path(job_id, LOG)
     offset = os.path.getsize(log) if os.path.exists(log) else 0
-    rec = {"requested_at": time.time(), "engine": jobrecord.engine(meta), "signal": "SIG" + sig,
-           "from_offset": offset}
+    rec = {"requested_at": time.time(), "engine": engine.NAME, "signal": "SIG" + sig, "from_offset": offset}
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    if scheduled:
-        slurm_control.signal_batch(meta, sig)
-    else:
-        _signal_supervised(job_id, meta, number)
+    engine.send_checkpoint(job_id, meta, sig, number)
     marker = wait(offset)
     if marker is None:
         rec.update(failed="no checkpoint marker", gave_up_at=time.time())
@@ -101,51 +88,22 @@ def _checkpoint(opts, job_id, meta, wait, scheduled):
         return {"paused": False, "marker": None}
     rec.update(marker=marker, checkpointed_at=time.time())
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    if scheduled:
-        return {"paused": slurm_control.requeue_hold(job_id, meta), "marker": marker}
-    stopped = job_stop.stop({"job": job_id, "yes": True, "grace": opts.get("grace")})
-    rec["stopped_at"] = time.time()
-    jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    return {"paused": bool(stopped.get("all_gone")), "marker": marker}
-
-
-def _signal_supervised(job_id, meta, number):
-    targets = job_stop.job_processes(job_id, meta)
-    if _shell_leads(job_id, meta):
-        # The job's leader is the bash that runs its command line: the signal is for the programs
-        # it started (bash would die of SIGUSR1 and end the job before any checkpoint).
-        targets.pop(meta.get("pid"), None)
-    for pid, ticks in targets.items():
-        signals.send(pid, ticks, number)
-
-
-def _shell_leads(job_id, meta):
-    """Whether the supervisor started the job as `bash cmd` (a command line, or a script without
-    a #! line) rather than as the script's own interpreter."""
-    if meta.get("kind") != "script":
-        return True
-    try:
-        with open(jobrecord.path(job_id, jobrecord.CMD), "rb") as f:
-            return f.read(2) != b"#!"
-    except (OSError, IOError):
-        return True
+    return {"paused": bool(engine.release(job_id, meta, opts)), "marker": marker}
 
 
 def resume(opts):
     job_id = jobrecord.resolve(opts.get("job"))
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        done = slurm_control.resume(job_id, meta)
-        done.update(job_id=job_id, engine=jobrecord.SLURM, after=job_facts.facts(job_id))
-        return done
-    if not job_wait.paused(jobrecord.job_dir(job_id)):
-        raise JobError("refused", "job %s is not paused" % job_id)
-    child = job_launch.retry(dict(opts, job=job_id))
-    rec = jobrecord.read_json(jobrecord.path(job_id, PAUSE)) or {}
-    rec.update(resumed_at=time.time(), resumed_as=child["job"]["job_id"])
-    jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
-    return {"job_id": job_id, "engine": jobrecord.BOX, "resumed": True, "child": child["job"],
-            "existing": child.get("existing"), "after": job_facts.facts(job_id)}
+    engine = engines.of(meta)
+    done = engine.resume(job_id, meta, opts)
+    if done is None:  # the engine starts it again: a child of the same command, from its checkpoint
+        child = job_launch.retry(dict(opts, job=job_id))
+        rec = jobrecord.read_json(jobrecord.path(job_id, PAUSE)) or {}
+        rec.update(resumed_at=time.time(), resumed_as=child["job"]["job_id"])
+        jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
+        done = {"resumed": True, "child": child["job"], "existing": child.get("existing")}
+    done.update(job_id=job_id, engine=engine.NAME, after=job_facts.facts(job_id))
+    return done
 
 
 def main(argv):

@@ -2,15 +2,17 @@
 
 <jobs_dir>/.queues/<name>/ holds `lines` (append-only), `runner.json` (the detached runner),
 `cancel` and `done.json`. An entry's job carries the key queue:<name>:<line>, so a resumed or
-extended queue never starts an entry twice.
+extended queue never starts an entry twice. The queue's engine (engine.json, fixed when it is
+made) starts each entry; one that chains entries itself (Slurm's dependencies) runs the queue
+without gpuops' runner.
 """
 
 import os
 import sys
 import time
 
-from . import job_facts, job_launch, jobrecord, procs, slurm, slurm_submit, wrapper
-from .jobrecord import EXIT, META, JobError
+from . import engines, job_facts, job_launch, jobrecord, procs, wrapper
+from .jobrecord import META, JobError
 
 
 def _queue_dir(name):
@@ -74,9 +76,10 @@ def queue(opts):
             jobrecord.write_json(cancel_path, {"at": time.time()})
         elif new is not None and os.path.exists(cancel_path):
             os.unlink(cancel_path)  # sending the file again means: carry on
-        scheduled = _engine(qdir, opts) == jobrecord.SLURM
+        engine = engines.named(_engine(qdir, opts))
+        scheduled = engine.chain is not None
         if scheduled:
-            _schedule(name, qdir, opts, new is not None)
+            _schedule(name, qdir, opts, new is not None, engine)
         runner = jobrecord.read_json(os.path.join(qdir, "runner.json")) or {}
         alive = bool(runner.get("pid")) and jobrecord.liveness(runner) == "alive"
         done = jobrecord.read_json(os.path.join(qdir, "done.json"))
@@ -85,14 +88,14 @@ def queue(opts):
         if not scheduled and not alive and not opts.get("cancel") and pending and wanted:
             if done is not None:
                 os.unlink(os.path.join(qdir, "done.json"))
-            _start_runner(name, qdir, opts)
+            _start_runner(name, qdir, dict(opts, engine=engine.NAME))
             started = True
     if scheduled:
-        return _scheduled_report(name, qdir, opts)
+        return _scheduled_report(name, qdir, opts, engine)
     deadline = time.time() + float(opts.get("wait") or 0)
     while time.time() < deadline and not os.path.exists(os.path.join(qdir, "done.json")):
         time.sleep(0.2)
-    return dict(queue_report(name, qdir), runner_started=started)
+    return dict(queue_report(name, qdir), runner_started=started, engine=engine.NAME)
 
 
 def _engine(qdir, opts):
@@ -101,40 +104,39 @@ def _engine(qdir, opts):
     recorded = (jobrecord.read_json(path) or {}).get("engine")
     asked = opts.get("engine")
     if recorded is None:
-        recorded = asked or jobrecord.BOX
+        recorded = engines.named(asked).NAME
         jobrecord.write_json(path, {"engine": recorded})
     elif asked and asked != recorded:
         raise JobError("usage", "queue %s runs on %s, not %s" % (opts.get("name"), recorded, asked))
     return recorded
 
 
-def _schedule(name, qdir, opts, sent):
-    """A Slurm queue: its entries are a dependency chain Slurm runs; sending the file submits the
-    lines not submitted yet, cancel takes back the entries that have not started."""
+def _schedule(name, qdir, opts, sent, engine):
+    """A queue its engine runs (a dependency chain): sending the file submits the lines not
+    submitted yet, cancel takes back the entries that have not started."""
     keyed = _queue_jobs(name)
     entries = queue_entries(_read(os.path.join(qdir, "lines")))
     if opts.get("cancel"):
         for line, _ in entries:
             job_id = keyed.get(_entry_key(name, line))
             meta = jobrecord.read_json(jobrecord.path(job_id, META)) if job_id else None
-            if meta and slurm.phase(job_id, meta) == "starting":
-                slurm.run(["scancel", str(meta["slurm_job_id"])])
+            if meta:
+                engine.queue_cancel(job_id, meta)
     elif sent:
         spec = dict(opts, labels=dict(opts.get("labels") or {}, queue=name))
-        slurm_submit.chain(spec, entries, jobrecord.by_key)
+        engine.chain(spec, entries, jobrecord.by_key)
 
 
-def _scheduled_report(name, qdir, opts):
-    """The entries of a Slurm queue, once all ended or `wait` seconds passed; done when all ended."""
+def _scheduled_report(name, qdir, opts, engine):
+    """The entries of a chained queue, once all ended or `wait` seconds passed; done when all ended."""
     deadline = time.time() + float(opts.get("wait") or 0)
     while True:
         report = queue_report(name, qdir)
-        ended = all(e["job"] and slurm.phase_of(e["job"].get("scheduler") or {}) == "ended"
-                    for e in report["entries"])
+        ended = all(e["job"] and engine.phase_of(e["job"]) == "ended" for e in report["entries"])
         if ended or time.time() >= deadline:
             break
-        time.sleep(1.0)
-    report.update(engine=jobrecord.SLURM, runner_alive=False, runner_started=False)
+        time.sleep(engine.POLL_S)
+    report.update(engine=engine.NAME, chained=True, runner_alive=False, runner_started=False)
     if ended:
         failed = [e["line"] for e in report["entries"] if not _entry_ok(e["job"])]
         report["done"] = {"total": len(report["entries"]), "failed_lines": failed,
@@ -163,11 +165,8 @@ def _pending(name, text):
 
 
 def _entry_open(job_id):
-    jdir = jobrecord.job_dir(job_id)
-    if os.path.exists(os.path.join(jdir, EXIT)):
-        return False
-    meta = jobrecord.read_json(os.path.join(jdir, META)) or {}
-    return bool(meta.get("pid")) and jobrecord.liveness(meta) == "alive"
+    meta = jobrecord.read_json(jobrecord.path(job_id, META))
+    return bool(meta) and engines.of(meta).phase(job_id, meta) in ("starting", "alive")
 
 
 def queue_report(name, qdir):
@@ -227,7 +226,7 @@ def _run_queue(name, qdir, opts):
                 spec = dict(common, command=cmd, kind="cmd", name="%s:%d" % (name, line), key=key, queue=name,
                             labels={"queue": name, "queue_line": str(line)})
                 try:
-                    job_id = job_launch.create(spec, job_launch.body_of(spec))
+                    job_id = engines.named(opts.get("engine")).submit(spec, job_launch.body_of(spec))
                 except JobError as e:
                     sys.stderr.write("gpuops queue %s: line %d not started: %s\n" % (name, line, e))
                     _finish_queue(name, qdir, error=str(e))

@@ -9,11 +9,10 @@ import select
 import sys
 import time
 
-from . import jobrecord, logscan, slurm
+from . import engines, jobrecord, logscan
 from .jobrecord import EXIT, LOG, META, JobError
 
 _STREAM_CHUNK, _STREAM_MAX, _STREAM_MAX_S, _KEEPALIVE_S = 64 << 10, 16 << 20, 600.0, 10.0
-_SCHEDULER_POLL_S = 1.0
 
 
 def stream(opts):
@@ -64,7 +63,8 @@ def stream(opts):
                 if not _emit(out, logscan.frame(b"D", tail)):
                     return None
                 pos += len(tail)
-            end.update(next=pos, job_id=job_id, name=meta.get("name"), launched_at=meta.get("launched_at"))
+            end.update(next=pos, job_id=job_id, name=meta.get("name"), launched_at=meta.get("launched_at"),
+                       engine=jobrecord.engine(meta))
             _emit(out, logscan.frame(b"E", end))
             return None
         if time.time() - beat > _KEEPALIVE_S:
@@ -81,31 +81,8 @@ def _stream_end(job_id, meta, follow, limited):
     if not follow or limited:
         return {"reason": "eof", "ended": exit_rec is not None}
     if exit_rec is not None:
-        return {"reason": "exited", "exit": exit_rec, "engine": jobrecord.engine(meta)}
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        return _scheduler_end(job_id, meta)
-    if meta.get("pid") and jobrecord.liveness(meta) != "alive":
-        time.sleep(1.0)  # the supervisor may be writing exit.json right now
-        exit_rec = jobrecord.read_json(jobrecord.path(job_id, EXIT))
-        if exit_rec is not None:
-            return {"reason": "exited", "exit": exit_rec}
-        return {"reason": "vanished"}
-    return None
-
-
-_ASKED = {}
-
-
-def _scheduler_end(job_id, meta):
-    """The end of a Slurm job's follow, once the scheduler says it ended (asked once a second:
-    the controller serves the whole cluster). Its log is complete by then: slurmstepd writes it."""
-    if time.time() - _ASKED.get(job_id, 0.0) < _SCHEDULER_POLL_S:
-        return None
-    _ASKED[job_id] = time.time()
-    if slurm.phase(job_id, meta) != "ended":
-        return None
-    exit_rec = jobrecord.read_json(jobrecord.path(job_id, EXIT))
-    return {"reason": "exited" if exit_rec else "vanished", "exit": exit_rec, "engine": jobrecord.SLURM}
+        return {"reason": "exited", "exit": exit_rec}
+    return engines.of(meta).stream_end(job_id, meta)
 
 
 def _emit(out, data):

@@ -3,10 +3,10 @@ regex, or the time is up; then answer once with the job's facts and the log text
 Entry: main(argv).
 
 Waiting here, next to the records, costs one SSH call however long the wait, and notices an exit
-within one poll. The box knows only the phases its records show: "starting" (no start record
-yet), "alive" (the recorded process runs) and "ended" (an exit record, or the process gone). The
-caller maps its states onto phases and derives the state from the facts returned, so the state
-rules stay in one place (gpuops.jobs.state).
+within one poll. The box knows only phases, as the job's engine tells them (gpuops.onbox.engines):
+"starting" (no start record yet, or queued), "alive", "paused" and "ended". The caller maps its
+states onto phases and derives the state from the facts returned, so the state rules stay in one
+place (gpuops.jobs.state).
 """
 
 import base64
@@ -14,11 +14,11 @@ import os
 import re
 import time
 
-from . import job_facts, jobrecord, logscan, slurm
-from .jobrecord import EXIT, LOG, META, PAUSE, JobError
+from . import engines, job_facts, jobrecord, logscan
+from .jobrecord import LOG, META, JobError
 
 POLL_S = 0.2
-SCHEDULER_POLL_S = 1.0  # a Slurm job's phase is asked of the controller, which serves everyone
+SCHEDULER_POLL_S = 1.0  # how often a pause asks whether a job ended before its checkpoint
 SCAN_CHUNK = 1 << 20
 LINE_MAX = 64 << 10  # a line is matched on its first 64 KiB: a progress bar without newlines stays bounded
 TEXT_MAX = 1 << 20
@@ -32,19 +32,7 @@ def phase(job_id):
     meta = jobrecord.read_json(os.path.join(jdir, META))
     if meta is None:
         return "starting"
-    if jobrecord.engine(meta) == jobrecord.SLURM:
-        return slurm.phase(job_id, meta)
-    if os.path.exists(os.path.join(jdir, EXIT)):
-        return "paused" if paused(jdir) else "ended"
-    if meta.get("pid") and jobrecord.liveness(meta) == "alive":
-        return "alive"
-    return "ended"
-
-
-def paused(jdir):
-    """A supervised job that `gpuops pause` checkpointed and stopped, and nothing resumed yet."""
-    rec = jobrecord.read_json(os.path.join(jdir, PAUSE)) or {}
-    return bool(rec.get("stopped_at")) and not rec.get("resumed_at")
+    return engines.of(meta).phase(job_id, meta)
 
 
 class Scan(object):
@@ -105,7 +93,7 @@ def wait(opts):
     scan = Scan(log, start, pattern) if pattern else None
     match = None
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
-    every = SCHEDULER_POLL_S if jobrecord.engine(meta) == jobrecord.SLURM else POLL_S
+    every = engines.of(meta).POLL_S
     asked = 0.0
     while True:
         if time.time() - asked >= every:

@@ -14,10 +14,11 @@
         stop.json   written by `gpuops stop`: the signals it sent, to which pids, and when
         pause.json  written by `gpuops pause` / `resume`: the checkpoint signal, when it was sent,
                     the marker seen, and when the job was held (Slurm) or stopped, then resumed
-A Slurm job (meta engine "slurm") has the same directory on the login node's shared filesystem:
-cmd, batch.sh (the script sbatch ran), meta.json (slurm_job_id, resources, sbatch options), log
-(the job's StdOut and StdErr, which sbatch writes there), and exit.json written once the scheduler
-reports the job ended (its JobState and ExitCode, see gpuops.onbox.slurm).
+meta.json's `engine` names who runs the job (gpuops.onbox.engines; records older than the field
+are the supervisor's). A job of another engine has the same directory where that engine's client
+runs (a Slurm login node's shared filesystem, a Ray head): cmd, meta.json (with the engine's own
+id for the job, engine_job_id, and what was asked of it), log, and exit.json written once the
+engine reports the job ended (its own state word and exit code).
 The job's processes carry GPUOPS_JOB_ID=<job_id> in their environment. Run queues live in
 <jobs_dir>/.queues/<name>/ (lines, runner.json, done.json); their entries are ordinary jobs.
 
@@ -41,8 +42,7 @@ from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
 PAUSE, BATCH = "pause.json", "batch.sh"
-# meta["engine"]: who runs the job (records older than the field are the supervisor's).
-BOX, SLURM = "box", "slurm"
+DEFAULT_ENGINE = "box"  # meta["engine"] of records older than the field: the supervisor's
 QUEUES, LOCK = ".queues", ".lock"
 SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for 4 too)
 
@@ -55,13 +55,14 @@ class JobError(Exception):
         self.kind = kind
 
 
-# The options of the action this process serves (set by serve()); the Slurm JobStates that mean
-# a job ended or waits come with them, from the caller's state table.
+# The options of the action this process serves (set by serve()); what each engine's own state
+# words mean (a phase: starting, alive, paused, ended) comes with them, from the caller's engines.
 CALL = {}
 
 
-def slurm_phases():
-    return CALL.get("slurm_phases") or {}
+def phases(engine_name):
+    """{state word: phase} of one engine, as the caller sent them (this side spells no state)."""
+    return (CALL.get("engine_phases") or {}).get(engine_name) or {}
 
 
 def new_id():
@@ -69,7 +70,7 @@ def new_id():
 
 
 def engine(meta):
-    return (meta or {}).get("engine") or BOX
+    return (meta or {}).get("engine") or DEFAULT_ENGINE
 
 
 def jobs_dir():
@@ -154,8 +155,9 @@ def by_key(key):
 
 
 def resolve(ref):
-    """A job id from an id, an idempotency key, a Slurm job id, a name, or the start or end of one id (at least
-    SHORT_ID_MIN characters: `a1b2c3` for 20261122-101500-a1b2c3). A name several jobs share is
+    """A job id from an id, an idempotency key, its engine's own id for it (a Slurm job id ...), a
+    name, or the start or end of one id (at least SHORT_ID_MIN characters: `a1b2c3` for
+    20261122-101500-a1b2c3). A name several jobs share is
     refused (kind "ambiguous", listing them), unless they are one line of retries: then the newest
     attempt is the job; so is a piece of an id that several ids share."""
     if not ref:
@@ -167,7 +169,7 @@ def resolve(ref):
         pass
     found = metas()
     hit = next((jid for jid, m in found if m.get("key") == ref), None)
-    hit = hit or next((jid for jid, m in found if m.get("slurm_job_id") and m["slurm_job_id"] == ref), None)
+    hit = hit or next((jid for jid, m in found if m.get("engine_job_id") and m["engine_job_id"] == ref), None)
     if hit:
         return hit
     named = [(jid, m) for jid, m in found if m.get("name") == ref]

@@ -1,10 +1,10 @@
 """Slurm, asked on the login node: run a client command bounded, read what it prints, and observe
-a job the way `status` needs it. Not an entry: the job entries use it for jobs whose record says
-engine "slurm" (see gpuops.onbox.slurm_submit for the record layout).
+a job the way `status` needs it. Not an entry: gpuops.onbox.slurm_engine uses it for jobs whose
+record says engine "slurm" (see gpuops.onbox.slurm_submit for the record layout).
 
 Facts only: the scheduler's words (JobState, Reason, ExitCode ...) travel back as they are, and
-the caller maps them onto gpuops' states (gpuops.jobs.states). Which JobStates mean the job has
-ended comes from the caller too (jobrecord.slurm_phases()), so this side spells no state.
+the caller maps them onto gpuops' states (gpuops.engines.slurm_state). Which JobStates mean the
+job has ended comes from the caller too (jobrecord.phases()), so this side spells no state.
 
 A live job is read from `scontrol show job`; one that has left the controller's memory (MinJobAge)
 from `sacct` (with `-c`, the job-completion file, where the cluster has no slurmdbd). Once the
@@ -21,6 +21,7 @@ import time
 from . import jobrecord, signals
 from .jobrecord import EXIT, PAUSE, JobError
 
+NAME = "slurm"
 CALL_S = 20
 OUT_MAX = 1 << 20
 VALUE_MAX = 512
@@ -167,7 +168,7 @@ def observe(job_id, meta, detail=True, jdir=None):
         source = "sacct -c" if completion else "sacct"
     out = {"known": True, "source": source, "job": job}
     word = (job.get("JobState") or "").split(" ")[0]
-    phase = jobrecord.slurm_phases().get(word)
+    phase = jobrecord.phases(NAME).get(word)
     if phase == "ended":
         record_end(jdir, job, source)
     elif phase == "starting":
@@ -202,7 +203,7 @@ def phase_of(facts):
     if facts.get("paused"):
         return "paused"
     word = (facts["job"].get("JobState") or "").split(" ")[0]
-    return jobrecord.slurm_phases().get(word, "alive")
+    return jobrecord.phases(NAME).get(word, "alive")
 
 
 def comment(labels):

@@ -1,27 +1,35 @@
 """Acting on a Slurm job from the login node: stop (scancel), pause's steps (the checkpoint
 signal to the batch shell, `scontrol requeuehold`) and resume (`scontrol release`). Not an entry:
-job_stop and job_pause hand a job here when its record says engine "slurm".
+gpuops.onbox.slurm_engine hands a job here when its record says engine "slurm".
 
 Stop is a dry run unless `yes`, and with a plan id acts only on the run it planned (the Slurm
 job id and its restart count: a requeued run is another run).
 """
 
-import os
 import time
 
-from . import job_facts, jobrecord, plans, slurm
+from . import jobrecord, plans, slurm
 from .jobrecord import PAUSE, STOP, JobError
 
 POLL_S = 0.3
 SETTLE_S = 40.0  # scancel's TERM, Slurm's KillWait (30 s by default) and its KILL
 
 
-def _scheduler(job_id):
-    facts = job_facts.facts(job_id, detail=False)
-    sched = facts.get("scheduler") or {}
+def observed(job_id, meta, detail=True):
+    """The scheduler's facts of a job; a controller that does not answer says nothing of it."""
+    try:
+        return slurm.observe(job_id, meta, detail=detail)
+    except JobError as e:
+        if e.kind != "unreachable":
+            raise
+        return {"known": None, "error": str(e)}
+
+
+def _scheduler(job_id, meta):
+    sched = observed(job_id, meta, detail=False)
     if sched.get("known") is None:
         raise JobError("unreachable", sched.get("error") or "the Slurm controller did not answer")
-    return facts, sched
+    return sched
 
 
 def _until(job_id, meta, wanted, seconds):
@@ -46,7 +54,7 @@ def _scancel(*args):
 
 
 def stop(opts, job_id, meta):
-    facts, sched = _scheduler(job_id)
+    sched = _scheduler(job_id, meta)
     job = sched.get("job") or {}
     phase = slurm.phase_of(sched)
     targets = []
@@ -55,7 +63,7 @@ def stop(opts, job_id, meta):
                         "nodes": job.get("NodeList") or None, "restarts": int(job.get("Restarts") or 0),
                         "reason": job.get("Reason")})
     grace = 10.0 if opts.get("grace") is None else float(opts["grace"])
-    doc = {"engine": jobrecord.SLURM, "job_id": job_id, "targets": targets, "grace_s": grace,
+    doc = {"job_id": job_id, "targets": targets, "grace_s": grace,
            "signal": opts.get("signal")}
     planned = opts.get("plan")
     if planned is not None:
@@ -63,10 +71,10 @@ def stop(opts, job_id, meta):
         if expires is None:
             raise JobError("usage", "not a plan id: %r" % (planned,))
         if plans.plan_id("stop", job_id, [[t["slurm_job_id"], t["restarts"]] for t in targets], expires) != planned:
-            doc.update(dry_run=True, plan_refused=True, all_gone=not targets, after=facts)
+            doc.update(dry_run=True, plan_refused=True, all_gone=not targets)
             return doc
     if not opts.get("yes") or not targets:
-        doc.update(dry_run=not opts.get("yes"), all_gone=not targets, after=facts)
+        doc.update(dry_run=not opts.get("yes"), all_gone=not targets)
         return doc
     slurm_id = meta["slurm_job_id"]
     record = {"requested_at": time.time(), "signals": []}
@@ -81,14 +89,14 @@ def stop(opts, job_id, meta):
     gone = _until(job_id, meta, ("ended",), SETTLE_S)
     record.update(all_gone=gone, finished_at=time.time())
     jobrecord.write_json(jobrecord.path(job_id, STOP), record)
-    doc.update(dry_run=False, signals=record["signals"], all_gone=gone, after=job_facts.facts(job_id))
+    doc.update(dry_run=False, signals=record["signals"], all_gone=gone)
     return doc
 
 
 def before_pause(job_id, meta):
     """What a pause finds: None for a running job (signal it), else the pause's answer: already
     paused, or held at once (a pending job has nothing to checkpoint). An ended job is refused."""
-    _, sched = _scheduler(job_id)
+    sched = _scheduler(job_id, meta)
     phase = slurm.phase_of(sched)
     if phase == "ended":
         raise JobError("refused", "job %s has ended in Slurm (%s): nothing to pause; retry it instead"
@@ -98,7 +106,7 @@ def before_pause(job_id, meta):
     if phase == "starting":
         _scontrol("hold", meta["slurm_job_id"])
         now = time.time()
-        jobrecord.write_json(jobrecord.path(job_id, PAUSE), {"requested_at": now, "engine": jobrecord.SLURM,
+        jobrecord.write_json(jobrecord.path(job_id, PAUSE), {"requested_at": now, "engine": slurm.NAME,
                                                              "held_at": now, "stopped_at": now, "pending": True})
         return {"paused": _until(job_id, meta, ("paused",), 10.0), "marker": None}
     return None
@@ -121,11 +129,11 @@ def requeue_hold(job_id, meta):
 def resume(job_id, meta):
     """Release a paused job back to the queue (resume a suspended one); its requeue delay is
     lifted, so it starts as soon as it is scheduled."""
-    _, sched = _scheduler(job_id)
+    sched = _scheduler(job_id, meta)
     job = sched.get("job") or {}
     slurm_id = meta["slurm_job_id"]
     rec = jobrecord.read_json(jobrecord.path(job_id, PAUSE)) or {}
-    if jobrecord.slurm_phases().get((job.get("JobState") or "").split(" ")[0]) == "paused":
+    if jobrecord.phases(slurm.NAME).get((job.get("JobState") or "").split(" ")[0]) == "paused":
         _scontrol("resume", slurm_id)
     elif sched.get("held"):
         _scontrol("release", slurm_id)

@@ -1,5 +1,5 @@
 """Submitting gpuops jobs to Slurm from the login node: a job, a retry's request and a queue's
-chain. Not an entry: job_launch and job_queue hand a job here when it asks for engine "slurm".
+chain. Not an entry: gpuops.onbox.slurm_engine hands a job here when it asks for engine "slurm".
 
 A job gets the same record directory as a supervised one (gpuops.onbox.jobrecord), on the
 shared filesystem: its immutable `cmd`, the `batch.sh` sbatch runs (gpuops.onbox.slurm_script),
@@ -15,10 +15,10 @@ import shutil
 import socket
 import time
 
-from . import jobrecord, slurm, slurm_script
+from . import command, jobrecord, slurm, slurm_script
 from .jobrecord import BATCH, CMD, LOG, META, JobError
 
-# sbatch options the caller may pass (gpuops.jobs.sbatch builds them); the rest gpuops sets itself.
+# sbatch options the caller may pass (gpuops.engines.slurm_sbatch builds them); the rest gpuops sets itself.
 ALLOWED = ("--nodes", "--ntasks-per-node", "--gpus-per-node", "--cpus-per-task", "--mem", "--time", "--partition",
            "--account", "--qos", "--constraint", "--exclusive", "--signal", "--dependency")
 
@@ -30,16 +30,9 @@ def _checked_options(options):
     return list(options or [])
 
 
-def _workdir(raw):
-    path = os.path.abspath(os.path.expanduser(raw) if raw else os.path.expanduser("~"))
-    if not os.path.isdir(path):
-        raise JobError("usage", "workdir %s does not exist on the login node" % path)
-    return path
-
-
 def submit(spec, body):
     """Write the record and sbatch it; the job id. The caller holds the jobs-dir lock."""
-    workdir = _workdir(spec.get("workdir"))
+    workdir = command.workdir(spec.get("workdir"), "the login node")
     options = _checked_options(spec.get("sbatch_options"))
     job_id = jobrecord.new_id()
     jdir = jobrecord.job_dir(job_id)
@@ -72,7 +65,7 @@ def _submit(spec, body, job_id, jdir, workdir, options):
     if not slurm_id.isdigit():
         raise JobError("rejected", err or "sbatch exited %d without a job id" % rc)
     meta = {
-        "job_id": job_id, "engine": jobrecord.SLURM, "slurm_job_id": slurm_id,
+        "job_id": job_id, "engine": slurm.NAME, "slurm_job_id": slurm_id, "engine_job_id": slurm_id,
         "cluster": out.strip().split(";")[1] if ";" in out else None,
         "name": spec.get("name") or job_id, "labels": spec.get("labels") or {},
         "command": spec.get("command"), "kind": spec.get("kind") or "cmd", "args": list(spec.get("args") or []),
@@ -92,7 +85,7 @@ def _submit(spec, body, job_id, jdir, workdir, options):
 INHERITED = ("signal", "signal_lead_s", "torchrun", "rdzv_port")
 
 
-def check_retry(parent_id, parent):
+def check_retry(parent_id, parent, opts=None):
     if slurm.phase(parent_id, parent) in ("starting", "alive"):
         raise JobError("refused", "job %s is still queued or running in Slurm (job %s); stop it first "
                                   "(retry never runs two copies)" % (parent_id, parent.get("slurm_job_id")))
@@ -114,17 +107,17 @@ def chain(opts, entries, existing_key):
     Returns [(line, command, job id)]."""
     out, before = [], None
     root = jobrecord.ensure_root()
-    for line, command in entries:
+    for line, text in entries:
         key = "queue:%s:%d" % (opts["name"], line)
         with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
             job_id = existing_key(key)
             if job_id is None:
-                spec = dict(opts, command=command, kind="cmd", key=key, queue=opts["name"],
+                spec = dict(opts, command=text, kind="cmd", key=key, queue=opts["name"],
                             name="%s:%d" % (opts["name"], line))
                 after = _dependency(before)
                 spec["sbatch_options"] = list(opts.get("sbatch_options") or []) + after
-                job_id = submit(spec, (command + "\n").encode("utf-8"))
-        out.append((line, command, job_id))
+                job_id = submit(spec, (text + "\n").encode("utf-8"))
+        out.append((line, text, job_id))
         before = job_id
     return out
 

@@ -229,7 +229,7 @@ def _logs_envelope(gang_id, per_node, kept, follow):
 
 
 def _gang_plan(gang_id, nodes, expires):
-    # as one job's plan: each node's leader and lasting processes (gpuops.onbox.job_stop)
+    # as one job's plan: each node's leader and lasting processes (gpuops.onbox.box_stop)
     pairs = [[n["index"], t["pid"], t["start_ticks"]] for n in nodes for t in n["targets"] if t["planned"]]
     return plans.plan_id("gang-stop", gang_id, pairs, expires)
 

@@ -13,11 +13,10 @@ import os
 import threading
 import time
 
-from .. import contained, errors
+from .. import contained, engines, errors
 from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, frames, state, states
-from ..onbox.jobrecord import BOX, SLURM
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
@@ -280,11 +279,12 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
     if ended:
         rec = end.get("exit")
         meta = {"name": end.get("name"), "launched_at": end.get("launched_at")}
-        if end.get("engine") in (BOX, SLURM):
+        if end.get("engine") in engines.names():
             meta["engine"] = end["engine"]
+        # what the end frame says, as facts every engine's rule reads: the process is gone, and a
+        # scheduler knows the job while it has an exit record
         row = state.derive(answers.facts({"job_id": job_id, "exit": rec, "liveness": "gone", "meta": meta,
-                                          "scheduler": {"known": bool(rec)} if meta.get("engine") == SLURM else None},
-                                         target.name))
+                                          "scheduler": {"known": bool(rec)}}, target.name))
         data.update(state=row["state"], exit=rec, name=end.get("name"), duration_s=row.get("duration_s"))
         ok = row["state"] == states.COMPLETED
         summary += f"; job ended: {one_line(row).split(': ', 1)[1]}"

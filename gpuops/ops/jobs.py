@@ -9,12 +9,12 @@ import json
 import os
 import time
 
-from .. import errors
-from ..envelope import CODE_KEY, envelope, step
+from .. import engines, errors
 from ..boundary import expect
+from ..engines.base import command_line
+from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, errorline, lastseen, state, states
 from ..onbox import plans, steps
-from . import slurmjobs
 from ..units import duration
 
 # The on-box entry that carries out each job action.
@@ -24,10 +24,10 @@ ENTRIES = {"launch": "job_launch", "retry": "job_launch", "status": "job_facts",
 
 
 def payload(opts):
-    """The options of an on-box action; every action may meet a Slurm job, so each carries what
-    Slurm's JobStates mean (the state table's, which the box may not spell)."""
+    """The options of an on-box action; every action may meet a job of any engine, so each carries
+    what each engine's own state words mean (the engines' maps, which the box may not spell)."""
     sent = {k: v for k, v in opts.items() if v is not None}
-    sent["slurm_phases"] = states.slurm_phases()
+    sent["engine_phases"] = engines.phases()
     return json.dumps(sent).encode("utf-8")
 
 
@@ -59,14 +59,6 @@ def _facts_in(action, doc):
     return [doc["job"]]
 
 
-def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
-    """The next step `gpuops VERB --host H --job J ...`, on the records directory the op used."""
-    words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
-    if jobs_dir:
-        words += ["--jobs-dir", jobs_dir]
-    return step(*words, why=why)
-
-
 # ------------------------------------------------------------------ launch / retry
 
 
@@ -90,18 +82,18 @@ def confirm_seconds(given=None):
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
-           resources=None, signal=None, torchrun=None, timeout_s=60.0, confirm_s=None):
-    """Start a job: under the box's supervisor, or with `engine` "slurm" (or a profile that
-    detaches with sbatch) as a Slurm batch job asking for `resources` (gpuops.jobs.sbatch)."""
+           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None):
+    """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
+    asking it for `resources` (that engine's own flags, checked by it)."""
     pre, notes = None, []
     confirm_s = confirm_seconds(confirm_s)
+    eng = engines.get(engine)
     if profile is not None:
         from ..jobs import platform
 
         jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
-        engine = engine or platform.engine(profile)
-        resources = dict(platform.slurm_defaults(profile), **(resources or {})) if engine == slurmjobs.SLURM \
-            else resources
+        eng = engines.get(engine) if engine else engines.for_profile(profile)
+        resources = dict(eng.profile_defaults(profile), **(resources or {}))
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
             "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s}
@@ -113,16 +105,11 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    asked = None
-    if engine == slurmjobs.SLURM:
-        asked = slurmjobs.submission(opts, resources=resources, signal=signal, torchrun_opts=torchrun)
-    elif resources or signal or torchrun:
-        raise errors.UsageError("Slurm resources, --signal and --torchrun need --engine slurm (or a profile "
-                                "that runs jobs through sbatch)")
+    asked = eng.submission(opts, dict(resources or {}), torchrun)
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise slurmjobs.blamed(e, asked or {}) from None
+        raise eng.blamed(e, asked) from None
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
@@ -130,19 +117,19 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
           timeout_s=60.0, confirm_s=None):
-    """A child job of `job` from its immutable command; a Slurm job's child may ask for other
-    `resources` (those it names replace the parent's)."""
-    from ..jobs import sbatch
-
+    """A child job of `job` from its immutable command; it may ask its engine for other
+    `resources` (that engine's flags: those it names replace the parent's; the box refuses them
+    when the parent ran on another engine)."""
     confirm_s = confirm_seconds(confirm_s)
-    asked = sbatch.resources(dict(resources or {}))
+    eng = engines.owner(resources or {})
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
-            "jobs_dir": jobs_dir, "resources": asked or None, "sbatch_options": sbatch.options(asked) or None,
-            "confirm_s": confirm_s}
+            "jobs_dir": jobs_dir, "confirm_s": confirm_s}
+    if eng is not None:
+        opts.update(eng.retry_opts(resources))
     try:
         doc = call(target, "retry", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise slurmjobs.blamed(e, asked) from None
+        raise (eng or engines.get()).blamed(e, resources or {}) from None
     return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
 
 
@@ -170,11 +157,9 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
             nxt = job_steps(target.name, row, jobs_dir)
             data["first_error"] = errorline.first_error(doc.get("log_head") or "")
             summary += f": {data['first_error']}" if data["first_error"] else ""
-    elif meta.get("engine") == slurmjobs.SLURM:
-        summary = (f"submitted {jid} as Slurm job {meta.get('slurm_job_id')}: {one_line(row).split(': ', 1)[1]}"
-                   + (f" as a retry of {parent}" if parent else ""))
     else:
-        summary = f"started {jid} (pid {meta.get('pid')})" + (f" as a retry of {parent}" if parent else "")
+        summary = (engines.of(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
+                   + (f" as a retry of {parent}" if parent else ""))
         if meta.get("supervisor_lost") or facts.get("wrapper_alive") is False:
             # It runs, but nothing will record how it ends: it will be VANISHED, never COMPLETED.
             ok = False
@@ -266,23 +251,17 @@ def one_line(row):
 # ------------------------------------------------------------------ stop
 
 
-_TARGET = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool, "planned": bool}
-
-
-_SLURM_TARGET = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
-                 "reason": (str, type(None))}
-
-
 def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir=None):
-    """Stop a job; a dry run unless `yes`. With `plan` (the plan_id of a dry run), only when the
-    job's live processes (a Slurm job: its run) are still exactly the planned ones: else refused,
-    with the new plan. A Slurm job is scancel'ed, after `signal` and up to `grace` seconds for it."""
-    from ..jobs import sbatch
+    """Stop a job; a dry run unless `yes`. With `plan` (the plan_id of a dry run), only when what
+    its engine would stop (the supervisor: its live processes; a scheduler: the job's run) is
+    still exactly what was planned: else refused, with the new plan. A scheduler that takes a
+    checkpoint `signal` sends it first and waits up to `grace` seconds for the job to end."""
+    from ..jobs import spec
 
     # minted before the call, so the box notes the moment its dry run looked under the plan's id
     expires = plans.expires_at()
     opts = {"job": job, "grace": float(grace), "yes": bool(yes), "jobs_dir": jobs_dir,
-            "signal": sbatch.checkpoint_signal(signal)[0], "expires": expires}
+            "signal": spec.checkpoint_signal(signal)[0], "expires": expires}
     stale = plan is not None and (plans.expiry(plan) or 0) < time.time()
     if plan is not None and plans.expiry(plan) is None:
         raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop shows one)")
@@ -291,25 +270,21 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
         opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
-    scheduled = doc.get("engine") == slurmjobs.SLURM
+    eng = engines.of(doc, target.name)
     for t in doc["targets"]:
-        expect(t if isinstance(t, dict) else {}, _SLURM_TARGET if scheduled else _TARGET, target.name, "stop target")
+        expect(t if isinstance(t, dict) else {}, eng.stop_target, target.name, "stop target")
     after = state.derive(doc["after"])
-    targets = doc["targets"]
+    targets = [dict(t, shown=eng.target_text(t)) for t in doc["targets"]]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
             "gpu_holders_left": doc.get("gpu_holders_left") or []}
     if stale or doc.get("plan_refused"):
-        return _refused_plan(target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
+        return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
+    what, alive = eng.stop_texts(jid, targets, opts["signal"], float(grace))
     if not targets:
-        alive = "it is not queued or running in Slurm" if scheduled else "none of its processes is alive"
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
-    gpu = sum(1 for t in targets if t.get("gpu"))
     if doc.get("dry_run"):
-        shown = _plan(jid, targets, expires)
-        what = (slurmjobs.dry_run_text(targets, opts["signal"], float(grace)) if scheduled else
-                f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
-                f"{float(grace):g}s")
+        shown = _plan(eng, jid, targets, expires)
         again = ["--signal", opts["signal"]] if opts["signal"] else []
         out = envelope("stop", ok=False, summary=f"dry run: {what}; add --yes --plan {shown['plan_id']}",
                        data=dict(data, dry_run=True, plan=shown),
@@ -317,39 +292,21 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
                                           "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
         out[CODE_KEY] = errors.REFUSED
         return out
-    if scheduled:
-        gone = bool(doc.get("all_gone"))
-        summary = slurmjobs.done_text(jid, targets, after, gone, doc.get("signals"))
-        return envelope("stop", ok=gone, summary=summary, data=data,
-                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir)] if gone else [])
-    used = "+".join(s["signal"] for s in doc.get("signals") or [])
-    if doc.get("all_gone"):
-        summary = f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}"
-        return envelope("stop", ok=True, summary=summary, data=data,
-                        next=[command_line(target.name, "retry", jid, jobs_dir=jobs_dir, why="to run it again")])
-    left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
-    return envelope("stop", ok=False, summary=f"{jid}: processes still alive after {used}: {left}", data=data,
-                    next=[step("gpuops", "reap", "--host", target.name, why="lists what still holds a GPU")],
-                    advice=["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
-                            "driver): it goes with a GPU reset or a reboot."])
+    ok, summary, nxt, advice = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
+    return envelope("stop", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
 
 
-def _plan(jid, targets, expires):
-    """A stop's plan: the processes (pid, start time) it signals, or the Slurm run (job id and
-    restart count: a requeued run is another) it cancels."""
-    if targets and "slurm_job_id" in targets[0]:
-        pairs = [[t["slurm_job_id"], t["restarts"]] for t in targets]
-        shown = {"slurm_job_ids": [t["slurm_job_id"] for t in targets]}
-    else:
-        # the leader and the lasting processes (gpuops.onbox.job_stop): not a child that comes and goes
-        pairs = [(t["pid"], t["start_ticks"]) for t in targets if t["planned"]]
-        shown = {"pids": [t["pid"] for t in targets if t["planned"]]}
+def _plan(eng, jid, targets, expires):
+    """A stop's plan: what its engine would stop, as its box half identifies it (the supervisor:
+    the leader and the lasting processes by pid and start time, not a child that comes and goes;
+    a scheduler: the job's run)."""
+    shown, pairs = eng.plan(targets)
     return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 
-def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir, expires):
+def _refused_plan(eng, host, jid, plan, stale, targets, grace, data, jobs_dir, expires):
     """Exit 5 with the plan the live set makes now, so the caller can look again and apply that."""
-    fresh = _plan(jid, targets, expires) if targets else None
+    fresh = _plan(eng, jid, targets, expires) if targets else None
     why = "has expired" if stale else "no longer matches the job's live processes"
     message = f"plan {plan} {why}; nothing was signalled"
     message += (f"; the live set is {len(targets)} process(es): new plan {fresh['plan_id']}" if fresh
@@ -365,19 +322,19 @@ def _refused_plan(host, jid, plan, stale, targets, grace, data, jobs_dir, expire
 
 def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, gpus=None, wait=0.0, cancel=False,
           jobs_dir=None, engine=None, resources=None):
-    """A sequential queue: run by a runner on the box, or with `engine` "slurm" submitted as a
-    dependency chain (each entry starts after the one before it ended, however that ended)."""
+    """A sequential queue: run by a runner on the box, or on an `engine` that chains its entries
+    itself (Slurm: a dependency chain, each entry starting after the one before it ended, however
+    that ended), asking it for `resources` (its own flags)."""
     opts = {"name": name, "content": content, "env": env or {}, "secrets": secrets or {}, "workdir": workdir,
             "gpus": gpus, "wait": float(wait), "cancel": bool(cancel), "jobs_dir": jobs_dir, "kind": "cmd"}
-    asked = None
-    if engine == slurmjobs.SLURM:
-        asked = slurmjobs.submission(opts, resources=resources)
-    elif resources:
-        raise errors.UsageError("Slurm resources need --engine slurm")
+    eng = engines.get(engine)
+    asked = eng.queue_submission(opts, dict(resources or {}))
+    if engine:
+        opts["engine"] = eng.name
     try:
         doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
     except errors.Rejected as e:
-        raise slurmjobs.blamed(e, asked or {}) from None
+        raise eng.blamed(e, asked) from None
     entries = []
     for e in doc["entries"]:
         row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": states.PENDING}
@@ -386,7 +343,8 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     done = doc.get("done")
     finished = sum(1 for e in entries if e["state"] in states.TERMINAL)
     failed = [e["line"] for e in entries if e["state"] in states.TERMINAL and e["state"] != states.COMPLETED]
-    data = {"queue": name, "engine": doc.get("engine") or "box", "entries": entries, "done": done,
+    ran_on = engines.of(doc, target.name)
+    data = {"queue": name, "engine": ran_on.name, "entries": entries, "done": done,
             "runner_alive": doc.get("runner_alive"),
             "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}
     if done:
@@ -400,8 +358,8 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
         summary = f"queue {name}: {finished}/{len(entries)} finished"
         if running:
             summary += f", running line {running['line']} ({running['job_id']})"
-        if doc.get("engine") == slurmjobs.SLURM:
-            summary += ", the rest waiting in Slurm's queue"
+        if doc.get("chained"):
+            summary += ran_on.queue_note()
         elif not doc.get("runner_alive") and not doc.get("runner_started"):
             summary += "; no runner (re-run with --file to resume)"
         ok = not failed

@@ -17,13 +17,13 @@ MARGIN_S = 60.0  # the signal, the stop ladder and Slurm's requeue around the ma
 
 
 def pause(target, *, job, ckpt_regex=None, ckpt_file=None, signal=None, timeout_s=300.0, grace=10.0, jobs_dir=None):
-    from ..jobs import sbatch
+    from ..jobs import spec
 
     if not ckpt_regex and not ckpt_file:
         raise errors.UsageError("pause needs the job's checkpoint marker: --ckpt-regex (a log line the job prints "
                                 "once its checkpoint is written) or --ckpt-file (a file it writes then)")
     opts = {"job": job, "marker_regex": ckpt_regex, "marker_file": ckpt_file, "timeout": float(timeout_s),
-            "grace": float(grace), "signal": sbatch.checkpoint_signal(signal)[0], "jobs_dir": jobs_dir}
+            "grace": float(grace), "signal": spec.checkpoint_signal(signal)[0], "jobs_dir": jobs_dir}
     doc = call(target, "pause", opts, timeout_s=float(timeout_s) + float(grace) + MARGIN_S)
     row = state.derive(doc["after"])
     jid = row["job_id"]

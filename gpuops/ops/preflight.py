@@ -6,10 +6,10 @@ run locally (gpuops/checks), so thresholds and profiles never travel to the box.
 
 import re
 
-from .. import checks, errors, probecache
+from .. import checks, engines, errors, probecache
 from ..checks.thresholds import merged
 from ..envelope import envelope, step
-from ..findings import any_failed
+from ..findings import any_failed, worst_first
 
 NEXT_MAX = 4
 
@@ -91,6 +91,27 @@ def next_steps(findings, host, profile, paths, dirs_named):
     return nxt, advice
 
 
+def _engines(target, facts, data, timeout_s):
+    """What each job engine the probe saw on the host (a Ray head's GCS ...) says of its cluster:
+    one more round trip, only there; an engine that cannot be asked is its finding, never the end
+    of the report."""
+    from .jobs import payload
+
+    found = []
+    for engine in engines.each():
+        if not engine.present(facts):
+            continue
+        try:
+            doc = target.run_onbox("engine_facts", ["facts"], stdin=payload({"engine": engine.name}),
+                                   timeout_s=timeout_s)
+            cluster = {"error": doc["error"]} if doc.get("error") else doc.get("facts")
+        except errors.HostError as e:
+            cluster = {"error": e.as_dict()}
+        data.setdefault("engines", {})[engine.name] = cluster
+        found += engine.preflight(facts, cluster)
+    return found
+
+
 def preflight(target, profile=None, paths=(), timeout_s=60.0):
     """`paths` are --path arguments: a directory, or `DIR:SIZE` for one that needs SIZE free."""
     overrides, profile_dirs, inode_caps, tb_logdir = profile_inputs(profile)
@@ -119,6 +140,7 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
         facts["path_floors"] = floors
     findings = checks.evaluate(facts, thresholds)
     data = dict(facts, thresholds=thresholds, profile=profile)
+    findings = worst_first(findings + _engines(target, facts, data, timeout_s))
     nxt, advice = next_steps(findings, getattr(target, "name", None), profile, list(paths), bool(all_paths))
     return envelope("preflight", ok=not any_failed(findings), summary=summarize(findings), data=data,
                     findings=findings, next=nxt, advice=advice)

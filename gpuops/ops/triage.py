@@ -4,9 +4,9 @@ import base64
 import os
 from datetime import datetime
 
+from .. import engines
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
-from ..onbox.jobrecord import SLURM
 from ..triage import locate, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
@@ -82,7 +82,7 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
-    from ..jobs import platform, slurmstate, state
+    from ..jobs import platform, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now = read_excerpt(target, job, jobs_dir)
@@ -92,8 +92,8 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    said = slurm_state or row.get("scheduler_state") or row["state"]  # a Slurm job: the scheduler's own word
-    rec = slurmstate.exit_record(row) if row.get("engine") == SLURM else facts.get("exit")
+    said, rec = engines.of(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
+    said = slurm_state or said
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
                            progress=state.dated_progress(row))

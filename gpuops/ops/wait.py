@@ -19,7 +19,7 @@ from .jobs import call, command_line, job_steps, state_now
 
 TEXT_BYTES = 64 << 10
 MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
-SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling (job_facts.EXIT_SETTLE_S)
+SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling (box_stop.EXIT_SETTLE_S)
 RECHECK_S = 2.0
 PHASE = {name: phase for name, phase in states.PHASES.items() if name != states.PENDING}
 TERMINAL = "terminal"

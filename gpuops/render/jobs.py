@@ -29,8 +29,8 @@ def _name(r):
 
 
 def _where(r):
-    """The pid, or the Slurm job id of a job Slurm runs (its pid is on a compute node)."""
-    return f"slurm {r['slurm_job_id']}" if r.get("slurm_job_id") else str(r.get("pid") or "-")
+    """The pid, or a scheduler's own id of a job it runs ('slurm 812': its pid is on another node)."""
+    return f"{r.get('engine')} {r['engine_job_id']}" if r.get("engine_job_id") else str(r.get("pid") or "-")
 
 
 def status_view(doc, width):
@@ -71,11 +71,8 @@ def stop(doc, con):
     verdict_line(doc, con)
     passing = []
     for t in doc["data"].get("targets") or []:
-        if "slurm_job_id" in t:
-            con.print(f"  Slurm job {t['slurm_job_id']}: {t.get('state')} on {t.get('nodes') or '-'}", markup=False)
-        elif t.get("planned", True):
-            con.print(f"  pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}", markup=False,
-                      soft_wrap=True)
+        if t.get("planned", True):
+            con.print(f"  {t.get('shown')}", markup=False, soft_wrap=True)
         else:
             passing.append(t)
     if passing:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops import errors, profiles
+from gpuops import engines, errors, profiles
 from gpuops.jobs import platform
 from tests.jobs.helpers import kill_everything, wait_for
 
@@ -35,15 +35,16 @@ def test_a_platform_whose_jobs_must_be_kubernetes_jobs_is_refused():
 
 
 def test_a_slurm_profile_submits_to_slurm_with_the_sites_defaults(tmp_path, monkeypatch):
-    assert (platform.engine(profiles.load("slurm")), platform.slurm_defaults(profiles.load("slurm"))) == ("slurm", {})
-    assert platform.engine(profiles.load("autodl")) is None
+    slurm = engines.for_profile(profiles.load("slurm"))
+    assert (slurm.name, slurm.profile_defaults(profiles.load("slurm"))) == ("slurm", {})
+    assert engines.for_profile(profiles.load("autodl")).name == engines.DEFAULT
     pdir = tmp_path / "profiles"
     pdir.mkdir()
     shipped = (profiles.SHIPPED_DIR / "slurm.toml").read_text()
     (pdir / "mysite.toml").write_text(shipped + '\n[slurm]\npartition = "gpu"\naccount = "acme"\ntime = "1:00:00"\n')
     monkeypatch.setenv("GPUOPS_PROFILES_DIR", str(pdir))
     site = profiles.load("mysite")
-    assert platform.slurm_defaults(site) == {"partition": "gpu", "account": "acme", "time": "1:00:00"}
+    assert slurm.profile_defaults(site) == {"partition": "gpu", "account": "acme", "time": "1:00:00"}
     assert platform.settings(site)[2] == "module load cuda 2>/dev/null || true"  # the module loads, sourced
 
 

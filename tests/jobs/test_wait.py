@@ -14,7 +14,7 @@ import pytest
 
 from gpuops import errors
 from gpuops.jobs import answers
-from gpuops.onbox import job_stop
+from gpuops.onbox import box_stop
 from gpuops.ops import joblogs, jobs as op, reap, wait
 from tests.conftest import ROOT
 from tests.jobs.helpers import meta_of, wait_for
@@ -150,14 +150,14 @@ def test_stop_applies_its_plan_and_refuses_when_the_holders_changed(box, jobs_bo
         return any(t["cmd"] == cmd for t in found) and found
 
     before = wait_for(lambda: targets("sleep 60"), timeout=10)
-    time.sleep(job_stop.LASTING_S)  # the job's processes have lasted: the plan binds to each of them
+    time.sleep(box_stop.LASTING_S)  # the job's processes have lasted: the plan binds to each of them
     dry = gp("stop", *on_box(jobs_box, jobs_dir, "--job", job))
     plan = json.loads(dry.stdout)["data"]["plan"]
     assert dry.returncode == 5 and len(plan["pids"]) == len(before) and f"--plan {plan['plan_id']}" in dry.stdout
     assert "exit_code_hint" not in dry.stdout  # the exit code is the process's, not a key of the JSON
     go.write_text("")
     wait_for(lambda: targets("sleep 61"), timeout=10)
-    time.sleep(job_stop.LASTING_S)  # a process that has lasted, not a passing child: the plan no longer holds
+    time.sleep(box_stop.LASTING_S)  # a process that has lasted, not a passing child: the plan no longer holds
     refused = gp("stop", *on_box(jobs_box, jobs_dir, "--job", job, "--yes", "--plan", plan["plan_id"], "--grace", "0"))
     doc = json.loads(refused.stdout)
     assert refused.returncode == 5 and doc["error"]["kind"] == "refused"
@@ -178,7 +178,7 @@ def test_stops_own_next_still_works_seconds_later_for_a_job_with_passing_childre
     longer matches" and stopped nothing. The plan binds to the job and its lasting processes."""
     # a child every second, each living 1.5 s: whenever the dry run looks, one is there
     job = launched(box, jobs_dir, "while :; do sleep 1.5 & sleep 1; done")
-    time.sleep(job_stop.LASTING_S)  # the loop itself has lasted: the plan binds to it alone
+    time.sleep(box_stop.LASTING_S)  # the loop itself has lasted: the plan binds to it alone
     dry = gp("stop", *on_box(jobs_box, jobs_dir, "--job", job))
     doc = json.loads(dry.stdout)
     assert dry.returncode == 5, dry.stdout

@@ -1,4 +1,4 @@
-"""The MCP tools on a Slurm job: job_launch with `slurm` submits it, and the other job tools
+"""The MCP tools on a Slurm job: job_launch with engine `slurm` submits it, and the other job tools
 answer for it through the same operations, with the engine in their data."""
 
 import json
@@ -32,10 +32,12 @@ async def test_job_tools_follow_a_slurm_job_with_the_engine_in_their_data(mcp_lo
     monkeypatch.delenv("GPUOPS_MODE", raising=False)
     try:
         async with Client(server.build(), raise_exceptions=True) as c:
-            bad = envelope(await c.call_tool("job_launch", {"host": box.spec, "cmd": "true", "slurm": {"nodez": 2}}))
+            bad = envelope(await c.call_tool("job_launch", {"host": box.spec, "cmd": "true", "engine": "slurm",
+                                                            "resources": {"nodez": 2}}))
             assert bad["error"]["kind"] == "usage" and "nodez" in bad["summary"]
             doc = envelope(await c.call_tool("job_launch", {"host": box.spec, "cmd": "echo via mcp; exit 2",
-                                                            "slurm": {"time": "5", "signal": "USR1@30"}}))
+                                                            "engine": "slurm",
+                                                            "resources": {"time": "5", "signal": "USR1@30"}}))
             assert doc["ok"] and doc["data"]["job"]["engine"] == "slurm", doc["summary"]
             assert doc["data"]["meta"]["sbatch_options"] == ["--time=5"] and doc["data"]["meta"]["signal"] == "USR1"
             job = doc["data"]["job"]["job_id"]

@@ -9,19 +9,21 @@ import subprocess
 import pytest
 
 from gpuops import errors
-from gpuops.diagnose import scheduled
-from gpuops.jobs import sbatch, slurmstate, states
+from gpuops.engines import slurm_diagnose as scheduled
+from gpuops.engines import slurm_sbatch as sbatch
+from gpuops.engines import slurm_state as slurmstate
+from gpuops.jobs import spec, states
 from gpuops.onbox import slurm_script
 from gpuops.triage import signatures
 
 
 def test_every_slurm_state_triage_knows_is_a_row_of_the_table():
     words = set(signatures.SLURM_ALIVE) | set(signatures.SLURM_ENDED)
-    assert {w for w in words if states.from_slurm(w) is None} == set()
-    ended = {w for w in signatures.SLURM_ENDED if states.from_slurm(w) not in states.TERMINAL}
+    assert {w for w in words if slurmstate.from_word(w) is None} == set()
+    ended = {w for w in signatures.SLURM_ENDED if slurmstate.from_word(w) not in states.TERMINAL}
     # COMPLETING: the job's processes are ending, its outcome is not known yet; status keeps waiting.
     assert ended == {"COMPLETING"}
-    assert states.from_slurm("CANCELLED by 0") == states.CANCELLED and states.from_slurm("BOGUS") is None
+    assert slurmstate.from_word("CANCELLED by 0") == states.CANCELLED and slurmstate.from_word("BOGUS") is None
 
 
 def facts(job, **sched):
@@ -93,8 +95,8 @@ def test_an_sbatch_rejection_names_the_option_at_fault(message, flag):
 def test_resources_and_the_checkpoint_signal_are_checked_before_anything_is_sent():
     asked = sbatch.resources({"nodes": "2", "time": "1:00:00", "exclusive": True, "qos": None})
     assert sbatch.options(asked) == ["--nodes=2", "--time=1:00:00", "--exclusive"]
-    assert sbatch.checkpoint_signal("SIGUSR1@120") == ("USR1", 120)
-    assert sbatch.checkpoint_signal("B:TERM") == ("TERM", None)
+    assert spec.checkpoint_signal("SIGUSR1@120") == ("USR1", 120)
+    assert spec.checkpoint_signal("B:TERM") == ("TERM", None)
     for bad in ({"nodes": "two"}, {"mem": "1G\n#SBATCH --x"}):
         with pytest.raises(errors.UsageError):
             sbatch.resources(bad)
@@ -102,7 +104,7 @@ def test_resources_and_the_checkpoint_signal_are_checked_before_anything_is_sent
     # constants, no signals), and the batch script's `trap` then failed on the node
     for bad in ("KILL", "USR9", "USR1@0", "_IGN", "_DFL@60", "SIG_BLOCK", "SIG_SETMASK", ""):
         with pytest.raises(errors.UsageError):
-            sbatch.checkpoint_signal(bad)
+            spec.checkpoint_signal(bad)
 
 
 def ev(state, exit_code="0:0", tail="", rss="10M", req="1000M", **extra):

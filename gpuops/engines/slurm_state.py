@@ -1,7 +1,7 @@
 """A Slurm job's state from what the scheduler said (pure: facts in, the row's state out).
 
-The scheduler's JobState is mapped through the state table (gpuops.jobs.states: each row lists
-the Slurm states reported as it); what the table cannot know comes from the record: a job held
+Slurm's JobStates are mapped onto the state table (gpuops.jobs.states) here, in WORDS: the only
+place a Slurm state is spelled. What the table cannot know comes from the record: a job held
 after `gpuops pause` is PAUSED, one Slurm no longer knows and whose end was never seen is
 VANISHED, a controller that did not answer is UNREACHABLE. A pending job's reason is said in
 words, and a request that can never run is named as such with the numbers, in the words of a
@@ -10,14 +10,43 @@ person who asked for it ("asked for 2 nodes; partition debug has 1").
 
 import re
 
+from ..jobs import rows, states
 from ..onbox import signals
-from ..onbox.jobrecord import SLURM
 from ..onbox.slurm import exit_code
-from . import states
+
+# Slurm's JobState (as scontrol, squeue and sacct print it) -> the state a job in it is reported as.
+WORDS = dict(
+    [(w, states.PENDING) for w in ("PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD")]
+    + [("CONFIGURING", states.STARTING)]
+    + [(w, states.RUNNING) for w in ("RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING")]
+    + [(w, states.PAUSED) for w in ("SUSPENDED", "STOPPED")]
+    + [("COMPLETED", states.COMPLETED)]
+    + [(w, states.FAILED) for w in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "SPECIAL_EXIT")]
+    + [(w, states.CANCELLED) for w in ("CANCELLED", "REVOKED")]
+    + [(w, states.TIMEOUT) for w in ("TIMEOUT", "DEADLINE")]
+    + [("PREEMPTED", states.PREEMPTED)])
 
 # Reasons a job waits for its turn (Slurm's words); any other reason is explained below.
 _WAITING = ("Priority", "Resources", "None", "")
 _GRES_GPU = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")
+
+
+def from_word(word):
+    """The state a Slurm JobState ('CANCELLED by 0', 'PENDING') is reported as, or None for a word
+    Slurm does not use."""
+    return WORDS.get(str(word or "").strip().split(" ")[0].rstrip("+").upper())
+
+
+def row_of(row, facts, meta):
+    """A Slurm job's status row: the scheduler decides the state (a running one can still be
+    STALLED, judged by the caller)."""
+    row.update(decide(facts, meta.get("resources") or {}), slurm_job_id=meta.get("slurm_job_id"),
+               engine_job_id=meta.get("slurm_job_id"))
+    if row["state"] == states.FAILED:
+        row["hint"] = rows.code_hint(row["exit_code"])
+    if (facts.get("exit") or {}).get("ended_at") is not None:
+        row["ended_at"] = facts["exit"]["ended_at"]
+    return row
 
 
 def decide(facts, resources):
@@ -27,7 +56,7 @@ def decide(facts, resources):
     sched = facts.get("scheduler") or {}
     rec = facts.get("exit") or {}
     job = sched.get("job") or rec.get("scheduler") or {}
-    out = {"state": None, "reason": None, "exit_code": None, "signal": None, "engine": SLURM,
+    out = {"state": None, "reason": None, "exit_code": None, "signal": None,
            "scheduler_state": (job.get("JobState") or rec.get("engine_state") or None),
            "scheduler_reason": job.get("Reason"), "nodes": _set(job.get("NodeList")),
            "partition": job.get("Partition"), "time_limit": job.get("TimeLimit"), "run_time": job.get("RunTime"),
@@ -40,7 +69,7 @@ def decide(facts, resources):
                                                  "it) and gpuops never saw it end")
         return out
     word = (out["scheduler_state"] or "").split(" ")[0]
-    name = states.from_slurm(word)
+    name = from_word(word)
     if sched.get("paused"):
         name = states.PAUSED
     out["state"] = name or states.PENDING

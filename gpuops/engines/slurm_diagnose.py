@@ -11,7 +11,8 @@ import re
 
 from .. import xid
 from ..envelope import step
-from ..jobs import slurmstate, states
+from ..jobs import states
+from . import slurm_state
 
 _UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 NEAR_LIMIT = 0.9  # MaxRSS this close to ReqMem: the memory limit is the likely killer
@@ -49,7 +50,7 @@ def decide(ev, row):
                 + (f", Reason {f['reason']}" if f["reason"] not in (None, "None") else "")
                 + (f", on {f['nodes']}" if f["nodes"] else "")]
     ruled_out = []
-    if f["elapsed"] and f["time_limit"] and slurmstate.seconds(f["time_limit"]):
+    if f["elapsed"] and f["time_limit"] and slurm_state.seconds(f["time_limit"]):
         evidence.append(f"ran {f['elapsed']} of its {f['time_limit']} time limit")
     mem = _memory_line(f)
     if mem:
@@ -122,7 +123,7 @@ def next_steps(verdict, host, job, row, resources, jobs_dir=None):
     base = ["--host", host, "--job", job] + (["--jobs-dir", jobs_dir] if jobs_dir else [])
     retry = ("gpuops", "retry", *base)
     if verdict == "timeout":
-        limit = slurmstate.seconds(row.get("time_limit")) or slurmstate.seconds(resources.get("time"))
+        limit = slurm_state.seconds(row.get("time_limit")) or slurm_state.seconds(resources.get("time"))
         more = [step(*retry, "--time", str(2 * limit // 60), why="twice the time it was given (minutes)")] if limit \
             else []
         return more + [step("gpuops", "triage", *base)], ["checkpoint with --signal USR1@120 so a time limit "

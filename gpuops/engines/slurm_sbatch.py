@@ -3,12 +3,11 @@ rejection traced back to the gpuops option that caused it.
 
 Values are passed to sbatch as they were given, so sbatch judges them in its own words (a bad
 --time is sbatch's "Invalid --time specification", exit 2 naming --time); only what would break
-the command line itself (an empty value, a newline) or what gpuops reads itself (--signal) is
-refused here.
+the command line itself (an empty value, a newline) is refused here (and --signal, which gpuops
+reads itself, by gpuops.jobs.spec).
 """
 
 import re
-import signal
 
 from ..errors import UsageError
 
@@ -54,25 +53,9 @@ def resources(values):
 
 
 def options(asked):
-    """sbatch's options for the resources asked (gpuops.jobs.sbatch.resources)."""
+    """sbatch's options for the resources asked (resources() above)."""
     out = [f"{FLAGS[key]}={asked[key]}" for key in FLAGS if key in asked]
     return out + (["--exclusive"] if asked.get("exclusive") else [])
-
-
-def checkpoint_signal(text):
-    """('USR1', lead seconds or None) from --signal 'USR1@90', 'SIGTERM' or 'B:USR1@60'."""
-    if text is None:
-        return None, None
-    word, _, lead = str(text).strip().removeprefix("B:").partition("@")
-    name = word.upper().removeprefix("SIG")
-    # A member of signal.Signals, not any SIG* name the module has: SIG_IGN, SIG_DFL and SIG_BLOCK
-    # are handler and mask constants, which the batch script's `trap` then refused.
-    if "SIG" + name not in signal.Signals.__members__ or name in ("KILL", "STOP"):
-        raise UsageError(f"--signal wants a signal a job can catch, such as USR1 or USR1@120 (sent 120 s "
-                         f"before the time limit), not {text!r}")
-    if lead and not (lead.isdigit() and 0 < int(lead) <= 65535):
-        raise UsageError(f"--signal {text!r}: the lead time after @ is whole seconds from 1 to 65535")
-    return name, int(lead) if lead else None
 
 
 def at_fault(message, asked):

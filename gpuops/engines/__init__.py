@@ -1,0 +1,107 @@
+"""The job engines, on this side: who runs a job, and the one interface every verb asks.
+
+A job runs on one engine: the box's own supervisor (`box`, the default), Slurm, ... Each engine
+is a module here holding `ENGINE` (a gpuops.engines.base.Engine): its state rule (the engine's
+facts -> a row of gpuops.jobs.states), its resource flags and their checks, and what diagnose,
+triage and stop may ask of it. Its box half is gpuops.onbox.engines' entry of the same name. A
+gang (gpuops.jobs.gang) is a composition of engine jobs, not an engine.
+
+A new engine is its modules (named after it, here and in gpuops.onbox) plus one line in ENGINES
+below and one in gpuops.onbox.engines: nothing else branches on which engine a job has
+(tests/test_layout.py holds that).
+"""
+
+import importlib
+
+from ..errors import BadAnswer, UsageError
+
+# engine name (meta["engine"], --engine's word) -> its module under gpuops.engines
+ENGINES = {"box": "box", "slurm": "slurm", "ray": "ray"}
+DEFAULT = "box"
+
+
+def names():
+    return tuple(ENGINES)
+
+
+def get(name=None):
+    """The engine `name` (None: the default); a name no engine has is the caller's mistake."""
+    name = name or DEFAULT
+    if name not in ENGINES:
+        raise UsageError(f"--engine takes {', '.join(ENGINES)}, not {name!r}")
+    return importlib.import_module(f"{__name__}.{ENGINES[name]}").ENGINE
+
+
+def of(record, host="the box"):
+    """The engine of a job's record or status row (one without the field is the default's); a
+    name this gpuops does not know is a box's answer that is not gpuops's."""
+    name = (record or {}).get("engine") or DEFAULT
+    if not isinstance(name, str) or name not in ENGINES:
+        raise BadAnswer(f"{host}: the box's answer is not gpuops's: engine {str(name)[:40]!r}")
+    return get(name)
+
+
+def each():
+    return [get(name) for name in ENGINES]
+
+
+def phases():
+    """{engine: {its state word: phase}}: what the box's engine code compares, since it may spell
+    no state itself (gpuops.onbox.jobrecord.phases)."""
+    return {e.name: e.phases() for e in each() if e.states}
+
+
+def for_profile(profile):
+    """The engine a platform profile's jobs run on (its launch.detach names one), else the default."""
+    detach = profile.launch.detach if profile is not None else None
+    return next((e for e in each() if e.detach and e.detach == detach), get())
+
+
+def flags():
+    """{flag parameter: help} of every engine's own flags, for the verbs that take them."""
+    out = {}
+    for e in each():
+        out.update(e.flags)
+    return out
+
+
+def given(values):
+    """{flag parameter: value} of the engine flags among a verb's `values` that were given."""
+    return {k: values[k] for k in flags() if values.get(k) not in (None, False, "")}
+
+
+def owner(asked):
+    """The engine whose flags `asked` uses (None when none is given); flags of two engines at
+    once are a usage error."""
+    owners = {e.name: e for e in each() for k in asked if k in e.flags}
+    if len(owners) > 1:
+        named = " and ".join(flag_of(k) for k in sorted(asked))
+        raise UsageError(f"{named} belong to different engines ({', '.join(sorted(owners))}): give one engine's")
+    return next(iter(owners.values()), None)
+
+
+def refuse_foreign(engine, asked):
+    """A usage error naming a flag given that belongs to another engine than `engine`."""
+    for key in sorted(asked):
+        if key not in engine.flags:
+            other = owner({key: asked[key]})
+            if other is None:
+                raise UsageError(f"{flag_of(key)}: no engine takes it")
+            raise UsageError(f"{flag_of(key)} is asked of {other.title}: add --engine {other.name}")
+
+
+def flag_of(key):
+    return "--" + key.replace("_", "-")
+
+
+def refuse_unknown(engine, asked, verb, what):
+    """A usage error for keys of `asked` that `engine` does not take on `verb` (an agent's `what`)."""
+    unknown = sorted(set(asked) - set(engine.flags_for(verb)))
+    if unknown:
+        takes = ", ".join(engine.flags_for(verb)) or "nothing"
+        raise UsageError(f"{what} for {engine.name} takes {takes}; not {', '.join(unknown)}")
+
+
+def help_text():
+    """--engine's help: each engine and what it runs on."""
+    return "who runs the job: " + "; ".join(f"'{e.name}' ({e.help})" for e in each())

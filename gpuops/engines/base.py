@@ -1,0 +1,136 @@
+"""What every engine answers on this side (its box half: gpuops.onbox.engines).
+
+An engine subclasses Engine and overrides what it does differently; the defaults are an engine
+that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows, texts and
+steps out; the verbs (gpuops.ops) do the talking to the box.
+"""
+
+from ..envelope import step
+from ..errors import UsageError
+from ..jobs import states
+
+
+def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
+    """The next step `gpuops VERB --host H --job J ...`, on the records directory the op used."""
+    words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
+    if jobs_dir:
+        words += ["--jobs-dir", jobs_dir]
+    return step(*words, why=why)
+
+
+class Engine:
+    name = ""  # meta["engine"] and --engine's word
+    title = ""  # how a person calls it
+    help = ""  # what --engine's help says of it
+    detach = None  # the profile launch.detach that means "this engine runs the jobs"
+    flags = {}  # {verb parameter: help} of the flags only this engine takes (launch; see flags_for)
+    switches = ()  # those of its flags that take no value
+    states = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
+    stop_target = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
+    meta_fields = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
+    # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
+    # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
+    composes = False
+
+    # ------------------------------------------------------------ states
+
+    def phases(self):
+        """{its state word: phase} for its box half, which may spell no state."""
+        return {word: states.PHASES[name] for word, name in self.states.items()}
+
+    def state_of(self, word):
+        """The gpuops state of one of its words (as its tools print them), or None."""
+        return self.states.get(str(word or "").strip().split(" ")[0].rstrip("+").upper())
+
+    def decide(self, row, facts, meta):
+        """The state rule: fill `row` (state, reason, exit_code, signal, hint ...) from the box's
+        facts of the job and its record. A RUNNING row is then judged for a stall by the caller."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ flags and submissions
+
+    def flags_for(self, verb):
+        """Its flags `verb` takes: launch all of them, retry and queue those that ask for resources."""
+        return dict(self.flags)
+
+    def submission(self, opts, asked, torchrun=None):
+        """Complete an on-box launch's `opts` with what this engine needs, from its own flags
+        `asked` (checked here) and --torchrun's settings. Returns what a rejection is blamed on."""
+        self._takes_nothing(asked, torchrun)
+        return {}
+
+    def queue_submission(self, opts, asked):
+        self._takes_nothing(asked, None)
+        return {}
+
+    def retry_opts(self, asked):
+        """What a retry sends of the flags `asked` (its parent's engine checks it is this one)."""
+        return {}
+
+    def profile_defaults(self, profile):
+        """Flag values a platform profile gives every job it launches on this engine."""
+        return {}
+
+    def blamed(self, err, asked):
+        """A rejection from the box (errors.Rejected), said in terms of the flags asked."""
+        return err
+
+    def _takes_nothing(self, asked, torchrun):
+        if asked:
+            from . import refuse_foreign
+
+            refuse_foreign(self, asked)
+        if torchrun is not None:
+            raise UsageError(f"--torchrun under {self.title} is not something gpuops starts: run torchrun "
+                             f"across boxes with --torchrun and several --host boxes (or a --fleet group)")
+
+    # ------------------------------------------------------------ what verbs say
+
+    def started_text(self, jid, meta, said):
+        """A launch's summary once the job is on its way (`said`: its state as one line)."""
+        return f"started {jid}"
+
+    def target_text(self, target):
+        """One stop target as a person reads it."""
+        return str(target)
+
+    def plan(self, targets):
+        """({what the plan shows}, [[...], ...] the identity of each target) of a stop's plan."""
+        return {}, []
+
+    def stop_texts(self, jid, targets, signal, grace):
+        """(dry run's 'would ...', nothing-to-stop's 'it is not ...')."""
+        return f"would stop {jid}", "it is not running"
+
+    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+        """(ok, summary, next, advice) of a stop that acted."""
+        gone = bool(doc.get("all_gone"))
+        summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"
+        return gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], []
+
+    def queue_note(self):
+        """What a queue summary adds about the entries still waiting."""
+        return ""
+
+    # ------------------------------------------------------------ diagnose and triage
+
+    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+        """{verdict (its document), data, next, advice, ok, what}: why the job stands where it does,
+        from the box's evidence, its status row and its log's triage."""
+        raise NotImplementedError
+
+    def triage_inputs(self, row, facts):
+        """(the state word triage is given, the exit record it may believe) for a job's log."""
+        return row["state"], facts.get("exit")
+
+    # ------------------------------------------------------------ preflight
+
+    def present(self, facts):
+        """Whether the probe's facts show this engine's cluster on the host (then preflight asks
+        its box half for the cluster's facts: gpuops.onbox.engine_facts)."""
+        return False
+
+    def preflight(self, facts, cluster):
+        """Findings about its cluster, from the probe's facts and what its box half saw of the
+        cluster (untrusted: check its shape), or {"error": ...} where it could not be asked."""
+        return []

@@ -1,0 +1,125 @@
+"""The box's own supervisor as an engine, on this side (its box half: gpuops.onbox.box_engine).
+
+Its state rule: an exit record decides COMPLETED, FAILED or KILLED, unless `gpuops pause` stopped
+the job (PAUSED until resumed); a changed boot_id or a dead process without an exit record is
+VANISHED; a live process is RUNNING (then judged for a stall like every engine's).
+"""
+
+from ..jobs import rows
+from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
+from ..envelope import step
+from .base import Engine, command_line
+
+
+class Box(Engine):
+    name, title = "box", "the box's supervisor"
+    help = "gpuops' supervisor on the host, the default"
+    composes = True
+    stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
+                   "planned": bool}
+
+    def decide(self, row, facts, meta):
+        exit_rec = facts.get("exit")
+        if exit_rec is not None and _paused(facts):
+            row.update(state=PAUSED, reason="paused by gpuops: checkpointed and stopped; `gpuops resume` starts it "
+                                            "again from its checkpoint")
+        elif exit_rec is not None:
+            _from_exit(row, exit_rec, meta, facts.get("survivors_alive") or [])
+        elif facts.get("liveness") == "rebooted":
+            row.update(state=VANISHED, reason="the box rebooted since launch (boot_id changed)")
+        elif facts.get("liveness") == "alive":
+            row["state"] = RUNNING
+            if facts.get("wrapper_alive") is False:
+                row["hint"] = "the gpuops supervisor of this job is gone: its exit will not be recorded"
+        else:
+            row.update(state=VANISHED, reason=_vanish_reason(facts))
+
+    def started_text(self, jid, meta, said):
+        return f"started {jid} (pid {meta.get('pid')})"
+
+    def target_text(self, t):
+        return f"pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}"
+
+    def plan(self, targets):
+        """The leader and the lasting processes (gpuops.onbox.box_stop): not a child that comes and goes."""
+        bound = [t for t in targets if t["planned"]]
+        return {"pids": [t["pid"] for t in bound]}, [(t["pid"], t["start_ticks"]) for t in bound]
+
+    def stop_texts(self, jid, targets, signal, grace):
+        gpu = sum(1 for t in targets if t.get("gpu"))
+        return (f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
+                f"{grace:g}s", "none of its processes is alive")
+
+    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+        used = "+".join(s["signal"] for s in doc.get("signals") or [])
+        if doc.get("all_gone"):
+            return True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}", \
+                [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], []
+        left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
+        return False, f"{jid}: processes still alive after {used}: {left}", \
+            [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")], \
+            ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU driver): it "
+             "goes with a GPU reset or a reboot."]
+
+    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+        from ..diagnose import trackers, verdict
+
+        v = verdict.decide(ev)
+        if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
+            v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
+        nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir)
+        advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
+        tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
+        advice += trackers.advice(tracked)
+        if triaged and triaged.get("primary"):
+            nxt += [s for s in triaged.get("next") or [] if s not in nxt]
+        data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": ev.get("job_id"), "pid": ev.get("pid"),
+                "exit_code": v["exit_code"], "signal": v["signal"], "evidence": v["evidence"],
+                "ruled_out": v["ruled_out"],
+                "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
+                               "tried": ev.get("kernel_tried")},
+                "oom_kills": {"at_launch": ev.get("oom_kills_at_launch"), "now": ev.get("oom_kills_now")},
+                "disks": ev.get("disks"), "cores": ev.get("cores"), "trackers": {"wandb": tracked}, "triage": triaged,
+                "error_line": ev.get("error_line"), "state": row["state"] if row else None}
+        return {"verdict": v, "data": data, "next": nxt, "advice": advice, "what": ev.get("job_id") or f"pid {pid}",
+                "ok": v["verdict"] in ("running", "completed", "stopped")}  # a stop someone asked for is no failure
+
+
+ENGINE = Box()
+
+
+def _paused(facts):
+    rec = facts.get("pause") or {}
+    return bool(rec.get("stopped_at")) and not rec.get("resumed_at")
+
+
+def _from_exit(row, rec, meta, survivors):
+    row["ended_at"] = rec.get("ended_at")
+    row["duration_s"] = rows.since(rec.get("ended_at"), meta.get("launched_at"))
+    if rec.get("signal"):
+        row.update(state=KILLED, signal=rec["signal"])
+    elif rec.get("exit_code") == 0:
+        row.update(state=COMPLETED, exit_code=0)
+    elif rec.get("exit_code") is not None:
+        row.update(state=FAILED, exit_code=rec["exit_code"], hint=rows.code_hint(rec["exit_code"]))
+    else:
+        row.update(state=VANISHED, reason=rec.get("error") or "the exit record holds neither a code nor a signal")
+    if rec.get("error") and row["state"] == FAILED:
+        row["reason"] = rec["error"]
+    if survivors:
+        row["survivors"] = survivors
+        rows.add_hint(row, "%d process(es) of the job's group outlived it (pids %s): gpuops stop --job %s" % (
+            len(survivors), ", ".join(map(str, survivors)), row["job_id"]))
+
+
+def _vanish_reason(facts):
+    if facts.get("pid_reused"):
+        return "the recorded pid now belongs to another process (pid reused); the job ended unrecorded"
+    if facts.get("stop"):
+        return "stopped by `gpuops stop`, but its supervisor did not record the exit"
+    if facts.get("wrapper_alive") is False:
+        return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
+    lost = (facts.get("meta") or {}).get("supervisor_lost")
+    if lost:  # recorded by the launcher (gpuops.onbox.wrapper), which found the job running without it
+        return f"{lost}, and the job has ended unrecorded"
+    return "the process is gone and no exit record was written"

@@ -1,0 +1,164 @@
+"""Slurm as an engine, on this side (its box half: gpuops.onbox.slurm_engine and the modules it
+uses): the flags a Slurm job takes and the sbatch request they make, an sbatch rejection as a
+usage error naming the option at fault, its state rule (gpuops.engines.slurm_state), the words
+of a Slurm stop, and the diagnosis of a Slurm end (gpuops.engines.slurm_diagnose).
+"""
+
+from .. import errors
+from ..jobs import spec, torchrun
+from . import slurm_sbatch as sbatch
+from . import slurm_state
+from .base import Engine, command_line
+
+# One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
+SRUN = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL"
+RESOURCES = {
+    "nodes": "Slurm: nodes to run on (--nodes)",
+    "gpus_per_node": "Slurm: GPUs per node, N or TYPE:N (--gpus-per-node)",
+    "cpus_per_task": "Slurm: CPUs per task (--cpus-per-task)",
+    "mem": "Slurm: memory per node, e.g. 64G (--mem)",
+    "time": "Slurm: walltime, e.g. 90, 4:00:00 or 2-00:00:00 (--time)",
+    "partition": "Slurm: partition (default: the profile's, else the cluster's)",
+    "account": "Slurm: account to charge",
+    "qos": "Slurm: quality of service",
+    "constraint": "Slurm: node features, e.g. a100 (--constraint)",
+    "exclusive": "Slurm: whole nodes, shared with no other job",
+}
+LAUNCH_ONLY = {
+    "signal": "Slurm: the checkpoint signal and how long before the time limit Slurm sends it, e.g. USR1@120; "
+              "pause sends the same signal",
+    "iface": "with --engine slurm --torchrun: the network interface NCCL and Gloo use between nodes "
+             "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)",
+}
+
+
+class Slurm(Engine):
+    name, title, detach = "slurm", "Slurm", "sbatch"
+    help = "sbatch on the login node --host; a profile with launch.detach = \"sbatch\" implies it"
+    flags = dict(RESOURCES, **LAUNCH_ONLY)
+    switches = ("exclusive",)
+    states = slurm_state.WORDS
+    meta_fields = {"slurm_job_id": (str, type(None))}
+    stop_target = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
+                   "reason": (str, type(None))}
+
+    def flags_for(self, verb):
+        return dict(self.flags) if verb == "launch" else dict(RESOURCES)
+
+    def decide(self, row, facts, meta):
+        slurm_state.row_of(row, facts, meta)
+
+    def submission(self, opts, asked, torchrun=None):
+        """`opts` of an on-box launch made into a Slurm submission: the sbatch options, the
+        checkpoint signal, and with torchrun the command that srun runs on every node. Returns the
+        resources asked (for blaming a rejection)."""
+        if opts.get("gpus"):
+            raise errors.UsageError("--gpus pins devices on one box; under Slurm ask with --gpus-per-node")
+        asked = dict(asked)
+        sig, lead = spec.checkpoint_signal(asked.pop("signal", None))
+        iface = asked.pop("iface", None)
+        resources = sbatch.resources(asked)
+        if torchrun is not None:
+            _torchrun(opts, resources, dict(torchrun, interface=iface))
+        elif iface:
+            raise errors.UsageError("--iface goes with --torchrun")
+        opts.update(engine=self.name, sbatch_options=sbatch.options(resources), resources=resources, signal=sig,
+                    signal_lead_s=lead)
+        return resources
+
+    def queue_submission(self, opts, asked):
+        return self.submission(opts, asked)
+
+    def retry_opts(self, asked):
+        resources = sbatch.resources(dict(asked))
+        return {"engine": self.name, "resources": resources, "sbatch_options": sbatch.options(resources)}
+
+    def profile_defaults(self, profile):
+        site = profile.slurm if profile is not None else None
+        return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
+                if site is not None and getattr(site, k)}
+
+    def blamed(self, err, asked):
+        """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
+        host, _, said = err.message.partition(": ")
+        flag = sbatch.at_fault(said, asked)
+        return errors.Rejected(f"{host}: sbatch refused the job" + (f" ({flag})" if flag else "") + f": {said}")
+
+    def started_text(self, jid, meta, said):
+        return f"submitted {jid} as Slurm job {meta.get('slurm_job_id')}: {said}"
+
+    def target_text(self, t):
+        where = f" on {t['nodes']}" if t.get("nodes") else ""
+        return f"Slurm job {t['slurm_job_id']} ({t.get('state')}{where})"
+
+    def plan(self, targets):
+        """A Slurm run is its job id and restart count: a requeued run is another."""
+        return ({"slurm_job_ids": [t["slurm_job_id"] for t in targets]},
+                [[t["slurm_job_id"], t["restarts"]] for t in targets])
+
+    def stop_texts(self, jid, targets, signal, grace):
+        first = "; ".join(self.target_text(t) for t in targets)
+        before = f"send SIG{signal} to its batch shell, wait up to {grace:g}s, then " if signal else ""
+        return f"would {before}scancel {first}", "it is not queued or running in Slurm"
+
+    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+        used = "+".join(s["signal"] for s in doc.get("signals") or [])
+        ids = ", ".join(str(t["slurm_job_id"]) for t in targets)
+        if doc.get("all_gone"):
+            return True, f"cancelled {jid} (Slurm job {ids}, {used}); state {after['state']}", \
+                [command_line(host, "retry", jid, jobs_dir=jobs_dir)], []
+        return False, f"{jid}: Slurm job {ids} has not ended after {used} ({after['state']})", [], []
+
+    def queue_note(self):
+        return ", the rest waiting in Slurm's queue"
+
+    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+        from ..jobs import answers
+        from . import slurm_diagnose
+
+        for rec in ev.get("accounting") or []:
+            answers.words(rec if isinstance(rec, dict) else {None: None}, host, "sacct row")
+        v = slurm_diagnose.decide(ev, row)
+        jid = row["job_id"]
+        nxt, advice = slurm_diagnose.next_steps(v["verdict"], host, jid, row,
+                                                (ev.get("meta") or {}).get("resources") or {}, jobs_dir)
+        data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": jid, "engine": self.name,
+                "slurm_job_id": row.get("slurm_job_id"), "engine_job_id": row.get("slurm_job_id"),
+                "exit_code": v["exit_code"], "signal": v["signal"], "evidence": v["evidence"],
+                "ruled_out": v["ruled_out"], "scheduler": slurm_diagnose.facts(ev),
+                "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
+                               "node": ev.get("node"), "node_is_here": ev.get("node_is_here")},
+                "disks": ev.get("disks"), "triage": triaged, "state": row["state"]}
+        return {"verdict": v, "data": data, "next": nxt, "advice": advice,
+                "what": f"{jid} (Slurm job {row.get('slurm_job_id')})",
+                "ok": v["verdict"] in ("running", "pending", "paused", "completed", "stopped")}
+
+    def triage_inputs(self, row, facts):
+        """The scheduler's own word, and the exit record a log's triage may believe: the script's
+        own exit where Slurm says it completed or failed; none where Slurm ended it (a time
+        limit's 0:15, a cancel), whose state says more than its ExitCode."""
+        return row.get("scheduler_state") or row["state"], slurm_state.exit_record(row)
+
+
+ENGINE = Slurm()
+
+
+def _torchrun(opts, asked, t):
+    if opts.get("kind") != "cmd":
+        raise errors.UsageError("--torchrun takes --cmd: the training script and its arguments, as torchrun "
+                                "would be given them")
+    gpus = str(asked.get("gpus_per_node") or "").split(":")[-1]
+    nproc = t.get("nproc_per_node") or (int(gpus) if gpus.isdigit() else 1)
+    nodes = asked.get("nodes") or 1
+    try:
+        words = torchrun.options(nnodes="$SLURM_NNODES", nproc_per_node=int(nproc), rdzv_id="$SLURM_JOB_ID",
+                                 endpoint=torchrun.endpoint("$GPUOPS_RDZV_HOST", "$GPUOPS_RDZV_PORT"))
+        env = torchrun.environment(t.get("interface"), multi_host=nodes > 1)
+    except ValueError as e:
+        raise errors.UsageError(f"--torchrun: {e}") from None
+    asked["ntasks_per_node"] = 1
+    opts["env"] = dict(env, **(opts.get("env") or {}))
+    opts["torchrun"] = {"nproc_per_node": int(nproc), "port": int(t.get("port") or torchrun.DEFAULT_PORT),
+                        "interface": t.get("interface"), "script": opts["command"]}
+    opts["rdzv_port"] = opts["torchrun"]["port"]
+    opts["command"] = f"{SRUN} {torchrun.shell_line(words)} {opts['command']}"
