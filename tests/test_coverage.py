@@ -157,6 +157,16 @@ def _teardown_unverified(tmp_path):
     return teardown_check("pod1", "runpod", ["/workspace/run"])["findings"]
 
 
+def _busy_wait(_):
+    """A rank spinning in a stuck collective: 100 % utilisation at a sixth of the power limit for a
+    minute (the run telemetry's judgement; status and diagnose report it as the supervisor samples)."""
+    from gpuops.onbox import telemetry
+
+    rows = [{"t": t, "gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]} for t in range(0, 70, 10)]
+    found = telemetry.busy_wait(rows)
+    return [{"id": "gpuops/onbox/telemetry.py", "severity": "warn"}] if found else []
+
+
 FAILS = {
     "disk.space": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5))),
     "disk.inodes": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_inodes=10))),
@@ -197,6 +207,7 @@ FAILS = {
     "verify.drift": _drift,
     "teardown.lost": _teardown_lost,
     "teardown.unverified": _teardown_unverified,
+    "gpuops/onbox/telemetry.py": _busy_wait,
 }
 
 
