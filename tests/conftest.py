@@ -97,6 +97,41 @@ def gpuops(*args, env=None, input=None, timeout=120):
                           env=env or os.environ.copy(), input=input, timeout=timeout, cwd=ROOT)
 
 
+def gpuops_inproc(*args, env=None, input=None, timeout=None):
+    """The CLI run in this process, as `gpuops()` runs it in a subprocess (timeout is not
+    enforced): for tests of what a verb answers (its envelope, report and exit status), not of the
+    process (signals, streams cut by an exit, start-up). Only verbs that stay on this machine: a
+    call over SSH would leave its threads and kept connections in the test process."""
+    import io
+
+    from gpuops.cli import main
+
+    saved_env, saved_argv, saved_stdin = dict(os.environ), sys.argv, sys.stdin
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        sys.argv = ["gpuops", *args]
+        sys.stdin = io.TextIOWrapper(io.BytesIO((input or "").encode()))
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv, sys.stdin = saved_argv, saved_stdin
+    return subprocess.CompletedProcess(["gpuops", *args], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def cli_inproc():
+    return gpuops_inproc
+
+
 @pytest.fixture
 def real_processes():
     """Marks a test that runs real processes standing for a machine or a service (its tier is

@@ -54,18 +54,18 @@ def test_search_is_bounded_and_rejects_bad_input():
     assert G.search("qwertyuiop") == ([], 0)
 
 
-def test_cli_gotcha_inode_is_useful_and_bounded(cli):
-    r = cli("gotcha", "--query", "inode")
+def test_cli_gotcha_inode_is_useful_and_bounded(cli_inproc):
+    r = cli_inproc("gotcha", "--query", "inode")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("U7: ") and "df -i" in r.stdout and "AD4" in r.stdout
     assert len(r.stdout.splitlines()) <= 15
-    j = json.loads(cli("gotcha", "--query", "inode", "--json", "--limit", "1").stdout)
+    j = json.loads(cli_inproc("gotcha", "--query", "inode", "--json", "--limit", "1").stdout)
     assert j["ok"] and j["data"]["total"] >= 2 and [h["id"] for h in j["data"]["hits"]] == ["U7"]
 
 
-def test_cli_gotcha_errors(cli):
-    assert cli("gotcha").returncode == 2
-    missing = cli("gotcha", "--query", "qwertyuiop")
+def test_cli_gotcha_errors(cli_inproc):
+    assert cli_inproc("gotcha").returncode == 2
+    missing = cli_inproc("gotcha", "--query", "qwertyuiop")
     assert missing.returncode == 4 and "no gotcha matches" in missing.stderr
 
 

@@ -27,9 +27,9 @@ def run_json(cli, *args):
     ("status_cancelled", None, 1),
     ("status_unknown_death", None, 1),
 ])
-def test_exit_code_follows_the_status(cli, name, state, code):
+def test_exit_code_follows_the_status(cli_inproc, name, state, code):
     args = ["--log", str(log(name)), "--now", EXPECTED[name]["now"]] + (["--slurm-state", state] if state else [])
-    rc, doc = run_json(cli, *args)
+    rc, doc = run_json(cli_inproc, *args)
     assert rc == code
     assert doc["command"] == "triage" and doc["ok"] is (code == 0)
     assert list(doc["data"]) == [k for k in S.DATA_KEYS if k not in ("next", "advice")]
@@ -38,8 +38,8 @@ def test_exit_code_follows_the_status(cli, name, state, code):
     assert doc["advice"] and all(set(s) <= {"argv", "why"} for s in doc["next"])
 
 
-def test_markdown_report_for_people(cli):
-    proc = cli("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00",
+def test_markdown_report_for_people(cli_inproc):
+    proc = cli_inproc("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00",
                "--format", "md")
     assert proc.returncode == 1
     out = proc.stdout
@@ -49,18 +49,18 @@ def test_markdown_report_for_people(cli):
         assert piece in out, piece
 
 
-def test_the_report_is_doctor_style_like_every_verbs_and_markdown_when_asked(cli):
+def test_the_report_is_doctor_style_like_every_verbs_and_markdown_when_asked(cli_inproc):
     """triage rendered as a different program (Markdown headings and tables) from every other verb."""
     args = ("triage", "--log", str(log("cascade_oom_nccl_heartbeat")), "--now", "2025-03-02T10:40:00")
-    piped, rich = cli(*args), cli(*args, "--format", "rich")
+    piped, rich = cli_inproc(*args), cli_inproc(*args, "--format", "rich")
     assert piped.returncode == 1 and piped.stdout == rich.stdout
     lines = piped.stdout.splitlines()
     assert lines[0] == lines[-4] and lines[0].endswith(": failed; primary oom-host (also nccl-timeout, "
                                                        "heartbeat-timeout, node-fail); last step 210 of 5000")
     assert "✗ FAIL triage.oom-host" in piped.stdout and "  878: 1: Killed" in piped.stdout
     assert "**" not in piped.stdout and "##" not in piped.stdout and "|" not in piped.stdout
-    assert "**Status:** failed" in cli(*args, "--format", "md").stdout
-    detailed = cli(*args, "--verbose").stdout
+    assert "**Status:** failed" in cli_inproc(*args, "--format", "md").stdout
+    detailed = cli_inproc(*args, "--verbose").stdout
     assert "what happened: The host ran out of memory" in detailed and "    text: 1: Killed" in detailed
 
 
@@ -80,21 +80,21 @@ def test_usage_errors_exit_2_with_one_line(cli, args, message):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_job_is_looked_up_like_status_does_by_id_key_or_name(cli, tmp_path):
+def test_job_is_looked_up_like_status_does_by_id_key_or_name(cli_inproc, tmp_path):
     """A --job is resolved by the job's own records on the box, as for status and logs: a path-like
     name is just a name nobody has."""
     env = {**os.environ, "GPUOPS_JOBS_DIR": str(tmp_path)}
-    proc = cli("triage", "--job", "../etc", "--json", env=env)
+    proc = cli_inproc("triage", "--job", "../etc", "--json", env=env)
     assert proc.returncode == 4 and "no job '../etc'" in json.loads(proc.stdout)["error"]["message"]
 
 
-def test_missing_things_exit_4(cli, tmp_path):
+def test_missing_things_exit_4(cli_inproc, tmp_path):
     (tmp_path / "outputs" / "ckpt-shared").mkdir(parents=True)
     for args in (["--log", str(tmp_path / "nope.log")], ["--dir", str(tmp_path / "nope")],
                  ["--dir", str(tmp_path / "outputs" / "ckpt-shared")],
                  ["--slurm-id", "42", "--outputs", str(tmp_path / "outputs")],
                  ["--slurm-id", "42", "--outputs", str(tmp_path / "missing")]):
-        rc, doc = run_json(cli, *args)
+        rc, doc = run_json(cli_inproc, *args)
         assert rc == 4, args
         assert doc["error"]["kind"] == "not-found" and doc["ok"] is False
 
@@ -115,10 +115,10 @@ def outputs(tmp_path):
     return out
 
 
-def test_job_directory_and_slurm_id_resolve_to_the_same_log(cli, outputs):
+def test_job_directory_and_slurm_id_resolve_to_the_same_log(cli_inproc, outputs):
     now = EXPECTED["heartbeat_false_positive"]["now"]
-    rc1, by_dir = run_json(cli, "--dir", str(outputs / "7877-llama2-7b"), "--now", now)
-    rc2, by_id = run_json(cli, "--slurm-id", "7877", "--outputs", str(outputs), "--now", now)
+    rc1, by_dir = run_json(cli_inproc, "--dir", str(outputs / "7877-llama2-7b"), "--now", now)
+    rc2, by_id = run_json(cli_inproc, "--slurm-id", "7877", "--outputs", str(outputs), "--now", now)
     assert rc1 == rc2 == 1
     assert by_dir["data"] == by_id["data"]
     assert by_dir["data"]["primary"] == "heartbeat-timeout"
@@ -128,12 +128,12 @@ def test_job_directory_and_slurm_id_resolve_to_the_same_log(cli, outputs):
     assert ctx["restore_confirmed"] == "fresh start: ray_logs/session_1/worker-01.out"
 
 
-def test_slurm_id_finds_a_bare_log_file(cli, outputs):
-    rc, doc = run_json(cli, "--slurm-id", "7990", "--outputs", str(outputs))
+def test_slurm_id_finds_a_bare_log_file(cli_inproc, outputs):
+    rc, doc = run_json(cli_inproc, "--slurm-id", "7990", "--outputs", str(outputs))
     assert rc == 1 and doc["data"]["primary"] == "oom-gpu"
 
 
-def test_relative_outputs_default(cli, outputs):
+def test_relative_outputs_default(cli_inproc, outputs):
     proc = subprocess.run([sys.executable, "-m", "gpuops", "triage", "--slurm-id", "7990", "--json"],
                           capture_output=True, text=True, cwd=outputs.parent,
                           env={**os.environ, "PYTHONPATH": ROOT})
@@ -157,12 +157,12 @@ def test_scontrol_output_parsing():
     assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
 
 
-def test_a_log_with_no_end_says_so_and_claims_no_death(cli):
+def test_a_log_with_no_end_says_so_and_claims_no_death(cli_inproc):
     """Issue 27: a log that simply stops while training was reported as `unknown-death`, "killed
     from outside": a death nobody observed, which sends a person to kill or restart a healthy run."""
     path = os.path.join(ROOT, "tests", "fixtures", "triage", "frameworks", "torch", "cut_off.log")
-    rc, doc = run_json(cli, "--log", path, "--now", "2025-03-03T10:00:00")
+    rc, doc = run_json(cli_inproc, "--log", path, "--now", "2025-03-03T10:00:00")
     assert rc == 1 and (doc["data"]["status"], doc["data"]["primary"]) == ("unknown", None)
     assert doc["summary"].endswith("no end in the log") and "unknown-death" not in json.dumps(doc)
-    md = cli("triage", "--log", path, "--now", "2025-03-03T10:00:00", "--format", "md").stdout
+    md = cli_inproc("triage", "--log", path, "--now", "2025-03-03T10:00:00", "--format", "md").stdout
     assert "No end in the log" in md and "killed" not in md.split("### Recommended next steps")[0]
