@@ -155,6 +155,7 @@ def test_a_gpu_pinned_by_a_running_job_is_refused_and_share_gpu_starts_it(cli, b
         r, doc = _launch(cli, boxes, "gp-two", "--gpus", UUID1)  # the same GPU, named by its UUID
         assert r.returncode == 5, r.stdout + r.stderr
         assert f"GPU 1 is pinned by running gpuops job {holder}" in doc["summary"]
+        assert "pick another GPU, or add --share-gpu to run beside it; nothing was started" in doc["summary"]
         assert _started(boxes, "gp-two") == before
         r, doc = _launch(cli, boxes, "gp-two", "--gpus", "0")
         assert r.returncode == 0 and doc["findings"] == [], r.stdout  # the other GPU is free

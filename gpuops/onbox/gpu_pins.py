@@ -105,7 +105,7 @@ def judge(asked, share, reading, running):
         if found is None:
             out.append(_finding("launch.gpus-absent", "fail", why + "; it has " + _listed(devices),
                                 {"asked": shown, "box_gpus": [d.get("index") for d in devices]},
-                                "--gpus with one of its indices or UUIDs (gpuops preflight lists them)"))
+                                "give one of its indices or UUIDs"))
         elif found in picked:
             out.append(_finding("launch.gpus-absent", "fail", "--gpus %s names GPU %s twice" % (shown, found["index"]),
                                 {"asked": shown}, "name each GPU once"))
@@ -129,9 +129,9 @@ def judge(asked, share, reading, running):
                                 "(--share-gpu): the two runs split its memory and time" % (both, job_id),
                                 {"job": job_id, "gpus": both}, gotcha="GEN7"))
         else:
-            out.append(_finding("launch.gpu-pinned", "fail", "GPU %s is pinned by running gpuops job %s: what "
-                                "either run will allocate cannot be known now" % (both, job_id),
-                                {"job": job_id, "gpus": both}, "another GPU, or --share-gpu to run beside it",
+            out.append(_finding("launch.gpu-pinned", "fail", "GPU %s is pinned by running gpuops job %s, and what "
+                                "either run will allocate cannot be known at launch" % (both, job_id),
+                                {"job": job_id, "gpus": both}, "pick another GPU, or add --share-gpu to run beside it",
                                 gotcha="GEN7"))
     for d in picked:
         used, total = d.get("memory_used_mib"), d.get("memory_total_mib")
@@ -184,7 +184,7 @@ def admit(spec):
     except ValueError as e:
         raise JobError("usage", "--gpus %s" % e)
     indices, findings = judge(asked, bool(spec.get("share_gpu")), read_gpus(), running_pins())
-    failed = [f["title"] for f in findings if f["severity"] == "fail"]
+    failed = [f["title"] + (": " + f["fix"] if f["fix"] else "") for f in findings if f["severity"] == "fail"]
     if failed:
         raise JobError("refused", "; ".join(failed) + "; nothing was started")
     return {"gpus": indices, "findings": findings}
