@@ -92,6 +92,16 @@ def test_a_uuid_pin_is_read_as_the_index_of_its_gpu():
     assert gpu_pins.as_indices(f"{UUID1},0,GPU-ffff", devices()) == "1,0,GPU-ffff"
 
 
+@pytest.mark.parametrize("engine,ask", [("slurm", "--gpus-per-node"), ("ray", "--entrypoint-num-gpus")])
+def test_an_engine_that_places_gpus_itself_takes_no_gpus(engine, ask):
+    """--gpus pins devices of one box; Slurm and Ray choose the devices themselves, so it is a usage
+    error there (and --share-gpu, which goes with it, too) rather than something passed on."""
+    from gpuops import engines, errors
+
+    with pytest.raises(errors.UsageError, match=ask):
+        engines.get(engine).submission({"gpus": "0"}, {})
+
+
 # ---------------------------------------------------------------- real boxes
 
 
@@ -188,6 +198,7 @@ def test_memory_mostly_held_by_others_is_a_warning_in_the_launch_answer(cli, box
     (["--gpus", "1e9"], "--gpus wants comma-separated GPU indices (0 to 63) or GPU UUIDs"),
     (["--gpus", "0,0"], "--gpus names GPU 0 twice"),
     (["--share-gpu"], "--share-gpu goes with --gpus"),
+    (["--gpus", "1", "--share-gpu", "--torchrun"], "--share-gpu applies to one --host box's --gpus"),
 ])
 def test_a_gpu_list_that_is_not_one_is_exit_2_and_nothing_starts(cli, boxes, args, said):
     r, doc = _launch(cli, boxes, "gp-two", *args)
