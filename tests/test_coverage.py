@@ -167,6 +167,13 @@ def _busy_wait(_):
     return [{"id": "gpuops/onbox/telemetry.py", "severity": "warn"}] if found else []
 
 
+def _launch_gpus(asked, share=False, running=(), used=(1.0, 1.0)):
+    """The box's check of `launch --gpus` (gpuops.onbox.gpu_pins) on two H100s and the jobs running."""
+    from tests.test_gpu_pins import judged
+
+    return lambda _: judged(asked, share, [("20261124-030000-aaaaaa", pins) for pins in running], used)[1]
+
+
 FAILS = {
     "disk.space": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5))),
     "disk.inodes": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_inodes=10))),
@@ -208,6 +215,10 @@ FAILS = {
     "teardown.lost": _teardown_lost,
     "teardown.unverified": _teardown_unverified,
     "gpuops/onbox/telemetry.py": _busy_wait,
+    "launch.gpu-pinned": _launch_gpus("1", running=["1"]),
+    "launch.gpu-shared": _launch_gpus("1", share=True, running=["1"]),
+    "launch.gpu-unpinned-job": _launch_gpus("1", running=[None]),
+    "launch.gpu-memory": _launch_gpus("1", used=(1.0, 60000.0)),
 }
 
 

@@ -236,6 +236,25 @@ def test_a_box_with_nvidia_smi_missing_from_path_is_gpu_less_not_unknown(tmp_pat
     assert doc["disk"]["role"] == "home" and doc["disk"]["path"] == str(tmp_path)
 
 
+UUID1 = "GPU-0a1b2c3d-0000-4000-8000-000000000001"
+
+
+def test_a_job_pinned_by_uuid_is_read_as_its_gpus_index(tmp_path, monkeypatch):
+    """A job launched with --gpus GPU-<uuid of GPU 1> left GPU 1 looking free to `launch --fleet`,
+    which knows GPUs by index: the box writes the pin as the index of the GPU the UUID names."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        _record(tmp_path, "20261101-000000-000001", {"pid": sleeper.pid, "start_ticks": _start_ticks(sleeper.pid),
+                                                     "boot_id": procs.boot_id(), "gpus": UUID1})
+        monkeypatch.setenv("GPUOPS_JOBS_DIR", str(tmp_path))
+        devices = [{"index": i, "uuid": f"GPU-0a1b2c3d-0000-4000-8000-00000000000{i}"} for i in range(2)]
+        assert fleet_facts.jobs(devices)["running_gpus"] == ["1"]
+        assert fleet_facts.jobs()["running_gpus"] == [UUID1]  # no GPU list to read it by
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def test_an_old_running_job_counts_however_many_ended_after_it(tmp_path, monkeypatch):
     sleeper = subprocess.Popen(["sleep", "60"])
     try:

@@ -79,6 +79,7 @@ async def test_usage_errors_from_operations_name_mcp_parameters(client, jobs_dir
     monkeypatch.setenv("GPUOPS_TEST_A", "1")
     monkeypatch.setenv("GPUOPS_MCP_SECRETS", "GPUOPS_TEST_A")
     for name, args, word in (("job_launch", {"host": "local", "cmd": "true", "gpus": "0 1"}, "gpus wants"),
+                             ("job_launch", {"host": "local", "cmd": "true", "share_gpu": True}, "share_gpu goes with gpus"),
                              ("job_launch", {"host": "local", "cmd": "true", "env": {"GPUOPS_TEST_A": "2"},
                                             "secret_env": ["GPUOPS_TEST_A"]}, "both as env and as secret_env"),
                              ("job_stop", {"host": "local", "job": "j", "yes": True, "plan_id": "nope"}, "plan_id"),

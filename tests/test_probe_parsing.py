@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from gpuops.onbox import gpu, gpu_light, kernlog
+from gpuops.onbox import gpu, kernlog, smi
 from tests.fixtures.fakegpu import fields
 
 
@@ -57,7 +57,7 @@ def test_every_csv_field_asked_is_one_a_real_nvidia_smi_lists():
     """Driver 580 refuses `minor_number` (exit 2, "not a valid field to query"), which the light
     readings asked for: reap and the fleet view then read no GPU at all on a box without pynvml."""
     listed = fields.valid("gpu")
-    asked = [f for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + gpu_light.FIELDS + [gpu_light.NAME_FIELD]]
+    asked = [f for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + smi.FIELDS + [smi.NAME_FIELD]]
     assert [f for f in asked if f not in listed] == []
     assert [f for f, _, _ in gpu.APP_FIELDS if f not in fields.valid("compute-apps")] == []
     assert 'Field "minor_number" is not a valid field to query.' in (REAL_580 / "query-gpu-minor-number.txt").read_text()

@@ -79,6 +79,7 @@ def _check_regex(pattern, flag="--progress-regex"):
     secret_env=_SECRET,
     gpus="on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with --fleet: how "
          "many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen for it",
+    share_gpu="with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to (else refused)",
     key="idempotency key: if a job with this key exists, return it instead of starting another",
     progress_regex="extra regex for training-progress lines (group 1 = step number), kept for status",
     profile="platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops profiles`); "
@@ -103,7 +104,7 @@ def _check_regex(pattern, flag="--progress-regex"):
 def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
            timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node=None,
-           rdzv_port=None, rdzv_host=None, code=None, engine=None, engine_flags=None):
+           rdzv_port=None, rdzv_host=None, code=None, engine=None, share_gpu=False, engine_flags=None):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -148,7 +149,10 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
                 progress_regex=progress_regex, engine=eng.name, resources=asked,
-                torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s, **common), identity)
+                torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s,
+                share_gpu=share_gpu, **common), identity)
+        if share_gpu and (torchrun or fleet):
+            raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
@@ -161,7 +165,7 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
         pinned = spec.gpus(gpus)
         return on_hosts("launch", host, lambda t: op.launch(
             t, command=cmd, script=script, labels=labels, gpus=pinned, key=key, progress_regex=progress_regex,
-            timeout_s=timeout_s, **common), identity)
+            timeout_s=timeout_s, share_gpu=share_gpu, **common), identity)
 
     from ..render import gang as several_render
 

@@ -13,7 +13,7 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "fleet": frozenset({"--json", "--watch"}),
-    "launch": frozenset({"--exclusive", "--json", "--torchrun"}),
+    "launch": frozenset({"--exclusive", "--json", "--share-gpu", "--torchrun"}),
     "logs": frozenset({"--follow", "--json"}),
     "preflight": frozenset({"--all", "--json", "--verbose"}),
     "profiles": frozenset({"--json"}),

@@ -17,6 +17,8 @@ class Box(Engine):
     composes = True
     stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
                    "planned": bool}
+    # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)
+    meta_fields = {"share_gpu": (bool, type(None)), "gpu_check": (dict, type(None))}
 
     def decide(self, row, facts, meta):
         exit_rec = facts.get("exit")

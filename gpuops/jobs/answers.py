@@ -6,6 +6,7 @@ never with a crash here. Job ids are also checked, since they become names in me
 steps and (with `logs --save`) local paths.
 """
 
+import json
 import re
 
 from .. import engines
@@ -95,3 +96,26 @@ def facts(doc, host):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")
         expect(event, _EVENT, host, "progress event")
     return doc
+
+
+_GPU_CHECK = {"gpus": list, "findings": list}
+_GPU_FINDING = {"id": str, "severity": str, "title": str, "evidence": dict, "fix": (str, NONE), "gotcha": (str, NONE)}
+MAX_GPU_FINDINGS = 256  # a warning or two per GPU asked (at most 64) and per job running beside it
+
+
+def gpu_findings(meta, host):
+    """The warnings the box's check of --gpus left in a job's record (gpuops.onbox.gpu_pins), as
+    findings: [] when it recorded none."""
+    check = (meta or {}).get("gpu_check")
+    if check is None:
+        return []
+    expect(check if isinstance(check, dict) else {}, _GPU_CHECK, host, "job record's gpu_check")
+    found = check["findings"]
+    if len(found) > MAX_GPU_FINDINGS or not all(isinstance(f, dict) for f in found):
+        raise BadAnswer(f"{host}: the box's gpu_check is not gpuops's: {len(found)} findings")
+    for f in found:
+        expect(f, _GPU_FINDING, host, "gpu_check finding")
+        if f["severity"] not in ("info", "warn") or len(json.dumps(f)) > 4 * WORD_MAX:
+            raise BadAnswer(f"{host}: the box's gpu_check is not gpuops's: finding {f['id'][:40]!r}")
+    return [dict(f) for f in found]
+

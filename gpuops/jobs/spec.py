@@ -4,9 +4,9 @@ import re
 import signal
 
 from ..errors import UsageError
+from ..onbox import gpu_pins
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_GPU_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:/._-]*$")  # index, GPU-UUID or MIG-… id
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
@@ -24,13 +24,14 @@ def pairs(values, flag, env_names=False):
 
 
 def gpus(value):
-    """'0,1' -> '0,1' (CUDA_VISIBLE_DEVICES); None stays None."""
+    """' 0, 1' -> '0,1' (CUDA_VISIBLE_DEVICES); None stays None. Only the syntax is judged here
+    (the box judges what it has: gpuops.onbox.gpu_pins)."""
     if value is None or value == "":
         return None
-    items = [v.strip() for v in str(value).split(",")]
-    if not all(_GPU_ID.match(v) for v in items):
-        raise UsageError(f"--gpus wants comma-separated GPU indices or UUIDs, got {value!r}")
-    return ",".join(items)
+    try:
+        return ",".join(gpu_pins.parse(value))
+    except ValueError as e:
+        raise UsageError(f"--gpus {e}") from None
 
 
 def secrets(names, environ, taken=()):

@@ -25,7 +25,7 @@ VERBS = {
     "fleet": [("fleet_status", {"--fleet": ("fleet", S), "--window": ("window_s", F)})],
     "launch": [("job_launch", dict(_SECRETS, **{"--host": _HOST, "--cmd": ("cmd", S), "--name": ("name", S),
                                                 "--key": ("key", S), "--workdir": ("workdir", S),
-                                                "--gpus": ("gpus", S)})),
+                                                "--gpus": ("gpus", S), "--share-gpu": ("share_gpu", B)})),
                ("fleet_launch", dict(_SECRETS, **{"--fleet": ("fleet", S), "--gpus": ("gpus", I),
                                                   "--gpu-type": ("gpu_type", S), "--min-vram-gib": ("min_vram_gib", F),
                                                   "--cmd": ("cmd", S), "--name": ("name", S), "--key": ("key", S),

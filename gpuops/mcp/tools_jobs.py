@@ -36,6 +36,8 @@ def job_launch(
                                                      "returned instead of starting another")] = None,
     workdir: Optional[Workdir] = None,
     gpus: Optional[Gpus] = None,
+    share_gpu: Annotated[bool, Field(description="with gpus: start even on a GPU a running gpuops job is pinned "
+                                                 "to (refused otherwise)")] = False,
     env: Optional[Env] = None,
     secret_env: Optional[SecretEnv] = None,
     engine: Annotated[Optional[str], Field(description=engines.help_text())] = None,
@@ -56,7 +58,7 @@ def job_launch(
     engines.refuse_unknown(chosen, asked, "launch", "resources")
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, name=name, env=envs, secrets=secrets, workdir=workdir, gpus=pinned, key=key,
-        engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S))
+        engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S, share_gpu=share_gpu))
 
 
 def fleet_launch(

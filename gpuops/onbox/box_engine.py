@@ -12,7 +12,7 @@ from .jobrecord import CMD, EXIT, PAUSE, JobError
 
 NAME = box_launch.NAME
 POLL_S = 0.2
-INHERITED = ()
+INHERITED = ("share_gpu",)  # a retry runs beside the jobs its parent was let share a GPU with
 submit = box_launch.create
 stop = box_stop.stop
 chain = None

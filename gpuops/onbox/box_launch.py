@@ -5,7 +5,7 @@ import os
 import socket
 import time
 
-from . import cgroup, command, jobrecord, procs, wrapper
+from . import cgroup, command, gpu_pins, jobrecord, procs, wrapper
 from .jobrecord import CMD, LOG
 
 NAME = "box"
@@ -39,8 +39,11 @@ def _job_env(spec, job_id, jdir):
 def create(spec, body):
     """Start one job from `spec` and the bytes of its command; returns the job id.
 
-    The caller holds the jobs-dir lock. `body` becomes the immutable `cmd` file (mode 0500).
+    The caller holds the jobs-dir lock, so the GPUs --gpus names are judged against the pins of
+    the jobs running (gpuops.onbox.gpu_pins) with no other launch between. `body` becomes the
+    immutable `cmd` file (mode 0500).
     """
+    gpu_check = gpu_pins.admit(spec) if spec.get("gpus") else None
     workdir = command.workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
         command.check_shebang(body)
@@ -64,6 +67,8 @@ def create(spec, body):
         "env_names": env_names,
         "secret_env_names": sorted(spec.get("secrets") or {}),
         "gpus": spec.get("gpus"),
+        "share_gpu": bool(spec.get("share_gpu")),
+        "gpu_check": gpu_check,
         "thread_caps": caps,
         "line_buffered": line_buffered,
         "progress_regex": spec.get("progress_regex"),

@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from . import disk, gpu_light, jobrecord, procs
+from . import disk, gpu_light, gpu_pins, jobrecord, procs
 from .jobrecord import EXIT, LOG, META
 
 # How many jobs, newest launch first, have their end time read. Every job without an exit record
@@ -38,16 +38,17 @@ def _args(argv):
 
 
 def gpus(window_s, interval_s, processes=False):
-    """{present, source, error, samples, devices: [{index, name, memory_used_mib, memory_total_mib,
-    util_peak_pct, processes}]}; processes (with `processes`, else None): [{pid, name, user,
-    used_mib}] of each GPU, as nvitop and gpustat show them. `present` is False when neither
-    NVML nor nvidia-smi exists here: a box without GPUs, whose utilisation is then no reason to
-    call it busy."""
+    """({present, source, error, samples, devices: [{index, name, memory_used_mib, memory_total_mib,
+    util_peak_pct, processes}]}, the first reading's devices with their UUIDs); processes (with
+    `processes`, else None): [{pid, name, user, used_mib}] of each GPU, as nvitop and gpustat show
+    them. `present` is False when neither NVML nor nvidia-smi exists here: a box without GPUs, whose
+    utilisation is then no reason to call it busy."""
     reader = gpu_light.Reader()
     if reader.nvml is None and shutil.which("nvidia-smi") is None:
-        return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}
+        return {"present": False, "source": None, "error": None, "samples": 0, "devices": []}, []
     # The names ride along in the first sample's query: one nvidia-smi run fewer per box.
-    first, peak, samples = gpu_light.sample(reader, window_s, interval_s, names=True, apps=processes)
+    first, peak, samples = gpu_light.sample(reader, window_s, interval_s, names=True, apps=processes,
+                                            extra=(gpu_pins.UUID_FIELD,))
     on_bus = {}
     for p in first.get("processes") or []:
         on_bus.setdefault(p.get("bus_id"), []).append(p)
@@ -59,7 +60,7 @@ def gpus(window_s, interval_s, processes=False):
                         "processes": [_process(p) for p in on_bus.get(d.get("bus_id"), [])[:MAX_PROCESSES]]
                         if processes else None})
     return {"present": True, "source": first.get("source"), "error": first.get("error"), "samples": samples,
-            "devices": devices}
+            "devices": devices}, first["devices"]
 
 
 def _process(p):
@@ -92,9 +93,10 @@ def _ended_at(job_id, meta, exit_doc):
         return float(launched) if isinstance(launched, (int, float)) else None
 
 
-def jobs():
+def jobs(devices=()):
     """{dir, running: [ids], running_gpus: [the --gpus each was pinned to, or None], running_count,
-    last_end, last_job, ends_read, total}."""
+    last_end, last_job, ends_read, total}; a pin by UUID is written as the index of the GPU of
+    `devices` it names, since the caller knows GPUs by index."""
     ids = jobrecord.all_ids()
     running, pinned, last_end, last_job, ends_read = [], [], None, None, 0
     for n, job_id in enumerate(reversed(ids)):
@@ -107,7 +109,8 @@ def jobs():
             continue
         if exit_doc is None and meta.get("pid") and jobrecord.liveness(meta) == "alive":
             running.append(job_id)
-            pinned.append(meta.get("gpus") if isinstance(meta.get("gpus"), str) else None)
+            gpus = meta.get("gpus") if isinstance(meta.get("gpus"), str) else None
+            pinned.append(gpu_pins.as_indices(gpus, devices) if gpus else None)
             continue
         ends_read += 1
         end = _ended_at(job_id, meta, exit_doc)
@@ -125,7 +128,8 @@ def main(argv):
     window = max(0.0, min(opts.window, 60.0))
     interval = max(0.1, min(opts.interval, 10.0))
     role, path = ("data_dir", opts.path) if opts.path else ("home", "~")
+    gpu, devices = gpus(window, interval, opts.processes)
     doc = {"now": time.time(), "hostname": socket.gethostname()[:255], "uptime_s": procs.uptime_s(),
-           "gpu": gpus(window, interval, opts.processes), "jobs": jobs(), "disk": disk.measure(role, path)}
+           "gpu": gpu, "jobs": jobs(devices), "disk": disk.measure(role, path)}
     sys.stdout.write(json.dumps(doc))
     return 0

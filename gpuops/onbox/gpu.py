@@ -23,11 +23,11 @@ reserved memory on both paths, and a driver that reports temperatures as T.Limit
 gives the slowdown point.
 """
 
-import csv
 import os
 import re
 
 from . import busid, runcmd, sysroot
+from .smi import APP_FIELDS, minor_of, parse_csv
 
 SMI_TIMEOUT_S = 15
 
@@ -56,36 +56,8 @@ OPTIONAL_FIELDS = [
     ("remapped_rows.failure", "remap_failure", "yesno"),
     ("remapped_rows.pending", "remap_pending", "yesno"),
 ]
-APP_FIELDS = [("pid", "pid", int), ("process_name", "name", str), ("used_gpu_memory", "used_mib", float),
-              ("gpu_bus_id", "bus_id", str)]
 
 DEVICE_KEYS = [k for _, k, _ in CORE_FIELDS + OPTIONAL_FIELDS if k != "driver"] + ["minor", "slowdown_temp_c"]
-
-
-def _value(raw, kind):
-    """One CSV cell; '[N/A]', '[Not Supported]', 'N/A' and the like become None."""
-    raw = raw.strip()
-    if not raw or raw.startswith("[") or raw in ("N/A", "Unknown Error"):
-        return None
-    try:
-        if kind == "hex":
-            return int(raw, 16)
-        if kind == "yesno":
-            return raw.lower() in ("yes", "1", "true", "active", "enabled")
-        if kind is int:
-            return int(float(raw))
-        return kind(raw)
-    except ValueError:
-        return None
-
-
-def parse_csv(text, fields):
-    rows = []
-    for cells in csv.reader(text.splitlines(), skipinitialspace=True):
-        if len(cells) != len(fields):
-            continue  # a warning line or a truncated row: not data
-        rows.append(dict((key, _value(cell, kind)) for (_, key, kind), cell in zip(fields, cells)))
-    return rows
 
 
 def _field_rejected(result):
@@ -137,17 +109,6 @@ def parse_temperature_report(text):
             temps[m.group(1)] = float(m.group(2))
     close()
     return cuda, slow
-
-
-def minor_of(bus_id):
-    """The /dev/nvidia<minor> of a GPU, from the driver's /proc entry (the probe's CSV query has
-    no such field)."""
-    name = busid.proc_name(bus_id)
-    if name is None:
-        return None
-    text = sysroot.read("/proc/driver/nvidia/gpus/%s/information" % name) or ""
-    m = re.search(r"^Device Minor:\s*(\d+)", text, re.M)
-    return int(m.group(1)) if m else None
 
 
 def driver_gpus():

@@ -8,46 +8,8 @@ per reading. The document is gpuops.onbox.gpu's, cut to the keys these readers n
 
 import time
 
-from . import gpu, runcmd, sysroot
-
-FIELDS = [
-    ("index", "index", int),
-    ("pci.bus_id", "bus_id", str),
-    ("utilization.gpu", "util_pct", float),
-    ("memory.used", "memory_used_mib", float),
-    ("memory.total", "memory_total_mib", float),
-]
-# No CSV field gives the minor number ("minor_number" is refused by a real nvidia-smi): it comes from
-# the driver's /proc entry of each GPU, as in the full probe.
-KEYS = tuple(k for _, k, _ in FIELDS) + ("minor",)
-TIMEOUT_S = 10
-NAME_FIELD = ("name", "name", str)
-
-
-def read_smi(apps=True, names=False, extra=()):
-    """Utilisation and memory per GPU from nvidia-smi; `names` adds each GPU's name to the same
-    query, `extra` more (field, key, kind) triples of gpu.CORE_FIELDS, `apps` the compute-process
-    list (one more nvidia-smi run)."""
-    fields = FIELDS + ([NAME_FIELD] if names else []) + list(extra)
-    query = ",".join(f for f, _, _ in fields)
-    r = runcmd.run(["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"], TIMEOUT_S)
-    doc = {"source": "nvidia-smi", "error": None, "devices": [], "processes": []}
-    if r["error"] or r["rc"] != 0:
-        why = r["error"] or ((r["err"] or r["out"]).strip() or "exit %s" % r["rc"]).splitlines()[-1]
-        doc["error"] = "nvidia-smi --query-gpu: %s" % why[:300]
-        return doc
-    doc["devices"] = gpu.parse_csv(r["out"], fields)
-    for d in doc["devices"]:
-        d["minor"] = gpu.minor_of(d.get("bus_id"))
-    if not apps:
-        return doc
-    a = runcmd.run(["nvidia-smi", "--query-compute-apps=" + ",".join(f for f, _, _ in gpu.APP_FIELDS),
-                    "--format=csv,noheader,nounits"], TIMEOUT_S)
-    if a["error"] is None and a["rc"] == 0:
-        doc["processes"] = gpu.parse_csv(a["out"], gpu.APP_FIELDS)
-    else:
-        doc["error"] = "nvidia-smi --query-compute-apps: %s" % (a["error"] or a["err"].strip()[:200])
-    return doc
+from . import gpu, sysroot
+from .smi import KEYS, read_smi
 
 
 class Reader(object):
@@ -79,14 +41,14 @@ class Reader(object):
         return read_smi(apps, names, extra)
 
 
-def sample(reader, window_s, interval_s=1.0, names=False, apps=False):
+def sample(reader, window_s, interval_s=1.0, names=False, apps=False, extra=()):
     """(first reading, {index: peak util or None}, samples) over `window_s` seconds; with `names`
-    the first reading also holds each GPU's name (asked in the same query, not one more), with
-    `apps` its compute processes.
+    the first reading also holds each GPU's name (asked in the same query, not one more, as are
+    the fields of `extra`), with `apps` its compute processes.
 
     A GPU whose utilisation could not be read in any sample gets None: it is not provably idle.
     """
-    first = reader.read(apps=apps, names=names)
+    first = reader.read(apps=apps, names=names, extra=extra)
     peak = dict((d["index"], d.get("util_pct")) for d in first["devices"])
     samples = 1
     deadline = time.time() + max(0.0, window_s)

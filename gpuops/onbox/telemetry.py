@@ -21,7 +21,7 @@ A row, with short keys because the file holds thousands of them (telemetry.jsonl
 import os
 import time
 
-from . import cgroup, gpu, gpu_light, procs, ringlog, sysroot
+from . import cgroup, gpu, gpu_light, gpu_pins, procs, ringlog, sysroot
 
 FILE = "telemetry.jsonl"
 MAX_BYTES, MAX_ROWS = 4 << 20, 20000   # about 7 h of 8 GPUs at 5 s; a day of 1 GPU
@@ -83,8 +83,7 @@ def pick_gpus(devices, spec):
     wanted = [w.strip() for w in str(spec or "").split(",") if w.strip()]
     if not wanted:
         return list(devices)
-    return [d for d in devices if str(d.get("index")) in wanted
-            or any(d.get("uuid") and str(d["uuid"]).startswith(w) for w in wanted if w.startswith("GPU-"))]
+    return [d for d in devices if any(gpu_pins.names(w, d) for w in wanted)]
 
 
 def gpu_rows(doc, spec=None):

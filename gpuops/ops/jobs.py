@@ -82,9 +82,13 @@ def confirm_seconds(given=None):
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
-           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None):
+           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None, share_gpu=False):
     """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
-    asking it for `resources` (that engine's own flags, checked by it)."""
+    asking it for `resources` (that engine's own flags, checked by it). The box refuses `gpus` it
+    lacks, or that a running gpuops job is pinned to unless `share_gpu` (gpuops.onbox.gpu_pins)."""
+    if share_gpu and not gpus:
+        raise errors.UsageError("--share-gpu goes with --gpus: it lets the job run on a GPU another gpuops job "
+                                "is pinned to")
     pre, notes = None, []
     confirm_s = confirm_seconds(confirm_s)
     eng = engines.get(engine)
@@ -96,7 +100,8 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         resources = dict(eng.profile_defaults(profile), **(resources or {}))
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
-            "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s}
+            "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s,
+            "share_gpu": True if share_gpu else None}
     if script is not None:
         import base64
 
@@ -165,7 +170,11 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
             ok = False
             summary += ("; but its gpuops supervisor is gone (a job that kills its parent kills it), so its end "
                         "will not be recorded")
-    return envelope(verb, ok=ok, summary=summary, data=data, next=nxt)
+    warned = [] if doc.get("existing") else answers.gpu_findings(meta, target.name)
+    if warned:
+        summary += "; warning: " + "; ".join(f["title"] for f in warned)
+    return envelope(verb, ok=ok, summary=summary, data=data, next=nxt, findings=warned,
+                    advice=[f["fix"] for f in warned if f["fix"]])
 
 
 # ------------------------------------------------------------------ status

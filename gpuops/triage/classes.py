@@ -187,6 +187,24 @@ CLASSES = (
        "The GPU reported a hardware-level fault (a fatal Xid, an uncorrectable ECC error, or it fell off the bus).",
        "Read the kernel log on the node for NVRM Xid lines around the failure time (dmesg -T | grep -i xid).",
        "Drain the node and resubmit elsewhere; a GPU that fell off the bus needs a reset or a reboot."),
+    # Which wheels have which architectures: torch/cuda/__init__.py (PYTORCH_RELEASES_CODE_CC, and the warning
+    # _warn_unsupported_code prints at the first CUDA call), pytorch/pytorch.
+    _c("cuda-arch", "extension", "root", "Training",
+       "The GPU code the program runs was not built for this GPU's architecture: CUDA found no kernel image "
+       "for its compute capability (a torch wheel, or an extension, compiled for other GPUs).",
+       "The torch build lacks this GPU's architecture: compare torch.cuda.get_arch_list() with the GPU's compute "
+       "capability, python3 -c 'import torch; print(torch.cuda.get_arch_list(), "
+       "torch.cuda.get_device_capability())' (nvidia-smi --query-gpu=name,compute_cap --format=csv shows it "
+       "too): capability X.Y needs sm_XY, or an earlier sm_X* of the same major, in that list.",
+       "Install a torch wheel built for it, from a CUDA index no newer than the driver's CUDA version (nvidia-smi's "
+       "header): pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cuXYZ. "
+       "Blackwell (10.0, 12.0) needs cu128 or newer; in recent releases Maxwell, Pascal and Volta (5.x to 7.0) are "
+       "only in the cu126 wheels. torch's own warning at its first CUDA call ('does not include kernels for this "
+       "GPU') lists the indexes that have it.",
+       "An extension built for other GPUs (flash-attn, xformers, a custom op) fails the same way: rebuild it "
+       "with TORCH_CUDA_ARCH_LIST set to the GPU's X.Y.",
+       "Before the next run, gpuops preflight on the box checks torch's arch list against its GPUs (cuda.arch).",
+       gotcha="U28"),
     _c("cuda-error", "extension", "root", "Training",
        "A CUDA operation failed inside the application (an illegal memory access, a device-side assert, an "
        "application-level Xid): the program's fault, and the GPU itself is fine.",

@@ -264,7 +264,7 @@ class Scanner:
                 if target != sig.target and sig.target in S.CLASS_BY_NAME and sig.target not in found:
                     found[sig.target] = (sig, m, detail)
         for cls, (sig, m, detail) in list(found.items()):
-            if sig.rule and sig.rule.startswith("yield:") and sig.rule[len("yield:"):] in found:
+            if sig.rule and sig.rule.startswith("yield:") and any(c in found for c in sig.rule[6:].split("|")):
                 continue
             event = None
             if sig.id == "traceback":

@@ -65,7 +65,7 @@ TIMEOUT_CLASS_BY_STAGE = {
 #   "cancel"      a CANCELLED word: Slurm's reason on the line (DUE TO ...) picks the class; a
 #                 `*** STEP` cancel after a task already failed is srun tearing the rest down
 #                 (--kill-on-bad-exit), a consequence, and is dropped
-#   "yield:CLASS" dropped when CLASS matched on the same line (the more specific reading)
+#   "yield:CLASS|CLASS"  dropped when one of these classes matched on the same line (the more specific reading)
 #   "keras_epoch" / "keras_done"  Keras's epoch header, and its bar finished in the last epoch
 #   "final_save"  a checkpoint saved at the epoch count the config asks for (frameworks.py)
 
@@ -198,12 +198,17 @@ _BASE = (
     _s("gpu_xid", "gpu-fault", r"NVRM: Xid", "xid"),
     _s("gpu_off_bus", "gpu-fault", r"fallen off the bus"),
     _s("gpu_ecc", "gpu-fault", r"uncorrectable ECC error"),
+    # torch's "CUDA error: " + cudaGetErrorString(cudaErrorNoKernelImageForDevice), then, in newer releases,
+    # "Search for `<cudaGetErrorName()>' in https://docs.nvidia.com/cuda/...": pytorch/pytorch
+    # c10/cuda/CUDAException.cpp (c10_cuda_check_implementation), c10/cuda/CUDAMiscFunctions.cpp (get_cuda_error_help)
+    _s("cuda_no_kernel_image", "cuda-arch", r"no kernel image is available for execution on the device"),
+    _s("cuda_no_kernel_image_name", "cuda-arch", r"cudaErrorNoKernelImageForDevice"),
     _s("cuda_illegal_access", "cuda-error", r"an illegal memory access was encountered"),
     _s("cuda_device_assert", "cuda-error", r"device-side assert triggered"),
     _s("cuda_cublas", "cuda-error", r"CUBLAS_STATUS_[A-Z_]+"),
     _s("cuda_cudnn", "cuda-error", r"cuDNN error"),
     _s("cuda_cudnn_status", "cuda-error", r"CUDNN_STATUS_[A-Z_]+"),
-    _s("cuda_error", "cuda-error", r"CUDA error: ", "yield:oom-gpu"),
+    _s("cuda_error", "cuda-error", r"CUDA error: ", "yield:oom-gpu|cuda-arch"),
     _s("nan_loss", "nan-divergence", r"loss['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|NAN|inf|Inf)"),
     _s("nan_loss_cap", "nan-divergence", r"Loss(?: is|:|=)[ \t]*-?(?:nan|NaN|NAN|inf|Inf)"),
     _s("nan_grad_norm", "nan-divergence", r"grad[_ ]norm['\"]?(?: is|:|=)[ \t]*['\"]?-?(?:nan|NaN|inf|Inf)"),

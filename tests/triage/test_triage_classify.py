@@ -277,3 +277,24 @@ def test_result_is_plain_json_with_exact_keys():
     data = classify_bytes(RUNNING_LOG, now=T_LAST)
     assert list(data) == list(S.DATA_KEYS) and list(data["progress"]) == list(S.PROGRESS_KEYS)
     assert json.loads(json.dumps(data)) == data
+
+
+def test_no_kernel_image_is_the_torch_build_lacking_the_gpus_architecture_not_a_bug_in_the_program():
+    """Issue 28 (U28): "CUDA error: no kernel image is available for execution on the device" was a
+    cuda-error, whose advice hunts an out-of-range index with CUDA_LAUNCH_BLOCKING=1. Here in the
+    form torch printed before its 2.8 CUDA messages (c10/cuda/CUDAMiscFunctions.cpp's older suffix)."""
+    log = text(steps(0, 0), b"0: Traceback (most recent call last):",
+               b'0:   File "/workspace/train.py", line 88, in <module>',
+               b"0: RuntimeError: CUDA error: no kernel image is available for execution on the device",
+               b"0: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+               b"below might be incorrect.",
+               b"0: For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+               b"0: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    data = classify_bytes(log, now=last_time(0, 0))
+    assert (data["status"], data["primary"]) == ("failed", "cuda-arch") and "cuda-error" not in data["also"]
+    assert data["advice"][0].startswith("The torch build lacks this GPU's architecture: compare "
+                                        "torch.cuda.get_arch_list() with the GPU's compute capability")
+    assert S.CLASS_BY_NAME["cuda-arch"].gotcha == "U28"
+    # Any other CUDA error is still the program's.
+    other = log.replace(b"no kernel image is available for execution on the device", b"misaligned address")
+    assert classify_bytes(other, now=last_time(0, 0))["primary"] == "cuda-error"
