@@ -15,7 +15,6 @@ answers when Slurm has forgotten the job.
 import json
 import os
 import re
-import subprocess
 import time
 
 from . import jobrecord, signals
@@ -45,6 +44,8 @@ _KEY = re.compile(r" (?=[A-Za-z][A-Za-z0-9/:_]*=)")
 def run(argv, env=None, timeout=CALL_S):
     """(exit status, stdout, stderr) of one Slurm client command; JobError "unreachable" when the
     client is not installed, does not answer in time or finds no controller."""
+    import subprocess  # here: the workstation loads this module for its pure helpers (exit_code)
+
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=env)
