@@ -35,9 +35,20 @@ def tier(fixturenames):
     return "unit"
 
 
+# Under pytest-xdist (--dist loadgroup) the tests of one group run on one worker, one after another:
+# one Slurm for the session instead of one per worker, and nothing else running while a Ray head
+# is up (a preflight then also asks the head's GCS: one more exec channel than a test counts).
+XDIST_GROUPS = (("slurm", SLURM_FIXTURES), ("ray", frozenset(("ray_cluster", "quiet_of_ray"))))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        item.add_marker(tier(getattr(item, "fixturenames", ())))
+        names = getattr(item, "fixturenames", ())
+        item.add_marker(tier(names))
+        for group, fixtures in XDIST_GROUPS:
+            if set(names) & fixtures:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 def _need(tool):
@@ -76,6 +87,12 @@ def _close_masters():
     shared = mux.shared_dir()
     for path in mux.sockets(shared) if shared else ():
         mux.close(path)
+
+
+@pytest.fixture
+def quiet_of_ray():
+    """For a test that a Ray head on this machine would disturb: under xdist it runs on the worker
+    that runs the Ray tests (XDIST_GROUPS), after their head is stopped."""
 
 
 @pytest.fixture

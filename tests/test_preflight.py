@@ -76,7 +76,7 @@ def test_oom_killed_and_throttled_box_over_ssh(cli, boxes):
     assert all(FINDING_KEYS <= set(f) for f in doc["findings"])
 
 
-def test_one_preflight_is_exactly_one_exec_channel(cli, boxes, fresh_logins):
+def test_one_preflight_is_exactly_one_exec_channel(cli, boxes, fresh_logins, quiet_of_ray):
     box = boxes["healthy"]
     before = box.exec_requests()
     cli("preflight", "--json", "--host", box.spec)
