@@ -22,6 +22,7 @@ makes that finding.
 
 import ast
 import dataclasses
+import functools
 import importlib
 from pathlib import Path
 
@@ -119,8 +120,20 @@ def _sites(node):
 
 
 def _scan(root: Path):
-    """Yield (rel, line, finding, severity, gotcha node, aliases) for every finding site under `root`."""
-    for path in sorted(root.rglob("*.py")):
+    """(rel, line, finding, severity, gotcha node, aliases) for every finding site under `root`;
+    parsed once per root and set of file versions (citations, finding_kinds and the docs all read
+    it, and parsing every module is most of their cost)."""
+    paths = sorted(root.rglob("*.py"))
+    return _scanned(str(root), tuple((str(p), p.stat().st_mtime_ns) for p in paths))
+
+
+@functools.lru_cache(maxsize=4)
+def _scanned(root, versions):
+    return tuple(_parse(Path(root), [Path(p) for p, _ in versions]))
+
+
+def _parse(root: Path, paths):
+    for path in paths:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (SyntaxError, UnicodeDecodeError, OSError):

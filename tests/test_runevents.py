@@ -51,7 +51,7 @@ def test_the_event_reaches_the_command_on_stdin_never_in_argv_or_env(tmp_path):
     assert marker not in (tmp_path / "argv").read_text() and marker not in (tmp_path / "env").read_text()
 
 
-def test_a_hanging_notify_command_is_killed_with_its_group_at_the_bound(tmp_path):
+def test_a_hanging_notify_command_is_killed_with_its_group_at_the_bound(tmp_path, real_processes):
     """The bug this prevents: `curl` to an unreachable host hangs for minutes while the run it
     reports on waits (or a stall kill waits) behind it."""
     pidfile = tmp_path / "bg.pid"
@@ -68,7 +68,7 @@ def test_a_hanging_notify_command_is_killed_with_its_group_at_the_bound(tmp_path
     assert not os.path.exists("/proc/%d" % bg), "the command's background child outlived the bound"
 
 
-def test_nothing_a_successful_command_left_behind_outlives_it(tmp_path):
+def test_nothing_a_successful_command_left_behind_outlives_it(tmp_path, real_processes):
     pidfile = tmp_path / "bg.pid"
     assert runevents.notify("sleep 300 & echo $! > '%s'" % pidfile, runevents.make("completed", 1)) is None
     bg = int(pidfile.read_text())

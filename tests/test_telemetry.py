@@ -29,7 +29,7 @@ def gpu_box(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def job():
+def job(real_processes):
     """A real process standing for the job: idle unless asked to spin."""
     started = []
 
