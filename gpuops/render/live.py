@@ -3,9 +3,35 @@
 taken, the last complete report returned for the caller to print as the final one (rich Live
 erases its own drawing, and the cursor is shown again however it ends)."""
 
+import contextlib
 import time
 
 PAUSE_S = 1.0
+
+
+def start(live):
+    """Start a rich Live (or Progress) so that Ctrl-C inside its start leaves the terminal as it was.
+    rich marks a Live started before it has set itself up; a SIGINT in between (the cursor hidden,
+    no render hook pushed yet) made its stop raise IndexError popping that hook, which skipped
+    showing the cursor again and ended the verb as an internal error (exit 70) where Ctrl-C is 130."""
+    try:
+        live.start()
+    except BaseException:
+        console = getattr(live, "console", None) or live.live.console
+        with contextlib.suppress(IndexError):  # the render hook it never pushed
+            live.stop()
+        console.show_cursor(True)
+        raise
+
+
+@contextlib.contextmanager
+def shown(live):
+    """`live` started (see start) while the block runs, and stopped however it ends."""
+    start(live)
+    try:
+        yield live
+    finally:
+        live.stop()
 
 
 def watch(produce, con, view, asking, pause_s=PAUSE_S):
@@ -19,8 +45,8 @@ def watch(produce, con, view, asking, pause_s=PAUSE_S):
     from .inert import envelope
 
     last = None
-    with Live(Spinner("dots", text=Text(asking), style="dim"), console=con, refresh_per_second=8,
-              transient=True) as live:
+    with shown(Live(Spinner("dots", text=Text(asking), style="dim"), console=con, refresh_per_second=8,
+                    transient=True)) as live:
         try:
             while True:
                 last = produce()

@@ -65,8 +65,10 @@ class Bar(Silent):
 
     def start(self, total, what="", files=None):
         """A bar over `total` bytes, and over `files` files when given."""
+        from ..render.live import start as start_live
+
         self._end_stage()
-        self._progress.start()
+        start_live(self._progress)
         self._done = self._files_done = 0
         self._total, self._files = total, files
         self._task = self._progress.add_task(what, total=total, files=self._files_text())
@@ -116,8 +118,10 @@ class _Stage:
         self._spinner = Spinner("dots", text=text, style="dim")
         self._started = time.monotonic()
         self._text = text
+        from ..render.live import start as start_live
+
         self._live = Live(self, console=console, transient=True, refresh_per_second=8)
-        self._live.start()
+        start_live(self._live)
 
     def __rich__(self):
         import time

@@ -85,6 +85,9 @@ def _push_pull_case(tmp_path, verb, case):
     for i in range(8):
         (src / f"f{i}").write_bytes(os.urandom(64 << 10))
     dst = tmp_path / "dst"
+    if case == "ctrl-c":  # something that takes seconds to hash (sparse: no disk), so Ctrl-C lands mid-way
+        with open(src / "big.bin", "wb") as f:
+            f.truncate(2 << 30)
     if case == "error":  # the box's side fails once the walk has started: no source there
         if verb == "pull":
             src = tmp_path / "not-there"
@@ -97,7 +100,7 @@ def _push_pull_case(tmp_path, verb, case):
 
 @pytest.mark.parametrize("verb", ["push", "pull"])
 @pytest.mark.parametrize("case", ["success", "error", "ctrl-c"])
-def test_push_and_pull_leave_the_terminal_as_they_found_it(tmp_path, verb, case):
+def test_push_and_pull_leave_the_terminal_as_they_found_it(tmp_path, verb, case, real_processes):
     """push and pull left the cursor hidden (4 of 4 runs), and the verdict was printed on the
     spinner's line: `⠸ verifying on the box (0 s)healthy: push verified …`."""
     args, env = _push_pull_case(tmp_path, verb, case)
