@@ -50,9 +50,9 @@ def watch(produce, con, view, asking, pause_s=PAUSE_S):
         try:
             while True:
                 last = produce()
-                shown = envelope(last)  # the caller's final report makes its own copy inert
+                inert = envelope(last)  # the caller's final report makes its own copy inert
                 stamp = time.strftime("%H:%M:%S", time.localtime())
-                live.update(Group(view(shown, con.width), Text(f"{shown['summary']}  (at {stamp}; Ctrl-C ends)")),
+                live.update(Group(view(inert, con.width), Text(f"{inert['summary']}  (at {stamp}; Ctrl-C ends)")),
                             refresh=True)
                 time.sleep(pause_s)
         except KeyboardInterrupt:
