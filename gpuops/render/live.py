@@ -9,13 +9,13 @@ import time
 PAUSE_S = 1.0
 
 
-def start(live):
+def start(live, **start_kw):
     """Start a rich Live (or Progress) so that Ctrl-C inside its start leaves the terminal as it was.
     rich marks a Live started before it has set itself up; a SIGINT in between (the cursor hidden,
     no render hook pushed yet) made its stop raise IndexError popping that hook, which skipped
     showing the cursor again and ended the verb as an internal error (exit 70) where Ctrl-C is 130."""
     try:
-        live.start()
+        live.start(**start_kw)
     except BaseException:
         console = getattr(live, "console", None) or live.live.console
         with contextlib.suppress(IndexError):  # the render hook it never pushed
@@ -26,8 +26,9 @@ def start(live):
 
 @contextlib.contextmanager
 def shown(live):
-    """`live` started (see start) while the block runs, and stopped however it ends."""
-    start(live)
+    """`live` started (see start) and drawn at once while the block runs, and stopped however it
+    ends."""
+    start(live, refresh=True)
     try:
         yield live
     finally:
