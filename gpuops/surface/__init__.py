@@ -11,9 +11,17 @@ Nothing here imports the CLI, the MCP SDK or an operation: both faces read it.
 """
 
 import functools
+import importlib
 
-from . import box, data, jobs
 from .model import Tool, Verb, resolve
+
+# Where each verb is described: the CLI loads only its verb's (a verb's task is made at import,
+# and `gpuops gotcha U7` must not pay for the engines' or profiles' modules).
+MODULES = {"box": ("preflight", "fleet", "reap", "diagnose", "triage", "profiles", "gotcha", "disconnect"),
+           "teardown": ("teardown-check",),
+           "jobs": ("launch", "status", "logs", "wait", "stop", "pause", "resume", "retry", "queue"),
+           "data": ("push", "pull", "verify")}
+_HOME = {verb: module for module, names in MODULES.items() for verb in names}
 
 # The toolsets a server may offer (gpuops-mcp --toolsets), in the order tools/list shows them.
 TOOLSETS = ("check", "jobs", "postmortem", "data", "fleet", "reference")
@@ -29,20 +37,25 @@ TOOLSET_WORDS = {
 }
 
 
+def _module(name):
+    return importlib.import_module(f"{__package__}.{name}")
+
+
 @functools.lru_cache(maxsize=1)
 def verbs() -> dict:
-    """{name: Verb} of every CLI verb, in the order of the groups of `gpuops help`."""
-    return {v.name: v for v in (*box.VERBS, *jobs.VERBS, *data.VERBS)}
+    """{name: Verb} of every CLI verb."""
+    return {v.name: v for m in MODULES for v in _module(m).VERBS}
 
 
 def verb(name) -> Verb:
-    return verbs()[name]
+    """One verb's description, loading only the module it is in."""
+    return next(v for v in _module(_HOME[name]).VERBS if v.name == name)
 
 
 @functools.lru_cache(maxsize=1)
 def tools() -> dict:
     """{name: Tool} of every MCP tool, toolset by toolset."""
-    made = [t for v in verbs().values() for t in v.tools] + list(data.TOOLS)
+    made = [t for v in verbs().values() for t in v.tools] + list(_module("data").TOOLS)
     return {t.name: t for s in TOOLSETS for t in made if t.toolset == s}
 
 

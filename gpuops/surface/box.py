@@ -1,10 +1,8 @@
-"""The box verbs: preflight, fleet, reap, diagnose, triage, profiles, gotcha, teardown-check,
-disconnect, and their tools."""
+"""The box verbs: preflight, fleet, reap, diagnose, triage, profiles, gotcha, disconnect, and their
+tools."""
 
-from .. import profiles as P
-from .common import (ALL, DAY, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP, SEVERAL,
+from .common import (ALL, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP, SEVERAL,
                      VERBOSE, YES_PLAN_TIP, host)
-from .jobs import FAILED_ONLY, FIELDS
 from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Param, Tool, Verb, a
 
 CALLS_OWN_LIMIT = "a tool call's own limit applies"
@@ -156,30 +154,10 @@ GOTCHA = Verb("gotcha", "Reference", READS, params=(
              a("query", required=True), a("limit", high=20))),
 ))
 
-TEARDOWN = Verb("teardown-check", "Check", READS, params=(
-    Param("host", TEXT, "the box, named as it was when pulling (the pull index is keyed by it)",
-          tip="the box, named as when its outputs were pulled"),
-    Param("profile", TEXT, "platform profile: decides what the verb deletes (see `gpuops profiles`)",
-          tip=PROFILE_TIP),
-    Param("keep", LIST, "path on the box you need after teardown: absolute, or relative to the login home "
-                        "(repeatable)", tip="paths on the box you need afterwards: absolute, or relative to the login "
-                                            "home"),
-    Param("verb", CHOICE, "stop (the platform's meter-stop verb, default), pause, or destroy", default="stop",
-          tip="what is about to happen to the box", choices=P.VERBS),
-    JSON,
-    ALL,
-    VERBOSE,
-), tools=(
-    Tool("teardown_check", "teardown-check", "data", READS, "What a teardown would lose",
-         "Before stopping a box: what its platform deletes, and is each kept path pulled and verified.",
-         local=True,
-         args=(a("host", required=True), a("profile", required=True), a("keep"), a("verb"))),
-))
-
 DISCONNECT = Verb("disconnect", "Connections", READS, params=(
     host("close only this box's connection (an ssh_config alias or user@host:port; comma-separate several)"),
     Param("identity", TEXT, "the SSH private key file the connection was opened with"),
     Param("json", SWITCH, "print one JSON envelope instead of text"),
 ), cli_only="the SSH connections a person's shell keeps between calls; the server's end with it")
 
-VERBS = (PREFLIGHT, FLEET, REAP, DIAGNOSE, TRIAGE, PROFILES, GOTCHA, TEARDOWN, DISCONNECT)
+VERBS = (PREFLIGHT, FLEET, REAP, DIAGNOSE, TRIAGE, PROFILES, GOTCHA, DISCONNECT)

@@ -55,3 +55,9 @@ REHASH = Param("rehash", SWITCH, "read and hash every file on both ends, ignorin
 HOST1 = a("host", required=True)
 JOB = a("job", tip=JOB_TIP, required=True)
 ENVS = (a("env"), a("secret_env"))
+
+# what a large answer holds (gpuops.mcp.trim): compact unless asked for more
+FIELDS = a("fields", kind=LIST, why="a table for people shows what fits; a model asks for the keys it needs",
+           tip="data keys to return; ['*']: all")
+FAILED_ONLY = a("failed_only", kind=SWITCH, default=True, why="a table for people shows every row",
+                tip="only what is not fine")

@@ -2,7 +2,7 @@
 
 from .. import engines
 from ..jobs import states
-from .common import (CALL_S, DAY, ENV, ENVS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB, JOB_TIP,
+from .common import (CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB, JOB_TIP,
                      JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH, YES_PLAN_TIP,
                      host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
@@ -14,11 +14,6 @@ GANG_PORT = (1024, 65535)      # its rendezvous port
 WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))
 TAIL_LINES = "last N lines"
 
-# what a large answer holds (gpuops.mcp.trim): compact unless asked for more
-FIELDS = a("fields", kind=LIST, why="a table for people shows what fits; a model asks for the keys it needs",
-           tip="data keys to return; ['*']: all")
-FAILED_ONLY = a("failed_only", kind=SWITCH, default=True, why="a table for people shows every row",
-                tip="only what is not fine")
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
               tip="the engine's options by flag name, e.g. slurm {\"nodes\": 2, \"time\": \"4:00:00\"}")
 ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",

@@ -116,6 +116,7 @@ def resolve(verb: Verb, arg: Arg) -> Arg:
         return replace(arg, default=None) if arg.default is SAME else arg
     p = verb.param(arg.param)
     tip = arg.tip or p.tip or p.help
-    return replace(arg, kind=arg.kind or p.kind, tip=tip, default=p.default if arg.default is SAME else arg.default,
+    default = None if arg.required else p.default if arg.default is SAME else arg.default
+    return replace(arg, kind=arg.kind or p.kind, tip=tip, default=default,
                    low=arg.low if arg.low is not None else p.low, high=arg.high if arg.high is not None else p.high,
                    choices=arg.choices or p.choices)
