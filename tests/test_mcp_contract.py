@@ -14,7 +14,7 @@ import jsonschema  # noqa: E402 - the SDK's client validates results with it
 from mcp import Client  # noqa: E402
 
 from gpuops import surface  # noqa: E402
-from gpuops.mcp import adapter, answers, nextsteps, server  # noqa: E402
+from gpuops.mcp import adapter, answers, nextsteps, words  # noqa: E402
 from tests.test_mcp import client, jobs_dir  # noqa: E402,F401 - the same fixtures
 
 ALL = set(surface.tools())
@@ -69,10 +69,10 @@ def test_what_mcp_cannot_say_is_left_out_and_other_commands_keep_their_argv():
 
 
 def test_an_error_raised_for_the_cli_reads_in_parameters():
-    said = nextsteps.reword("launch", "--secret-env HF: HF is not set; HF is given both as --env and as --secret-env")
+    said = words.reword("launch", "--secret-env HF: HF is not set; HF is given both as --env and as --secret-env")
     assert said == "secret_env HF: HF is not set; HF is given both as env and as secret_env"
-    assert nextsteps.reword("stop", "--plan 'x' is not a plan id") == "plan_id 'x' is not a plan id"
-    assert nextsteps.reword("push", "--src is required; --no-budget") == "local is required; no_budget"
+    assert words.reword("stop", "--plan 'x' is not a plan id") == "plan_id 'x' is not a plan id"
+    assert words.reword("push", "--src is required; --no-budget") == "local is required; no_budget"
 
 
 @pytest.mark.anyio

@@ -151,9 +151,11 @@ async def test_every_tool_is_its_description_through_the_client(real_processes):
             if a.items:
                 assert prop["items"]["enum"] == list(a.items), (name, a.name)
         table = dict(nextsteps.table()[spec.verb]) if spec.verb else {}
-        if spec.verb:
-            assert {f: n for f, (n, _) in table[name].items() if n} == {
+        if spec.verb:  # the step table: each flag's parameter, an engine's flags a key of `resources`
+            assert {f: n for f, (n, k) in table[name].items() if n and k != nextsteps.RESOURCE} == {
                 f: a.name for f, a in surface.flags_of(name).items()}
+            assert {f for f, (_, k) in table[name].items() if k == nextsteps.RESOURCE} == (
+                {"--" + key.replace("_", "-") for key in _engine_flags(spec.verb)} if "resources" in props else set())
 
 
 def test_a_bad_value_is_refused_on_each_side_by_the_same_bound(real_processes, tmp_path):

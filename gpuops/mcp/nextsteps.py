@@ -10,13 +10,13 @@ has no tool and keeps its argv.
 """
 
 import functools
-import re
 
-from .. import surface
+from .. import engines, surface
 from ..surface import model as M
 
 S, I, F, B, L, STATES = "str", "int", "float", "flag", "list", "states"
 CSV, IMPLIED = "csv", "implied"  # 'a,b' as a list; a flag the tool itself means (no parameter)
+RESOURCE = "resource"  # an engine's own flag: a key of the tool's `resources`
 _KIND = {M.TEXT: S, M.CHOICE: S, M.INT: I, M.NUM: F, M.SECS: F, M.SWITCH: B, M.LIST: L, M.PAIRS: "pairs",
          M.CSV: CSV, M.STATES: STATES}
 
@@ -31,6 +31,9 @@ def table():
         for t in verb.tools:
             flags = {flag: (a.name, _KIND[a.kind]) for flag, a in surface.flags_of(t.name).items()}
             flags.update({verb.param(name).flag: (None, IMPLIED) for name in t.implied})
+            if verb.engine_flags and any(a.name == "resources" for a in surface.args(t.name)):
+                flags.update({engines.flag_of(key): (key, RESOURCE) for e in engines.each()
+                              for key in e.flags_for(verb.name)})
             rows.append((t.name, flags))
         out[verb.name] = rows
     return out
@@ -69,6 +72,11 @@ def _args(words, flags):
         if kind == IMPLIED:
             i += 1
             continue
+        if kind == RESOURCE:  # a switch of the engine's says True; its other flags take the next word
+            given = i + 1 < len(words) and not words[i + 1].startswith("--")
+            args.setdefault("resources", {})[name] = words[i + 1] if given else True
+            i += 2 if given else 1
+            continue
         if kind == B:
             args[name], i = True, i + 1
             continue
@@ -104,13 +112,3 @@ def _value(kind, word, before):
     return word
 
 
-def parameters(verb):
-    """{--flag: parameter} over every tool a verb maps to."""
-    return {flag: name for _, flags in table().get(verb, []) for flag, (name, _) in flags.items() if name}
-
-
-def reword(verb, text):
-    """`text` with each CLI flag of `verb` named as its MCP parameter: an error an operation raised
-    for the CLI, as the MCP caller should read it."""
-    names = parameters(verb)
-    return re.sub(r"--[a-z][a-z-]*", lambda m: names.get(m.group(), m.group()), text)

@@ -25,7 +25,7 @@ from pydantic import ConfigDict, ValidationError
 from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
-from . import budget, nextsteps, params, resources, schemas, tools_box, tools_gang, tools_jobs
+from . import budget, chains, nextsteps, params, resources, schemas, tools_box, tools_gang, tools_jobs, words
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -111,7 +111,7 @@ class StrictTool(Tool):
             self.fn_metadata.validate_arguments(arguments)
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
-            return self.result(error_envelope(verb, errors.UsageError(f"{self.name}: {problems}")))
+            return self.result(error_envelope(verb, errors.UsageError(f"{self.name}: {problems}")), arguments)
         mark = sets.started.set(self.level)
         try:
             if spec.toolset not in self.offered:
@@ -131,16 +131,13 @@ class StrictTool(Tool):
                                error={"kind": "internal", "message": type(cause).__name__})
         finally:
             sets.started.reset(mark)
-        return self.result(doc)
+        return self.result(doc, arguments)
 
-    def result(self, doc) -> CallToolResult:
+    def result(self, doc, arguments) -> CallToolResult:
         doc = public(doc)
         doc["next"] = nextsteps.translate(doc.get("next") or [], self.listed)
-        if (doc.get("error") or {}).get("kind") in (errors.UsageError.kind, errors.Ambiguous.kind):
-            said = nextsteps.reword(doc["command"], doc["error"]["message"])
-            doc["error"] = dict(doc["error"], message=said)
-            doc["summary"] = nextsteps.reword(doc["command"], doc["summary"])
-        doc = budget.bound(doc)
+        doc = chains.chained(self.name, dict(arguments or {}), doc, self.listed)
+        doc = budget.bound(words.for_mcp(doc, self.listed))
         return CallToolResult(content=[TextContent(type="text", text=budget.compact(doc))], structured_content=doc,
                               is_error=bool(doc.get("error")))
 

@@ -10,7 +10,6 @@ an error.
 """
 
 from .. import errors
-from ..findings import SEVERITIES
 from ..jobs import states
 from ..triage import CLASS_NAMES, STATUSES
 
