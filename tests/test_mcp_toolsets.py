@@ -24,7 +24,7 @@ TOOLSETS = {
     "jobs": {"job_launch", "job_status", "job_wait", "job_logs", "job_stop", "job_pause", "job_resume", "job_retry",
              "job_queue"},
     "postmortem": {"job_diagnose", "log_triage", "vram_reap"},
-    "data": {"data_push", "data_pull", "data_verify", "teardown_check"},
+    "data": {"data_push", "data_pull", "data_verify", "teardown_check", "request_wait", "request_cancel"},
     "fleet": {"fleet_status", "fleet_launch", "gang_launch", "gang_retry", "gang_status", "gang_wait", "gang_logs",
               "gang_stop", "gang_diagnose"},
     "reference": {"gotcha_lookup", "profiles_show", "profile_guess"},

@@ -44,7 +44,8 @@ def test_a_cli_sentence_reads_in_tools_and_parameters():
     assert words.reword("retry", "e.g. '--resume last.ckpt'") == "e.g. '--resume last.ckpt'"
     assert words.reword("launch", "a GPU another gpuops job is pinned to") == "a GPU another gpuops job is pinned to"
     only_jobs = frozenset(surface.toolset("jobs"))  # a tool the server does not list is not named
-    assert words.reword("diagnose", "pull it (gpuops pull) first", only_jobs) == "pull it (the CLI's `gpuops pull`) first"
+    said = words.reword("diagnose", "pull it (gpuops pull) first", only_jobs)
+    assert said == "pull it (the CLI's `gpuops pull`) first"
 
 
 @pytest.mark.anyio

@@ -30,7 +30,7 @@ SURFACE = {
     "pause": ("job_pause",), "resume": ("job_resume",), "retry": ("job_retry", "gang_retry"),
     "queue": ("job_queue",), "push": ("data_push",), "pull": ("data_pull",), "verify": ("data_verify",),
 }
-SERVERS_OWN = set()  # tools no verb is made of
+SERVERS_OWN = {"request_wait", "request_cancel"}  # tools no verb is made of
 
 
 def _task(verb):

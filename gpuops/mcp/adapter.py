@@ -7,7 +7,6 @@ either into the tool result. Blocking operations get timeouts that keep a call u
 
 from .. import errors
 from ..surface import common
-from ..sync.progress import Silent
 
 OP_TIMEOUT_S = common.CALL_S  # on-box work per call, leaving room for the SSH connect under ~50 s
 LOG_TEXT_BYTES = common.PAGE  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
@@ -39,28 +38,6 @@ def check_regex(name, pattern):
         re.compile(pattern)
     except re.error as e:
         raise errors.UsageError(f"{name} is not a valid regular expression: {e}") from None
-
-
-class Stages(Silent):
-    """A sync's progress, kept for the notifications: its current stage and bytes moved."""
-
-    def __init__(self):
-        self.text, self.done, self.total = "starting", 0, None
-
-    def stage(self, text):
-        self.text, self.total = text, None
-
-    def start(self, total, what="", files=None):
-        self.text, self.done, self.total = what or "sending", 0, total
-
-    def update(self, done, files=None):
-        self.done = max(self.done, done)
-
-    def __str__(self):
-        from ..units import human_bytes
-
-        moved = f" ({human_bytes(self.done)} of {human_bytes(self.total)})" if self.total else ""
-        return self.text + moved
 
 
 async def with_progress(ctx, total_s, message, work):

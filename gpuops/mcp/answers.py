@@ -14,6 +14,7 @@ from . import vocab
 _JSON = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "a": "array", "o": "object"}
 _STARTED = "job:o existing:b meta:o first_error:s?"
 _TRIMMED = " omitted:o"  # what a compact answer left out (gpuops.mcp.trim)
+_ASKED = " request_id:s state:s elapsed_s:n"  # a copy as a request (gpuops.mcp.requests)
 _GANG_STARTED = "gang:o gang_id:s? refused:s preflight:o"
 _SYNC = ("direction:s engine:s local:s remote:s files:i dirs:i symlinks:i payload_bytes:i sent_paths:i "
          "already_equal:i bytes_sent:n bytes_reused:n wire_bytes:n? bytes_verified:i files_verified:i retries:i "
@@ -72,9 +73,9 @@ def known():
         "profile_guess": "guess:s? candidates:a facts:o",
         "teardown_check": "profile:s verb:s meter_stop_verb:s deletes:a still_bills:s? keeps:a",
         "data_verify": "local:s remote:s files:i bytes_verified:n files_verified:i mismatches:a mismatch_count:i "
-                       "extras:a extra_count:i hashing:o verified:b",
-        "data_push": _SYNC,
-        "data_pull": _SYNC + " manifest:s",
+                       "extras:a extra_count:i hashing:o verified:b" + _ASKED,
+        "data_push": _SYNC + _ASKED,
+        "data_pull": _SYNC + " manifest:s" + _ASKED,
         "gang_launch": _GANG_STARTED,
         "gang_retry": _GANG_STARTED,
         "gang_status": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s?",
@@ -83,6 +84,9 @@ def known():
         "gang_logs": "gang_id:s nodes:a cursors:s text:s",
         "gang_stop": "gang_id:s nodes:a plan:o dry_run:b refused_plan:s changed:a",
         "gang_diagnose": "gang_id:s state:s reason:s? nodes:a first_failed:o? diagnose:o? error_line:s?",
+        # a request answers with its copy's own envelope once it ended: any copy's keys
+        "request_wait": _SYNC + " manifest:s" + _ASKED,
+        "request_cancel": _SYNC + " manifest:s" + _ASKED,
     }
 
 
@@ -104,7 +108,8 @@ def _rows(**props):
 _BEGUN = {"job": _obj(job_id=_S), "existing": _B}
 _PLAN = _obj(plan_id=_S)
 _GANG = {"gang_id": _S, "state": STATE, "first_failed": _I0}
-_COPIED = {"verified": _B, "mismatch_count": _I, "extra_count": _I}
+_COPIED = {"verified": _B, "mismatch_count": _I, "extra_count": _I, "request_id": _S,
+           "state": vocab.enum(vocab.REQUEST_STATES)}
 
 # tool -> the data keys its output schema types (the others pass: consumers ignore keys they do not
 # know), chosen for what an agent branches on: states and verdicts, ids and offsets, flags.
@@ -140,4 +145,6 @@ ADVERTISED = {
     "gang_diagnose": _GANG,
     "profiles_show": {},
     "gotcha_lookup": {"hits": {"type": "array"}},
+    "request_wait": {"request_id": _S, "state": vocab.enum(vocab.REQUEST_STATES)},
+    "request_cancel": {"request_id": _S, "state": vocab.enum(vocab.REQUEST_STATES)},
 }

@@ -3,9 +3,9 @@
 An operation's `next` is written for the CLI and knows nothing of the call it answers; here the
 server, which does, adds what only it can say and takes out what leads nowhere:
 
-- an error: the candidates of an ambiguous job name, each as the same call naming one id; for a
-  job the box does not know, its jobs; for a retryable one (a box that did not answer, a busy
-  destination), the same call again;
+- an error the operation gave no step for: the candidates of an ambiguous job name, each as the
+  same call naming one id; for a job the box does not know, its jobs; for a retryable one (a box
+  that did not answer, a busy destination), the same call again;
 - a gang launched: gang_wait on it (it returns when the gang ends) before anything else;
 - a job that COMPLETED: log_triage (how far it got, what it logged) instead of a read of the log
   from its end, which is empty, and a word on pulling its outputs;
@@ -57,7 +57,7 @@ def chained(tool, args, doc, listed) -> dict:
     advice = list(doc.get("advice") or [])
     data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
     if doc.get("error"):
-        steps += [s for s in after_error(tool, args, doc["error"], listed) if s not in steps]
+        steps = steps or after_error(tool, args, doc["error"], listed)
     elif tool in ("gang_launch", "gang_retry") and data.get("gang_id") and "gang_wait" in listed:
         steps.insert(0, _call("gang_wait", {"gang": data["gang_id"]}, "returns when the gang ends, or at the "
                                                                        "timeout"))

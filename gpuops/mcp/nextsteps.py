@@ -53,9 +53,14 @@ def tool_step(argv, listed):
 
 
 def translate(steps, listed):
-    """A document's `next` for an MCP caller (see tool_step); `why` is kept."""
+    """A document's `next` for an MCP caller (see tool_step); `why` is kept. A step of the
+    server's own tools (request_wait) is a tool call already."""
     out = []
     for item in steps:
+        if "tool" in item:
+            if item["tool"] in listed and item not in out:
+                out.append(item)
+            continue
         made = tool_step(item["argv"], listed)
         if made is not None and made not in out:
             out.append(dict(made, why=item["why"]) if item.get("why") else made)
@@ -65,6 +70,9 @@ def translate(steps, listed):
 def _args(words, flags):
     args, i = {}, 0
     while i < len(words):
+        if words[i] == "--json":  # how the CLI prints, which a tool call has no need to say
+            i += 1
+            continue
         spec = flags.get(words[i])
         if spec is None:
             return None

@@ -25,7 +25,8 @@ from pydantic import ConfigDict, ValidationError
 from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
-from . import budget, chains, nextsteps, params, resources, schemas, tools_box, tools_gang, tools_jobs, words
+from . import (budget, chains, nextsteps, params, requests, resources, schemas, tools_box, tools_gang, tools_jobs,
+               words)
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -33,7 +34,7 @@ log = logging.getLogger("gpuops.mcp")
 LOG_RESULT_META = {"anthropic/maxResultSizeChars": 60_000}
 _LONG = ("job_logs", "job_wait", "log_triage", "gang_logs")  # answers that may carry a log's text
 
-FUNCTIONS = {fn.__name__: fn for fn in (*tools_box.TOOLS, *tools_jobs.TOOLS, *tools_gang.TOOLS)}
+FUNCTIONS = {fn.__name__: fn for fn in (*tools_box.TOOLS, *tools_jobs.TOOLS, *tools_gang.TOOLS, *requests.TOOLS)}
 
 _HOW = """\
 gpuops operates rented GPU boxes over SSH. host is 'local', an ssh_config alias or user@host:port.

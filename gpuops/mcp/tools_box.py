@@ -1,19 +1,20 @@
 """The box and data tools: preflight, fleet, reap, gotchas, profiles (and the guess), teardown-check,
 verify, push, pull.
 
-Each returns the operation's envelope (the same gpuops.ops call the CLI makes) or raises a
-GpuopsError; gpuops.mcp.server makes the result. Local paths (push's source, pull's destination,
-verify's reference) must lie under the owner's roots (gpuops.mcp.scope), since a model steered by
-hostile text could otherwise send this machine's secrets to a box, or overwrite them.
+Each returns the operation's envelope (the same gpuops.ops call the CLI makes; a copy runs as the
+CLI verb itself, as a request: gpuops.mcp.requests) or raises a GpuopsError; gpuops.mcp.server
+makes the result. Local paths (push's source, pull's destination, verify's reference) must lie
+under the owner's roots (gpuops.mcp.scope), since a model steered by hostile text could otherwise
+send this machine's secrets to a box, or overwrite them.
 """
 
 import os
 
 from mcp.server.mcpserver import Context
 
-from .. import errors
-from . import scope, trim
-from .adapter import OP_TIMEOUT_S, Stages, applies_plan, on_host, with_progress
+from .. import errors, surface
+from . import requests, scope, trim
+from .adapter import OP_TIMEOUT_S, applies_plan, on_host
 
 
 def host_preflight(host, profile, paths, fields, failed_only):
@@ -66,50 +67,39 @@ def teardown_check(host, profile, keep, verb):
     return teardown.teardown_check(host, profile, keep or [], verb)
 
 
-def _options(stages, exclude, include_git, rehash=False, **more):
-    from ..ops.sync import Options
+async def _copy(ctx, tool, host, args, what, wait_s):
+    """A copy as a request (gpuops.mcp.requests): its answer within `wait_s`, or its request_id.
+    One host, as every tool takes; the local path already resolved under the owner's roots."""
+    from ..ops.hosts import one_host
 
-    return Options(excludes=tuple(exclude or ()), include_git=include_git, rehash=rehash, retry_for=OP_TIMEOUT_S,
-                   progress=stages, **more)
-
-
-async def _synced(ctx, verb, host, local, run):
-    """`run(target, local path, progress) -> envelope` for a sync verb, on a worker thread while
-    progress notifications say its stage; `local` only under the owner's roots."""
-    stages = Stages()
-
-    def work():
-        real = scope.local_path(local, os.environ)
-        return on_host(verb, host, lambda t: run(t, real, stages))
-
-    return await with_progress(ctx, None, lambda: str(stages), work)
+    one_host(surface.tool(tool).verb, host)
+    return await requests.waited(ctx, requests.start(tool, dict(args, host=host), what), wait_s)
 
 
-async def data_verify(ctx: Context, host, local, remote, exclude, include_git, rehash):
-    from ..ops.verify import verify
-
-    return await _synced(ctx, "verify", host, local, lambda t, real, stages: verify(
-        t, real, remote, _options(stages, exclude, include_git, rehash)))
+async def data_verify(ctx: Context, host, local, remote, exclude, include_git, rehash, wait_s):
+    real = scope.local_path(local, os.environ)
+    return await _copy(ctx, "data_verify", host, dict(local=real, remote=remote, exclude=exclude,
+                                                      include_git=include_git, rehash=rehash),
+                       f"verify {real} against {host}:{remote}", wait_s)
 
 
 async def data_push(ctx: Context, host, local, remote, exclude, include_git, delete, yes, plan_id, no_budget, compress,
-                    rehash, fix_crlf, profile):
-    from ..ops import push as op
-
+                    rehash, wait_s, fix_crlf, profile):
     _check_plan("data_push", delete, yes, plan_id)
-    return await _synced(ctx, "push", host, local, lambda t, real, stages: op.push(t, real, remote, _options(
-        stages, exclude, include_git, rehash, delete=delete, yes=yes, plan=plan_id, fix_crlf=fix_crlf, profile=profile,
-        check_budget=not no_budget, compress=compress)))
+    real = scope.local_path(local, os.environ)
+    return await _copy(ctx, "data_push", host, dict(
+        local=real, remote=remote, exclude=exclude, include_git=include_git, delete=delete, yes=yes, plan_id=plan_id,
+        no_budget=no_budget, compress=compress, rehash=rehash, fix_crlf=fix_crlf, profile=profile),
+        f"push {real} to {host}:{remote}", wait_s)
 
 
 async def data_pull(ctx: Context, host, remote, local, exclude, include_git, delete, yes, plan_id, no_budget, compress,
-                    rehash):
-    from ..ops import pull as op
-
+                    rehash, wait_s):
     _check_plan("data_pull", delete, yes, plan_id)
-    return await _synced(ctx, "pull", host, local, lambda t, real, stages: op.pull(t, remote, real, _options(
-        stages, exclude, include_git, rehash, delete=delete, yes=yes, plan=plan_id, check_budget=not no_budget,
-        compress=compress)))
+    real = scope.local_path(local, os.environ)
+    return await _copy(ctx, "data_pull", host, dict(
+        remote=remote, local=real, exclude=exclude, include_git=include_git, delete=delete, yes=yes, plan_id=plan_id,
+        no_budget=no_budget, compress=compress, rehash=rehash), f"pull {host}:{remote} to {real}", wait_s)
 
 
 def _check_plan(tool, delete, yes, plan_id):

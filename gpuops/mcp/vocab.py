@@ -24,6 +24,7 @@ CONFIDENCE = ("high", "medium", "low")
 TRIAGE_STATUSES = STATUSES
 CLASSES = CLASS_NAMES
 ERROR_KINDS = tuple(errors.KINDS) + (errors.GpuopsError.kind,)
+REQUEST_STATES = ("running", "cancelled", "failed")  # a copy's request before its own answer (gpuops.mcp.requests)
 
 
 def enum(values, nullable=False) -> dict:

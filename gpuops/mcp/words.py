@@ -6,8 +6,9 @@ type a flag. So before an answer leaves the server its prose is reworded: a gpuo
 becomes the tool call it means (`data_pull {"host": "b", "remote": "/ckpt", "local": "LOCAL_DIR"}`),
 or the tool's name when its flags cannot all be said; a flag of the answer's own verb becomes its
 parameter (`plan_id`; "add --yes --plan P" is "call again with yes=true and plan_id P"), an
-engine's flag `resources.time`, and a flag no tool takes is named as the CLI's. A flag that is not gpuops's (a training script's `--resume`,
-`docker run --gpus`) is left as it is: only the verb's own flags are reworded outside a command.
+engine's flag `resources.time`, and a flag no tool takes is named as the CLI's. A flag that is not
+gpuops's (a training script's `--resume`, `docker run --gpus`) is left as it is: only the verb's
+own flags are reworded outside a command.
 """
 
 import functools

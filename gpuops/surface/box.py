@@ -1,8 +1,8 @@
 """The box verbs: preflight, fleet, reap, diagnose, triage, profiles, gotcha, disconnect, and their
 tools."""
 
-from .common import (ALL, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP, SEVERAL,
-                     VERBOSE, YES_PLAN_TIP, host)
+from .common import (ALL, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP,
+                     SEVERAL, VERBOSE, YES_PLAN_TIP, host)
 from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Param, Tool, Verb, a
 
 CALLS_OWN_LIMIT = "a tool call's own limit applies"

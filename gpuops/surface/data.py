@@ -1,6 +1,6 @@
 """The data verbs: push, pull, verify; and the server's own request tools, which wait on them."""
 
-from .common import (ALL, DAY, EXCLUDE, HOST1, IDENTITY, INCLUDE_GIT, JSON, PLAN_TIP, REHASH, VERBOSE,
+from .common import (ALL, DAY, EXCLUDE, HOST1, IDENTITY, INCLUDE_GIT, JSON, PLAN_TIP, REHASH, VERBOSE, WAIT_S,
                      host)
 from .model import CHANGES, CHOICE, READS, SECS, SWITCH, TEXT, Param, Tool, Verb, a
 
@@ -9,6 +9,9 @@ _HOST = "an ssh_config alias or user@host:port (push and verify: comma-separate 
 _LOCAL = "under the directories the server reads (GPUOPS_MCP_ROOTS)"
 _ENGINE_ONLY = "a tool lets gpuops pick (rsync when both ends have it, else SFTP)"
 _RETRIES = "a tool keeps the CLI's default"
+WAIT = a("wait_s", kind=SECS, default=20.0, low=0, high=WAIT_S,
+         why="the CLI shows its progress until the copy ends; a tool call answers within a minute",
+         tip="answer within this long: the result, or a request_id to request_wait on")
 JSON_SYNC = Param("json", SWITCH, "print one JSON envelope instead of a progress bar and tables",
                   cli_only=JSON.cli_only)
 
@@ -43,7 +46,7 @@ _COMPRESS = Param("compress", SWITCH, "compress the data on the wire (rsync --co
                   tip="compress on the wire (pays on a slow link)")
 _LAST = (REHASH, IDENTITY, _PLAN, _COMPRESS, JSON_SYNC, VERBOSE)
 _COPY = (a("exclude"), a("include_git"), a("delete"), a("yes"), a("plan_id", "plan"), a("no_budget"), a("compress"),
-         a("rehash"))
+         a("rehash"), WAIT)
 
 PUSH = Verb("push", "Data", CHANGES, params=(
     *_transfer(("local directory to send", f"local directory to send, {_LOCAL}"),
@@ -90,10 +93,21 @@ VERIFY = Verb("verify", "Data", READS, params=(
     Tool("data_verify", "verify", DATA, READS, "Verify a copy by hashes",
          "Compare content hashes of a local tree and its copy on a box; ok only when every file matches.", args=(
              HOST1, a("local", "src", required=True), a("remote", "dst", required=True), a("exclude"),
-             a("include_git"), a("rehash"))),
+             a("include_git"), a("rehash"), WAIT)),
 ))
 
 
 VERBS = (PUSH, PULL, VERIFY)
 
-TOOLS = ()  # the server's own tools: no verb is made of them
+REQUEST_ID = a("request_id", kind=TEXT, required=True, why="the CLI runs a copy in the foreground (Ctrl-C ends it)",
+               tip="the request_id a copy answered with")
+# The server's own tools: no verb is made of them.
+TOOLS = (
+    Tool("request_wait", None, DATA, READS, "Wait for a request",
+         "Wait for a copy that answered with a request_id; returns its result when it ends.", local=True,
+         args=(REQUEST_ID, a("timeout_s", kind=SECS, default=WAIT_S, low=0, high=WAIT_S,
+                             why="the CLI waits in the foreground", tip="seconds at most; call again while running"))),
+    Tool("request_cancel", None, DATA, CHANGES, "Cancel a request",
+         "Cancel a copy that answered with a request_id: it stops, and claims nothing.", local=True,
+         args=(REQUEST_ID,)),
+)

@@ -2,9 +2,9 @@
 
 from .. import engines
 from ..jobs import states
-from .common import (CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB, JOB_TIP,
-                     JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH, YES_PLAN_TIP,
-                     host)
+from .common import (CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
+                     JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
+                     YES_PLAN_TIP, host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
                     Param, Tool, Verb, a)
 
