@@ -40,6 +40,8 @@ def input_schema(tool, schema, profile_names):
             del prop["default"]
         if prop.get("type") == "object":  # its values' types are the call's to check, not worth a turn's words
             prop.pop("additionalProperties", None)
+        if prop.get("items") == {"type": "string"}:  # an array's items are text unless an enum says otherwise
+            del prop["items"]
         if prop.get("maximum", 0) > FAR:  # as far as a model need care (a call is still held to it)
             del prop["maximum"]
     if "profile" in out["properties"]:
