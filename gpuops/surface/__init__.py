@@ -2,10 +2,15 @@
 and the MCP tools made of it (their parameters, one-line purpose, toolset).
 
 gpuops.cli makes each verb's task from it (gpuops.cli.flags.verb: the parameters, their help and
-the parsing of their values), gpuops.mcp each tool's input schema, its annotations, the toolsets
-and the table that turns a CLI next step into a tool call (gpuops.mcp.nextsteps), and `python -m
-gpuops.surface` the interface reference (references/INTERFACE.md). A flag one side has and the
-other lacks says why (Param.cli_only, Arg.why); tests/test_surface.py holds both sides to it.
+the parsing of their values), gpuops.mcp each tool's input schema, its annotations, the toolsets,
+the table that turns a CLI next step into a tool call (gpuops.mcp.nextsteps) and the words a
+message's flags become (gpuops.mcp.words), and docs.py the interface reference
+(references/INTERFACE.md, written by `python -m gpuops.refdocs --write`). A flag one side has and
+the other lacks says why (Param.cli_only, Arg.why); tests/test_surface.py holds both sides to it.
+
+A new flag is one Param in its verb's tuple (and, for MCP, an `a(name)` in a tool's args), plus its
+name in the verb's function (gpuops.cli) and its tool's (gpuops.mcp): the parity test says which
+is missing.
 
 Nothing here imports the CLI, the MCP SDK or an operation: both faces read it.
 """
