@@ -66,8 +66,10 @@ async def test_wait_and_status_answer_compactly_and_give_what_they_left_out(jobs
         rows, rows_size = await answer(c, "job_status", {"host": "local", "fields": ["*"]})
         failing, _ = await answer(c, "job_status", {"host": "local", "failed_only": True})
     assert waited["data"]["state"] == "COMPLETED" and size < COMPACT < whole_size, (size, whole_size)
-    assert "job" not in waited["data"] and whole["data"]["job"]["job_id"] == ids[-1]
-    assert waited["data"]["omitted"]["keys"] and waited["data"]["next_offset"] == whole["data"]["next_offset"]
+    assert set(waited["data"]["job"]) <= set(trim.ROW) and "command" in whole["data"]["job"]
+    assert "command" in waited["data"]["omitted"]["row_keys"] and whole["data"]["job"]["job_id"] == ids[-1]
+    assert "until" in waited["data"]["omitted"]["keys"]
+    assert waited["data"]["next_offset"] == whole["data"]["next_offset"]
     assert len(waited["data"]["new_text"].encode()) <= 4000 and whole["data"]["new_text"].endswith(
         waited["data"]["new_text"])
     assert len(listed["data"]["jobs"]) == 12 and listed_size < COMPACT < rows_size, (listed_size, rows_size)

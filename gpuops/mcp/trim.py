@@ -13,11 +13,11 @@ ALL = "*"
 COMPACT = {
     "host_preflight": ("errors", "gpu", "host", "torch", "profile"),
     "job_wait": ("job_id", "state", "reason", "reached", "timed_out", "new_text", "text_starts_at", "next_offset",
-                 "log_size", "waited_s", "match", "interrupted"),
+                 "log_size", "waited_s", "match", "interrupted", "job"),
 }
-# a status row's keys unless asked for others (the command and the timestamps are for a later look)
-ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "labels", "age_s", "duration_s",
-       "progress", "stall_after_s", "parent_job_id")
+# a job row's keys unless asked for others (the command and the timestamps are for a later look)
+ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
+       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
 HEALTHY = ("RUNNING", "STARTING", "PENDING", "PAUSED", "COMPLETED")  # job states failed_only leaves out
 
@@ -38,12 +38,16 @@ def _said(doc, **omitted):
 
 
 def fields(doc, tool, wanted):
-    """`doc` with only the data keys `wanted` (default: the tool's COMPACT set)."""
+    """`doc` with only the data keys `wanted` (default: the tool's COMPACT set); a job row it keeps
+    has its ROW keys, unless all were asked for."""
     if not isinstance(doc.get("data"), dict) or doc.get("error"):
         return doc
     doc = dict(doc)
     doc["data"], gone = _keep(doc["data"], wanted, COMPACT[tool])
-    return _said(doc, keys=gone)
+    row_gone = []
+    if isinstance(doc["data"].get("job"), dict) and not (wanted and ALL in wanted):
+        doc["data"]["job"], row_gone = _keep(doc["data"]["job"], None, ROW)
+    return _said(doc, keys=gone, row_keys=row_gone)
 
 
 def preflight(doc, wanted, failed_only):
