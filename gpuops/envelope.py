@@ -2,6 +2,10 @@
 
 Keys are fixed by SCHEMA_VERSION; agents rely on them, so add keys only with a version bump.
 Version 2: `next` holds runnable steps ({"argv": [...], "why"?}, see step()), prose went to `advice`.
+Version 3 (the keys of issues 26-30, under one bump): an `error` says whether the same call may
+succeed later, `retryable`, and when waiting helps how long, `retry_after_s` (a box that did not
+answer, a destination another transfer writes: kind `busy`); an error whose fix is a command has it
+in `next` (the ssh-keygen -R of a changed host key), and a retryable one the same command again.
 """
 
 import json
@@ -9,7 +13,10 @@ import re
 
 from . import errors
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# the errors the same call may get past by waiting, and about how long to wait
+RETRY_AFTER_S = {errors.Unreachable.kind: 15.0, errors.TimedOut.kind: 15.0, errors.Busy.kind: 30.0}
+_KEYGEN = re.compile(r"ssh-keygen -R '([^']+)' -f (\S+)")
 
 
 def step(*argv, why=None) -> dict:
@@ -40,8 +47,17 @@ def envelope(command, *, ok, summary, host=None, data=None, findings=(), next=()
         "advice": list(advice),
     }
     if error is not None:
-        doc["error"] = error
+        doc["error"] = retry_said(error)
     return doc
+
+
+def retry_said(error) -> dict:
+    """An error document with `retryable` and, when waiting helps, `retry_after_s` (by its kind)."""
+    kind = error.get("kind")
+    out = dict(error, retryable=error.get("retryable", kind in RETRY_AFTER_S))
+    if kind in RETRY_AFTER_S:
+        out.setdefault("retry_after_s", RETRY_AFTER_S[kind])
+    return out
 
 
 def fleet(command, *, ok, summary, hosts):
@@ -81,8 +97,26 @@ def dumps(doc) -> str:
 
 
 def error_envelope(command, err, host=None):
-    """The envelope of an expected failure (a GpuopsError): ok false, its kind and message."""
-    return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict())
+    """The envelope of an expected failure (a GpuopsError): ok false, its kind and message, whether
+    to retry (and when), and the fix when it is a command."""
+    fix = []
+    keygen = _KEYGEN.search(err.message) if err.kind == errors.HostKeyChanged.kind else None
+    if keygen:
+        fix.append(step("ssh-keygen", "-R", keygen.group(1), "-f", keygen.group(2),
+                        why="only if you know the box was re-provisioned: it forgets the key it had"))
+    return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict(), next=fix)
+
+
+def again(doc, argv, said="the same"):
+    """`doc` with the same command (`argv`) as its next step when its error is retryable and no
+    other step was given: what a busy destination or a box that did not answer asks for."""
+    err = doc.get("error") or {}
+    if not err.get("retryable") or doc.get("next"):
+        return doc
+    wait = err.get("retry_after_s")
+    when = f", once the other transfer has ended (in about {wait:g}s)" if err.get("kind") == errors.Busy.kind \
+        else f", in about {wait:g}s" if wait else ""
+    return dict(doc, next=[step(*argv, why=said + when)])
 
 
 # When several hosts answer differently, the worst outcome decides the one exit code.

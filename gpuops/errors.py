@@ -59,6 +59,13 @@ class Refused(GpuopsError):
     kind = "refused"
 
 
+class Busy(Refused):
+    """Another holds what this needs for a while (a transfer writing the same destination): the
+    same call again later is the fix, not a change to it."""
+
+    kind = "busy"
+
+
 class HostError(GpuopsError):
     """The host could not be asked. Never to be read as 'the job is dead'."""
 
@@ -123,7 +130,7 @@ class BadAnswer(HostError):
     kind = "bad-answer"
 
 
-KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, Rejected, NotFound, Refused, Unreachable, AuthFailed,
+KINDS = {cls.kind: cls for cls in (UsageError, Ambiguous, Rejected, NotFound, Refused, Busy, Unreachable, AuthFailed,
                                    HostKeyChanged, HostKeyRevoked, HostKeyUnverifiable, HostKeyShared, TimedOut,
                                    PythonMissing, BadAnswer)}
 

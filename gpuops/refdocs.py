@@ -1,6 +1,7 @@
 """The generated reference documents.
 
-`references/catalog.md`, `references/COVERAGE.md`, `profiles/SCHEMA.md` and the citation table
+`references/catalog.md`, `references/COVERAGE.md`, `references/INTERFACE.md` (every verb's flags and
+its MCP tools, gpuops.surface), `profiles/SCHEMA.md` and the citation table
 `gpuops gotcha` reads (gpuops/data/references/citations.json) are generated from the
 gotcha index (gpuops.gotcha), the profile schema (gpuops.profiles) and the code: gpuops.coverage
 scans gpuops/**/*.py for findings that cite a gotcha and tells checks from explanations and
@@ -142,6 +143,7 @@ def citation_table(rows: dict) -> dict:
 def generated_docs() -> dict:
     """Path -> expected text of every generated reference document."""
     from .profiles import schema_markdown
+    from .surface import docs as interface
 
     rows = table()
     return {
@@ -149,6 +151,7 @@ def generated_docs() -> dict:
         COMPILED: compiled(source()),
         REPO / "references" / "COVERAGE.md": coverage_markdown(rows=rows),
         REPO / "references" / "catalog.md": catalog_markdown(rows=rows),
+        REPO / "references" / "INTERFACE.md": interface.markdown(),
         REPO / "profiles" / "SCHEMA.md": "# Profile schema\n\nGenerated from `gpuops/profiles.py` by "
         "`python -m gpuops.refdocs --write`; see profiles/README.md.\n\n" + schema_markdown(),
     }

@@ -302,7 +302,7 @@ async def test_the_fleet_is_a_read_only_mcp_tool(rig, fleet, monkeypatch):
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(fleet["config"]))
     monkeypatch.setenv("GPUOPS_MODE", "readonly")
-    async with Client(server.build(), raise_exceptions=True) as client:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert listed["fleet_status"].annotations.read_only_hint is True
         result = await client.call_tool("fleet_status", {"fleet": "up", "window_s": 0.5})

@@ -92,6 +92,8 @@ def test_the_cycle_finder_finds_one(monkeypatch):
     ("gpuops.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.jobs", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.engines", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
+    # one description per verb, which both faces read: it imports neither, nor what runs a verb
+    ("gpuops.surface", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote", "gpuops.sync")),
     ("gpuops.ops", ("gpuops.cli", "gpuops.mcp", "gpuops.render")),
     ("gpuops.render", ("gpuops.cli", "gpuops.mcp", "gpuops.ops")),
     ("gpuops.mcp", ("gpuops.cli", "gpuops.render")),

@@ -20,14 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
 READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup",
              "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify", "gang_status", "gang_logs",
-             "gang_wait", "gang_diagnose"}
-CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push", "data_pull",
-                          "gang_launch", "gang_retry", "gang_stop"}
+             "gang_wait", "gang_diagnose", "request_wait"}
+CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push",
+                          "data_pull", "gang_launch", "gang_retry", "gang_stop", "job_pause", "job_resume",
+                          "request_cancel"}
 
 
 @pytest.fixture
 async def client(real_processes):
-    async with Client(server.build(), raise_exceptions=True) as c:
+    """A server offering every toolset (the default offers three: tests/test_mcp_toolsets.py)."""
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
         yield c
 
 
@@ -65,18 +67,21 @@ async def test_tools_list_names_annotations_and_size(client):
     for name in ("job_stop", "vram_reap", "data_push", "data_pull", "gang_stop"):
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is True
-    for name in ("job_launch", "fleet_launch", "job_retry", "job_queue", "gang_launch", "gang_retry"):  # any command
+    for name in ("job_launch", "fleet_launch", "job_retry", "job_queue", "gang_launch", "gang_retry",
+                 "job_resume"):  # any command
         assert tools[name].annotations.destructive_hint is True
         assert tools[name].annotations.idempotent_hint is False
+    assert tools["job_pause"].annotations.destructive_hint is True  # it stops the job once checkpointed
     assert all(t.input_schema["additionalProperties"] is False for t in tools.values())
     assert tools["job_logs"].meta == server.LOG_RESULT_META
     assert "secret" not in json.dumps(tools["job_launch"].input_schema["required"])
-    # What a model reads every turn is each tool's name, description and input schema (clients do not
-    # hand it the output schema); the whole listing, output schemas included, is read once a session.
-    seen = json.dumps([[t.name, t.description, t.input_schema] for t in tools.values()], separators=(",", ":"))
-    assert len(seen) < 1_000 * len(tools), f"the tools cost {len(seen)} chars of every agent turn"
-    wire = json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
-    assert len(wire) < 2_500 * len(tools), f"tools/list is {len(wire)} chars"
+    for name, tool in tools.items():  # what it is for, in one line
+        assert "\n" not in tool.description and len(tool.description) <= 100, (name, tool.description)
+    # The definitions (name, description, input and output schemas) of every tool: 53,736 chars before
+    # toolsets, descriptions of one line and lean output schemas.
+    defined = sum(len(json.dumps({"name": t.name, "description": t.description, "inputSchema": t.input_schema,
+                                  "outputSchema": t.output_schema}, separators=(",", ":"))) for t in tools.values())
+    assert defined < 1_500 * len(tools), f"the tools' definitions are {defined} chars"
 
 
 # ---------------------------------------------------------------- calls
@@ -190,7 +195,7 @@ async def test_readonly_mode_refuses_at_call_time(client, jobs_dir, monkeypatch)
 async def test_readonly_mode_says_a_tool_it_does_not_list_is_refused_not_unknown(monkeypatch, jobs_dir, tool, args):
     """A server started readonly answered a call to such a tool with "Unknown tool"."""
     monkeypatch.setenv("GPUOPS_MODE", "readonly")
-    async with Client(server.build(), raise_exceptions=True) as c:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
         assert tool not in {t.name for t in (await c.list_tools()).tools}
         result = await c.call_tool(tool, args)
     doc = json.loads(result.content[0].text)
@@ -216,7 +221,7 @@ async def test_a_destructive_apply_through_mcp_needs_the_plan_id_it_was_shown(cl
 @pytest.mark.anyio
 async def test_readonly_mode_lists_no_tool_that_changes_a_box(monkeypatch):
     monkeypatch.setenv("GPUOPS_MODE", "readonly")
-    async with Client(server.build(), raise_exceptions=True) as c:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
         listed = {t.name: t for t in (await c.list_tools()).tools}
     assert set(listed) == READ_ONLY and all(t.annotations.read_only_hint for t in listed.values())
 
@@ -373,8 +378,8 @@ async def test_job_stop_applies_only_the_plan_it_showed(client, jobs_dir):
 @pytest.mark.anyio
 async def test_stdio_launch_wait_returns_within_a_second_of_the_exit(tmp_path, real_processes):
     jobs = tmp_path / "jobs"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp"], cwd=str(ROOT),
-                                   env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs)))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp", "--toolsets", "all"],
+                                   cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs)))
     with anyio.fail_after(60):
         async with Client(params, mode="legacy") as c:
             assert c.server_info.name == "gpuops"

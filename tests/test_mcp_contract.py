@@ -13,10 +13,11 @@ pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]
 import jsonschema  # noqa: E402 - the SDK's client validates results with it
 from mcp import Client  # noqa: E402
 
-from gpuops.mcp import adapter, nextsteps, schemas, server  # noqa: E402
+from gpuops import surface  # noqa: E402
+from gpuops.mcp import adapter, answers, nextsteps, words  # noqa: E402
 from tests.test_mcp import client, jobs_dir  # noqa: E402,F401 - the same fixtures
 
-ALL = {n for n in server.VERB}
+ALL = set(surface.tools())
 
 
 @pytest.fixture(autouse=True)
@@ -68,10 +69,10 @@ def test_what_mcp_cannot_say_is_left_out_and_other_commands_keep_their_argv():
 
 
 def test_an_error_raised_for_the_cli_reads_in_parameters():
-    said = nextsteps.reword("launch", "--secret-env HF: HF is not set; HF is given both as --env and as --secret-env")
+    said = words.reword("launch", "--secret-env HF: HF is not set; HF is given both as --env and as --secret-env")
     assert said == "secret_env HF: HF is not set; HF is given both as env and as secret_env"
-    assert nextsteps.reword("stop", "--plan 'x' is not a plan id") == "plan_id 'x' is not a plan id"
-    assert nextsteps.reword("push", "--src is required; --no-budget") == "local is required; --no-budget"
+    assert words.reword("stop", "--plan 'x' is not a plan id") == "plan_id 'x' is not a plan id"
+    assert words.reword("push", "--src is required; --no-budget") == "local is required; no_budget"
 
 
 @pytest.mark.anyio
@@ -134,8 +135,8 @@ async def test_log_triage_advertises_exactly_one_of_path_or_job(client):
 
 
 def _undeclared(tool, doc):
-    declared = schemas.data_schema(schemas.data_codes()[tool])["properties"]
-    return sorted(set(doc["data"]) - set(declared))
+    declared = {code.split(":")[0] for code in answers.known()[tool].split()}
+    return sorted(set(doc["data"]) - declared)
 
 
 @pytest.mark.anyio
@@ -171,10 +172,7 @@ async def test_each_tools_answers_keep_to_its_declared_data(client, jobs_dir, tm
 
 
 def _params(tool):
-    import inspect
-
-    fn = next(spec[0] for spec in server._TOOLS if spec[0].__name__ == tool)
-    return set(inspect.signature(fn).parameters) - {"ctx"}
+    return {a.name for a in surface.args(tool)}
 
 
 # ---------------------------------------------------------------- resources and the prompt
@@ -247,4 +245,4 @@ def test_the_readmes_allow_list_is_exactly_the_read_only_tools():
     readme = Path(__file__).resolve().parent.parent / "README.md"
     allowed = set(re.findall(r'"mcp__gpuops__(\w+)"', readme.read_text(encoding="utf-8")))
     assert allowed == READ_ONLY
-    assert READ_ONLY == {spec[0].__name__ for spec in server._TOOLS if spec[2].read_only_hint}
+    assert READ_ONLY == {name for name, t in surface.tools().items() if t.effect == "reads"}

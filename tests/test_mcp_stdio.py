@@ -111,7 +111,7 @@ async def test_an_unknown_argument_is_refused_and_nothing_runs(mcp_box):
 @pytest.mark.anyio
 async def test_readonly_lists_no_tool_that_changes_anything():
     with anyio.fail_after(60):
-        async with stdio(GPUOPS_MODE="readonly") as c:
+        async with stdio(GPUOPS_MODE="readonly", GPUOPS_MCP_TOOLSETS="all") as c:
             listed = {t.name: t for t in (await c.list_tools()).tools}
             unlisted = await c.call_tool("job_launch", {"host": "local", "cmd": "touch should-not-exist"})
     assert set(listed) == READ_ONLY and all(t.annotations.read_only_hint for t in listed.values())

@@ -129,7 +129,7 @@ async def test_an_agent_places_through_fleet_launch_and_a_misfit_starts_nothing(
     monkeypatch.setenv("XDG_CONFIG_HOME", fleet["env"]["XDG_CONFIG_HOME"])
     monkeypatch.delenv("GPUOPS_MODE", raising=False)
     before = _started(fleet)
-    async with Client(server.build(), raise_exceptions=True) as client:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as client:
         misfit = await client.call_tool("fleet_launch", {"fleet": "all", "gpus": 4, "gpu_type": "H100", "cmd": "true"})
         assert _started(fleet) == before, "a request nothing fits starts nothing"
         placed = await client.call_tool("fleet_launch", {"fleet": "all", "gpus": 8, "cmd": "echo placed"})

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuops.envelope import SCHEMA_VERSION
 from gpuops.ops import preflight as op
 from gpuops.remote.targets import target_for
 from tests.fixtures.fakegpu.boxes import compose
@@ -40,7 +41,7 @@ def by_id(doc, fid):
 def test_healthy_box_over_ssh(cli, boxes):
     box = boxes["healthy"]
     code, doc = preflight_json(cli, "--host", box.spec)
-    assert doc["command"] == "preflight" and doc["host"] == box.spec and doc["schema_version"] == 2
+    assert doc["command"] == "preflight" and doc["host"] == box.spec and doc["schema_version"] == SCHEMA_VERSION
     assert doc["data"]["gpu"]["source"] == "nvidia-smi" and len(doc["data"]["gpu"]["devices"]) == 2
     assert doc["data"]["boot"]["boot_id"] == "7c1f0a52-93c4-4c8e-9a53-2f6d0c1e5b10"
     for fid in ("gpu.none", "gpu.xid", "gpu.throttle", "gpu.temperature", "gpu.ecc", "gpu.orphan-memory",

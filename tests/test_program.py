@@ -144,6 +144,9 @@ def test_number_refuses_in_one_line_naming_flag_and_value(text, kw):
 
 def test_reap_takes_fractional_seconds():
     # Found in review: `reap --min-age 0.5` printed a traceback (its default was an int).
-    from gpuops.cli import reap
+    from gpuops import surface
+    from gpuops.cli.flags import value
 
-    assert reap._options(None, "0.5", "0", "2.5") == (None, 0.5, 0, 2.5)
+    reap = surface.verb("reap")
+    given = (("gpu", None), ("min_age", "0.5"), ("idle_window", "0"), ("term_wait", "2.5"))
+    assert [value(reap.param(name), text) for name, text in given] == [None, 0.5, 0, 2.5]

@@ -12,7 +12,7 @@ import shlex
 import sys
 
 from .. import errors
-from ..envelope import dumps, envelope, error_envelope, exit_code
+from ..envelope import again, dumps, envelope, error_envelope, exit_code
 
 
 # Verbs that pick up where an interrupted run stopped when run again (sync resumes from its part
@@ -96,6 +96,8 @@ def run(command, as_json, produce, human, waiting=True):
             raise
         doc = envelope(command, ok=False, summary=f"internal error: {type(e).__name__}: {e}",
                        error={"kind": "internal", "message": str(e)})
+    if "hosts" not in doc:
+        doc = again(doc, ["gpuops", *sys.argv[1:]] if sys.argv[1:] else ["gpuops", command])
     code = exit_code(doc)
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")

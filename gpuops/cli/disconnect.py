@@ -4,12 +4,8 @@ from .common import run
 from .flags import verb
 
 
-@verb(help={
-    "host": "close only this box's connection (an ssh_config alias or user@host:port; comma-separate several)",
-    "identity": "the SSH private key file the connection was opened with",
-    "json": "print one JSON envelope instead of text",
-})
-def disconnect(c, host=None, identity=None, json=False):
+@verb("disconnect")
+def disconnect(c, host, identity, json):
     """Close the SSH master connections kept between calls (all of them, or one box's)."""
     from ..ops.disconnect import disconnect as op
 

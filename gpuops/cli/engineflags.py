@@ -9,7 +9,6 @@ them, and no verb names one. Also --torchrun's settings, for an engine that runs
 
 from .. import engines
 from ..errors import UsageError
-from .flags import number
 
 
 def takes(verb_name, note=""):
@@ -54,11 +53,10 @@ def chosen(engine, profile, flags):
 
 
 def torchrun(on, nproc_per_node, rdzv_port):
-    """--torchrun's settings for an engine that runs it, or None; its companions without it are a
-    mistake worth saying."""
+    """--torchrun's settings (parsed: gpuops.cli.flags) for an engine that runs it, or None; its
+    companions without it are a mistake worth saying."""
     if not on:
         if nproc_per_node or rdzv_port:
             raise UsageError("--nproc-per-node and --rdzv-port go with --torchrun")
         return None
-    return {"nproc_per_node": number("--nproc-per-node", nproc_per_node, 1, 1024, integer=True),
-            "port": number("--rdzv-port", rdzv_port, 1, 65535, integer=True)}
+    return {"nproc_per_node": nproc_per_node, "port": rdzv_port}

@@ -1,16 +1,18 @@
 """Task decorator with the project's flag rules: flags only, no automatic short flags; and the one
 parser of numeric flag values.
 
-`verb` only records those rules on the function: Invoke turns it into a task when the full
-program is built (gpuops.cli.program), so a verb module loads without Invoke and the fast path
-(gpuops.cli.lite) can call the function itself.
+`verb` makes a verb's function from its description (gpuops.surface) and records those rules on
+it: Invoke turns it into a task when the full program is built (gpuops.cli.program), so a verb
+module loads without Invoke and the fast path (gpuops.cli.lite) can call the function itself.
 
 Numeric task parameters default to strings (or None) on purpose: Invoke converts a flag's text
 by the type of its default before gpuops sees it, so an int default turns `--timeout abc` into a
-traceback. `number()` parses the text instead and turns a bad value into a usage error.
+traceback. `number()` parses the text instead (within the bounds the description gives) and turns
+a bad value into a usage error.
 """
 
 from ..errors import UsageError
+from ..surface.model import CHOICE, INT, NUMERIC, REPEATED, SECS
 
 DAY = 86400
 
@@ -22,13 +24,68 @@ WORD_ARGS = {"gotcha": ("--query", True), "profiles": ("--name", False), "logs":
              "pause": ("--job", False), "resume": ("--job", False)}
 
 
-def verb(help=None, iterable=None):
-    def mark(body):
-        body.task_options = {"auto_shortflags": False, "positional": [], "help": help or {},
-                             "iterable": iterable or []}
-        return body
+def verb(name):
+    """The task of verb `name`, made from its description (gpuops.surface): its flags and their
+    order, defaults, help and which repeat. The body names the parameters it takes (the same, in
+    the same order: else a TypeError at import) and gets each number parsed and held to its
+    bounds, and each choice checked; a bad value is a usage error (exit 2, an envelope under
+    --json) before the body runs. A verb that takes engine flags ends with `engine_flags`
+    (gpuops.cli.engineflags adds them)."""
 
-    return mark
+    def make(body):
+        from .. import surface
+
+        spec = surface.verb(name)
+        names = [p.name for p in spec.params] + (["engine_flags"] if spec.engine_flags else [])
+        code = body.__code__
+        own = list(code.co_varnames[1:code.co_argcount])
+        if own != names:
+            raise TypeError(f"{body.__name__} takes {own}; the description of {name} says {names}")
+        defaults = [p.cli_default for p in spec.params] + ([None] if spec.engine_flags else [])
+        fn = body.__name__
+        src = (f"def {fn}(c, " + ", ".join(f"{n}=_d[{i}]" for i, n in enumerate(names)) + "):\n"
+               "    return _parsed(_body, _spec, c, " + ", ".join(f"{n}={n}" for n in names) + ")\n")
+        space = {"_body": body, "_spec": spec, "_d": defaults, "_parsed": _parsed}
+        exec(compile(src, f"<the task of {name}>", "exec"), space)
+        made = space[fn]
+        made.__doc__, made.__module__, made.__qualname__ = body.__doc__, body.__module__, body.__qualname__
+        made.task_options = {"auto_shortflags": False, "positional": [], "help": {p.name: p.help for p in spec.params},
+                             "iterable": [p.name for p in spec.params if p.kind in REPEATED]}
+        return made
+
+    return make
+
+
+def _parsed(body, spec, c, **given):
+    try:
+        values = {p.name: value(p, given[p.name]) for p in spec.params}
+    except UsageError as bad:
+        from .common import run
+
+        run(spec.name, bool(given.get("json")), _raiser(bad), None, waiting=False)
+    return body(c, **dict(given, **values))
+
+
+def _raiser(error):
+    def produce():
+        raise error
+
+    return produce
+
+
+def value(param, text):
+    """A flag's value as its Param says it is: a number within its bounds, one of its choices, or
+    the text as given; None stays None."""
+    if text is None or param.kind not in NUMERIC + (CHOICE,):
+        return text
+    if param.kind == CHOICE:
+        if text not in param.choices:
+            words = ", ".join(param.choices[:-1]) + " or " + param.choices[-1]
+            raise UsageError(f"{param.flag} takes {words}, not {text!r}")
+        return text
+    integer = param.kind == INT or param.what == "whole seconds"
+    what = param.what or ("seconds" if param.kind == SECS else None)
+    return number(param.flag, text, param.low, param.high, integer=integer, what=what)
 
 
 def number(flag, value, low, high, integer=False, what=None):

@@ -2,21 +2,11 @@
 
 from . import spinner
 from .common import run
-from .flags import seconds, verb
+from .flags import verb
 
 
-@verb(help={
-    "host": "boxes to ask, comma-separated (an ssh_config alias or user@host:port each); a box the fleet file "
-            "lists keeps its price and profile",
-    "fleet": "a [fleet.NAME] group of ~/.config/gpuops/fleet.toml, or a fleet file of its own (default: every "
-             "[[host]] of that file)",
-    "identity": "SSH private key file to use",
-    "window": "seconds over which GPU utilisation is sampled; any use means busy (default 2)",
-    "watch": "redraw the table in place, with a row per GPU (utilisation and memory bars, its processes), asking "
-             "again after each round, until Ctrl-C (then print the last one)",
-    "json": "print one JSON envelope instead of the table",
-})
-def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json=False):
+@verb("fleet")
+def fleet(c, host, fleet, identity, window, watch, json):
     """Show every box at once: GPUs, VRAM, utilisation, jobs, disk headroom, and money spent idle.
 
     Each box is asked in one round trip, all in parallel; one that does not answer is a row with
@@ -28,7 +18,7 @@ def fleet(c, host=None, fleet=None, identity=None, window="2", watch=False, json
     from ..render import fleet as render
 
     def produce():
-        span = seconds("--window", window, high=60)
+        span = window
         if host and fleet:
             raise errors.UsageError("give --host or --fleet, not both")
         if watch and json:

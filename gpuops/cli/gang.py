@@ -1,11 +1,13 @@
 """The job verbs' other targets: a gang (`--torchrun` on several boxes, then `--gang ID`) and a
 fleet placement (`launch --fleet F --gpus N`). The verbs in gpuops.cli.jobs parse their flags and
-hand over here when one of these is asked for; each function returns the envelope."""
+hand over here when one of these is asked for; each function returns the envelope. What a gang
+takes is narrower than one box's (gpuops.surface.jobs: GANG_NODES, GANG_PORT)."""
 
 from ..errors import UsageError
 from ..jobs import spec
 from ..remote.hostspec import split_hosts
-from .flags import DAY, number, seconds
+from ..surface.jobs import GANG_NODES, GANG_PORT
+from .flags import number
 
 # The flags of one box's job that mean nothing for a gang (which has its own id and node records).
 _NOT_FOR_GANG = {"--script": "--torchrun runs --cmd's training script on every box (push the code first)",
@@ -56,8 +58,8 @@ def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, *
     from ..jobs import torchrun
     from ..ops import gang
 
-    port = number("--rdzv-port", rdzv_port, 1024, 65535, integer=True, what="a TCP port")
-    nproc = number("--nproc-per-node", nproc_per_node, 1, 64, integer=True)
+    port = number("--rdzv-port", rdzv_port, *GANG_PORT, integer=True, what="a TCP port")
+    nproc = number("--nproc-per-node", nproc_per_node, *GANG_NODES, integer=True)
     if rdzv_host is not None:
         try:
             torchrun.endpoint(rdzv_host, port)
@@ -72,8 +74,7 @@ def _placed(fleet_name, *, gpus, gpu_type, min_vram_gib, identity, **launch_kw):
     from ..ops import place
 
     count = number("--gpus", gpus, 1, 64, integer=True, what="a number of GPUs (with --fleet)")
-    vram = number("--min-vram-gib", min_vram_gib, 0.001, 4096, what="GiB")
-    req = placement.request(count, gpu_type, vram)
+    req = placement.request(count, gpu_type, min_vram_gib)
     return place.launch(fleetfile.boxes(fleet_name), req, identity=identity, **launch_kw)
 
 
@@ -87,27 +88,23 @@ def logs(gang_id, *, tail, cursors, follow, timeout, max_bytes, sink, identity):
     from ..jobs import gangstore
     from ..ops import gangview
 
-    lines = number("--tail", tail, 0, 1000000, integer=True)
-    limit = seconds("--timeout", timeout, high=30 * DAY)
-    if limit is not None and not follow:
+    if timeout is not None and not follow:
         raise UsageError("--timeout applies to --follow only (a page returns at once)")
-    most = number("--max-bytes", max_bytes, 1, 16 << 20, integer=True) or gangview.PAGE_BYTES
     parsed = gangview.parse_cursors(cursors, gangstore.load(gang_id)) if cursors else None
-    return gangview.logs(gang_id, tail=lines, cursors=parsed, follow=follow, timeout_s=limit, max_bytes=most,
-                         sink=sink, identity=identity)
+    return gangview.logs(gang_id, tail=tail, cursors=parsed, follow=follow, timeout_s=timeout,
+                         max_bytes=max_bytes or gangview.PAGE_BYTES, sink=sink, identity=identity)
 
 
 def wait(gang_id, *, until, timeout, identity):
     from ..ops import gangview
 
-    return gangview.wait(gang_id, until=until, timeout_s=seconds("--timeout", timeout, high=7 * DAY),
-                         identity=identity)
+    return gangview.wait(gang_id, until=until, timeout_s=timeout, identity=identity)
 
 
 def stop(gang_id, *, grace, yes, plan, identity):
     from ..ops import gangview
 
-    return gangview.stop(gang_id, grace=seconds("--grace", grace), yes=yes, plan=plan, identity=identity)
+    return gangview.stop(gang_id, grace=grace, yes=yes, plan=plan, identity=identity)
 
 
 def retry(gang_id, *, resume_arg, env, secrets, identity):

@@ -10,46 +10,20 @@ from functools import partial
 
 from ..errors import UsageError
 from .common import on_hosts, run
-from .flags import seconds, verb
+from .flags import verb
 from .helptext import missing
 
-_COMMON = {
-    "host": "an ssh_config alias or user@host:port (push and verify: comma-separate several)",
-    "identity": "SSH private key file to use",
-    "json": "print one JSON envelope instead of a progress bar and tables",
-    "exclude": "gitignore-style pattern to leave out (repeatable; added after the source's .gpuopsignore)",
-    "include_git": "also send .git directories (left out by default)",
-    "rehash": "read and hash every file on both ends, ignoring the digest caches (which skip files whose "
-              "size, mtime, ctime, inode and device are all unchanged)",
-}
-_VERBOSE = "each finding in full: its evidence and fix (default: one line per finding)"
-_TRANSFER = {
-    "delete": "remove paths that exist only at the destination (listed only, unless --yes)",
-    "yes": "with --delete: really delete",
-    "plan": "with --delete --yes: delete only the paths of this plan id (from the dry run's sync.would-delete "
-            "finding); when they changed, delete nothing and exit 5 with the new plan",
-    "engine": "auto (rsync when both ends have it, else SFTP), rsync or sftp",
-    "no_budget": "send even when the payload does not fit the destination's free bytes/inodes",
-    "io_timeout": "seconds without data movement before a transfer counts as stalled and is retried",
-    "retry_for": "seconds to keep retrying a failing connection before giving up",
-    "compress": "compress the data on the wire (rsync --compress): pays on a slow link with data that "
-                "compresses; a transfer that saw one says so (sync.slow-link)",
-}
-
-
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
-             no_budget=False, io_timeout="30", retry_for="300", profile=None, plan=None, compress=False):
+             no_budget=False, io_timeout=30, retry_for=300, profile=None, plan=None, compress=False):
+    """Options from parsed flags (their bounds are the description's: rsync's --timeout takes whole
+    seconds, and 0 would switch its stall detection off)."""
     from ..ops.sync import Options
 
     if plan is not None and not delete:
         raise UsageError("--plan names a plan of deletions: it goes with --delete")
-
-    # rsync's --timeout takes whole seconds, and 0 would switch its stall detection off.
-    stall_s = seconds("--io-timeout", io_timeout, low=1, whole=True)
-    budget_s = seconds("--retry-for", retry_for)
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
-                   fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=stall_s,
-                   retry_for=budget_s, profile=profile, rehash=rehash, progress=progress, plan=plan,
+                   fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=io_timeout,
+                   retry_for=retry_for, profile=profile, rehash=rehash, progress=progress, plan=plan,
                    compress=compress)
 
 
@@ -74,14 +48,9 @@ def _progress(as_json, hosts):
     return for_humans(as_json) if len(hosts) == 1 else Silent()
 
 
-@verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER,
-                                      src="local directory to send", dst="directory on the box (created if missing)",
-                                      fix_crlf="convert shell scripts with CRLF line endings to LF before sending",
-                                      profile="platform profile: warn when --dst is deleted by the platform's stop",
-                                      verbose=_VERBOSE))
-def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, fix_crlf=False,
-         engine="auto", no_budget=False, io_timeout="30", retry_for="300", profile=None, rehash=False, identity=None,
-         plan=None, compress=False, json=False, verbose=False):
+@verb("push")
+def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
+         profile, rehash, identity, plan, compress, json, verbose):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -97,11 +66,9 @@ def push(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     run("push", json, produce, partial(render.render, verbose=verbose), waiting=False)  # its bar says what it waits for
 
 
-@verb(iterable=["exclude"], help=dict(_COMMON, **_TRANSFER, src="directory on the box to fetch",
-                                      dst="local directory (created if missing)", verbose=_VERBOSE))
-def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, delete=False, yes=False, engine="auto",
-         no_budget=False, io_timeout="30", retry_for="300", rehash=False, identity=None, plan=None, compress=False,
-         json=False, verbose=False):
+@verb("pull")
+def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, rehash,
+         identity, plan, compress, json, verbose):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -118,14 +85,8 @@ def pull(c, host=None, src=None, dst=None, exclude=None, include_git=False, dele
     run("pull", json, produce, partial(render.render, verbose=verbose), waiting=False)
 
 
-@verb(iterable=["exclude"], help=dict(_COMMON, src="local directory, the reference (as push's --src)",
-                                      dst="directory on the box to compare with it (as push's --dst)",
-                                      local="old name of --src, still taken", remote="old name of --dst, still taken",
-                                      all="as --verbose, and list every passing check on its own line, even when "
-                                          "that takes more than a screen",
-                                      verbose=_VERBOSE))
-def verify(c, host=None, src=None, dst=None, exclude=None, include_git=False, rehash=False, identity=None,
-           json=False, all=False, verbose=False, local=None, remote=None):
+@verb("verify")
+def verify(c, host, src, dst, exclude, include_git, rehash, identity, json, all, verbose, local, remote):
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render

@@ -1,63 +1,25 @@
-"""What every tool shares: its parameters' types, the readonly guard, one host, and progress.
+"""What every tool shares: the plan rule of a destructive apply, one host, and progress.
 
 A tool function returns the operation's envelope or raises a GpuopsError; gpuops.mcp.server turns
 either into the tool result. Blocking operations get timeouts that keep a call under about 50 s
 (clients give up near 60 s).
 """
 
-import os
-from typing import Annotated, Literal
-
-from pydantic import Field
-
 from .. import errors
-from ..jobs import states
-from ..sync.progress import Silent
+from ..surface import common
 
-MODE_ENV = "GPUOPS_MODE"
-OP_TIMEOUT_S = 40.0  # on-box work per call, leaving room for the SSH connect under ~50 s
-LOG_TEXT_BYTES = 24_000  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
-MAX_WAIT_S = 45.0  # one job_wait call; clients give up near 60 s, so a longer wait is several calls
+OP_TIMEOUT_S = common.CALL_S  # on-box work per call, leaving room for the SSH connect under ~50 s
+LOG_TEXT_BYTES = common.PAGE  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
+MAX_WAIT_S = common.WAIT_S  # one job_wait call; clients give up near 60 s, so a longer wait is several calls
 PROGRESS_EVERY_S = 2.0
-MAX_GRACE_S = 30.0
-
-Host = Annotated[str, Field(description="'local', an ssh_config alias or user@host:port (one host)")]
-Job = Annotated[str, Field(description="job id, idempotency key or name")]
-Yes = Annotated[bool, Field(description="false: only report what would be done (and its plan_id); true: do it")]
-PlanId = Annotated[str, Field(description="with yes: the plan_id its dry run showed; refused, with the new plan, "
-                                          "if what it would touch changed")]
-Env = Annotated[dict[str, str], Field(description="environment for the job (not secrets)")]
-SecretEnv = Annotated[list[str], Field(
-    description="NAMES of variables set in this server's environment and allowed by its owner "
-                "(GPUOPS_MCP_SECRETS); their values reach the job through stdin only")]
-Gpus = Annotated[str, Field(description="CUDA_VISIBLE_DEVICES, e.g. '0,1'")]
-Workdir = Annotated[str, Field(description="directory on the box")]
-Exclude = Annotated[list[str], Field(description="gitignore-style patterns to leave out")]
-IncludeGit = Annotated[bool, Field(description="also send .git directories (left out by default)")]
-WaitState = Literal[tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))]
 
 
-def readonly():
-    """Anything but the default mode fails closed, a typo included."""
-    return (os.environ.get(MODE_ENV, "").strip().lower() or "operate") != "operate"
-
-
-def refuse_if_readonly(command):
-    if readonly():
-        mode = os.environ.get(MODE_ENV, "").strip().lower()
-        raise errors.Refused(f"{command} is refused: it would change the box, and this server runs in readonly mode "
-                             f"({MODE_ENV}={mode})")
-
-
-def applies_plan(tool, command, yes, plan_id):
+def applies_plan(tool, yes, plan_id):
     """A destructive apply (`yes`) through MCP names the plan it was shown: an agent calls without
     yes, reads the plan, then calls again with yes and its plan_id (refused if what it would
     touch changed since). A person at the CLI may still say --yes alone; an agent must not skip
-    the plan it was meant to read. Readonly mode refuses first."""
-    if not yes:
-        return
-    refuse_if_readonly(command)
-    if not plan_id:
+    the plan it was meant to read. (The server's level is checked before: gpuops.mcp.toolsets.)"""
+    if yes and not plan_id:
         raise errors.UsageError(f"{tool}: yes applies a plan: call {tool} without yes, read its plan, then again with "
                                 "yes and the plan_id it showed")
 
@@ -76,28 +38,6 @@ def check_regex(name, pattern):
         re.compile(pattern)
     except re.error as e:
         raise errors.UsageError(f"{name} is not a valid regular expression: {e}") from None
-
-
-class Stages(Silent):
-    """A sync's progress, kept for the notifications: its current stage and bytes moved."""
-
-    def __init__(self):
-        self.text, self.done, self.total = "starting", 0, None
-
-    def stage(self, text):
-        self.text, self.total = text, None
-
-    def start(self, total, what="", files=None):
-        self.text, self.done, self.total = what or "sending", 0, total
-
-    def update(self, done, files=None):
-        self.done = max(self.done, done)
-
-    def __str__(self):
-        from ..units import human_bytes
-
-        moved = f" ({human_bytes(self.done)} of {human_bytes(self.total)})" if self.total else ""
-        return self.text + moved
 
 
 async def with_progress(ctx, total_s, message, work):

@@ -97,9 +97,10 @@ def lean_schema(schema: dict, inputs=True) -> dict:
     Every tools/list entry is read by the model on every turn; titles repeat the property
     names, and for an argument `anyOf [T, null]` only says "may be omitted", which `required`
     already says (calls validate on the full model, so a null sent anyway still passes). An
-    output schema keeps its nulls: clients validate results against it.
+    output schema keeps its nulls: clients validate results against it. An enum's values say
+    their type.
     """
-    out = {k: v for k, v in schema.items() if k != "title"}
+    out = {k: v for k, v in schema.items() if k != "title" and not (k == "type" and "enum" in schema)}
     options = out.get("anyOf")
     if inputs and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         del out["anyOf"]

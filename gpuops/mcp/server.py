@@ -1,4 +1,5 @@
-"""The MCP server: one tool per gpuops operation, each a thin call into gpuops.ops.
+"""The MCP server: one tool per gpuops operation, each a thin call into gpuops.ops, each made from
+its description (gpuops.surface: parameters, purpose, toolset, what it does to the world).
 
 Every tool returns the operation's envelope (gpuops.envelope), `summary` first, bounded by
 gpuops.mcp.budget, as compact JSON in both the structured content and the one text block:
@@ -6,14 +7,13 @@ some clients show the model only one of the two. A negative answer (a failed che
 that failed, a dry run) is a successful call with ok=false; only a GpuopsError (unreachable,
 usage, not found, refused) or a bug makes an is_error result, and that still carries the whole
 envelope as text, since several clients drop structured content on errors. `next` is made of
-tool calls (gpuops.mcp.nextsteps), and a usage error names parameters, not CLI flags.
+tool calls (gpuops.mcp.nextsteps), and the text names parameters and tools, never CLI flags.
 
-GPUOPS_MODE=readonly leaves the tools that change a box out of tools/list, and refuses their calls
-with the reason (checked when the call comes, for a mode set after the start): a client that calls
-one anyway learns it is refused in readonly mode, not that there is no such tool.
+Which tools a server lists, and what it lets a call do, are its toolsets and its level
+(gpuops.mcp.toolsets); a call the level does not admit is refused with the reason, checked when
+the call comes, so a client that calls an unlisted tool learns why, not "Unknown tool".
 """
 
-import inspect
 import logging
 
 from mcp.server.mcpserver import MCPServer
@@ -22,86 +22,73 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ConfigDict, ValidationError
 
-from .. import __version__, errors
+from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
-from . import budget, nextsteps, resources, schemas, tools_box, tools_gang, tools_jobs
-from .adapter import readonly
+from ..surface.model import CHANGES, ENDS, READS, RUNS
+from . import (budget, chains, nextsteps, params, requests, resources, schemas, tools_box, tools_gang, tools_jobs,
+               words)
+from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
 
 LOG_RESULT_META = {"anthropic/maxResultSizeChars": 60_000}
+_LONG = ("job_logs", "job_wait", "log_triage", "gang_logs")  # answers that may carry a log's text
 
-INSTRUCTIONS = """\
+FUNCTIONS = {fn.__name__: fn for fn in (*tools_box.TOOLS, *tools_jobs.TOOLS, *tools_gang.TOOLS, *requests.TOOLS)}
+
+_HOW = """\
 gpuops operates rented GPU boxes over SSH. host is 'local', an ssh_config alias or user@host:port.
 Every result is one JSON envelope: summary, ok, data, findings, next (tool calls to make next, exact
-arguments), advice (prose). ok=false with no error is an answer (a failed check, a failed job, a dry run).
-job_stop, vram_reap and deletions (data_push/data_pull delete) only plan unless yes=true: call once,
-read the plan, then repeat with yes and the plan_id it showed (refused if what it would touch changed).
-Jobs run detached on the box: job_launch, then job_wait (repeat while timed_out), then job_diagnose or
-log_triage when it did not complete; job_logs pages exactly with from_offset=next_offset.
-One torchrun run across boxes is a gang: gang_launch, then gang_status or gang_wait, gang_logs, gang_diagnose, gang_stop.
-Resources: gpuops://profile/{name}, gpuops://gotcha/{id}; prompt post_mortem."""
-
-READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
-READ_LOCAL = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-# job_launch (and fleet_launch, retry, queue, the gang's launch and retry) runs any shell command: as destructive as anything
-# a shell can do.
-MUTATE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
-SIGNAL = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=True)
-
-J, B, G = tools_jobs, tools_box, tools_gang
-_TOOLS = (
-    (B.host_preflight, "Preflight a GPU box", READ, None),
-    (B.fleet_status, "All boxes at once, idle money", READ, None),
-    (J.job_launch, "Launch a detached job", MUTATE, None),
-    (J.fleet_launch, "Launch a job where it fits", MUTATE, None),
-    (J.job_retry, "Run a job's command again", MUTATE, None),
-    (J.job_queue, "A sequential run queue", MUTATE, None),
-    (J.job_status, "Job states", READ, None),
-    (J.job_logs, "Read a job's log", READ, LOG_RESULT_META),
-    (J.job_wait, "Wait for a job", READ, LOG_RESULT_META),
-    (J.job_stop, "Stop a job", SIGNAL, None),
-    (J.job_diagnose, "Why a job stopped", READ, None),
-    (J.log_triage, "Triage a job log", READ, LOG_RESULT_META),
-    (B.vram_reap, "Reap GPU memory holders", SIGNAL, None),
-    (B.gotcha_lookup, "Look up a gotcha", READ_LOCAL, None),
-    (B.profiles_show, "Platform profiles", READ_LOCAL, None),
-    (B.profile_guess, "Guess a box's platform", READ, None),
-    (B.teardown_check, "What a teardown would lose", READ_LOCAL, None),
-    (B.data_verify, "Verify a copy by hashes", READ, None),
-    (B.data_push, "Send a directory, verified", SIGNAL, None),
-    (B.data_pull, "Fetch a directory, verified", SIGNAL, None),
-    (G.gang_launch, "Launch torchrun across boxes", MUTATE, None),
-    (G.gang_retry, "Launch a gang again", MUTATE, None),
-    (G.gang_status, "A gang's state", READ, None),
-    (G.gang_wait, "Wait for a gang", READ, None),
-    (G.gang_logs, "Every node's log", READ, LOG_RESULT_META),
-    (G.gang_stop, "Stop every node of a gang", SIGNAL, None),
-    (G.gang_diagnose, "Why a gang stopped", READ, None),
-)
-# the CLI verb of each tool: the `command` of its error envelopes
-VERB = {tool: verb for verb, made in nextsteps.VERBS.items() for tool, _ in made}
+arguments), advice. ok=false with no error is an answer (a failed check, a failed job, a dry run)."""
+_SETS = {
+    "jobs": "Jobs run detached: job_launch, then job_wait (again while timed_out); job_stop only plans unless "
+            "yes=true with the plan_id its plan showed.",
+    "postmortem": "After a failure: job_diagnose (why it stopped), log_triage (what its log says).",
+    "data": "data_push/data_pull/data_verify answer within wait_s, or with a request_id: request_wait on it.",
+    "fleet": "Several boxes: fleet_status, fleet_launch; a torchrun gang: gang_launch, then gang_wait.",
+}
 
 
-def build() -> MCPServer:
-    """The server; in readonly mode without the tools that change a box, so a client never offers
-    them (calls are still refused per call, for a mode set after the start)."""
+def instructions(offered):
+    return "\n".join([_HOW] + [_SETS[s] for s in offered if s in _SETS])
+
+
+def annotations(tool) -> ToolAnnotations:
+    """The hints a client reads: a tool that only reads is read-only; one that runs a command the
+    caller wrote is as destructive as a shell; a copy is destructive only through its `dangerous`
+    arguments; ending processes is destructive and idempotent."""
+    world = not tool.local
+    if tool.effect == READS:
+        return ToolAnnotations(title=tool.title, read_only_hint=True, open_world_hint=world)
+    return ToolAnnotations(title=tool.title, read_only_hint=False, open_world_hint=world,
+                           destructive_hint=tool.effect in (RUNS, ENDS) or bool(tool.dangerous),
+                           idempotent_hint=tool.effect in (CHANGES, ENDS))
+
+
+def build(toolsets=None, level=None) -> MCPServer:
+    """The server offering `toolsets` (text as --toolsets takes it; None: $GPUOPS_MCP_TOOLSETS, else
+    the default) at `level` (or stricter, when GPUOPS_MODE says so)."""
+    import os
+
     from .. import profiles
 
-    shown = [spec for spec in _TOOLS if not (readonly() and not spec[2].read_only_hint)]
-    names = frozenset(spec[0].__name__ for spec in shown)
+    offered = sets.selected(toolsets if toolsets is not None else os.environ.get(sets.TOOLSETS_ENV))
+    at = sets.stricter(level or sets.OPERATE, sets.env_level(os.environ))
+    shown = frozenset(n for n, t in surface.tools().items() if sets.listed(t, offered, at))
     profile_names = [p.name for p in profiles.all_profiles()]
-    codes = schemas.data_codes()
-    server = _Server("gpuops", instructions=INSTRUCTIONS, version=__version__,
-                     tools=[_tool(*spec, listed=names, profile_names=profile_names, codes=codes) for spec in _TOOLS])
-    server.shown = names
+    made = [_tool(t, shown, profile_names) for t in surface.tools().values()]
+    for tool in made:
+        tool.offered, tool.level = offered, at
+    server = _Server("gpuops", instructions=instructions(offered), version=__version__, tools=made)
+    server.shown = shown
     resources.register(server)
     return server
 
 
+
 class _Server(MCPServer):
-    """Lists only the tools in `shown`; every tool still answers a call, so one left out in
-    readonly mode refuses it with the reason (each checks the mode) instead of "Unknown tool"."""
+    """Lists only the tools in `shown`; every tool still answers a call, so one left out refuses it
+    with the reason instead of "Unknown tool"."""
 
     shown = frozenset()
 
@@ -111,19 +98,29 @@ class _Server(MCPServer):
 
 class StrictTool(Tool):
     """A tool whose arguments are exactly its parameters (an unknown one is refused, not ignored),
-    and whose every outcome is the envelope: see the module docstring."""
+    whose calls its server's toolsets and level admit, and whose every outcome is the envelope:
+    see the module docstring."""
 
     listed: frozenset = frozenset()  # the tools this server lists: what `next` may name
+    offered: tuple = ()
+    level: str = sets.OPERATE
 
     async def run(self, arguments, context, convert_result=False):
-        verb = VERB[self.name]
+        spec = surface.tool(self.name)
+        verb = spec.verb or self.name
         try:
             self.fn_metadata.validate_arguments(arguments)
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
-            return self.result(error_envelope(verb, errors.UsageError(f"{self.name}: {problems}")))
+            return self.result(error_envelope(verb, errors.UsageError(f"{self.name}: {problems}")), arguments)
+        mark = sets.started.set(self.level)
         try:
+            if spec.toolset not in self.offered:
+                sets.not_offered(spec, self.offered)
+            sets.refuse(verb, sets.effect_of(spec, arguments))
             doc = await super().run(arguments, context, convert_result=False)
+        except errors.GpuopsError as e:
+            doc = error_envelope(verb, e)
         except ToolError as e:
             cause = e.__cause__
             if isinstance(cause, errors.GpuopsError):
@@ -133,23 +130,24 @@ class StrictTool(Tool):
                 doc = envelope(verb, ok=False, summary=f"internal error in gpuops ({type(cause).__name__}); "
                                                        "see the MCP server's stderr",
                                error={"kind": "internal", "message": type(cause).__name__})
-        return self.result(doc)
+        finally:
+            sets.started.reset(mark)
+        return self.result(doc, arguments)
 
-    def result(self, doc) -> CallToolResult:
+    def result(self, doc, arguments) -> CallToolResult:
         doc = public(doc)
         doc["next"] = nextsteps.translate(doc.get("next") or [], self.listed)
-        if (doc.get("error") or {}).get("kind") in (errors.UsageError.kind, errors.Ambiguous.kind):
-            said = nextsteps.reword(doc["command"], doc["error"]["message"])
-            doc["error"] = dict(doc["error"], message=said)
-            doc["summary"] = nextsteps.reword(doc["command"], doc["summary"])
-        doc = budget.bound(doc)
+        doc = chains.chained(self.name, dict(arguments or {}), doc, self.listed)
+        doc = budget.bound(words.for_mcp(doc, self.listed))
         return CallToolResult(content=[TextContent(type="text", text=budget.compact(doc))], structured_content=doc,
                               is_error=bool(doc.get("error")))
 
 
-def _tool(fn, title, hints, meta, listed, profile_names, codes):
-    tool = StrictTool.from_function(fn, title=title, description=inspect.cleandoc(fn.__doc__), annotations=hints,
-                                    meta=meta)
+def _tool(spec, listed, profile_names):
+    fn = FUNCTIONS[spec.name]
+    fn.__signature__ = params.signature(fn, surface.args(spec.name))
+    tool = StrictTool.from_function(fn, title=spec.title, description=spec.does, annotations=annotations(spec),
+                                    meta=LOG_RESULT_META if spec.name in _LONG else None)
     tool.listed = listed
     loose = tool.fn_metadata.arg_model
     tool.fn_metadata.arg_model = type(loose.__name__, (loose,), {
@@ -157,5 +155,5 @@ def _tool(fn, title, hints, meta, listed, profile_names, codes):
     # advertised only; calls validate on the full model
     tool.parameters = schemas.input_schema(tool.name, tool.parameters, profile_names)
     # advertised, and checked by clients against every successful result (the result is built here)
-    tool.fn_metadata.output_schema = schemas.output_schema(tool.name, codes)
+    tool.fn_metadata.output_schema = schemas.output_schema(tool.name)
     return tool

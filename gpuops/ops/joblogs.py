@@ -8,6 +8,7 @@ page). `--follow` survives a dropped link by resuming at the next undelivered by
 the offset to resume from.
 """
 
+import base64
 import json
 import os
 import threading
@@ -97,14 +98,16 @@ def stream_once(target, opts, s, timeout_s=None):
 
 
 def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jobs_dir=None, sink=None,
-         reconnect_s=120.0, notice=None, max_bytes=None, timeout_s=None):
+         reconnect_s=120.0, notice=None, max_bytes=None, timeout_s=None, encoding="text"):
     """Print (via `sink`) or keep (no sink: --json) a page from a tail or an offset, or follow
     until the job ends or `timeout_s` passes.
 
     A page holds at most `max_bytes` (default: PAGE_BYTES printed, TEXT_BYTES kept); a follow
     keeps the newest `max_bytes` of what it read. Follow survives a dropped link: it reconnects
     (with backoff, up to `reconnect_s`) and resumes at the next undelivered byte. `--save DIR`
-    mirrors the whole log to DIR/<job>/log, resuming a previous partial copy.
+    mirrors the whole log to DIR/<job>/log, resuming a previous partial copy. A kept page is text
+    (decoded as UTF-8; text_exact says whether nothing was replaced), or with encoding "base64" its
+    exact bytes (bytes_b64), for a log that is not UTF-8.
     """
     notice = notice or (lambda msg: None)
     keep = int(max_bytes or (TEXT_BYTES if sink is None else PAGE_BYTES))
@@ -146,7 +149,7 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
         cut = _split_character(kept)
         del kept[len(kept) - cut:]
         run.offset = run.offset - cut if run.offset is not None else None
-    return _logs_envelope(target, run, save, bytes(kept), sink, jobs_dir)
+    return _logs_envelope(target, run, save, bytes(kept), sink, jobs_dir, encoding)
 
 
 class _Run:
@@ -257,7 +260,7 @@ def save_records(save, facts):
     return log, os.fstat(fd).st_size
 
 
-def _logs_envelope(target, run, save, kept, sink, jobs_dir):
+def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
     end = run.end or {}
     job_id, start, offset = run.job_id, run.start, run.offset
     if offset is None:  # stopped before the box said where it starts: resume where it was asked to
@@ -265,11 +268,14 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir):
     data = {"job_id": job_id, "start_offset": start, "next_offset": offset,
             "bytes": (offset or 0) - (start or 0), "log_size": run.size, "reconnects": run.reconnects,
             "end": end.get("reason"), "timed_out": run.timed_out, "interrupted": run.interrupted}
-    if sink is None:
+    if sink is None and encoding == "base64":
+        data["bytes_b64"], data["text_exact"] = base64.b64encode(kept).decode("ascii"), True
+    elif sink is None:
         try:
             data["text"], data["text_exact"] = kept.decode("utf-8"), True
         except UnicodeDecodeError:
             data["text"], data["text_exact"] = kept.decode("utf-8", "replace"), False
+    if sink is None:
         data["text_starts_at"] = data["next_offset"] - len(kept) if data["next_offset"] is not None else None
     ok, summary = True, f"{job_id}: bytes {start}..{data['next_offset']}"
     if run.size is not None and data["next_offset"] is not None and end.get("reason") == "eof":

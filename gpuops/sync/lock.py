@@ -35,13 +35,13 @@ def owner(verb) -> dict:
     return {"verb": verb, "pid": os.getpid(), "host": socket.gethostname(), "token": secrets.token_hex(8)}
 
 
-def refused(where, holder) -> errors.Refused:
+def refused(where, holder) -> errors.Busy:
     def shown(key):
         value = holder.get(key)
         text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else "?"
         return "".join(c if c.isprintable() else "?" for c in text[:_SHOWN])
 
-    return errors.Refused(f"{where} is being written by another transfer (gpuops {shown('verb')}, pid {shown('pid')} "
+    return errors.Busy(f"{where} is being written by another transfer (gpuops {shown('verb')}, pid {shown('pid')} "
                           f"on {shown('host')}, started {shown('started_at')}); run this again once it has ended")
 
 

@@ -204,7 +204,7 @@ async def test_a_refused_gang_is_an_answer_for_an_agent_and_readonly_launches_no
         f'[[host]]\nalias = "{boxes["a"]}"\n\n[[host]]\nalias = "{boxes["old"]}"\n\n'
         f'[fleet.pair]\nhosts = ["{boxes["old"]}", "{boxes["a"]}"]\n')
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    async with Client(server.build(), raise_exceptions=True) as client:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as client:
         refused = await client.call_tool("gang_launch", {"hosts": [boxes["a"], boxes["old"]], "cmd": "train.py",
                                                          "rdzv_port": free_port()})
         grouped = await client.call_tool("gang_launch", {"fleet": "pair", "cmd": "train.py", "rdzv_port": free_port()})
@@ -220,6 +220,6 @@ async def test_a_refused_gang_is_an_answer_for_an_agent_and_readonly_launches_no
     assert neither.is_error and json.loads(neither.content[0].text)["error"]["kind"] == "usage"
     assert unknown.is_error and json.loads(unknown.content[0].text)["error"]["kind"] == "not-found"
     assert stop.is_error and json.loads(stop.content[0].text)["error"]["kind"] == "refused"
-    async with Client(server.build(), raise_exceptions=True) as client:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as client:
         names = {t.name for t in (await client.list_tools()).tools}
     assert "gang_launch" not in names and "gang_stop" not in names and "gang_status" in names

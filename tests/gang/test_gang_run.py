@@ -127,7 +127,7 @@ async def test_an_agent_reads_the_gang(completed):
     from gpuops.mcp import server
 
     gang_id = completed[0]["data"]["gang"]["gang_id"]
-    async with Client(server.build(), raise_exceptions=True) as client:
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as client:
         status = (await client.call_tool("gang_status", {"gang": gang_id})).structured_content
         page = (await client.call_tool("gang_logs", {"gang": gang_id, "tail": 2})).structured_content
         stop = (await client.call_tool("gang_stop", {"gang": gang_id})).structured_content

@@ -62,7 +62,11 @@ def test_a_second_push_to_a_destination_being_written_is_refused_naming_the_hold
     proc, doc = run_cli(sync_env, "push", "--host", sftp_box.spec, "--src", str(b), "--dst", str(dst))
     still_running = first.poll() is None
     out, err = first.communicate(timeout=120)
-    assert proc.returncode == 5 and doc["error"]["kind"] == "refused", proc.stderr + proc.stdout[-2000:]
+    assert proc.returncode == 5 and doc["error"]["kind"] == "busy", proc.stderr + proc.stdout[-2000:]
+    assert doc["error"]["retryable"] is True and doc["error"]["retry_after_s"] > 0
+    assert doc["next"] == [{"argv": ["gpuops", "push", "--host", sftp_box.spec, "--src", str(b), "--dst", str(dst),
+                                     "--json"], "why": f"the same, once the other transfer has ended (in about "
+                                                       f"{doc['error']['retry_after_s']:g}s)"}]
     message = doc["error"]["message"]
     assert f"gpuops push, pid {first.pid} on {socket.gethostname()}, started {holder['started_at']}" in message
     assert still_running and first.returncode == 0, err + out[-2000:]
@@ -84,7 +88,7 @@ def test_two_logins_with_different_homes_pushing_into_one_directory_are_one_writ
         _held_by(_box_lock(box_cache, dst), first.pid)
         proc, doc = run_cli(sync_env, "push", "--host", other.spec, "--src", str(b), "--dst", str(dst))
         out, err = first.communicate(timeout=120)
-        assert proc.returncode == 5 and doc["error"]["kind"] == "refused", proc.stderr + proc.stdout[-2000:]
+        assert proc.returncode == 5 and doc["error"]["kind"] == "busy", proc.stderr + proc.stdout[-2000:]
         assert f"gpuops push, pid {first.pid}" in doc["error"]["message"]
         assert first.returncode == 0, err + out[-2000:]
         assert snapshot(dst) == snapshot(a)

@@ -1,0 +1,195 @@
+"""Copies that may outlast a tool call, as requests an agent waits on or cancels (SkyPilot's request
+ids, `gh run watch`).
+
+A push, pull or verify through MCP runs as the CLI verb itself, `gpuops VERB ... --json`, in its
+own process group, its flags made from the tool's arguments by their description (gpuops.surface).
+The call waits up to its `wait_s`: the copy's own envelope when it ended by then, else a running
+answer with its request_id, and request_wait on that id waits again (each call bounded, returning
+the moment the copy ends). request_cancel sends the group SIGINT, as Ctrl-C at a terminal does: the
+copy stops where it is, partial files kept for the next run to resume, and nothing claimed: no
+verified result, no pull recorded for teardown_check. A request's process is this server's: the
+requests end with it, and the last MOST_KEPT finished ones are remembered for an hour.
+"""
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from mcp.server.mcpserver import Context
+
+from .. import errors, surface
+from ..envelope import envelope
+from ..surface import model as M
+
+MOST_KEPT = 32
+KEEP_S = 3600.0
+CANCEL_WAIT_S = 10.0
+ANSWER_BYTES = 8 << 20  # an envelope is far smaller; a copy that prints more is cut here
+_POLL_S = 0.1
+_requests = {}
+_lock = threading.Lock()
+
+
+def cli_argv(tool, args) -> list:
+    """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is."""
+    spec = surface.tool(tool)
+    flags = {a.name: flag for flag, a in surface.flags_of(tool).items()}
+    argv = [spec.verb]
+    for arg in surface.args(tool):
+        value = args.get(arg.name)
+        if arg.name not in flags or value in (None, False, [], {}):
+            continue
+        flag = flags[arg.name]
+        if arg.kind == M.SWITCH:
+            argv.append(flag)
+        elif arg.kind in (M.LIST, M.STATES):
+            argv += [w for v in value for w in (flag, str(v))]
+        elif arg.kind == M.PAIRS:
+            argv += [w for k, v in value.items() for w in (flag, f"{k}={v}")]
+        elif arg.kind == M.CSV:
+            argv += [flag, ",".join(value)]
+        else:
+            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    return argv
+
+
+class Request:
+    def __init__(self, tool, verb, argv, what):
+        self.id = "req-" + secrets.token_hex(6)
+        self.tool, self.verb, self.argv, self.what = tool, verb, argv, what
+        self.started = time.monotonic()
+        self.ended = None
+        self.cancelled = False
+        self._out, self._err = bytearray(), bytearray()
+        self.proc = subprocess.Popen([sys.executable, "-m", "gpuops", *argv, "--json"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self._readers = [threading.Thread(target=self._read, args=(s, b), daemon=True)
+                         for s, b in ((self.proc.stdout, self._out), (self.proc.stderr, self._err))]
+        for r in self._readers:
+            r.start()
+
+    @staticmethod
+    def _read(stream, into):
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if len(into) < ANSWER_BYTES:
+                into.extend(chunk[:ANSWER_BYTES - len(into)])
+
+    def done(self) -> bool:
+        if self.ended is None and self.proc.poll() is not None:
+            for r in self._readers:
+                r.join(2.0)
+            self.ended = time.monotonic()
+        return self.ended is not None
+
+    def elapsed(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+    def cancel(self):
+        """SIGINT to the copy's process group, as a terminal's Ctrl-C; SIGKILL if it lingers."""
+        self.cancelled = True
+        if self.proc.poll() is None:
+            _signal(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(CANCEL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _signal(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.done()
+
+    def answer(self) -> dict:
+        """The copy's own envelope once it ended (its request_id added), else where it stands."""
+        data = {"request_id": self.id, "state": "running", "elapsed_s": round(self.elapsed(), 1)}
+        if not self.done():
+            running = envelope(self.verb, ok=False, data=data,
+                               summary=f"{self.what}: still running after {data['elapsed_s']:g}s (request {self.id})")
+            return dict(running, next=[_waits(self.id)])
+        if self.cancelled:
+            return envelope(self.verb, ok=False, data=dict(data, state="cancelled"),
+                            summary=f"{self.what}: cancelled after {data['elapsed_s']:g}s; nothing was claimed "
+                                    "(partial files are kept: the same call resumes)")
+        try:
+            doc = json.loads(bytes(self._out).decode("utf-8", "surrogateescape"))
+        except ValueError:
+            said = bytes(self._err).decode("utf-8", "replace").strip().splitlines()
+            return envelope(self.verb, ok=False, data=dict(data, state="failed"),
+                            summary=f"{self.what}: ended (exit {self.proc.returncode}) without an answer: "
+                                    f"{(said or ['no message'])[-1][:300]}",
+                            error={"kind": "internal", "message": "the copy gave no envelope"})
+        if isinstance(doc.get("data"), dict):
+            doc["data"] = dict(doc["data"], request_id=self.id)
+        return doc
+
+
+def _signal(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _waits(request_id):
+    # a step of the server's own tool: no CLI verb is made of it, so it is a tool call already
+    return {"tool": "request_wait", "args": {"request_id": request_id}, "why": "returns when the copy ends, or at "
+                                                                               "the timeout"}
+
+
+def _forget():
+    """Drop finished requests beyond MOST_KEPT or older than KEEP_S (called under _lock)."""
+    ended = sorted((r for r in _requests.values() if r.done()), key=lambda r: r.ended)
+    now = time.monotonic()
+    for r in ended[:max(0, len(ended) - MOST_KEPT)] + [r for r in ended if now - r.ended > KEEP_S]:
+        _requests.pop(r.id, None)
+
+
+def start(tool, args, what) -> Request:
+    made = Request(tool, surface.tool(tool).verb, cli_argv(tool, args), what)
+    with _lock:
+        _forget()
+        _requests[made.id] = made
+    return made
+
+
+def find(request_id) -> Request:
+    with _lock:
+        found = _requests.get(request_id)
+    if found is None:
+        raise errors.NotFound(f"no request {request_id!r} on this server (a finished one is kept for an hour)")
+    return found
+
+
+async def waited(ctx, request, timeout_s):
+    """The request's answer once it ended or `timeout_s` passed, with a progress notification every
+    gpuops.mcp.adapter.PROGRESS_EVERY_S meanwhile."""
+    import anyio
+
+    from .adapter import PROGRESS_EVERY_S
+
+    deadline, beat = time.monotonic() + timeout_s, time.monotonic() + PROGRESS_EVERY_S
+    while not request.done() and time.monotonic() < deadline:
+        await anyio.sleep(_POLL_S)
+        if time.monotonic() >= beat and ctx is not None:
+            beat += PROGRESS_EVERY_S
+            await ctx.report_progress(request.elapsed(), None, f"{request.what}: running for {request.elapsed():.0f}s")
+    return request.answer()
+
+
+async def request_wait(ctx: Context, request_id, timeout_s):
+    return await waited(ctx, find(request_id), timeout_s)
+
+
+def request_cancel(request_id):
+    found = find(request_id)
+    if found.done() and not found.cancelled:
+        return dict(found.answer(), summary=f"{found.what}: it had already ended, so there was nothing to cancel; "
+                                            "its answer follows: " + found.answer()["summary"])
+    found.cancel()
+    return found.answer()
+
+
+
+TOOLS = (request_wait, request_cancel)

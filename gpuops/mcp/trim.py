@@ -1,0 +1,77 @@
+"""The large answers, compact by default: the keys an agent acts on, the findings that need it.
+
+A preflight carries the box's raw facts (listening sockets, cgroup files, every disk) and a
+finding per check, passing ones included; a wait, the job's whole status row; a status, every
+row in full. A model reads all of it on every turn it stays in context, so each of these tools
+answers with a compact default and takes `fields` (the data keys to return; ['*'] for all) and
+`failed_only` (drop what is fine). What was left out is said in data.omitted, so the model knows
+what to ask for. Pure: an envelope in, an envelope out.
+"""
+
+ALL = "*"
+# tool -> the data keys it returns unless asked for others
+COMPACT = {
+    "host_preflight": ("errors", "gpu", "host", "torch", "profile"),
+    "job_wait": ("job_id", "state", "reason", "reached", "timed_out", "new_text", "text_starts_at", "next_offset",
+                 "log_size", "waited_s", "match", "interrupted", "job"),
+}
+# a job row's keys unless asked for others (the command and the timestamps are for a later look)
+ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
+       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id")
+FINE = ("ok", "info")                 # finding severities failed_only leaves out
+HEALTHY = ("RUNNING", "STARTING", "PENDING", "PAUSED", "COMPLETED")  # job states failed_only leaves out
+
+
+def _keep(mapping, wanted, default):
+    """(kept mapping, keys left out)."""
+    names = default if not wanted else (None if ALL in wanted else wanted)
+    if names is None:
+        return dict(mapping), []
+    return {k: v for k, v in mapping.items() if k in names}, sorted(k for k in mapping if k not in names)
+
+
+def _said(doc, **omitted):
+    left = {k: v for k, v in omitted.items() if v}
+    if left:
+        doc["data"]["omitted"] = dict(doc["data"].get("omitted") or {}, **left)
+    return doc
+
+
+def fields(doc, tool, wanted):
+    """`doc` with only the data keys `wanted` (default: the tool's COMPACT set); a job row it keeps
+    has its ROW keys, unless all were asked for."""
+    if not isinstance(doc.get("data"), dict) or doc.get("error"):
+        return doc
+    doc = dict(doc)
+    doc["data"], gone = _keep(doc["data"], wanted, COMPACT[tool])
+    row_gone = []
+    if isinstance(doc["data"].get("job"), dict) and not (wanted and ALL in wanted):
+        doc["data"]["job"], row_gone = _keep(doc["data"]["job"], None, ROW)
+    return _said(doc, keys=gone, row_keys=row_gone)
+
+
+def preflight(doc, wanted, failed_only):
+    """A preflight's compact answer: its COMPACT facts, and with failed_only only the findings
+    that warn or fail (how many passed is counted)."""
+    doc = fields(doc, "host_preflight", wanted)
+    if failed_only and doc.get("findings"):
+        shown = [f for f in doc["findings"] if f.get("severity") not in FINE]
+        doc = _said(dict(doc, findings=shown), findings=len(doc["findings"]) - len(shown))
+    return doc
+
+
+def status(doc, wanted, failed_only):
+    """A status answer with each row's ROW keys (or `wanted`), and with failed_only only the jobs
+    whose state needs a look."""
+    rows = (doc.get("data") or {}).get("jobs")
+    if not isinstance(rows, list) or doc.get("error"):
+        return doc
+    kept, gone = [], set()
+    for row in rows:
+        if failed_only and row.get("state") in HEALTHY:
+            continue
+        made, left = _keep(row, wanted, ROW)
+        kept.append(made)
+        gone.update(left)
+    doc = dict(doc, data=dict(doc["data"], jobs=kept))
+    return _said(doc, row_keys=sorted(gone), jobs=len(rows) - len(kept))

@@ -1,0 +1,91 @@
+"""One description per verb: its flags (kind, bounds, default, help), what it does to the world,
+and the MCP tools made of it (their parameters, one-line purpose, toolset).
+
+gpuops.cli makes each verb's task from it (gpuops.cli.flags.verb: the parameters, their help and
+the parsing of their values), gpuops.mcp each tool's input schema, its annotations, the toolsets,
+the table that turns a CLI next step into a tool call (gpuops.mcp.nextsteps) and the words a
+message's flags become (gpuops.mcp.words), and docs.py the interface reference
+(references/INTERFACE.md, written by `python -m gpuops.refdocs --write`). A flag one side has and
+the other lacks says why (Param.cli_only, Arg.why); tests/test_surface.py holds both sides to it.
+
+A new flag is one Param in its verb's tuple (and, for MCP, an `a(name)` in a tool's args), plus its
+name in the verb's function (gpuops.cli) and its tool's (gpuops.mcp): the parity test says which
+is missing.
+
+Nothing here imports the CLI, the MCP SDK or an operation: both faces read it.
+"""
+
+import functools
+import importlib
+
+from .model import Tool, Verb, resolve
+
+# Where each verb is described: the CLI loads only its verb's (a verb's task is made at import,
+# and `gpuops gotcha U7` must not pay for the engines' or profiles' modules).
+MODULES = {"box": ("preflight", "fleet", "reap", "diagnose", "triage", "profiles", "gotcha", "disconnect"),
+           "teardown": ("teardown-check",),
+           "jobs": ("launch", "status", "logs", "wait", "stop", "pause", "resume", "retry", "queue"),
+           "data": ("push", "pull", "verify")}
+_HOME = {verb: module for module, names in MODULES.items() for verb in names}
+
+# The toolsets a server may offer (gpuops-mcp --toolsets), in the order tools/list shows them.
+TOOLSETS = ("check", "jobs", "postmortem", "data", "fleet", "reference")
+DEFAULT_TOOLSETS = ("check", "jobs", "postmortem")
+TOOLSET_WORDS = {
+    "check": "is this box fit to run on",
+    "jobs": "every job verb: launch, status, wait, logs, stop, pause, resume, retry, queue",
+    "postmortem": "why a job ended: diagnose, triage, and freeing GPU memory it left held",
+    "data": "copies proven by hashes (push, pull, verify), what a teardown would lose, and the requests a long "
+            "copy answers with",
+    "fleet": "several boxes: the fleet's state, placement by free GPUs, torchrun gangs",
+    "reference": "gotchas, platform profiles, and which profile a box resembles",
+}
+
+
+def _module(name):
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+@functools.lru_cache(maxsize=1)
+def verbs() -> dict:
+    """{name: Verb} of every CLI verb."""
+    return {v.name: v for m in MODULES for v in _module(m).VERBS}
+
+
+def verb(name) -> Verb:
+    """One verb's description, loading only the module it is in."""
+    return next(v for v in _module(_HOME[name]).VERBS if v.name == name)
+
+
+@functools.lru_cache(maxsize=1)
+def tools() -> dict:
+    """{name: Tool} of every MCP tool, toolset by toolset."""
+    made = [t for v in verbs().values() for t in v.tools] + list(_module("data").TOOLS)
+    return {t.name: t for s in TOOLSETS for t in made if t.toolset == s}
+
+
+def tool(name) -> Tool:
+    return tools()[name]
+
+
+@functools.lru_cache(maxsize=None)
+def args(tool_name) -> tuple:
+    """A tool's parameters, every field its verb's Param gives filled in."""
+    t = tool(tool_name)
+    if t.verb is None:
+        return tuple(resolve(None, a) for a in t.args)
+    return tuple(resolve(verb(t.verb), a) for a in t.args)
+
+
+def toolset(name) -> tuple:
+    """The tool names of one toolset."""
+    return tuple(n for n, t in tools().items() if t.toolset == name)
+
+
+def flags_of(tool_name) -> dict:
+    """{--flag: Arg} of a tool: which of its verb's flags each parameter stands for."""
+    t = tool(tool_name)
+    if t.verb is None:
+        return {}
+    v = verb(t.verb)
+    return {v.param(a.param).flag: a for a in args(tool_name) if a.param}

@@ -1,0 +1,328 @@
+"""The job verbs: launch, status, logs, wait, stop, pause, resume, retry, queue, and their tools."""
+
+from .. import engines
+from ..jobs import states
+from .common import (CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
+                     JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
+                     YES_PLAN_TIP, host)
+from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
+                    Param, Tool, Verb, a)
+
+JOBS = "jobs"
+GANG_NODES = (1, 64)           # processes per box a gang takes
+GANG_PORT = (1024, 65535)      # its rendezvous port
+WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))
+TAIL_LINES = "last N lines"
+
+RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
+              tip="the engine's options by flag name, e.g. slurm {\"nodes\": 2, \"time\": \"4:00:00\"}")
+ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",
+               choices=tuple(engines.names()))
+
+
+def _over(arg, **changes):
+    """The fields of a tool's own Arg, some changed, for another tool's."""
+    return dict(dict(kind=arg.kind, tip=arg.tip, default=arg.default, why=arg.why), **changes)
+
+
+def _yes(help):
+    return (Param("yes", SWITCH, help, tip=YES_PLAN_TIP),)
+
+
+LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
+    host(SEVERAL),
+    IDENTITY,
+    Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
+          tip="bash command line, run as given"),
+    Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
+          tip="instead of cmd: a local script to copy and run (under GPUOPS_MCP_ROOTS)"),
+    Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
+    LABEL,
+    Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
+    ENV,
+    SECRET_ENV,
+    Param("gpus", TEXT, "on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with "
+                        "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
+                        "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
+    Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
+          tip="idempotency key: a job with it already is returned, not started again"),
+    Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for status",
+          tip="regex of progress lines (group 1 = step)"),
+    JOBS_DIR,
+    Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
+                           "profiles`); a Slurm profile's site defaults too",
+          tip="platform profile whose job dir, env and proxy apply"),
+    JSON,
+    Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY, what="whole seconds",
+          cli_only="a tool call's own limit applies"),
+    Param("fleet", TEXT, "place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) "
+                         "with --gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With --torchrun: "
+                         "the gang is every box of the group, in its order",
+          tip="a [fleet.NAME] group of the server's fleet file; default: every box in it"),
+    Param("gpu_type", TEXT, "with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
+          tip="only GPUs whose model names this (H100, A100-SXM4-80GB)"),
+    Param("min_vram_gib", NUM, "with --fleet: only GPUs with at least this much memory (GiB)",
+          tip="only GPUs with this much memory", low=0.001, high=4096, what="GiB"),
+    Param("torchrun", SWITCH, "one training run across every --host box (or every box of a --fleet group, in its "
+                              "order): a gang preflight, then torchrun on each (c10d rendezvous on the first box); "
+                              "prints the gang id the other verbs take with --gang. With an --engine that schedules "
+                              "nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its "
+                              "first)"),
+    Param("nproc_per_node", INT, "with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: "
+                                 "--gpus-per-node)", tip="processes (GPUs) per box", low=1, high=1024),
+    Param("rdzv_port", INT, "with --torchrun: the rendezvous port on the first box or node (default 29500; under "
+                            "Slurm, a free one when it is taken there)", tip="rendezvous port on the first box",
+          low=1, high=65535, what="a TCP port"),
+    Param("rdzv_host", TEXT, "with --torchrun: the first box's address as the others reach it (default: its SSH "
+                             "HostName)", tip="first box's address as the others reach it"),
+    Param("code", TEXT, "with --torchrun: a directory on the boxes that must be identical on all of them (sha256 "
+                        "compared)", tip="directory that must be identical on every box"),
+    ENGINE,
+    Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
+                               "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
+), tools=(
+    Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
+         "Start a command detached on a box (or as an engine's job); returns its id.", args=(
+             HOST1, a("cmd"), a("script"), a("name"), a("labels", "label"), a("workdir"), a("gpus"), a("share_gpu"),
+             *ENVS, a("key"),
+             a("progress_regex"), a("profile"), a("engine"), RESOURCES)),
+    Tool("fleet_launch", "launch", "fleet", RUNS, "Launch a job where it fits",
+         "Launch a job on the least loaded fleet box with enough free matching GPUs.", args=(
+             a("gpus", kind=INT, low=1, high=64, required=True, tip="how many GPUs the job needs on one box"),
+             a("cmd", required=True), a("fleet"), a("gpu_type"), a("min_vram_gib"), a("name"), a("key"),
+             a("workdir"), *ENVS)),
+    Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
+         "Start one torchrun run across boxes after a gang preflight; returns the gang id.", implied=("torchrun",),
+         args=(
+             a("cmd", required=True, tip="training script and arguments torchrun runs, e.g. 'train.py --lr 3e-4'"),
+             a("hosts", "host", kind=CSV, tip="boxes; the first hosts the rendezvous"),
+             a("fleet", tip="instead of hosts: a [fleet.NAME] group of the server's fleet file, in its order"),
+             a("nproc_per_node", default=1, low=GANG_NODES[0], high=GANG_NODES[1]),
+             a("rdzv_port", default=29500, low=GANG_PORT[0], high=GANG_PORT[1]), a("rdzv_host"), a("code"),
+             a("workdir"), a("name"), *ENVS)),
+))
+
+STATUS = Verb("status", "Jobs", READS, params=(
+    host(SEVERAL),
+    IDENTITY,
+    Param("job", TEXT, "one job: " + WHICH + " (default: list recent jobs). States: " + states.listing(),
+          tip="one job (default: recent jobs)"),
+    Param("label", PAIRS, "only jobs with this k=v label (repeatable)", tip="only jobs with these labels"),
+    Param("progress_regex", TEXT, "regex for training-progress lines (group 1 = step), tried before the built-in ones",
+          tip="regex for progress lines (group 1 = step)"),
+    Param("stall_factor", NUM, "STALLED when no progress line for this many times the recent step time",
+          tip="STALLED after this many step times without progress", default=10, low=0, high=1000),
+    Param("stall_min", SECS, "...and for at least this many seconds (without a known step time: the larger of this "
+                             "and 1800)", tip="and at least this long (1800 without a step time)",
+          default=600, low=0, high=30 * DAY),
+    Param("limit", INT, "list at most this many jobs, newest first (0: all of them)", default=20, low=0, high=100000),
+    JOBS_DIR,
+    JSON,
+    GANG,
+    WATCH,
+), tools=(
+    Tool("job_status", "status", JOBS, READS, "Job states",
+         "Job states from the box's records: running, stalled, how it ended.", args=(
+             HOST1, a("job"), a("limit", low=1, high=200, tip="jobs listed, newest first"), a("labels", "label"),
+             a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
+             a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),
+             a("failed_only", **_over(FAILED_ONLY, default=False, tip="only jobs whose state needs a look")))),
+    Tool("gang_status", "status", "fleet", READS, "A gang's state",
+         "A gang's state from its nodes: RUNNING only when all run.", args=(a("gang", required=True),)),
+))
+
+LOGS = Verb("logs", "Jobs", READS, params=(
+    host(),
+    IDENTITY,
+    Param("job", TEXT, WHICH, tip=JOB_TIP),
+    Param("tail", INT, "show the last N lines (default 100)", tip=TAIL_LINES, default=100, low=0, high=1000000),
+    Param("follow", SWITCH, "keep streaming until the job ends; survives a dropped link by resuming at the last byte",
+          cli_only="a call ends within a minute: job_wait waits, job_logs pages on from next_offset"),
+    Param("from_offset", INT, "start at this byte offset (as returned in next_offset) instead of the tail",
+          tip="read from this byte offset (a next_offset) instead of the tail", low=0, high=2 ** 63 - 1,
+          what="a byte offset"),
+    Param("max_bytes", INT, "a page holds at most this many bytes (default: 64 KiB with --json, else 1 MiB); with "
+                            "--json --follow, the text keeps the newest this many",
+          tip="the page holds at most this many bytes", low=1, high=16 << 20),
+    Param("timeout", SECS, "with --follow: stop following after this many seconds (exit 6, next_offset says where "
+                           "to resume)", low=0, high=30 * DAY, cli_only="it bounds --follow, which no tool has"),
+    Param("save", TEXT, "copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
+          cli_only="it writes this machine's disk: data_pull copies a job's directory, verified"),
+    Param("reconnect", SECS, "seconds --follow keeps trying to reconnect after the link drops", default=120, low=0,
+          high=DAY, cli_only="it bounds --follow, which no tool has"),
+    JOBS_DIR,
+    Param("json", SWITCH, "the page as one JSON envelope (control characters escaped); without it the log's bytes "
+                          "are printed as the job wrote them, escape sequences included, as `cat` would",
+          cli_only=JSON.cli_only),
+    GANG,
+    Param("cursors", TEXT, "with --gang: where each node's log goes on, NODE=OFFSET,... (the cursors a page or "
+                           "follow printed)", tip="data.cursors of an earlier call"),
+), tools=(
+    Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
+         "An exact page of a job's log, from its last lines or a byte offset.", args=(
+             HOST1, JOB, a("tail", default=80, low=1, high=2000), a("from_offset"),
+             a("max_bytes", default=PAGE, high=PAGE),
+             a("encoding", kind=CHOICE, choices=("text", "base64"), default="text",
+               why="the CLI prints the log's bytes as they are", tip="base64: exact bytes in data.bytes_b64"))),
+    Tool("gang_logs", "logs", "fleet", READS, "Every node's log",
+         "Every node's log at once, each line prefixed with its node.", args=(
+             a("gang", required=True), a("tail", default=40, low=1, high=2000, tip="lines per node"), a("cursors"),
+             a("max_bytes", default=8000, high=PAGE, tip="per node"))),
+))
+
+_AGAIN = "seconds at most; call again while timed_out"
+WAIT = Verb("wait", "Jobs", READS, params=(
+    host(),
+    IDENTITY,
+    Param("job", TEXT, WHICH, tip=JOB_TIP),
+    Param("until", STATES, "'terminal' (default) or states to wait for, comma-separated: " + ", ".join(WAITABLE),
+          tip="states to wait for (default: any end)", default="terminal"),
+    Param("log_regex", TEXT, "also return as soon as a log line (after --from-offset) matches this regular expression",
+          tip="or until a log line matches"),
+    Param("from_offset", INT, "look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
+          tip="log_regex from this byte", low=0, high=2 ** 63 - 1, what="a byte offset"),
+    Param("timeout", SECS, "seconds to wait at most (exit 6 when it passes first)", default=300, low=0, high=7 * DAY),
+    Param("max_bytes", INT, "new_text holds at most this many bytes, the newest before next_offset (default 64 KiB)",
+          tip="new_text's most bytes (the newest)", low=0, high=1 << 20),
+    JOBS_DIR,
+    JSON,
+    Param("gang", TEXT, "a gang id (launch --torchrun prints it): until the whole gang reaches --until; --host is "
+                        "not needed", tip=GANG.tip),
+), tools=(
+    Tool("job_wait", "wait", JOBS, READS, "Wait for a job",
+         "Wait until a job reaches a state or its log matches.", args=(
+             HOST1, JOB, a("until", default=None, items=WAITABLE), a("log_regex"), a("from_offset"),
+             a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
+             a("max_bytes", default=4000, high=PAGE), FIELDS)),
+    Tool("gang_wait", "wait", "fleet", READS, "Wait for a gang",
+         "Wait until a whole gang reaches a state, or can no longer.", args=(
+             a("gang", required=True), a("until", default=None, items=WAITABLE),
+             a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN))),
+))
+
+_GRACE = Param("grace", SECS, "seconds between SIGTERM and SIGKILL", default=10, low=0, high=DAY,
+               tip="seconds from SIGTERM to SIGKILL")
+_GRACE_S = a("grace_s", "grace", high=GRACE_S)
+
+STOP = Verb("stop", "Jobs", ENDS, params=(
+    host(),
+    IDENTITY,
+    Param("job", TEXT, WHICH, tip=JOB_TIP),
+    _GRACE,
+    *_yes("really send the signals (without it: show what would be signalled, and its plan id)"),
+    Param("plan", TEXT, "with --yes: act only if the job's live processes are still those of this plan id (from a "
+                        "dry run); else exit 5 with the new plan", tip=PLAN_TIP),
+    Param("signal", TEXT, "Slurm: send this checkpoint signal first (e.g. USR1) and give the job up to --grace "
+                          "seconds to end before scancel", cli_only="job_pause checkpoints a job before it stops it"),
+    JOBS_DIR,
+    JSON,
+    GANG,
+), tools=(
+    Tool("job_stop", "stop", JOBS, ENDS, "Stop a job",
+         "Stop a job's processes, or only plan it.", acts_when=("yes",), args=(
+             HOST1, JOB, _GRACE_S, a("yes"), a("plan_id", "plan"))),
+    Tool("gang_stop", "stop", "fleet", ENDS, "Stop every node of a gang",
+         "Stop every node of a gang, or only plan it.", acts_when=("yes",), args=(
+             a("gang", required=True), _GRACE_S, a("yes"), a("plan_id", "plan"))),
+))
+
+_PAUSED = "the job: its id, --key, --name or Slurm job id"
+_RESUME_ARG = "text appended to its command, e.g. '--resume last.ckpt'"
+
+PAUSE = Verb("pause", "Jobs", ENDS, params=(
+    host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
+    IDENTITY,
+    Param("job", TEXT, _PAUSED, tip=JOB_TIP),
+    Param("ckpt_regex", TEXT, "a log line the job prints once its checkpoint is written (a regular expression)",
+          tip="regex of the log line saying the checkpoint is written"),
+    Param("ckpt_file", TEXT, "a file the job writes (or rewrites) once its checkpoint is written",
+          tip="a file written once the checkpoint is"),
+    Param("signal", TEXT, "the checkpoint signal (default: the job's --signal, else USR1)",
+          tip="the checkpoint signal (default: the job's own, else USR1)"),
+    Param("timeout", SECS, "seconds to wait for the checkpoint marker; without it nothing is stopped (exit 6)",
+          default=300, low=1, high=DAY),
+    Param("grace", SECS, "a supervised job: seconds between SIGTERM and SIGKILL once the checkpoint is written",
+          default=10, low=0, high=DAY, tip=_GRACE.tip),
+    JOBS_DIR,
+    JSON,
+), tools=(
+    Tool("job_pause", "pause", JOBS, ENDS, "Checkpoint and pause a job",
+         "Checkpoint a job and give its GPUs back; job_resume continues it.", args=(
+             HOST1, JOB, a("ckpt_regex"), a("ckpt_file"), a("signal"),
+             a("timeout_s", "timeout", default=CALL_S, high=CALL_S,
+               tip="seconds to wait for the checkpoint; none by then: nothing stops"),
+             _GRACE_S)),
+))
+
+RESUME = Verb("resume", "Jobs", RUNS, params=(
+    host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
+    IDENTITY,
+    Param("job", TEXT, _PAUSED, tip=JOB_TIP),
+    Param("resume_arg", TEXT, "a supervised job: text appended to its command for the new run, e.g. '--resume "
+                              "last.ckpt' (a Slurm job restarts its own script, which finds the checkpoint)",
+          tip="a supervised job: " + _RESUME_ARG),
+    Param("env", PAIRS, "a supervised job: KEY=VALUE for the new run (repeatable)",
+          tip="a supervised job: environment for the new run (not secrets)"),
+    Param("secret_env", LIST, "a supervised job: NAME of a local variable passed through stdin only (repeatable)",
+          tip=SECRET_ENV.tip),
+    Param("key", TEXT, "a supervised job: idempotency key for the new run"),
+    JOBS_DIR,
+    JSON,
+), tools=(
+    Tool("job_resume", "resume", JOBS, RUNS, "Resume a paused job",
+         "Continue a paused job from its checkpoint.", args=(
+             HOST1, JOB, a("resume_arg"), *ENVS, a("key"))),
+))
+
+RETRY = Verb("retry", "Jobs", RUNS, engine_flags=True, params=(
+    host(),
+    IDENTITY,
+    Param("job", TEXT, "the job to retry: " + WHICH, tip="the job to run again: its id, idempotency key or name"),
+    Param("env", PAIRS, ENV.help + "; overrides the parent's", tip=ENV.tip),
+    SECRET_ENV,
+    Param("resume_arg", TEXT, "text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
+          tip=_RESUME_ARG),
+    Param("key", TEXT, "idempotency key for the retry itself"),
+    JOBS_DIR,
+    JSON,
+    GANG,
+), tools=(
+    Tool("job_retry", "retry", JOBS, RUNS, "Run a job's command again",
+         "Run a job's command again as its child job.", args=(
+             HOST1, a("job", required=True), a("resume_arg"), a("key"), *ENVS, RESOURCES)),
+    Tool("gang_retry", "retry", "fleet", RUNS, "Launch a gang again",
+         "Launch a gang again (a new id, its parent named) once none of its nodes runs.", args=(
+             a("gang", required=True), a("resume_arg"), *ENVS)),
+))
+
+QUEUE = Verb("queue", "Jobs", RUNS, engine_flags=True, params=(
+    host(SEVERAL, default="local"),
+    IDENTITY,
+    Param("file", TEXT, "local file: one command per line (# comments and blank lines skipped); re-run with more "
+                        "lines appended to extend a running queue, or unchanged to resume it",
+          cli_only="a tool call gives the lines themselves, as commands"),
+    Param("name", TEXT, "queue name on the box (default: from the file name)", tip="queue name on the box"),
+    Param("env", PAIRS, ENV.help + ", for every entry", tip=ENV.tip),
+    SECRET_ENV,
+    Param("workdir", TEXT, "directory on the box every entry runs in", tip="directory on the box"),
+    Param("gpus", TEXT, "CUDA_VISIBLE_DEVICES for every entry", tip="CUDA_VISIBLE_DEVICES"),
+    Param("wait", SECS, "wait up to this many seconds for the queue to finish", default=0, low=0, high=7 * DAY,
+          tip="seconds to wait for the queue to finish"),
+    Param("cancel", SWITCH, "start no further entries (the running one keeps running: stop it with `gpuops stop`)",
+          tip="start no more entries (the running one runs on)"),
+    JOBS_DIR,
+    JSON,
+    Param("engine", CHOICE, ENGINE.help + "; an engine that chains the entries itself (Slurm: --dependency=afterany) "
+                                          "starts each after the one before it ended", tip=ENGINE.tip,
+          choices=ENGINE.choices),
+), tools=(
+    Tool("job_queue", "queue", JOBS, RUNS, "A sequential run queue",
+         "A run queue on a box: each command a job, one after another.",
+         acts_when=("commands", "cancel"), args=(
+             HOST1, a("name", required=True),
+             a("commands", kind=LIST, why="the CLI reads them from a local file (--file)",
+               tip="commands run in turn (again, more appended: extend it); omit: show it"),
+             a("cancel"), a("wait_s", "wait", high=CALL_S), a("workdir"), a("gpus"), *ENVS, a("engine"), RESOURCES)),
+))
+
+VERBS = (LAUNCH, STATUS, LOGS, WAIT, STOP, PAUSE, RESUME, RETRY, QUEUE)

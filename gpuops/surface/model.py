@@ -1,0 +1,122 @@
+"""The pieces of a verb's description: its parameters, the MCP tools made of it, and their words.
+
+A Param is one flag of a verb as the CLI takes it (its kind, bounds, default, help) and, in
+`tip`, the line an agent reads for it. An Arg is one parameter of an MCP tool: a Param under the
+tool's own name, narrowed where a tool call differs (a wait bounded by a call's patience), or a
+parameter of the tool alone, whose `why` says why the CLI has no such flag. A Param no tool
+takes says why in `cli_only`. gpuops.surface holds every verb's; gpuops.cli and gpuops.mcp are
+made from them, and tests/test_surface.py lists both sides.
+"""
+
+from dataclasses import dataclass, replace
+
+# What a value is. The CLI reads every one from text; MCP takes the JSON type in KINDS.
+TEXT, INT, NUM, SECS, SWITCH, CHOICE = "text", "int", "number", "seconds", "switch", "choice"
+LIST, PAIRS, CSV, STATES, OBJECT = "list", "pairs", "csv", "states", "object"
+JSON_TYPE = {TEXT: "string", INT: "integer", NUM: "number", SECS: "number", SWITCH: "boolean", CHOICE: "string",
+             LIST: "array", PAIRS: "object", CSV: "array", STATES: "array", OBJECT: "object"}
+REPEATED = (LIST, PAIRS)  # a flag given as often as wanted (Invoke's `iterable`)
+NUMERIC = (INT, NUM, SECS)
+
+# What a tool does to the world; the server's levels (gpuops.mcp.toolsets) admit some of them.
+READS = "reads"        # changes nothing anywhere
+RUNS = "runs"          # starts work: any command the caller wrote (as destructive as a shell can be)
+CHANGES = "changes"    # adds or updates (a copy), ends nothing and deletes nothing unless an Arg says so
+ENDS = "ends"          # ends processes or takes resources away (stop, reap, pause): the destructive level
+EFFECTS = (READS, RUNS, CHANGES, ENDS)
+SAME = object()  # an Arg's field left to its Param
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str                       # the task's parameter; its flag is --name-with-dashes
+    kind: str = TEXT
+    help: str = ""                  # the CLI's help line
+    tip: str = ""                   # the MCP description (no flags in it); default: help, when it has none
+    default: object = None          # as the verb means it (a number, not Invoke's text)
+    low: float = None
+    high: float = None
+    what: str = None                # how a bad number's message names what it takes ("a byte offset")
+    choices: tuple = ()
+    cli_only: str = ""              # why no MCP tool takes it
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def cli_default(self):
+        """The default as Invoke must see it: text for a number (Invoke converts by the default's
+        type before gpuops sees a value, so an int default would turn `--limit x` into a traceback)."""
+        if self.kind in NUMERIC and self.default is not None:
+            return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+        if self.kind == SWITCH:
+            return bool(self.default)
+        return self.default
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str                       # the tool's parameter
+    param: str = None               # the verb's Param it is; None: the tool's own (then `why`)
+    kind: str = None
+    tip: str = None
+    default: object = SAME
+    low: float = None
+    high: float = None
+    choices: tuple = ()
+    required: bool = False
+    why: str = ""                   # a tool's own parameter: why the CLI has no flag for it
+    items: tuple = ()               # STATES and a LIST of choices: the values an item may take
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    verb: str                       # the CLI verb it is a face of; None for the server's own tools
+    toolset: str
+    effect: str
+    title: str
+    does: str                       # what it is for, in one line
+    args: tuple = ()
+    implied: tuple = ()             # the verb's switches this tool itself means (gang_launch: torchrun)
+    acts_when: tuple = ()           # Args without which a call only reads (a stop without yes plans)
+    dangerous: tuple = ()           # Args that make one call destructive (delete on a copy)
+    local: bool = False             # reads only this machine (no box)
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    group: str
+    effect: str
+    params: tuple
+    tools: tuple = ()
+    engine_flags: bool = False      # takes every engine's own flags (gpuops.engines); MCP: `resources`
+    cli_only: str = ""              # why no tool is made of it
+
+    def param(self, name) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.name} has no parameter {name!r}")
+
+
+def a(name, param=None, **over) -> Arg:
+    """A tool's parameter: the verb's `param` (default: the same name) under `name`, narrowed by
+    `over`; or, with `why=`, one of the tool's own."""
+    if over.get("why"):
+        return Arg(name, None, **over)
+    return Arg(name, param or name, **over)
+
+
+def resolve(verb: Verb, arg: Arg) -> Arg:
+    """`arg` with every field its Param gives and the Arg does not override filled in."""
+    if arg.param is None:
+        return replace(arg, default=None) if arg.default is SAME else arg
+    p = verb.param(arg.param)
+    tip = arg.tip or p.tip or p.help
+    default = None if arg.required else p.default if arg.default is SAME else arg.default
+    return replace(arg, kind=arg.kind or p.kind, tip=tip, default=default,
+                   low=arg.low if arg.low is not None else p.low, high=arg.high if arg.high is not None else p.high,
+                   choices=arg.choices or p.choices)
