@@ -67,7 +67,7 @@ def test_the_cli_task_is_its_description(verb):
         name, kind, default = kinds[p.flag]
         assert kind == ("switch" if p.kind == M.SWITCH else "list" if p.kind in M.REPEATED else "value"), p.flag
         assert default == p.cli_default, p.flag
-        assert task.help[p.name] == p.help, p.flag
+        assert task.body.task_options["help"][p.name] == p.help, p.flag
 
 
 def test_parity_every_flag_has_a_parameter_or_says_why_and_back():

@@ -22,7 +22,8 @@ from .switches import SHORT, expand_short
 
 ns = Collection()
 for _body in lite.bodies():
-    ns.add_task(Task(_body, **_body.task_options))
+    # A copy of the help: Invoke's to_contexts() pops each flag's text out of the dict it was given.
+    ns.add_task(Task(_body, **dict(_body.task_options, help=dict(_body.task_options["help"]))))
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,6 +8,8 @@ answers with a compact default and takes `fields` (the data keys to return; ['*'
 what to ask for. Pure: an envelope in, an envelope out.
 """
 
+from ..jobs.states import HEALTHY
+
 ALL = "*"
 # tool -> the data keys it returns unless asked for others
 COMPACT = {
@@ -19,7 +21,6 @@ COMPACT = {
 ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
        "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
-HEALTHY = ("RUNNING", "STARTING", "PENDING", "PAUSED", "COMPLETED")  # job states failed_only leaves out
 
 
 def _keep(mapping, wanted, default):
