@@ -81,6 +81,21 @@ def rig(tmp_path_factory):
                 os.environ[key] = old
 
 
+@pytest.fixture(scope="session")
+def box_cache(tmp_path_factory):
+    """XDG_CACHE_HOME of the sync boxes.
+
+    Here, not in tests/sync: a module that imports a session fixture defines a second one, and the
+    rig's box would be started twice."""
+    return tmp_path_factory.mktemp("box-cache")
+
+
+@pytest.fixture(scope="session")
+def rsync_box(rig, box_cache):
+    """A box with rsync, whose digest cache is in `box_cache`."""
+    return rig.box("syncbox", env={"XDG_CACHE_HOME": str(box_cache)})
+
+
 def _close_masters():
     from gpuops.remote import mux
 

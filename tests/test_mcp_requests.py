@@ -15,7 +15,7 @@ from mcp import Client  # noqa: E402
 from gpuops import pullindex  # noqa: E402
 from gpuops.mcp import requests, server  # noqa: E402
 # the sync tests' real sshd box with rsync, and their wire meter for a slow link
-from tests.sync.conftest import box_cache, metered, rsync_box, snapshot, sync_env  # noqa: E402,F401
+from tests.sync.conftest import metered, snapshot, sync_env  # noqa: E402,F401
 
 BIG = 8 << 20
 

@@ -153,6 +153,8 @@ class SshRig:
         self.known_hosts.write_text("".join(line for line in lines if not line.startswith(prefix)))
 
     def box(self, name, env=None, host_key=None) -> SshBox:
+        if name in self.boxes:
+            raise ValueError(f"the rig already has a box named {name!r}: one fixture starts it, others ask for that one")
         box = SshBox(self, name, env=env, host_key=host_key).start()
         self.boxes[name] = box
         self._write_config()

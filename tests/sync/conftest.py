@@ -71,18 +71,6 @@ def sync_env(rig, tmp_path):
     return {**rig.env(), "GPUOPS_STATE_DIR": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
 
 
-@pytest.fixture(scope="session")
-def box_cache(tmp_path_factory):
-    """XDG_CACHE_HOME of the sync boxes."""
-    return tmp_path_factory.mktemp("box-cache")
-
-
-@pytest.fixture(scope="session")
-def rsync_box(rig, box_cache):
-    """A box with rsync, whose digest cache is in `box_cache`."""
-    return rig.box("syncbox", env={"XDG_CACHE_HOME": str(box_cache)})
-
-
 def run_cli(env, *args, timeout=180):
     """(CompletedProcess, envelope or None) for `gpuops ARGS --json`."""
     proc = subprocess.run([sys.executable, "-m", "gpuops", *args, "--json"], capture_output=True, text=True,
