@@ -14,24 +14,33 @@ from .flags import number
 
 def takes(verb_name, note=""):
     """Decorate a verb whose body ends with `engine_flags=None` (after @verb)."""
+    helps, defaults = {}, {}
+    for e in engines.each():
+        for key, text in e.flags_for(verb_name).items():
+            helps[key] = text + note
+            defaults[key] = False if key in e.switches else None
+    return adds("engine_flags", helps, defaults)
+
+
+def adds(kwarg, helps, defaults):
+    """Decorate a verb whose body takes `kwarg`=None (after @verb; its other parameters after the
+    context all have defaults): the flags `defaults` names become parameters of the verb (with
+    `helps`), and its body receives their values in one dict under `kwarg`."""
 
     def make(body):
-        helps, defaults = {}, {}
-        for e in engines.each():
-            for key, text in e.flags_for(verb_name).items():
-                helps[key] = text + note
-                defaults[key] = False if key in e.switches else None
         code = body.__code__
         own = code.co_varnames[1:code.co_argcount]
-        if own[-1] != "engine_flags":
-            raise TypeError(f"{body.__name__}: a verb taking engine flags ends with engine_flags=None")
-        names = list(own[:-1]) + list(defaults)
-        values = list(body.__defaults__[:-1]) + list(defaults.values())
+        if kwarg not in own:
+            raise TypeError(f"{body.__name__}: a verb taking these flags has a parameter {kwarg}=None")
+        kept = [n for n in own if n != kwarg]
+        given = dict(zip(own[len(own) - len(body.__defaults__):], body.__defaults__))
+        names = kept + list(defaults)
+        values = [given[n] for n in kept] + list(defaults.values())
         src = (f"def {body.__name__}(c, " + ", ".join(f"{n}=_d[{i}]" for i, n in enumerate(names)) + "):\n"
-               "    return _body(c, " + "".join(f"{n}={n}, " for n in own[:-1])
-               + "engine_flags={" + ", ".join(f"{k!r}: {k}" for k in defaults) + "})\n")
+               "    return _body(c, " + "".join(f"{n}={n}, " for n in kept)
+               + kwarg + "={" + ", ".join(f"{k!r}: {k}" for k in defaults) + "})\n")
         space = {"_body": body, "_d": values}
-        exec(compile(src, f"<engine flags of {body.__name__}>", "exec"), space)
+        exec(compile(src, f"<{kwarg} of {body.__name__}>", "exec"), space)
         made = space[body.__name__]
         made.__doc__, made.__module__, made.__qualname__ = body.__doc__, body.__module__, body.__qualname__
         made.task_options = dict(body.task_options, help=dict(body.task_options["help"], **helps))

@@ -83,6 +83,28 @@ def _span(s):
     return f"{s:g}s"
 
 
+def check_words(resume_arg):
+    """The box splits --resume-arg into words for a script job (and bash would for a command): an
+    unbalanced quote is the caller's mistake, reported before anything is sent."""
+    if resume_arg:
+        import shlex
+
+        try:
+            shlex.split(resume_arg)
+        except ValueError as e:
+            raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
+
+
+def check_regex(pattern, flag="--progress-regex"):
+    if pattern:
+        import re
+
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
+
+
 def words_to_flag(argv, takes_value):
     """['gotcha', '--limit', '3', 'cuda', 'oom'] -> ['gotcha', '--limit', '3', '--query', 'cuda oom'].
 

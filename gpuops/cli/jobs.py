@@ -8,9 +8,9 @@ from .. import engines
 from ..errors import UsageError
 from ..jobs import states
 from ..jobs import torchrun as torchrun_defaults
-from . import engineflags, spinner
+from . import engineflags, runflags, spinner
 from .common import on_hosts, one_host, run, sigterm_interrupts, watched
-from .flags import DAY, number, seconds, verb
+from .flags import DAY, check_regex, check_words, number, seconds, verb
 from .spinner import countdown
 from .helptext import missing
 
@@ -45,29 +45,8 @@ def _env_and_secrets(env, secret_env):
     return envs, spec.secrets(secret_env, os.environ, taken=envs)
 
 
-def _check_words(resume_arg):
-    """The box splits --resume-arg into words for a script job (and bash would for a command): an
-    unbalanced quote is the caller's mistake, reported before anything is sent."""
-    if resume_arg:
-        import shlex
-
-        try:
-            shlex.split(resume_arg)
-        except ValueError as e:
-            raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
-
-
-def _check_regex(pattern, flag="--progress-regex"):
-    if pattern:
-        import re
-
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
-
-
 @engineflags.takes("launch")
+@runflags.takes()
 @verb(iterable=["label", "env", "secret_env"], help=_help(
     host=_SEVERAL,
     cmd="the command line to run (bash syntax; stored verbatim and run exactly as given)",
@@ -103,7 +82,7 @@ def _check_regex(pattern, flag="--progress-regex"):
 def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=None, workdir=None, env=None,
            secret_env=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, json=False,
            timeout="60", fleet=None, gpu_type=None, min_vram_gib=None, torchrun=False, nproc_per_node=None,
-           rdzv_port=None, rdzv_host=None, code=None, engine=None, engine_flags=None):
+           rdzv_port=None, rdzv_host=None, code=None, engine=None, engine_flags=None, run_flags=None):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -129,9 +108,10 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
                 problem = spec.script_problem(f.read())
             if problem:
                 raise UsageError(f"--script {script}: {problem}")
-        _check_regex(progress_regex)
+        check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)
+        policy = runflags.policy(run_flags)
         prof = None
         if profile:
             from .. import profiles
@@ -147,7 +127,7 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
                             "--code": "it is compared across a --torchrun gang's boxes"})
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
-                progress_regex=progress_regex, engine=eng.name, resources=asked,
+                progress_regex=progress_regex, engine=eng.name, resources=asked, policy=policy,
                 torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s, **common), identity)
         if torchrun or fleet:
             return several.launch_several(
@@ -161,7 +141,7 @@ def launch(c, host=None, identity=None, cmd=None, script=None, name=None, label=
         pinned = spec.gpus(gpus)
         return on_hosts("launch", host, lambda t: op.launch(
             t, command=cmd, script=script, labels=labels, gpus=pinned, key=key, progress_regex=progress_regex,
-            timeout_s=timeout_s, **common), identity)
+            timeout_s=timeout_s, policy=policy, **common), identity)
 
     from ..render import gang as several_render
 
@@ -202,7 +182,7 @@ def status(c, host=None, identity=None, job=None, label=None, progress_regex=Non
         factor = number("--stall-factor", stall_factor, 0, 1000)
         floor = seconds("--stall-min", stall_min, high=30 * DAY)
         most = number("--limit", limit, 0, 100000, integer=True)
-        _check_regex(progress_regex)
+        check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=factor, stall_min_s=floor,
@@ -282,8 +262,10 @@ def _gang_alone(host, job):
 
 @verb(help=_help(
     job=_WHICH,
-    until="'terminal' (default) or states to wait for, comma-separated: " + ", ".join(
+    until="'terminal' (default), 'event' (a run's next event) or states to wait for, comma-separated: " + ", ".join(
         s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED)),
+    after_event="with a run: its events after this seq (an event's seq) come back, and --until event returns at "
+                "the first (default: those from now on)",
     log_regex="also return as soon as a log line (after --from-offset) matches this regular expression",
     from_offset="look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
     timeout="seconds to wait at most (exit 6 when it passes first)",
@@ -291,7 +273,7 @@ def _gang_alone(host, job):
     gang="a gang id (launch --torchrun prints it): until the whole gang reaches --until; --host is not needed",
 ))
 def wait(c, host=None, identity=None, job=None, until="terminal", log_regex=None, from_offset=None,
-         timeout="300", max_bytes=None, jobs_dir=None, json=False, gang=None):
+         timeout="300", max_bytes=None, jobs_dir=None, json=False, gang=None, after_event=None):
     """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
     from ..ops import wait as op
     from ..render import jobs as render
@@ -301,21 +283,24 @@ def wait(c, host=None, identity=None, job=None, until="terminal", log_regex=None
         wanted = op.parse_until(until)
         if gang:
             _gang_alone(host, job)
+            if op.EVENT in wanted:
+                raise UsageError("--until event waits on a run's events; a gang's nodes are waited on by state")
             from . import gang as several
 
             with sigterm_interrupts(True):
                 return several.wait(gang, until=wanted, timeout=timeout, identity=identity)
         _need_job("wait", job)
-        _check_regex(log_regex, "--log-regex")
+        check_regex(log_regex, "--log-regex")
         offset = number("--from-offset", from_offset, 0, 2 ** 63 - 1, integer=True, what="a byte offset")
         limit = seconds("--timeout", timeout, high=7 * DAY)
         most = number("--max-bytes", max_bytes, 0, op.MAX_TEXT_BYTES, integer=True)
+        seq = number("--after-event", after_event, 0, 2 ** 62, integer=True, what="an event's seq")
         spec = one_host("wait", host)
         what = "the end" if until == "terminal" else ",".join(wanted)
         with sigterm_interrupts(True), spinner.show(countdown(f"waiting for {job} to reach {what}", limit)):
             return on_hosts("wait", spec, lambda t: op.wait(
                 t, job=job, until=wanted, log_regex=log_regex, from_offset=offset, timeout_s=limit,
-                max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir), identity)
+                max_bytes=op.TEXT_BYTES if most is None else most, jobs_dir=jobs_dir, after_event=seq), identity)
 
     run("wait", json, produce, several_render.status if gang else render.waited, waiting=None)
 
@@ -363,19 +348,21 @@ def stop(c, host=None, identity=None, job=None, grace="10", yes=False, plan=None
     job="the job to retry: " + _WHICH,
     env=_ENV + "; overrides the parent's",
     secret_env=_SECRET,
-    resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
+    resume_arg="text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'; with "
+               "{checkpoint}, the newest complete checkpoint's path goes there, quoted",
+    checkpoint_dir="with --resume-arg '... {checkpoint}': DIR[:GLOB] of the checkpoints (default: its run's)",
     key="idempotency key for the retry itself",
     gang="a gang id (launch --torchrun prints it): every node at once; --host is not needed",
 ))
 def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resume_arg=None, key=None,
-          jobs_dir=None, json=False, gang=None, engine_flags=None):
+          jobs_dir=None, json=False, gang=None, engine_flags=None, checkpoint_dir=None):
     """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
     asked = engineflags.given(engine_flags)
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
-        _check_words(resume_arg)
+        check_words(resume_arg)
         envs, secrets = _env_and_secrets(env, secret_env)
         if gang:
             _gang_alone(host, job)
@@ -388,7 +375,7 @@ def retry(c, host=None, identity=None, job=None, env=None, secret_env=None, resu
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir,
-                                                          resources=asked), identity)
+                                                          resources=asked, checkpoint_dir=checkpoint_dir), identity)
 
     from ..render import gang as several_render
 

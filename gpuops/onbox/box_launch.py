@@ -1,11 +1,12 @@
 """The supervisor's job, started: a job directory, its immutable command, and the supervisor
-(gpuops.onbox.wrapper) that runs it (gpuops.onbox.box_engine's submit)."""
+(gpuops.onbox.wrapper) that runs it (gpuops.onbox.box_engine's submit). A job with a run policy is
+a run: the same supervisor runs its attempts (gpuops.onbox.runloop), each made by `prepare`."""
 
 import os
 import socket
 import time
 
-from . import cgroup, command, jobrecord, procs, wrapper
+from . import cgroup, command, jobrecord, procs, runloop, runpolicy, wrapper
 from .jobrecord import CMD, LOG
 
 NAME = "box"
@@ -32,15 +33,37 @@ def _job_env(spec, job_id, jdir):
                 added[name] = caps[name] = str(cap)
     env.update(added)
     env["GPUOPS_JOB_ID"], env["GPUOPS_JOB_DIR"] = job_id, jdir
+    run = spec.get("run") or ({"id": job_id, "attempt": 1} if spec.get("policy") is not None else None)
+    if run:
+        env["GPUOPS_RUN_ID"], env["GPUOPS_ATTEMPT"] = run["id"], str(run["attempt"])
     env.update(spec.get("secrets") or {})
     return env, sorted(added), ({"values": caps, "cgroup_quota_cores": quota} if caps else None)
 
 
 def create(spec, body):
-    """Start one job from `spec` and the bytes of its command; returns the job id.
+    """Start one job from `spec` and the bytes of its command; returns the job id. With a run
+    policy, the job is a run's first attempt and its supervisor runs the whole run.
 
     The caller holds the jobs-dir lock. `body` becomes the immutable `cmd` file (mode 0500).
     """
+    policy = runpolicy.check(spec.get("policy"), command.workdir(spec.get("workdir")))
+    if policy is not None:
+        spec = dict(spec, policy=policy)
+    job_id, jdir, argv, env, workdir, meta = prepare(spec, body)
+    if policy is None:
+        wrapper.start(jdir, argv, env, workdir, meta)
+    else:
+        wrapper.start(jdir, argv, env, workdir, meta, supervise=runloop.supervisor(spec, body, prepare),
+                      log_path=os.path.join(jdir, SUPERVISOR_LOG))
+    return job_id
+
+
+SUPERVISOR_LOG = "supervisor.log"  # a run's supervisor's own output (its attempts' go to their logs)
+
+
+def prepare(spec, body):
+    """A job's directory, immutable command and start record's fields, for a supervisor to start:
+    (job id, its dir, argv, environment, workdir, meta)."""
     workdir = command.workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
         command.check_shebang(body)
@@ -79,5 +102,8 @@ def create(spec, body):
         "queue": spec.get("queue"),
         "log": os.path.join(jdir, LOG),
     }
-    wrapper.start(jdir, argv, env, workdir, meta)
-    return job_id
+    if spec.get("policy") is not None:
+        meta.update(policy=spec["policy"], run={"id": job_id, "attempt": 1})
+    elif spec.get("run"):
+        meta["run"] = spec["run"]
+    return job_id, jdir, argv, env, workdir, meta

@@ -94,8 +94,9 @@ def gpu_rows(doc, spec=None):
 class Sampler(object):
     """Takes rows for one job: CPU shares need the previous reading, so it keeps the last ticks."""
 
-    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time):
+    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time, adopted_by=None):
         self.root_pid, self.pgid, self.gpus, self.clock = root_pid, pgid, gpus, clock
+        self.adopted_by = adopted_by  # the supervisor: what the job orphaned is still the job's
         self.reader, self.cores = reader, cores
         self._ticks, self._at = {}, None
 
@@ -116,7 +117,7 @@ class Sampler(object):
 
     def take(self):
         now = self.clock()
-        pids = members(self.root_pid, self.pgid)
+        pids = members(self.root_pid, self.pgid, self.adopted_by)
         cpu, top = self._cpu(pids, now)
         if self.cores is None:
             self.cores = cores_for(self.root_pid)
