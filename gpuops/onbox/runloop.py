@@ -62,6 +62,17 @@ class Run(object):
         self.pruned = (self.pruned + list(done.get("deleted") or []))[-50:]
         self.rec["pruned"] = self.pruned
 
+    def retain(self, attempt, job):
+        """Retention once more when the run ends, over two looks (its last save may have just ended)."""
+        policy = self.policy
+        if not policy.get("keep_checkpoints") or not policy.get("checkpoint_dir"):
+            return
+        verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+        self.skip_unsafe(verdict, attempt, job)
+        plan = checkpoints.prune_plan(verdict, policy["keep_checkpoints"])
+        if plan:
+            self.note_pruned(checkpoints.prune(policy["checkpoint_dir"], plan))
+
     def skip_unsafe(self, verdict, attempt, job):
         """A checkpoint-skipped event for each name from the box that is unsafe, once a run."""
         for e in verdict.get("unsafe") or []:
@@ -185,6 +196,7 @@ class Attempt(object):
                 run.publish("attempt-failed", n, self.job_id, **fields)
             if not (kind == "timed-out" and self.watch and self.watch.ended_by == "max-runtime"):  # said already
                 run.publish(kind, n, self.job_id, **fields)
+            run.retain(n, self.job_id)
             run.save(phase="ended", ended_at=time.time(), next_at=None,
                      final=dict(fields, job=self.job_id, attempt=n))
             return None

@@ -7,6 +7,7 @@ a log line, an event, the run's end; no sleep decides an outcome."""
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,10 +27,10 @@ def ddp(ckpt, *extra, steps=30):
             f"--steps {steps} --every 5 --step-seconds 0.2 " + " ".join(extra))
 
 
-def launch(box, jobs_dir, command, **policy):
+def launch(box, jobs_dir, command, workdir=None, **policy):
     flags = {k: v for k, v in policy.items() if k in runpolicy.FLAGS}
     extra = {k: v for k, v in policy.items() if k not in runpolicy.FLAGS}
-    doc = op.launch(box, command=command, jobs_dir=str(jobs_dir), env={"OMP_NUM_THREADS": "1"},
+    doc = op.launch(box, command=command, jobs_dir=str(jobs_dir), env={"OMP_NUM_THREADS": "1"}, workdir=workdir,
                     policy=runpolicy.build(**flags, **dict(FAST, **extra)))
     assert doc["ok"], doc["summary"]
     return doc["data"]["job"]["job_id"]
@@ -176,3 +177,60 @@ def test_gpuops_stop_ends_the_run_and_is_never_retried(box, jobs_dir):
     assert doc["ok"] and doc["data"]["state"] == "KILLED", doc["summary"]
     rec = record(jobs_dir, run)
     assert rec["phase"] == "ended" and rec["attempts"] == [run] and rec["final"]["class"] == "cancelled"
+
+
+def saves(ckpt, count, size, pause):
+    """A job that saves `count` checkpoints of `size` bytes, each through a hidden name and a rename."""
+    return (f"for i in $(seq 1 {count}); do mkdir -p {ckpt}/.tmp-$i; head -c {size} /dev/zero > {ckpt}/.tmp-$i/data "
+            f"|| true; mv {ckpt}/.tmp-$i {ckpt}/step-$i; echo step $i; sleep {pause}; done")
+
+
+def test_retention_keeps_the_k_newest_complete_checkpoints(box, jobs_dir, ckpt):
+    run = launch(box, jobs_dir, saves(ckpt, 8, 1000, 0.5), checkpoint_dir=str(ckpt), keep_checkpoints="2",
+                 checkpoint_every_s=1)
+    wait_end(box, jobs_dir, run, timeout=60)
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-7", "step-8"]
+    assert set(record(jobs_dir, run)["pruned"]) == {f"step-{i}" for i in range(1, 7)}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {mounted.stderr.decode().strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)])
+
+
+def test_a_filling_checkpoint_disk_is_a_disk_low_event(box, jobs_dir, small_disk):
+    ckpt = small_disk / "ckpt"
+    run = launch(box, jobs_dir, saves(ckpt, 6, 300_000, 1.5), checkpoint_dir=str(ckpt), checkpoint_every_s=0.5)
+    seen, after = [], 0
+    while "disk-low" not in seen:
+        doc = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), until=(waiting.EVENT,), timeout_s=60,
+                           after_event=after)
+        assert doc["data"]["reason"] == "event", (doc["summary"], seen)
+        seen += [e["kind"] for e in doc["data"]["events"]]
+        after = doc["data"]["events"][-1]["seq"]
+    low = next(e for e in doc["data"]["events"] if e["kind"] == "disk-low")
+    assert low["free_bytes"] < low["need_bytes"] and low["dir"] == str(ckpt)
+    op.stop(box, job=run, jobs_dir=str(jobs_dir), yes=True, grace=1)
+
+
+def test_checkpoint_names_reach_the_command_quoted_and_unsafe_ones_are_skipped(box, jobs_dir, ckpt, tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(f"""if [ -e {tmp_path}/m ]; then printf 'arg[%s]\\n' "$@"; exit 0; fi
+touch {tmp_path}/m
+mkdir '{ckpt}/step-99$(touch PWNED)' {ckpt}/$'step-100\\nx' '{ckpt}/step-101..x'
+kill -9 $$
+""")
+    run = launch(box, jobs_dir, f"bash {script}", workdir=str(tmp_path), max_retries="1", checkpoint_dir=str(ckpt),
+                 resume_arg="--resume {checkpoint}")
+    doc = wait_end(box, jobs_dir, run, timeout=60)
+    log = (jobs_dir / record(jobs_dir, run)["attempts"][1] / "log").read_text()
+    assert f"arg[--resume]\narg[{ckpt}/step-99$(touch PWNED)]\n" in log
+    assert not (tmp_path / "PWNED").exists()
+    skipped = {e["name"]: e["why"] for e in doc["data"]["events"] if e["kind"] == "checkpoint-skipped"}
+    assert skipped == {"step-100\nx": "a control character in its name", "step-101..x": "'..' in its name"}
