@@ -16,8 +16,25 @@ from ..onbox import runpolicy as onbox_policy
 from ..units import parse_duration
 
 DAY = 86400.0
-FLAGS = ("max_retries", "retry_on", "checkpoint_dir", "resume_arg", "stall_after", "max_runtime",
-         "keep_checkpoints", "notify")
+# What each field asks for: launch's flags and MCP job_launch's fields say the same.
+HELP = {
+    "max_retries": "attempts after the first when one fails for a transient reason (preemption, a lost node or "
+                   "peer, an NCCL timeout, a GPU fault, a stall gpuops killed, a kill without OOM); default 0",
+    "retry_on": "failure classes to retry, comma-separated, instead of the transient ones ('default' adds them): "
+                "triage's class names, e.g. python-exception",
+    "checkpoint_dir": "DIR[:GLOB] where the job writes checkpoints (relative to --workdir): each retry resumes from "
+                      "the newest complete one",
+    "resume_arg": "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
+                  "'--resume {checkpoint}' (without it the job reads $GPUOPS_RESUME_FROM)",
+    "stall_after": "no progress line for this long (90, 15s, 10m): capture stacks and state, stop the attempt, "
+                   "retry it as a hang",
+    "max_runtime": "the whole run's limit, retries included (4h, 1h30m): then TIMEOUT, never retried",
+    "keep_checkpoints": "keep the K newest complete checkpoints, delete older ones (never the newest complete), "
+                        "and warn when the disk cannot hold the next",
+    "notify": "a command run on the box for each event (retrying, stalled, resumed, completed, gave up, disk "
+              "low), the event as JSON on its stdin, e.g. 'curl -d @- https://ntfy.sh/TOPIC'",
+}
+FLAGS = tuple(HELP)
 
 
 def _duration(flag, value, low=1.0, high=onbox_policy.MAX_S):
@@ -49,6 +66,8 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
                  stall_after=stall_after, max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, notify=notify)
     if all(v in (None, "") for v in asked.values()) and not extra:
         return None
+    max_retries = None if max_retries is None else str(max_retries)
+    keep_checkpoints = None if keep_checkpoints is None else str(keep_checkpoints)
     from ..triage import CLASS_NAMES
 
     policy = {"max_retries": _whole("--max-retries", max_retries, 0, retrypolicy.MAX_RETRIES) or 0}

@@ -52,14 +52,14 @@ def data_codes():
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED,
         "fleet_launch": _STARTED + " placement:o",
-        "job_retry": _STARTED,
+        "job_retry": _STARTED + " checkpoint:o",
         "job_queue": "queue:s engine:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
         "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i",
         "job_logs": "job_id:s start_offset:i? next_offset:i? bytes:i log_size:i? reconnects:i end:s? timed_out:b "
                     "interrupted:s? text:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b saved_to:s "
                     "name:s? duration_s:n?",
         "job_wait": "job_id:s state:s until:a reached:b timed_out:b reason:s new_text:s text_starts_at:i "
-                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s",
+                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s events:a",
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from .. import engines, errors
+from ..jobs.runpolicy import HELP as RUN_HELP
 from ..jobs import states
 from . import scope
 from .adapter import (LOG_TEXT_BYTES, MAX_GRACE_S, MAX_WAIT_S, OP_TIMEOUT_S, Env, Gpus, Host, Job, PlanId,
@@ -42,9 +43,19 @@ def job_launch(
     resources: Annotated[Optional[dict[str, Union[int, str, bool]]], Field(
         description="what to ask the engine for, by its own flags: " + "; ".join(
             f"{e.name}: {', '.join(e.flags_for('launch'))}" for e in engines.each() if e.flags))] = None,
+    max_retries: Annotated[Optional[int], Field(ge=0, le=100, description=RUN_HELP["max_retries"])] = None,
+    retry_on: Annotated[Optional[list[str]], Field(description=RUN_HELP["retry_on"])] = None,
+    checkpoint_dir: Annotated[Optional[str], Field(description=RUN_HELP["checkpoint_dir"])] = None,
+    resume_arg: Annotated[Optional[str], Field(description=RUN_HELP["resume_arg"])] = None,
+    stall_after: Annotated[Optional[str], Field(description=RUN_HELP["stall_after"])] = None,
+    max_runtime: Annotated[Optional[str], Field(description=RUN_HELP["max_runtime"])] = None,
+    keep_checkpoints: Annotated[Optional[int], Field(ge=1, description=RUN_HELP["keep_checkpoints"])] = None,
+    notify: Annotated[Optional[str], Field(description=RUN_HELP["notify"])] = None,
 ) -> dict:
     """Start a command detached on the box (own session, log and exit records on the box), or
-    as a job of another engine (a Slurm batch job ...). Returns the job id at once; then job_wait."""
+    as a job of another engine (a Slurm batch job ...). Returns the job id at once; then job_wait.
+    With max_retries and the other run fields it is a run the box looks after: retried from the
+    newest complete checkpoint, a stall stopped, a time limit kept; the id is the run's."""
     from ..jobs import spec
     from ..ops import jobs as op
 
@@ -54,9 +65,14 @@ def job_launch(
     chosen = engines.get(engine)
     asked = dict(resources or {})
     engines.refuse_unknown(chosen, asked, "launch", "resources")
+    from ..jobs import runpolicy
+
+    policy = runpolicy.build(max_retries=max_retries, retry_on=",".join(retry_on) if retry_on else None,
+                             checkpoint_dir=checkpoint_dir, resume_arg=resume_arg, stall_after=stall_after,
+                             max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, notify=notify)
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, name=name, env=envs, secrets=secrets, workdir=workdir, gpus=pinned, key=key,
-        engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S))
+        engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S, policy=policy))
 
 
 def fleet_launch(
@@ -180,18 +196,22 @@ async def job_wait(
                                                                        "again while timed_out")] = MAX_WAIT_S,
     max_bytes: Annotated[int, Field(ge=0, le=LOG_TEXT_BYTES, description="new_text holds at most this many "
                                                                          "bytes")] = 8_000,
+    until_event: Annotated[bool, Field(description="a run: also return at its next event")] = False,
+    after_event: Annotated[Optional[int], Field(ge=0, description="a run: its events after this seq come back "
+                                                                  "(default: those from the call on)")] = None,
 ) -> dict:
     """Wait on the box until the job reaches a state in until (or a log line matches). Returns
-    state, timed_out, new_text (ending at next_offset); call again while timed_out."""
+    state, timed_out, new_text (ending at next_offset); call again while timed_out. A run's state
+    is the run's (RETRYING between attempts) and its events come back in events."""
     from ..ops import wait as op
 
     def work():
-        wanted = op.parse_until(",".join(until) if until else op.TERMINAL)
+        wanted = op.parse_until(",".join(list(until or [op.TERMINAL]) + ([op.EVENT] if until_event else [])))
         if log_regex:
             check_regex("log_regex", log_regex)
         return on_host("wait", host, lambda t: op.wait(
             t, job=job, until=wanted, log_regex=log_regex, from_offset=from_offset, timeout_s=timeout_s,
-            max_bytes=max_bytes))
+            max_bytes=max_bytes, after_event=after_event))
 
     return await with_progress(ctx, timeout_s, lambda: f"waiting on the box for {job}", work)
 
