@@ -167,6 +167,18 @@ def _busy_wait(_):
     return [{"id": "gpuops/onbox/telemetry.py", "severity": "warn"}] if found else []
 
 
+def _telemetry(found_by):
+    """A job's telemetry series judged the way diagnose and triage --job report it."""
+    def make(_):
+        from gpuops.jobs import runtelemetry
+        from gpuops.onbox import telemetry
+
+        rows = [dict(found_by, t=t, cores=8) for t in range(0, 70, 10)]
+        return runtelemetry.findings({"rows": len(rows), "busy_wait": telemetry.busy_wait(rows),
+                                      "throttled": telemetry.throttled(rows), "starved": telemetry.starved(rows)})
+    return make
+
+
 FAILS = {
     "disk.space": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5))),
     "disk.inodes": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_inodes=10))),
@@ -208,6 +220,9 @@ FAILS = {
     "teardown.lost": _teardown_lost,
     "teardown.unverified": _teardown_unverified,
     "gpuops/onbox/telemetry.py": _busy_wait,
+    "telemetry.busy-wait": _telemetry({"gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]}),
+    "telemetry.throttled": _telemetry({"gpus": [{"i": 0, "util": 100, "throttle": 0x40, "temp": 91}]}),
+    "telemetry.starved": _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": 10, "mem": 30000}]}),
 }
 
 

@@ -64,8 +64,8 @@ def data_codes():
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
-                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o",
-        "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
+                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o run:o? telemetry:o?",
+        "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o run:o?",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "
                      "nvml_unverified:a jobs_dir:s? actions:a plan_targets:a? plan_refused:b? plan:o",
@@ -105,7 +105,7 @@ _STR, _STRS = {"type": "string"}, {"type": "array", "items": {"type": "string"}}
 STEP = {"type": "object", "properties": {"tool": _STR, "args": {"type": "object"}, "argv": _STRS, "why": _STR},
         "additionalProperties": False, "oneOf": [{"required": ["tool", "args"]}, {"required": ["argv"]}]}
 # the tools whose answers carry findings; the others' findings list is always empty
-WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
+WITH_FINDINGS = ("host_preflight", "log_triage", "job_diagnose", "vram_reap", "teardown_check", "data_verify", "data_push",
                  "data_pull", "gang_launch", "gang_retry")
 FINDING = {"type": "object", "required": ["id", "severity", "title"],
            "properties": {"id": _STR, "severity": {"enum": list(SEVERITIES)}, "title": _STR,

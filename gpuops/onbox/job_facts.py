@@ -112,7 +112,8 @@ def excerpt(opts):
     except (OSError, IOError):
         raise JobError("not-found", "job %s has no readable log (%s)" % (job_id, log))
     pieces = [[first, base64.b64encode(data).decode("ascii")] for first, data in pieces]
-    return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time()}
+    return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time(),
+            "telemetry": telemetry.judged(jobrecord.job_dir(job_id))}
 
 
 def main(argv):

@@ -281,3 +281,13 @@ def starved(rows, window_s=60.0, min_rows=3, min_span_s=20.0, util_max=50.0, cpu
             "since": window[0]["t"], "rows": len(window),
             "evidence": {"gpu_util_mean": round(util_mean, 1), "cpu_mean_pct": round(cpu_mean, 1),
                          "cpu_top_mean_pct": round(top_mean, 1), "cores": cores}}
+
+
+def judged(job_dir):
+    """What a job's whole series says, for diagnose and triage (the series stays on the box):
+    {rows, first_t, last_t, busy_wait, throttled, starved}; None when nothing was sampled."""
+    rows = series(job_dir)
+    if not rows:
+        return None
+    return {"rows": len(rows), "first_t": rows[0].get("t"), "last_t": rows[-1].get("t"),
+            "busy_wait": busy_wait(rows), "throttled": throttled(rows)[:16], "starved": starved(rows)}
