@@ -174,6 +174,18 @@ def _launch_gpus(asked, share=False, running=(), used=(1.0, 1.0)):
     return lambda _: judged(asked, share, [("20261124-030000-aaaaaa", pins) for pins in running], used)[1]
 
 
+def _telemetry(found_by):
+    """A job's telemetry series judged the way diagnose and triage --job report it."""
+    def make(_):
+        from gpuops.jobs import runtelemetry
+        from gpuops.onbox import telemetry
+
+        rows = [dict(found_by, t=t, cores=8) for t in range(0, 70, 10)]
+        return runtelemetry.findings({"rows": len(rows), "busy_wait": telemetry.busy_wait(rows),
+                                      "throttled": telemetry.throttled(rows), "starved": telemetry.starved(rows)})
+    return make
+
+
 FAILS = {
     "disk.space": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5))),
     "disk.inodes": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_inodes=10))),
@@ -219,6 +231,9 @@ FAILS = {
     "launch.gpu-shared": _launch_gpus("1", share=True, running=["1"]),
     "launch.gpu-unpinned-job": _launch_gpus("1", running=[None]),
     "launch.gpu-memory": _launch_gpus("1", used=(1.0, 60000.0)),
+    "telemetry.busy-wait": _telemetry({"gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]}),
+    "telemetry.throttled": _telemetry({"gpus": [{"i": 0, "util": 100, "throttle": 0x40, "temp": 91}]}),
+    "telemetry.starved": _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": 10, "mem": 30000}]}),
 }
 
 

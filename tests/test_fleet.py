@@ -218,7 +218,7 @@ def test_usage_mistakes(cli, tmp_path):
     r = cli("fleet", "--host", "a", "--fleet", "b", env=env)
     assert r.returncode == 2 and "not both" in r.stderr
     r = cli("fleet", "--host", "a", "--window", "600", env=env)
-    assert r.returncode == 2 and "--window takes seconds from 0 to 60" in r.stderr
+    assert r.returncode == 2 and "--window takes a duration (90, 15s, 10m, 1h30m) from 0s to 1m" in r.stderr
     r = cli("fleet", "--host", "a", "--watch", "--json", env=env)
     assert r.returncode == 2 and json.loads(r.stdout)["error"]["message"].startswith("--watch redraws a table")
 

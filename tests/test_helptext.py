@@ -180,8 +180,8 @@ def test_launch_groups_its_flags_everyday_first(cli):
 
     engines = ["Engine (--engine)"] + [f"{e.title} (--engine {e.name})" for e in registry.each() if e.flags]
     assert "Slurm (--engine slurm)" in engines  # each engine's own flags under its name
-    assert heads[heads.index("Flags"):] == ["Flags", "Placement (--fleet)", *engines, "torchrun (--torchrun)",
-                                            "Other", "Examples"]
+    assert heads[heads.index("Flags"):] == ["Flags", "Placement (--fleet)", "Runs that look after themselves",
+                                            *engines, "torchrun (--torchrun)", "Other", "Examples"]
     first = [line.split("=")[0].strip() for line in text.split("Flags\n", 1)[1].splitlines() if line[2:4] == "--"]
     assert first[:4] == ["--host", "--cmd", "--script", "--name"], first
     assert "with --fleet: how many free GPUs" in " ".join(text.split()), "--gpus says what it means in both cases"

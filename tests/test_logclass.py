@@ -125,7 +125,7 @@ def test_a_log_longer_than_its_excerpt_is_read_as_triage_job_reads_it(tmp_path, 
     path = tmp_path / "j1" / "log"
     path.write_bytes(b"".join(long_noisy_hanging_log()))
     head, tail = 16 << 10, 256 << 10
-    _, pieces, _, _ = read_excerpt(LocalTarget(), "j1", head=head, tail=tail)
+    _, pieces, _, _, _ = read_excerpt(LocalTarget(), "j1", head=head, tail=tail)
     now = now_of("status_hanging")
     job = triage_pieces(pieces, now=now, slurm_state="RUNNING").data
     box = logclass.classify_log(path, now=now, job_state="RUNNING", head=head, tail=tail)

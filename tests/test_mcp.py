@@ -134,6 +134,23 @@ async def test_job_launch_status_stop_round_trip(client, jobs_dir):
 
 
 @pytest.mark.anyio
+async def test_job_launch_takes_the_run_policy_and_job_wait_returns_the_runs_events(client, jobs_dir, tmp_path):
+    marker = tmp_path / "failed-once"
+    cmd = f"if [ -e {marker} ]; then echo fine; else touch {marker}; kill -9 $$; fi"
+    launched = envelope_of(await client.call_tool("job_launch", {"host": "local", "cmd": cmd, "max_retries": 1,
+                                                                 "max_runtime_s": 120}))
+    run = launched["data"]["job"]["job_id"]
+    assert launched["data"]["meta"]["policy"]["max_runtime_s"] == 120 and launched["data"]["meta"]["run"]["id"] == run
+    waited = envelope_of(await client.call_tool("job_wait", {"host": "local", "job": run, "after_event": 0,
+                                                             "timeout_s": 40}))
+    assert waited["data"]["state"] == "COMPLETED" and waited["data"]["job"]["run"]["attempt"] == 2
+    assert [e["kind"] for e in waited["data"]["events"]] == ["attempt-started", "attempt-failed", "retrying",
+                                                             "attempt-started", "completed"]
+    bad = await client.call_tool("job_launch", {"host": "local", "cmd": "true", "resume_arg": "--from x"})
+    assert bad.is_error and "{checkpoint}" in json.loads(bad.content[0].text)["summary"]
+
+
+@pytest.mark.anyio
 async def test_secret_reaches_the_job_but_no_result(client, jobs_dir, monkeypatch):
     canary = "s3cret-canary-7f2b"
     monkeypatch.setenv("GPUOPS_TEST_TOKEN", canary)

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -12,17 +11,40 @@ import pytest
 from gpuops import onbox
 from gpuops.remote import wrap
 
-_ABSOLUTE = re.compile(r"^\s*(?:import ([\w.]+)|from ([\w.]+) import)", re.M)
+
+
+def _needed_imports(source):
+    """The top-level names of the absolute imports a module cannot run without: those outside a
+    try block (gpu.py's `import pynvml` is tried, and NVML's absence is an answer of its own)."""
+    import ast
+
+    tree = ast.parse(source)
+    tried = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try):
+            for inner in node.body:
+                tried.update(id(n) for n in ast.walk(inner))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in tried:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
 
 
 @pytest.mark.parametrize("entry", [e for e in onbox.entries() if e not in onbox.NEEDS_SITE])
 def test_entries_run_without_site_import_only_the_stdlib(entry):
     for name in onbox.closure(entry):
-        for plain, source in _ABSOLUTE.findall(onbox._source(name)):
-            if source.startswith("."):
-                continue  # a sibling, bundled along
-            top = (plain or source).split(".")[0]
+        for top in _needed_imports(onbox._source(name)):
             assert top in sys.stdlib_module_names, f"onbox/{name}.py imports {top}, which python3 -S cannot see"
+
+
+def test_an_import_outside_a_try_block_is_needed():
+    assert _needed_imports("import json\ntry:\n    import pynvml\nexcept ImportError:\n    pass\n") == {"json"}
+    assert _needed_imports("def f():\n    import pynvml\n") == {"pynvml"}
 
 
 def test_the_manifest_answers_under_python3_minus_S(tmp_path):

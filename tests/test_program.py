@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gpuops.cli.flags import number
+from gpuops.cli.flags import number, seconds
 from gpuops.cli.program import ns
 from gpuops.errors import UsageError
 from tests.conftest import ROOT
@@ -150,3 +150,21 @@ def test_reap_takes_fractional_seconds():
     reap = surface.verb("reap")
     given = (("gpu", None), ("min_age", "0.5"), ("idle_window", "0"), ("term_wait", "2.5"))
     assert [value(reap.param(name), text) for name, text in given] == [None, 0.5, 0, 2.5]
+
+
+@pytest.mark.parametrize("text,kw,expected", [("90", {}, 90), ("15s", {}, 15), ("10m", {}, 600), ("1h30m", {}, 5400),
+                                              ("1.5", {}, 1.5), ("2m", {"whole": True}, 120)])
+def test_a_duration_flag_takes_seconds_or_units(text, kw, expected):
+    # issue 26: `--stall-after 20s`, `--max-runtime 4h`, and every verb that already took seconds
+    got = seconds("--x", text, 0, 86400, **kw)
+    assert got == expected and type(got) is type(expected)
+
+
+@pytest.mark.parametrize("text,kw", [("10x", {}), ("-5", {}), ("1h1h", {}), ("2d", {}), ("1.5", {"whole": True}),
+                                     ("nan", {}), ("", {})])
+def test_a_duration_flag_refuses_in_one_line_naming_flag_value_and_forms(text, kw):
+    with pytest.raises(UsageError) as err:
+        seconds("--x", text, 0, 86400, **kw)
+    message = err.value.message
+    assert message.startswith("--x takes ") and "15s" in message and "to 1d" in message and repr(text) in message
+    assert "\n" not in message and len(message) < 120

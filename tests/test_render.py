@@ -158,3 +158,18 @@ def test_an_unknown_job_points_to_status_and_a_refused_key_to_identity(cli):
                               "tried)\n")
     r = cli("logs", "--host", "local", "--job", "no-such-job", env={**os.environ, "GPUOPS_JOBS_DIR": "/nonexistent"})
     assert r.returncode == 4 and r.stderr.endswith(" (gpuops status --host local lists its jobs)\n"), r.stderr
+
+
+def test_a_runs_row_says_its_attempt_last_event_and_what_its_telemetry_reads_now():
+    from gpuops.render import jobs
+
+    row = {"job_id": "j2", "state": "RUNNING", "age_s": 30,
+           "run": {"id": "j1", "attempt": 2, "of": 4, "last_event": {"kind": "resumed", "at": 90.0,
+                                                                    "checkpoint": "/ck/checkpoint-40"}},
+           "telemetry": {"t": 99.0, "cpu": 180.0, "cores": 8, "rss": 3 << 30, "nproc": 5,
+                         "gpus": [{"i": 0, "util": 97, "power": 250, "power_limit": 400, "mem": 30822}]}}
+    con = Console(file=io.StringIO(), width=140, color_system=None)
+    jobs.status({"data": {"jobs": [row], "box_now": 100.0}, "summary": "j2: RUNNING", "ok": True}, con)
+    text = con.file.getvalue()
+    assert "j2: attempt 2/4 of run j1; last event: resumed 10s ago (from /ck/checkpoint-40)" in text
+    assert "j2: now: GPU0 97% 250/400 W 30.1 GiB, CPU 180% of 8 cores, RSS 3.0 GiB, 5 processes" in text

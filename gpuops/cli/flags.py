@@ -83,9 +83,9 @@ def value(param, text):
             words = ", ".join(param.choices[:-1]) + " or " + param.choices[-1]
             raise UsageError(f"{param.flag} takes {words}, not {text!r}")
         return text
-    integer = param.kind == INT or param.what == "whole seconds"
-    what = param.what or ("seconds" if param.kind == SECS else None)
-    return number(param.flag, text, param.low, param.high, integer=integer, what=what)
+    if param.kind == SECS:
+        return seconds(param.flag, text, param.low, param.high, whole=param.what == "whole seconds")
+    return number(param.flag, text, param.low, param.high, integer=param.kind == INT, what=param.what)
 
 
 def number(flag, value, low, high, integer=False, what=None):
@@ -113,8 +113,53 @@ def _parse(text, kind):
 
 
 def seconds(flag, value, low=0, high=DAY, whole=False):
-    """A duration flag; `whole` where the box takes only whole seconds."""
-    return number(flag, value, low, high, integer=whole, what="whole seconds" if whole else "seconds")
+    """A duration flag: seconds (`90`) or a number with units (`15s`, `10m`, `4h`, `1h30m`;
+    gpuops.units.parse_duration), in [low, high]; `whole` where the box takes only whole seconds.
+    None stays None."""
+    if value is None:
+        return None
+    from ..units import parse_duration
+
+    text = str(value).strip()
+    shown = repr(text if len(text) <= 40 else text[:40] + "...")
+    try:
+        parsed = parse_duration(text)
+    except ValueError:
+        parsed = None
+    if parsed is None or not low <= parsed <= high or (whole and parsed != int(parsed)):
+        what = "whole seconds" if whole else "a duration"
+        raise UsageError(f"{flag} takes {what} (90, 15s, 10m, 1h30m) from {_span(low)} to {_span(high)}, not {shown}")
+    return int(parsed) if parsed == int(parsed) else parsed
+
+
+def _span(s):
+    """A bound in its largest exact unit: 86400 -> '1d', 90 -> '90s'."""
+    for unit, size in (("d", DAY), ("h", 3600), ("m", 60)):
+        if s and s % size == 0:
+            return f"{s // size:g}{unit}"
+    return f"{s:g}s"
+
+
+def check_words(resume_arg):
+    """The box splits --resume-arg into words for a script job (and bash would for a command): an
+    unbalanced quote is the caller's mistake, reported before anything is sent."""
+    if resume_arg:
+        import shlex
+
+        try:
+            shlex.split(resume_arg)
+        except ValueError as e:
+            raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
+
+
+def check_regex(pattern, flag="--progress-regex"):
+    if pattern:
+        import re
+
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
 def words_to_flag(argv, takes_value):

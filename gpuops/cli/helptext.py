@@ -89,6 +89,8 @@ FLAG_GROUPS = {
     "launch": (
         ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
         ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
+        ("Runs that look after themselves", ("max-retries", "retry-on", "checkpoint-dir", "resume-arg", "stall-after",
+                                             "max-runtime", "keep-checkpoints", "notify")),
         ENGINE_FLAGS,
         ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
     ),

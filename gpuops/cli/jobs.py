@@ -6,11 +6,12 @@ from functools import partial
 
 from .. import engines
 from ..errors import UsageError
+from ..jobs import runpolicy
 from ..jobs import torchrun as torchrun_defaults
 from ..surface.common import WHICH as _WHICH
 from . import engineflags, spinner
 from .common import on_hosts, one_host, run, sigterm_interrupts, watched
-from .flags import verb
+from .flags import check_regex, check_words, verb
 from .spinner import countdown
 from .helptext import missing
 
@@ -27,33 +28,14 @@ def _env_and_secrets(env, secret_env):
     return envs, spec.secrets(secret_env, os.environ, taken=envs)
 
 
-def _check_words(resume_arg):
-    """The box splits --resume-arg into words for a script job (and bash would for a command): an
-    unbalanced quote is the caller's mistake, reported before anything is sent."""
-    if resume_arg:
-        import shlex
-
-        try:
-            shlex.split(resume_arg)
-        except ValueError as e:
-            raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
-
-
-def _check_regex(pattern, flag="--progress-regex"):
-    if pattern:
-        import re
-
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
 @engineflags.takes("launch")
 @verb("launch")
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
-           engine, share_gpu, engine_flags):
+           engine, share_gpu, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after, max_runtime,
+           keep_checkpoints, notify, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -79,9 +61,12 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                 problem = spec.script_problem(f.read())
             if problem:
                 raise UsageError(f"--script {script}: {problem}")
-        _check_regex(progress_regex)
+        check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)
+        policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
+                                 resume_arg=resume_arg, stall_after=stall_after, max_runtime=max_runtime,
+                                 keep_checkpoints=keep_checkpoints, notify=notify)
         prof = None
         if profile:
             from .. import profiles
@@ -97,24 +82,27 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                             "--code": "it is compared across a --torchrun gang's boxes"})
             return on_hosts("launch", host, lambda t: op.launch(
                 t, command=cmd, script=script, labels=labels, gpus=spec.gpus(gpus), key=key,
-                progress_regex=progress_regex, engine=eng.name, resources=asked,
+                progress_regex=progress_regex, engine=eng.name, resources=asked, policy=policy,
                 torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s,
                 share_gpu=share_gpu, **common), identity)
         if share_gpu and (torchrun or fleet):
             raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
+        if policy and torchrun:
+            raise UsageError("a run policy (--max-retries, --stall-after, --max-runtime, --checkpoint-dir ...) "
+                             "supervises one box's job; a --torchrun gang is retried whole with `gpuops retry --gang`")
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
                 min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node or 1,
                 rdzv_port=rdzv_port or torchrun_defaults.DEFAULT_PORT, rdzv_host=rdzv_host, code=code,
                 one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
-                             timeout_s=timeout_s), **common)
+                             timeout_s=timeout_s, policy=policy), **common)
         several.refuse({"--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib, "--code": code,
                         "--rdzv-host": rdzv_host}, several.NOT_FOR_ONE_BOX)
         pinned = spec.gpus(gpus)
         return on_hosts("launch", host, lambda t: op.launch(
             t, command=cmd, script=script, labels=labels, gpus=pinned, key=key, progress_regex=progress_regex,
-            timeout_s=timeout_s, share_gpu=share_gpu, **common), identity)
+            timeout_s=timeout_s, share_gpu=share_gpu, policy=policy, **common), identity)
 
     from ..render import gang as several_render
 
@@ -141,7 +129,7 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
             return several.status(gang, identity)
         where = one_host("status", host) if watch else host  # a table redrawn is one host's
-        _check_regex(progress_regex)
+        check_regex(progress_regex)
         labels = spec.pairs(label, "--label")
         ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=stall_factor, stall_min_s=stall_min,
@@ -201,7 +189,8 @@ def _gang_alone(host, job):
 
 
 @verb("wait")
-def wait(c, host, identity, job, until, log_regex, from_offset, timeout, max_bytes, jobs_dir, json, gang):
+def wait(c, host, identity, job, until, after_event, log_regex, from_offset, timeout, max_bytes, jobs_dir, json,
+         gang):
     """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
     from ..ops import wait as op
     from ..render import jobs as render
@@ -211,18 +200,21 @@ def wait(c, host, identity, job, until, log_regex, from_offset, timeout, max_byt
         wanted = op.parse_until(until)
         if gang:
             _gang_alone(host, job)
+            if op.EVENT in wanted:
+                raise UsageError("--until event waits on a run's events; a gang's nodes are waited on by state")
             from . import gang as several
 
             with sigterm_interrupts(True):
                 return several.wait(gang, until=wanted, timeout=timeout, identity=identity)
         _need_job("wait", job)
-        _check_regex(log_regex, "--log-regex")
+        check_regex(log_regex, "--log-regex")
         spec = one_host("wait", host)
         what = "the end" if until == "terminal" else ",".join(wanted)
         with sigterm_interrupts(True), spinner.show(countdown(f"waiting for {job} to reach {what}", timeout)):
             return on_hosts("wait", spec, lambda t: op.wait(
                 t, job=job, until=wanted, log_regex=log_regex, from_offset=from_offset, timeout_s=timeout,
-                max_bytes=op.TEXT_BYTES if max_bytes is None else max_bytes, jobs_dir=jobs_dir), identity)
+                max_bytes=op.TEXT_BYTES if max_bytes is None else max_bytes, jobs_dir=jobs_dir,
+                after_event=after_event), identity)
 
     run("wait", json, produce, several_render.status if gang else render.waited, waiting=None)
 
@@ -256,14 +248,15 @@ def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang)
 
 @engineflags.takes("retry", "; replaces the parent's")
 @verb("retry")
-def retry(c, host, identity, job, env, secret_env, resume_arg, key, jobs_dir, json, gang, engine_flags):
+def retry(c, host, identity, job, env, secret_env, resume_arg, checkpoint_dir, key, jobs_dir, json, gang,
+          engine_flags):
     """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
     asked = engineflags.given(engine_flags)
     from ..ops import jobs as op
     from ..render import jobs as render
 
     def produce():
-        _check_words(resume_arg)
+        check_words(resume_arg)
         envs, secrets = _env_and_secrets(env, secret_env)
         if gang:
             _gang_alone(host, job)
@@ -276,7 +269,7 @@ def retry(c, host, identity, job, env, secret_env, resume_arg, key, jobs_dir, js
         spec = one_host("retry", host)
         return on_hosts("retry", spec, lambda t: op.retry(t, job=job, env=envs, secrets=secrets,
                                                           resume_arg=resume_arg, key=key, jobs_dir=jobs_dir,
-                                                          resources=asked), identity)
+                                                          resources=asked, checkpoint_dir=checkpoint_dir), identity)
 
     from ..render import gang as several_render
 

@@ -16,9 +16,9 @@ def pause(c, host, identity, job, ckpt_regex, ckpt_file, signal, timeout, grace,
         if not job:
             raise UsageError("name the job with --job")
         if ckpt_regex:
-            from .jobs import _check_regex
+            from .flags import check_regex
 
-            _check_regex(ckpt_regex, "--ckpt-regex")
+            check_regex(ckpt_regex, "--ckpt-regex")
         return on_hosts("pause", one_host("pause", host), lambda t: op.pause(
             t, job=job, ckpt_regex=ckpt_regex, ckpt_file=ckpt_file, signal=signal, timeout_s=timeout, grace=grace,
             jobs_dir=jobs_dir), identity)
@@ -31,12 +31,13 @@ def resume(c, host, identity, job, resume_arg, env, secret_env, key, jobs_dir, j
     """Continue a paused job: release it in Slurm, or start it again from its checkpoint as a child job."""
     from ..ops import pause as op
     from ..render import jobs as render
-    from .jobs import _check_words, _env_and_secrets
+    from .flags import check_words
+    from .jobs import _env_and_secrets
 
     def produce():
         if not job:
             raise UsageError("name the job with --job")
-        _check_words(resume_arg)
+        check_words(resume_arg)
         envs, secrets = _env_and_secrets(env, secret_env)
         return on_hosts("resume", one_host("resume", host), lambda t: op.resume(
             t, job=job, resume_arg=resume_arg, env=envs, secrets=secrets, key=key, jobs_dir=jobs_dir), identity)

@@ -31,6 +31,9 @@ class Engine:
     # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
     # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
     composes = False
+    # The run policy's fields (gpuops.jobs.runpolicy) it enforces where the job runs; a policy that
+    # asks for another is refused before anything starts, never silently dropped.
+    policy_fields = ()
 
     # ------------------------------------------------------------ states
 
@@ -62,6 +65,15 @@ class Engine:
     def queue_submission(self, opts, asked):
         self._takes_nothing(asked, None)
         return {}
+
+    def check_policy(self, policy):
+        """UsageError for a run policy that asks for what this engine does not enforce."""
+        missing = sorted(k for k, v in (policy or {}).items()
+                         if v not in (None, 0, "") and k not in self.policy_fields and k != "xid_kinds")
+        if missing:
+            flags = ", ".join("--" + k[:-2 if k.endswith("_s") else None].replace("_", "-") for k in missing)
+            raise UsageError(f"{self.title} does not enforce {flags} of a run policy: launch it on the box's "
+                             f"supervisor (--engine box), or leave {'them' if len(missing) > 1 else 'it'} out")
 
     def retry_opts(self, asked):
         """What a retry sends of the flags `asked` (its parent's engine checks it is this one)."""

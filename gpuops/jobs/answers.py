@@ -20,13 +20,26 @@ JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit": (dict, NONE),
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
-          "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE)}
+          "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
+          "run": (dict, NONE), "telemetry": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
          "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
          "resources": (dict, NONE)}
 _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
-         "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE)}
+         "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE), "ended_by": (str, NONE),
+         "stall_evidence": (str, NONE)}
+# A run's attempt (gpuops.onbox.runrecord.facts) and its last event (gpuops.onbox.runevents).
+_RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
+        "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
+        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE)}
+_RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
+              "why": (str, NONE), "class": (str, NONE), "checkpoint": (str, NONE), "backoff_s": NUMBER + (NONE,)}
+_FINAL = {"class": (str, NONE), "why": (str, NONE), "job": (str, NONE), "attempt": (int, NONE)}
+# A telemetry row (gpuops.onbox.telemetry): numbers, and per GPU a table of numbers.
+_TELEMETRY = {"t": NUMBER + (NONE,), "cpu": NUMBER + (NONE,), "cpu_top": NUMBER + (NONE,), "cores": NUMBER + (NONE,),
+              "rss": (int, NONE), "nproc": (int, NONE), "gpus": (list, NONE), "src": (str, NONE),
+              "gpu_error": (str, NONE)}
 _PAUSE = {"requested_at": NUMBER + (NONE,), "held_at": NUMBER + (NONE,), "stopped_at": NUMBER + (NONE,),
           "resumed_at": NUMBER + (NONE,), "signal": (str, NONE), "marker": (dict, NONE), "failed": (str, NONE),
           "resumed_as": (str, NONE)}
@@ -66,6 +79,35 @@ def _scheduler_words(doc, host):
             words(node if isinstance(node, dict) else {0: 0}, host, "partition node")
 
 
+def run_event(event, host):
+    """One of a run's events once the fields gpuops reads have gpuops' types (the rest is the
+    event's own, bounded on the box and shown as data)."""
+    expect(event if isinstance(event, dict) else {"seq": "?"}, _RUN_EVENT, host, "run event")
+    if event.get("job") is not None:
+        job_id(event["job"], host)
+    return event
+
+
+def _run_facts(doc, host):
+    run = doc.get("run")
+    if run is not None:
+        expect(run, _RUN, host, "run record")
+        job_id(run["id"], host)
+        if run.get("current") is not None:
+            job_id(run["current"], host)
+        if run.get("last_event") is not None:
+            run_event(run["last_event"], host)
+        if run.get("final") is not None:
+            expect(run["final"], _FINAL, host, "run's end")
+    row = doc.get("telemetry")
+    if row is not None:
+        expect(row, _TELEMETRY, host, "telemetry row")
+        for g in row.get("gpus") or []:
+            if not isinstance(g, dict) or not all(isinstance(v, (int, float, str, NONE)) and not isinstance(v, bool)
+                                                  for v in g.values()):
+                raise BadAnswer(f"{host}: the box's telemetry row is not gpuops's: a GPU reading is not numbers")
+
+
 def exit_record(rec, host):
     """An exit record on its own (a log stream's end carries one), once its shape is gpuops's."""
     if rec is not None:
@@ -91,6 +133,7 @@ def facts(doc, host):
         expect(step if isinstance(step, dict) else {}, _STOP_ROUND, host, "stop record's signal")
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
             raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
+    _run_facts(doc, host)
     for event in (doc.get("progress") or {}).get("events") or []:
         if not isinstance(event, dict):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")

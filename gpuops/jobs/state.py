@@ -13,7 +13,7 @@ job look stalled.
 from .. import engines
 from ..onbox import steps
 from .rows import add_hint, code_hint, dated_progress, progress, since, step_time  # noqa: F401 (callers read them here)
-from .states import RUNNING, STALLED, STARTING, UNREACHABLE, VANISHED
+from .states import RETRYING, RUNNING, STALLED, STARTING, TERMINAL, UNREACHABLE, VANISHED
 
 LAUNCH_GRACE_S = 60.0
 
@@ -47,7 +47,27 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
     engine.decide(row, facts, meta)
     if row["state"] == RUNNING:
         _stall(row, stall_factor, stall_min_s)
+    if facts.get("telemetry"):
+        row["telemetry"] = facts["telemetry"]
+    _run(row, facts.get("run"), now)
     return _resumed(row, facts)
+
+
+def _run(row, run, now):
+    """A run's attempt: the row says which of how many, and the run's last event. An attempt that
+    ended while its run goes on is RETRYING: the run has not ended, so neither has a wait on it."""
+    if not run:
+        return
+    row["run"] = {"id": run.get("id"), "attempt": run.get("attempt"), "of": run.get("max_attempts"),
+                  "phase": run.get("phase"), "ended": bool(run.get("ended")), "last_event": run.get("last_event"),
+                  "resumed_from": run.get("resumed_from"), "final": run.get("final")}
+    if row["state"] in TERMINAL and not run.get("ended"):
+        ended = row["state"] + (f" ({row['signal']})" if row.get("signal") else
+                                f" (exit {row['exit_code']})" if row.get("exit_code") else "")
+        wait = since(run.get("next_at"), now) if run.get("phase") == "backoff" else None
+        row["attempt_state"] = row["state"]
+        row.update(state=RETRYING, reason=f"attempt {run.get('attempt')}/{run.get('max_attempts')} ended {ended}; " + (
+            f"the next starts in {wait:.0f}s" if wait is not None else "its supervisor decides whether to retry"))
 
 
 def _resumed(row, facts):

@@ -25,6 +25,8 @@ STATES = {s.name: s for s in (
                                                  "or the job's scheduler runs it (or is ending it)"),
     State("STALLED", True, False, False, "yellow", "running, but no progress line for longer than the stall "
                                                    "threshold"),
+    State("RETRYING", True, False, True, "yellow", "an attempt of a run ended and its supervisor on the box starts "
+                                                   "the next one (launch --max-retries), after a backoff"),
     State("PAUSED", False, False, True, "blue", "checkpointed and stopped by `gpuops pause`, its resources "
                                                "released; `gpuops resume` continues it (or suspended by its scheduler)"),
     State("COMPLETED", False, True, True, "green", "ended with exit code 0"),
@@ -43,6 +45,7 @@ STATES = {s.name: s for s in (
 )}
 
 PENDING, STARTING, RUNNING, STALLED, PAUSED = "PENDING", "STARTING", "RUNNING", "STALLED", "PAUSED"
+RETRYING = "RETRYING"
 COMPLETED, FAILED, KILLED, VANISHED, UNREACHABLE = "COMPLETED", "FAILED", "KILLED", "VANISHED", "UNREACHABLE"
 DEGRADED = "DEGRADED"
 CANCELLED, TIMEOUT, PREEMPTED = "CANCELLED", "TIMEOUT", "PREEMPTED"
@@ -54,7 +57,8 @@ HEALTHY = tuple(n for n, s in STATES.items() if s.healthy)
 
 
 # What the box can tell of a job without deriving its state (gpuops.onbox.job_wait waits on these).
-PHASES = {PENDING: "starting", STARTING: "starting", RUNNING: "alive", STALLED: "alive", PAUSED: "paused"}
+PHASES = {PENDING: "starting", STARTING: "starting", RUNNING: "alive", STALLED: "alive", PAUSED: "paused",
+          RETRYING: "starting"}
 PHASES.update({n: "ended" for n in TERMINAL})
 
 

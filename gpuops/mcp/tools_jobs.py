@@ -12,6 +12,7 @@ import os
 from mcp.server.mcpserver import Context
 
 from .. import engines, errors
+from ..jobs import runpolicy
 from . import scope, trim
 from .adapter import OP_TIMEOUT_S, applies_plan, check_regex, on_host, with_progress
 
@@ -51,7 +52,8 @@ def _resources(engine, resources, verb):
 
 
 def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
-               engine, resources):
+               engine, resources, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
+               keep_checkpoints):
     from .. import profiles
     from ..jobs import spec
     from ..ops import jobs as op
@@ -67,10 +69,13 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
     chosen = engines.get(engine) if engine else (engines.for_profile(prof) if prof else engines.get(None))
     asked = dict(resources or {})
     engines.refuse_unknown(chosen, asked, "launch", "resources")
+    policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
+                             resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
+                             keep_checkpoints=keep_checkpoints)
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, script=real, name=name, labels=tags, env=envs, secrets=secrets, workdir=workdir, gpus=pinned,
         key=key, progress_regex=progress_regex, profile=prof, engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S,
-        share_gpu=share_gpu))
+        share_gpu=share_gpu, policy=policy))
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env):
@@ -82,7 +87,7 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
                         name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
 
 
-def job_retry(host, job, resume_arg, key, env, secret_env, resources):
+def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):
     from ..ops import jobs as op
 
     _words("resume_arg", resume_arg)
@@ -91,7 +96,8 @@ def job_retry(host, job, resume_arg, key, env, secret_env, resources):
     if asked:
         engines.refuse_unknown(engines.owner(asked) or engines.get(None), asked, "retry", "resources")
     return on_host("retry", host, lambda t: op.retry(t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg,
-                                                     key=key, resources=asked, timeout_s=OP_TIMEOUT_S))
+                                                     key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
+                                                     checkpoint_dir=checkpoint_dir))
 
 
 def _words(name, text):
@@ -135,7 +141,7 @@ def job_logs(host, job, tail, from_offset, max_bytes, encoding):
         t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0, encoding=encoding))
 
 
-async def job_wait(ctx: Context, host, job, until, log_regex, from_offset, timeout_s, max_bytes, fields):
+async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
     from ..ops import wait as op
 
     def work():
@@ -144,7 +150,7 @@ async def job_wait(ctx: Context, host, job, until, log_regex, from_offset, timeo
             check_regex("log_regex", log_regex)
         return on_host("wait", host, lambda t: op.wait(
             t, job=job, until=wanted, log_regex=log_regex, from_offset=from_offset, timeout_s=timeout_s,
-            max_bytes=max_bytes))
+            max_bytes=max_bytes, after_event=after_event))
 
     return trim.fields(await with_progress(ctx, timeout_s, lambda: f"waiting on the box for {job}", work), "job_wait",
                        fields)

@@ -15,11 +15,11 @@ ALL = "*"
 COMPACT = {
     "host_preflight": ("errors", "gpu", "host", "torch", "profile"),
     "job_wait": ("job_id", "state", "reason", "reached", "timed_out", "new_text", "text_starts_at", "next_offset",
-                 "log_size", "waited_s", "match", "interrupted", "job"),
+                 "log_size", "waited_s", "match", "interrupted", "job", "events"),
 }
 # a job row's keys unless asked for others (the command and the timestamps are for a later look)
 ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
-       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id")
+       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
 
 

@@ -1,11 +1,12 @@
 """The supervisor's job, started: a job directory, its immutable command, and the supervisor
-(gpuops.onbox.wrapper) that runs it (gpuops.onbox.box_engine's submit)."""
+(gpuops.onbox.wrapper) that runs it (gpuops.onbox.box_engine's submit). A job with a run policy is
+a run: the same supervisor runs its attempts (gpuops.onbox.runloop), each made by `prepare`."""
 
 import os
 import socket
 import time
 
-from . import cgroup, command, gpu_pins, jobrecord, procs, wrapper
+from . import cgroup, command, gpu_pins, jobrecord, procs, runloop, runpolicy, wrapper
 from .jobrecord import CMD, LOG
 
 NAME = "box"
@@ -32,18 +33,41 @@ def _job_env(spec, job_id, jdir):
                 added[name] = caps[name] = str(cap)
     env.update(added)
     env["GPUOPS_JOB_ID"], env["GPUOPS_JOB_DIR"] = job_id, jdir
+    run = spec.get("run") or ({"id": job_id, "attempt": 1} if spec.get("policy") is not None else None)
+    if run:
+        env["GPUOPS_RUN_ID"], env["GPUOPS_ATTEMPT"] = run["id"], str(run["attempt"])
     env.update(spec.get("secrets") or {})
     return env, sorted(added), ({"values": caps, "cgroup_quota_cores": quota} if caps else None)
 
 
 def create(spec, body):
-    """Start one job from `spec` and the bytes of its command; returns the job id.
+    """Start one job from `spec` and the bytes of its command; returns the job id. With a run
+    policy, the job is a run's first attempt and its supervisor runs the whole run.
 
     The caller holds the jobs-dir lock, so the GPUs --gpus names are judged against the pins of
     the jobs running (gpuops.onbox.gpu_pins) with no other launch between. `body` becomes the
     immutable `cmd` file (mode 0500).
     """
-    gpu_check = gpu_pins.admit(spec) if spec.get("gpus") else None
+    policy = runpolicy.check(spec.get("policy"), command.workdir(spec.get("workdir")))
+    if policy is not None:
+        spec = dict(spec, policy=policy)
+    if spec.get("gpus"):  # judged once, at launch: a run's later attempts take back its own GPUs
+        spec = dict(spec, gpu_check=gpu_pins.admit(spec))
+    job_id, jdir, argv, env, workdir, meta = prepare(spec, body)
+    if policy is None:
+        wrapper.start(jdir, argv, env, workdir, meta)
+    else:
+        wrapper.start(jdir, argv, env, workdir, meta, supervise=runloop.supervisor(spec, body, prepare),
+                      log_path=os.path.join(jdir, SUPERVISOR_LOG))
+    return job_id
+
+
+SUPERVISOR_LOG = "supervisor.log"  # a run's supervisor's own output (its attempts' go to their logs)
+
+
+def prepare(spec, body):
+    """A job's directory, immutable command and start record's fields, for a supervisor to start:
+    (job id, its dir, argv, environment, workdir, meta)."""
     workdir = command.workdir(spec.get("workdir"))
     if body.startswith(b"#!"):
         command.check_shebang(body)
@@ -68,7 +92,7 @@ def create(spec, body):
         "secret_env_names": sorted(spec.get("secrets") or {}),
         "gpus": spec.get("gpus"),
         "share_gpu": bool(spec.get("share_gpu")),
-        "gpu_check": gpu_check,
+        "gpu_check": spec.get("gpu_check"),
         "thread_caps": caps,
         "line_buffered": line_buffered,
         "progress_regex": spec.get("progress_regex"),
@@ -84,5 +108,8 @@ def create(spec, body):
         "queue": spec.get("queue"),
         "log": os.path.join(jdir, LOG),
     }
-    wrapper.start(jdir, argv, env, workdir, meta)
-    return job_id
+    if spec.get("policy") is not None:
+        meta.update(policy=spec["policy"], run={"id": job_id, "attempt": 1})
+    elif spec.get("run"):
+        meta["run"] = spec["run"]
+    return job_id, jdir, argv, env, workdir, meta

@@ -17,7 +17,7 @@ the plan was made.
 import os
 import time
 
-from . import jobrecord, plans, procs, signals
+from . import jobrecord, plans, procs, runrecord, signals
 from .jobrecord import EXIT, STOP, JobError
 
 KILL_WAIT_S = 5.0
@@ -27,6 +27,7 @@ PLANS_KEPT = 256  # plans not yet expired; an agent polling a dry run every seco
 # The supervisor reaps the job, lists survivors and samples before it writes exit.json: a status
 # read in that window sees a dead process and no record, and waits for the record, not "VANISHED".
 EXIT_SETTLE_S = 3.0
+RUN_SETTLE_S = 10.0  # a run's supervisor classifies the attempt's log and notifies before it records the end
 
 
 def wait_exit_record(jdir, meta, seconds):
@@ -148,6 +149,18 @@ def _made(jdir, plan, plan_age_s):
     return None if up is None else up - min(max(0.0, plan_age_s), float(plans.TTL_S))
 
 
+def _run_going(meta):
+    run = runrecord.read(runrecord.run_of(meta)) if runrecord.run_of(meta) else None
+    return run is not None and not runrecord.ended(run)
+
+
+def _wait_run_end(meta):
+    """A run's attempt stopped: wait for its supervisor to record that the run ended (it never
+    retries a stop), so the answer's state is the run's."""
+    if runrecord.run_of(meta):
+        signals.wait_until(lambda: not _run_going(meta), RUN_SETTLE_S)
+
+
 def stop(opts, job_id, meta):
     """Dry run unless `yes`; with a `plan` id (gpuops.onbox.plans), only when the live set of
     processes is still the one planned. The answer, without the job's facts after it."""
@@ -173,13 +186,19 @@ def stop(opts, job_id, meta):
             _remember(jdir, job_id, doc["targets"], opts.get("expires"))
             doc.update(dry_run=True, plan_refused=True, signalled=[], all_gone=not targets)
             return doc
+    record = {"requested_at": time.time(), "signals": []}
+    stop_path = os.path.join(jdir, STOP)
     if not opts.get("yes") or not targets:
         if not opts.get("yes") and targets:
             _remember(jdir, job_id, doc["targets"], opts.get("expires"))
+        if opts.get("yes") and _run_going(meta):  # between attempts: the stop ends the run
+            jobrecord.write_json(stop_path, record)
+            _wait_run_end(meta)
         doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets)
         return doc
-    record = {"requested_at": time.time(), "signals": []}
-    stop_path = os.path.join(jdir, STOP)
+    # Written before the first signal: a run's supervisor (gpuops.onbox.runwatch) reads it to tell
+    # this stop, never retried, from a SIGTERM from outside (a reclaim, retried).
+    jobrecord.write_json(stop_path, record)
 
     def send_round(items, sig):
         sent = signal_job(items, meta, sig)
@@ -196,6 +215,7 @@ def stop(opts, job_id, meta):
     record.update(all_gone=not left, remaining=sorted(left), finished_at=time.time())
     jobrecord.write_json(stop_path, record)
     wait_exit_record(jdir, meta, EXIT_SETTLE_S)
+    _wait_run_end(meta)
     doc.update(dry_run=False, signals=record["signals"], all_gone=not left,
                remaining=_describe(left, set(still_gpu), meta), gpu_holders_left=still_gpu)
     return doc

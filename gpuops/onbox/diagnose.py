@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from . import cgroup, cores, disk, engines, evidence, job_facts, jobrecord, procs
+from . import cgroup, cores, disk, engines, evidence, job_facts, jobrecord, procs, telemetry
 
 
 def _mtime(path):
@@ -41,6 +41,7 @@ def gather(job_ref=None, pid=None, since=None):
         ev.update(job_id=job_id, meta=meta or None, exit=rec["exit"], job=facts,
                   since=meta.get("launched_at") or since or now)
         engines.of(meta).diagnose_facts(ev, job_id, rec, facts)
+        ev["telemetry"] = telemetry.judged(rec["dir"])
         ev["log_head"] = evidence.head(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG))
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])
         cwd = meta.get("workdir")

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from . import engines, jobrecord, logexcerpt, logscan, procs, steps
+from . import engines, jobrecord, logexcerpt, logscan, procs, runrecord, steps, telemetry
 from .jobrecord import EXIT, GROWTH, LOG, META, PAUSE, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
@@ -47,6 +47,8 @@ def facts(job_id, progress_regex=None, detail=True):
         out["log_size"] = out["log_mtime"] = None
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
+    out["run"] = runrecord.facts(meta)
+    out["telemetry"] = telemetry.latest(jdir)
     return out
 
 
@@ -110,7 +112,8 @@ def excerpt(opts):
     except (OSError, IOError):
         raise JobError("not-found", "job %s has no readable log (%s)" % (job_id, log))
     pieces = [[first, base64.b64encode(data).decode("ascii")] for first, data in pieces]
-    return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time()}
+    return {"job": facts(job_id), "size": size, "lines": lines, "pieces": pieces, "now": time.time(),
+            "telemetry": telemetry.judged(jobrecord.job_dir(job_id))}
 
 
 def main(argv):

@@ -6,7 +6,7 @@ import base64
 import os
 import shlex
 
-from . import engines, job_facts, jobrecord, signals
+from . import checkpoints, engines, job_facts, jobrecord, runpolicy, runrecord, signals
 from .jobrecord import CMD, LOG, META, JobError
 
 LOG_HEAD = 4096  # what a launch answers of the log of a job that died at once: its first error is there
@@ -70,6 +70,10 @@ def retry(opts):
         raise JobError("usage", "job %s ran on %s, not %s: its retry takes no %s resources"
                        % (parent_id, engine.NAME, opts["engine"], opts["engine"]))
     engine.check_retry(parent_id, parent, opts)
+    run = runrecord.read(runrecord.run_of(parent)) if runrecord.run_of(parent) else None
+    if run is not None and not runrecord.ended(run):
+        raise JobError("refused", "run %s is still going (attempt %s of %s): its supervisor retries it; stop it "
+                                  "first" % (run.get("run_id"), run.get("attempt"), run.get("max_attempts")))
     missing = sorted(set(parent.get("secret_env_names") or []) - set(opts.get("secrets") or {}))
     if missing:
         raise JobError("usage", "job %s was launched with secrets %s: pass --secret-env for each" %
@@ -81,7 +85,13 @@ def retry(opts):
     spec["secrets"] = opts.get("secrets") or {}
     spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
     resume = opts.get("resume_arg")
-    if resume:
+    found = None
+    if resume and runpolicy.PLACEHOLDER in resume:
+        found = _newest_checkpoint(opts, parent, spec.get("workdir"))
+        body, spec["args"], spec["command"] = runpolicy.resumed(spec["kind"], body, spec.get("args"),
+                                                                spec.get("command"), resume, found["path"])
+        spec["env"][runpolicy.RESUME_ENV] = found["path"]
+    elif resume:
         if spec["kind"] == "script":
             try:
                 spec["args"] = list(spec.get("args") or []) + shlex.split(resume)
@@ -91,7 +101,31 @@ def retry(opts):
             body = body.rstrip(b"\n") + b" " + resume.encode("utf-8") + b"\n"
             spec["command"] = (spec.get("command") or "").rstrip("\n") + " " + resume
     engine.retried(spec, parent, opts)
-    return dict(_started(spec, body, engine.submit, opts.get("confirm_s")), parent_job_id=parent_id)
+    out = dict(_started(spec, body, engine.submit, opts.get("confirm_s")), parent_job_id=parent_id)
+    if found is not None:
+        out["checkpoint"] = {"path": found["path"], "skipped": found["incomplete"][:20], "unsafe": found["unsafe"][:20]}
+    return out
+
+
+def _newest_checkpoint(opts, parent, workdir):
+    """The verdict on the checkpoint directory a retry's --resume-arg {checkpoint} resumes from
+    (its --checkpoint-dir, else its run's), once it names a complete checkpoint."""
+    run = runrecord.read(runrecord.run_of(parent)) if runrecord.run_of(parent) else None
+    asked = opts.get("checkpoint_dir") or ((run or {}).get("policy") or {}).get("checkpoint_dir")
+    if not asked:
+        raise JobError("usage", "--resume-arg with %s needs --checkpoint-dir: where the job wrote its checkpoints"
+                       % runpolicy.PLACEHOLDER)
+    policy = runpolicy.check({"checkpoint_dir": asked, "checkpoint_glob": opts.get("checkpoint_glob") or (
+        (run or {}).get("policy") or {}).get("checkpoint_glob")}, workdir)
+    try:
+        verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+    except ValueError as e:
+        raise JobError("usage", str(e))
+    if not verdict["path"]:
+        why = "; ".join("%s: %s" % (e["name"], e["why"]) for e in verdict["incomplete"][:5])
+        raise JobError("not-found", "no complete checkpoint in %s to resume from%s" % (
+            policy["checkpoint_dir"], " (%s)" % why if why else ""))
+    return verdict
 
 
 def main(argv):

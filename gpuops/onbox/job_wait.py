@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-from . import engines, job_facts, jobrecord, logscan
+from . import engines, job_facts, jobrecord, logscan, runrecord
 from .jobrecord import LOG, META, JobError
 
 POLL_S = 0.2
@@ -77,31 +77,54 @@ class Scan(object):
 
 
 def wait(opts):
-    job_id = jobrecord.resolve(opts.get("job"))
-    wanted = set(opts.get("phases") or ["ended"])
+    """A run (a job launched with a run policy, named by its id or by what its attempts share) is
+    waited on as a whole: its phase is the current attempt's until the run has ended, "starting"
+    between attempts, and a log regex is looked for in the current attempt's log (from its start
+    once the attempt changes). With `events_after` (a seq; negative: the newest at the start), the
+    run's events after it come with the answer, and `until_event` returns as soon as there is one."""
+    ref = opts.get("job")
+    named = jobrecord.resolve(ref, follow=False)
+    run_id = runrecord.run_of(jobrecord.read_json(jobrecord.path(named, META)))
+    run_id = run_id if run_id and (run_id == named or ref != named) and runrecord.is_run(run_id) else None
+    wanted = set(opts.get("phases") or ([] if opts.get("until_event") else ["ended"]))
     if not wanted <= set(PHASES):
         raise JobError("usage", "unknown phase in %r" % (sorted(wanted),))
     try:
         pattern = re.compile(opts["regex"]) if opts.get("regex") else None
     except re.error as e:
         raise JobError("usage", "log regex: %s" % e)
+    after = opts.get("events_after")
+    after = after if isinstance(after, int) and not isinstance(after, bool) and run_id else None
+    if after is not None and after < 0:  # from now on
+        newest = runrecord.events(run_id, 0, 1)
+        after = newest[-1]["seq"] if newest else 0
+    job_id = jobrecord.current(run_id) if run_id else named
     log = jobrecord.path(job_id, LOG)
     size = logscan.size_of(log) or 0
     start = min(max(0, int(opts.get("from_offset") or 0)), size)
     most = min(max(0, int(opts.get("max_bytes") or 0)), TEXT_MAX)
     deadline = time.time() + max(0.0, float(opts.get("timeout") or 0))
     scan = Scan(log, start, pattern) if pattern else None
-    match = None
+    match, events = None, []
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
     every = engines.of(meta).POLL_S
     asked = 0.0
     while True:
         if time.time() - asked >= every:
+            if run_id and jobrecord.current(run_id) != job_id:
+                job_id = jobrecord.current(run_id)
+                log, start = jobrecord.path(job_id, LOG), 0
+                scan = Scan(log, 0, pattern) if pattern else None
             now_phase, asked = phase(job_id), time.time()
+            if run_id:
+                now_phase = runrecord.phase(runrecord.read(run_id) or {}, now_phase)
+                events = runrecord.events(run_id, after) if after is not None else []
         if scan is not None:
             match = scan.run(now_phase == "ended", deadline)
         if match is not None:
             reason = "match"
+        elif events and opts.get("until_event"):
+            reason = "event"
         elif now_phase in wanted:
             reason = "phase"
         elif now_phase == "ended":
@@ -115,12 +138,15 @@ def wait(opts):
     facts = job_facts.facts(job_id, opts.get("progress_regex"))
     size = logscan.size_of(log) or 0
     nxt = scan.pos if scan is not None else size
+    start = min(start, nxt)
     text_start = max(start, nxt - most)
     doc = {"job": facts, "phase": now_phase, "reason": reason, "start": start, "next": nxt, "size": max(size, nxt),
            "text_start": text_start, "text_b64": base64.b64encode(logscan.read_range(log, text_start,
                                                                                     nxt - text_start)).decode("ascii")}
     if match is not None:
         doc["match"] = {"end": match[0], "line": match[1][:LINE_MAX].decode("utf-8", "replace")}
+    if run_id and after is not None:
+        doc["events"] = runrecord.events(run_id, after)
     return doc
 
 

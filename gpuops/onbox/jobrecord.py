@@ -14,6 +14,9 @@
         stop.json   written by `gpuops stop`: the signals it sent, to which pids, and when
         pause.json  written by `gpuops pause` / `resume`: the checkpoint signal, when it was sent,
                     the marker seen, and when the job was held (Slurm) or stopped, then resumed
+        run.json    in the first attempt's directory of a run (a job launched with a run policy):
+                    its attempts and where it stands (gpuops.onbox.runrecord); each attempt's
+                    meta.json names its run as run: {id, attempt}
 meta.json's `engine` names who runs the job (gpuops.onbox.engines; records older than the field
 are the supervisor's). A job of another engine has the same directory where that engine's client
 runs (a Slurm login node's shared filesystem, a Ray head): cmd, meta.json (with the engine's own
@@ -41,7 +44,7 @@ import time
 from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
-PAUSE, BATCH = "pause.json", "batch.sh"
+PAUSE, BATCH, RUN = "pause.json", "batch.sh", "run.json"
 DEFAULT_ENGINE = "box"  # meta["engine"] of records older than the field: the supervisor's
 QUEUES, LOCK = ".queues", ".lock"
 SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for 4 too)
@@ -154,12 +157,32 @@ def by_key(key):
     return next((jid for jid, m in metas() if m.get("key") == key), None)
 
 
-def resolve(ref):
+def resolve(ref, follow=True):
     """A job id from an id, an idempotency key, its engine's own id for it (a Slurm job id ...), a
     name, or the start or end of one id (at least SHORT_ID_MIN characters: `a1b2c3` for
     20261122-101500-a1b2c3). A name several jobs share is
     refused (kind "ambiguous", listing them), unless they are one line of retries: then the newest
-    attempt is the job; so is a piece of an id that several ids share."""
+    attempt is the job; so is a piece of an id that several ids share. A run's id (its first
+    attempt's) names its current attempt, unless `follow` is false."""
+    jid = _resolve(ref)
+    return current(jid) if follow else jid
+
+
+def current(job_id):
+    """The attempt a run's id stands for now (the newest its supervisor started or is about to);
+    any other job is itself."""
+    rec = read_json(path(job_id, RUN))
+    now = rec.get("current") if isinstance(rec, dict) else None
+    try:
+        attempt = read_json(path(now, META)) if isinstance(now, str) else None
+    except ValueError:
+        return job_id
+    if isinstance(attempt, dict) and (attempt.get("run") or {}).get("id") == job_id:
+        return now
+    return job_id
+
+
+def _resolve(ref):
     if not ref:
         raise JobError("usage", "name a job with --job (an id, a --key or a --name)")
     try:

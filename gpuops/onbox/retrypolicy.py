@@ -174,13 +174,13 @@ def schedule(max_retries, **kw):
 
 
 def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runtime_s=None, streak=None,
-           rand=random.random):
+           rand=random.random, base_s=BACKOFF_BASE_S):
     """Whether to start another attempt after attempt number `attempt` (1-based) ended as `facts`
     say. {retry, class, why, transient, attempt, attempts_left, backoff_s}; `why` explains the
     decision in one sentence, the class's reason first. `streak` counts the attempts in a row that
     failed without a new step (default: all of them): the backoff grows with it, so a run that
     crash-loops slows down while one that fails once a day after hours of progress comes back at
-    once."""
+    once. `base_s` is the first backoff (the run policy's backoff_s)."""
     retry_on = TRANSIENT if retry_on is None else frozenset(retry_on)
     klass, reason = failure_class(facts)
     left = max(0, int(max_retries) - (int(attempt) - 1))
@@ -196,7 +196,7 @@ def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runti
     elif left <= 0:
         out["why"] = "%s (%s): no retries left of %d" % (reason, klass, max_retries)
     else:
-        wait = backoff_s(int(attempt if streak is None else max(1, streak)), rand=rand)
+        wait = backoff_s(int(attempt if streak is None else max(1, streak)), base_s=base_s, rand=rand)
         if max_runtime_s is not None and elapsed_s is not None and elapsed_s + wait >= max_runtime_s:
             out["why"] = "%s (%s): the run's --max-runtime leaves no time for another attempt" % (reason, klass)
         else:

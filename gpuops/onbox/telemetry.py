@@ -93,8 +93,9 @@ def gpu_rows(doc, spec=None):
 class Sampler(object):
     """Takes rows for one job: CPU shares need the previous reading, so it keeps the last ticks."""
 
-    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time):
+    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time, adopted_by=None):
         self.root_pid, self.pgid, self.gpus, self.clock = root_pid, pgid, gpus, clock
+        self.adopted_by = adopted_by  # the supervisor: what the job orphaned is still the job's
         self.reader, self.cores = reader, cores
         self._ticks, self._at = {}, None
 
@@ -115,7 +116,7 @@ class Sampler(object):
 
     def take(self):
         now = self.clock()
-        pids = members(self.root_pid, self.pgid)
+        pids = members(self.root_pid, self.pgid, self.adopted_by)
         cpu, top = self._cpu(pids, now)
         if self.cores is None:
             self.cores = cores_for(self.root_pid)
@@ -279,3 +280,13 @@ def starved(rows, window_s=60.0, min_rows=3, min_span_s=20.0, util_max=50.0, cpu
             "since": window[0]["t"], "rows": len(window),
             "evidence": {"gpu_util_mean": round(util_mean, 1), "cpu_mean_pct": round(cpu_mean, 1),
                          "cpu_top_mean_pct": round(top_mean, 1), "cores": cores}}
+
+
+def judged(job_dir):
+    """What a job's whole series says, for diagnose and triage (the series stays on the box):
+    {rows, first_t, last_t, busy_wait, throttled, starved}; None when nothing was sampled."""
+    rows = series(job_dir)
+    if not rows:
+        return None
+    return {"rows": len(rows), "first_t": rows[0].get("t"), "last_t": rows[-1].get("t"),
+            "busy_wait": busy_wait(rows), "throttled": throttled(rows)[:16], "starved": starved(rows)}

@@ -31,7 +31,7 @@ import signal
 import subprocess
 import time
 
-from . import jobrecord, procs
+from . import jobrecord, procs, telemetry
 
 _FAST_SAMPLE_S, _SLOW_SAMPLE_S, _FAST_PERIOD_S = 1.0, 5.0, 600.0
 _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 15, 36
@@ -85,17 +85,17 @@ def _redirect(log_path, keep_fd):
                 pass
 
 
-def start(job_dir, argv, env, workdir, meta, timeout_s=30.0):
+def start(job_dir, argv, env, workdir, meta, timeout_s=30.0, supervise=None, log_path=None):
     """Start the job under a detached supervisor; return its meta (with pid) once written.
 
     On a spawn failure (missing interpreter, unusable workdir) the supervisor writes meta with
     pid null plus an exit record, and the returned meta carries 'spawn_error'.
     """
     r, w = os.pipe()
-    log_path = os.path.join(job_dir, jobrecord.LOG)
+    log_path = log_path or os.path.join(job_dir, jobrecord.LOG)
 
     def body():
-        _supervise(job_dir, argv, env, workdir, meta, w)
+        (supervise or _supervise)(job_dir, argv, env, workdir, meta, w)
 
     detach(body, log_path, keep_fd=w)
     os.close(w)
@@ -175,50 +175,79 @@ def _become_subreaper():
         return False
 
 
-def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
-    job = {"pgid": None}
+class Supervisor(object):
+    """The supervisor process's own state across the attempts it runs: the signals it forwards
+    (and remembers: a run's retry decision tells a SIGTERM from outside from gpuops' own stop), the
+    wake-up pipe SIGCHLD writes to, and its identity as a child subreaper."""
 
-    def forward(signum, _frame):
-        if job["pgid"]:
+    def __init__(self):
+        self.pgid, self.outside = None, None
+        signal.signal(signal.SIGTERM, self._forward)
+        signal.signal(signal.SIGINT, self._forward)
+        self.wake_r, wake_w = os.pipe()
+        for fd in (self.wake_r, wake_w):
+            _nonblocking(fd)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+        subreaper = _become_subreaper()
+        me = procs.stat(os.getpid()) or {}
+        self.ident = {"wrapper_pid": os.getpid(), "wrapper_start_ticks": me.get("start_ticks"),
+                      "subreaper": subreaper}
+
+    def _forward(self, signum, _frame):
+        self.outside = _signal_name(signum)
+        if self.pgid:
             try:
-                os.killpg(job["pgid"], signum)
+                os.killpg(self.pgid, signum)
             except OSError:
                 pass
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        _nonblocking(fd)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
-    subreaper = _become_subreaper()
-
-    me = procs.stat(os.getpid()) or {}
-    meta = dict(meta, wrapper_pid=os.getpid(), wrapper_start_ticks=me.get("start_ticks"), subreaper=subreaper)
-    try:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=2, cwd=workdir, env=env,
+    def spawn(self, argv, env, workdir, out=1):
+        """The job's leader in a session of its own, its output to fd `out`; OSError when it
+        cannot start."""
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=workdir, env=env,
                                  start_new_session=True, close_fds=True, preexec_fn=_reset_signals)
+        self.pgid = child.pid
+        return child
+
+    def wait(self, child, job_dir, gpus=None, tick=None):
+        """Reap children until `child` ends, sampling the log's growth and the job's telemetry (its
+        GPUs `gpus`, a CUDA_VISIBLE_DEVICES value) and calling tick() each round; its exit record."""
+        sampler = telemetry.Sampler(child.pid, child.pid, gpus=gpus, adopted_by=os.getpid())
+        recorder = telemetry.Recorder(job_dir, sampler)
+        status = _wait_for(child.pid, job_dir, self.wake_r, lambda: (recorder.tick(), tick and tick()))
+        child.returncode = 0  # reaped by us above; keep Popen from waiting on a recycled pid
+        record = {"ended_at": time.time()}
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            record.update(exit_code=None, signal=_signal_name(sig), core_dumped=bool(os.WCOREDUMP(status)))
+        else:
+            record.update(exit_code=os.WEXITSTATUS(status), signal=None)
+        record["survivors"] = _group_members(child.pid)
+        _sample(job_dir, {}, force=True)
+        self.pgid = None
+        return record
+
+
+def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
+    sup = Supervisor()
+    meta = dict(meta, **sup.ident)
+    try:
+        child = sup.spawn(argv, env, workdir)
     except OSError as e:
-        _spawn_failed(job_dir, meta, e, notify_fd)
+        spawn_failed(job_dir, meta, e)
+        notify_launcher(notify_fd, meta)
         return
+    started(job_dir, meta, child)
+    notify_launcher(notify_fd, meta)
+    jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT), sup.wait(child, job_dir, meta.get("gpus")))
+
+
+def started(job_dir, meta, child):
+    """Write the start record of the job `child` leads (before anyone is told it started)."""
     st = procs.stat(child.pid) or {}
-    job["pgid"] = child.pid
     meta.update(pid=child.pid, pgid=child.pid, start_ticks=st.get("start_ticks"))
     jobrecord.write_json(os.path.join(job_dir, jobrecord.META), meta)
-    _notify(notify_fd, meta)
-
-    status = _wait_for(child.pid, job_dir, wake_r)
-    child.returncode = 0  # reaped by us above; keep Popen from waiting on a recycled pid
-    record = {"ended_at": time.time()}
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        record.update(exit_code=None, signal=_signal_name(sig), core_dumped=bool(os.WCOREDUMP(status)))
-    else:
-        record.update(exit_code=os.WEXITSTATUS(status), signal=None)
-    record["survivors"] = _group_members(child.pid)
-    _sample(job_dir, {}, force=True)
-    jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT), record)
 
 
 def _group_members(pgid):
@@ -231,23 +260,25 @@ def _group_members(pgid):
     return out
 
 
-def _spawn_failed(job_dir, meta, err, notify_fd):
+def spawn_failed(job_dir, meta, err):
+    """The start and exit records of a job whose command could not start (126: not executable, 127:
+    not found, as a shell says)."""
     code = 126 if err.errno in (errno.EACCES, errno.ENOEXEC) else 127
     meta.update(pid=None, pgid=None, start_ticks=None, spawn_error=str(err))
     jobrecord.write_json(os.path.join(job_dir, jobrecord.META), meta)
     jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT),
                          {"exit_code": code, "signal": None, "ended_at": time.time(), "error": str(err)})
-    _notify(notify_fd, meta)
 
 
-def _notify(fd, meta):
+def notify_launcher(fd, meta):
+    """Hand the launcher the start record (it returns once it has it) and let it go."""
     try:
         os.write(fd, json.dumps(meta).encode("utf-8"))
     finally:
         os.close(fd)
 
 
-def _wait_for(pid, job_dir, wake_fd):
+def _wait_for(pid, job_dir, wake_fd, tick=None):
     """Reap children (ours and re-parented orphans) until `pid` ends; its wait status."""
     growth = {}
     while True:
@@ -261,6 +292,8 @@ def _wait_for(pid, job_dir, wake_fd):
             if got == pid:
                 return status
         _sample(job_dir, growth)
+        if tick is not None:
+            tick()
         try:
             select.select([wake_fd], [], [], _FAST_SAMPLE_S)
             os.read(wake_fd, 512)

@@ -82,10 +82,12 @@ def confirm_seconds(given=None):
 
 def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
-           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None, share_gpu=False):
+           resources=None, torchrun=None, timeout_s=60.0, confirm_s=None, share_gpu=False, policy=None):
     """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
     asking it for `resources` (that engine's own flags, checked by it). The box refuses `gpus` it
-    lacks, or that a running gpuops job is pinned to unless `share_gpu` (gpuops.onbox.gpu_pins)."""
+    lacks, or that a running gpuops job is pinned to unless `share_gpu` (gpuops.onbox.gpu_pins).
+    With a run `policy` (gpuops.jobs.runpolicy.build) the job is a run: its attempts retried on the
+    box as the policy says, under the id this returns."""
     if share_gpu and not gpus:
         raise errors.UsageError("--share-gpu goes with --gpus: it lets the job run on a GPU another gpuops job "
                                 "is pinned to")
@@ -111,6 +113,9 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     else:
         opts.update(kind="cmd", command=command)
     asked = eng.submission(opts, dict(resources or {}), torchrun)
+    if policy:
+        eng.check_policy(policy)
+        opts["policy"] = policy
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
@@ -121,21 +126,30 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
-          timeout_s=60.0, confirm_s=None):
+          timeout_s=60.0, confirm_s=None, checkpoint_dir=None):
     """A child job of `job` from its immutable command; it may ask its engine for other
     `resources` (that engine's flags: those it names replace the parent's; the box refuses them
-    when the parent ran on another engine)."""
+    when the parent ran on another engine). A `resume_arg` with {checkpoint} resumes from the
+    newest complete checkpoint in `checkpoint_dir` (DIR[:GLOB]; default: its run's)."""
+    from ..jobs import runpolicy
+
     confirm_s = confirm_seconds(confirm_s)
     eng = engines.owner(resources or {})
+    where, glob = runpolicy.split_checkpoint_dir(checkpoint_dir)
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
-            "jobs_dir": jobs_dir, "confirm_s": confirm_s}
+            "jobs_dir": jobs_dir, "confirm_s": confirm_s, "checkpoint_dir": where, "checkpoint_glob": glob}
     if eng is not None:
         opts.update(eng.retry_opts(resources))
     try:
         doc = call(target, "retry", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
         raise (eng or engines.get()).blamed(e, resources or {}) from None
-    return _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
+    out = _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
+    resumed = doc.get("checkpoint")
+    if isinstance(resumed, dict) and isinstance(resumed.get("path"), str):
+        out["data"]["checkpoint"] = resumed
+        out["summary"] += f", resuming from {resumed['path']}"
+    return out
 
 
 def _started(verb, target, doc, parent=None, jobs_dir=None):
@@ -165,6 +179,10 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     else:
         summary = (engines.of(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
                    + (f" as a retry of {parent}" if parent else ""))
+        if meta.get("policy"):
+            from ..jobs import runpolicy
+
+            summary += f": run {jid}, {runpolicy.summary(meta['policy'])}"
         if meta.get("supervisor_lost") or facts.get("wrapper_alive") is False:
             # It runs, but nothing will record how it ends: it will be VANISHED, never COMPLETED.
             ok = False
@@ -254,6 +272,9 @@ def one_line(row):
         text += f" ({row['signal']})"
     if row.get("reason"):
         text += f": {row['reason']}"
+    run = row.get("run")
+    if run:
+        text += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
     return text
 
 

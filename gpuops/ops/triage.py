@@ -36,11 +36,17 @@ def check_inputs(log, dir, slurm_id, host, job):
         raise UsageError("--host needs --job: triage reads a gpuops job's log on that host")
 
 
-def build(result, host=None):
-    """The envelope: what to do next leaves `data` for the envelope's own `next` and `advice`."""
+def build(result, host=None, more=(), run=None):
+    """The envelope: what to do next leaves `data` for the envelope's own `next` and `advice`;
+    `more` findings (a job's telemetry) follow the log's, and a run's attempt is named."""
     data = {k: v for k, v in result.data.items() if k not in ("next", "advice")}
-    return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=result.summary, host=host, data=data,
-                    findings=result.findings, next=result.data["next"], advice=result.data["advice"])
+    summary = result.summary
+    if run:
+        data["run"] = run
+        summary += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+    return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=summary, host=host, data=data,
+                    findings=list(result.findings) + list(more), next=result.data["next"],
+                    advice=result.data["advice"])
 
 
 def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_state=None, now=None):
@@ -63,11 +69,14 @@ def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_
 
 
 def read_excerpt(target, job, jobs_dir=None, head=None, tail=None):
-    """(job facts, [(first line number, bytes)] pieces, log size, box clock) from one round trip."""
+    """(job facts, [(first line number, bytes)] pieces, log size, box clock, telemetry judgements)
+    from one round trip."""
+    from ..jobs import runtelemetry
     from .jobs import call
 
     doc = call(target, "excerpt", {"job": job, "jobs_dir": jobs_dir, "head": head, "tail": tail})
-    return doc["job"], [_piece(p, target.name) for p in doc["pieces"]], doc["size"], doc["now"]
+    return (doc["job"], [_piece(p, target.name) for p in doc["pieces"]], doc["size"], doc["now"],
+            runtelemetry.checked(doc.get("telemetry"), target.name))
 
 
 def _piece(piece, host):
@@ -82,10 +91,10 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
-    from ..jobs import platform, state
+    from ..jobs import platform, runtelemetry, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
-    facts, pieces, size, box_now = read_excerpt(target, job, jobs_dir)
+    facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir)
     row = state.derive(facts)
     if now is None and box_now:
         now = datetime.fromtimestamp(float(box_now))
@@ -97,4 +106,4 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
                            progress=state.dated_progress(row))
-    return build(result, host=target.name)
+    return build(result, host=target.name, more=runtelemetry.findings(judged), run=row.get("run"))

@@ -14,7 +14,7 @@ import time
 from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import state, states
+from ..jobs import answers, state, states
 from .jobs import call, command_line, job_steps, state_now
 
 TEXT_BYTES = 64 << 10
@@ -23,18 +23,22 @@ SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling 
 RECHECK_S = 2.0
 PHASE = {name: phase for name, phase in states.PHASES.items() if name != states.PENDING}
 TERMINAL = "terminal"
+EVENT = "event"  # --until event: a run's next event (gpuops.onbox.runevents)
+EVENTS_MAX = 50
 _ANSWER = {"job": dict, "phase": str, "reason": str, "start": int, "next": int, "size": int, "text_start": int,
            "text_b64": str, "match": (dict, type(None))}
 
 
 def parse_until(text):
-    """'terminal' or 'STATE[,STATE]' -> the tuple of states waited for; UsageError otherwise."""
+    """'terminal', 'event' or 'STATE[,STATE]' -> the tuple of states (and EVENT) waited for;
+    UsageError otherwise."""
     picked = []
     for word in (w.strip() for w in (text or TERMINAL).split(",")):
-        names = states.TERMINAL if word.lower() == TERMINAL else (word.upper(),)
+        names = states.TERMINAL if word.lower() == TERMINAL else (EVENT,) if word.lower() == EVENT else (word.upper(),)
         for name in names:
-            if name not in PHASE:
-                raise errors.UsageError(f"--until {word!r}: wait for {TERMINAL} or any of {', '.join(PHASE)}")
+            if name not in PHASE and name != EVENT:
+                raise errors.UsageError(f"--until {word!r}: wait for {TERMINAL}, {EVENT} (a run's next event) or any "
+                                        f"of {', '.join(PHASE)}")
             if name not in picked:
                 picked.append(name)
     if not picked:
@@ -43,31 +47,35 @@ def parse_until(text):
 
 
 def wait(target, *, job, until=states.TERMINAL, log_regex=None, from_offset=None, timeout_s=60.0,
-         max_bytes=TEXT_BYTES, jobs_dir=None):
+         max_bytes=TEXT_BYTES, jobs_dir=None, after_event=None):
     """The job's state once one of `until` (or a line matching `log_regex`) is seen, or at the
-    timeout; with the log text before next_offset (at most `max_bytes`)."""
+    timeout; with the log text before next_offset (at most `max_bytes`). For a run (a job launched
+    with a run policy) the state is the run's: an attempt that ended while the run goes on is
+    RETRYING; its events after `after_event` (a seq; default: those from the wait's start on) come
+    in data.events, and EVENT in `until` returns at the first one."""
     began = time.monotonic()
     try:
-        return _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began)
+        return _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began, after_event)
     except KeyboardInterrupt:
         return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, "SIGINT")
     except errors.Interrupted as e:
         return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, e.signal_name)
 
 
-def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began):
+def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began, after_event):
     deadline = began + float(timeout_s)
-    phases = sorted({PHASE[s] for s in until})
+    phases = sorted({PHASE[s] for s in until if s != EVENT})
     offset, kept, first = from_offset, b"", None
+    after = -1 if after_event is None else int(after_event)
     while True:
         left = max(0.0, deadline - time.monotonic())
         opts = {"job": job, "phases": phases, "regex": log_regex, "from_offset": offset, "timeout": left,
-                "max_bytes": int(max_bytes), "jobs_dir": jobs_dir}
+                "max_bytes": int(max_bytes), "jobs_dir": jobs_dir, "events_after": after, "until_event": EVENT in until}
         doc = _checked(call(target, "wait", opts, timeout_s=left + SSH_MARGIN_S), target.name, max_bytes)
         first = doc["start"] if first is None else first
         kept = (kept + doc["text"])[-int(max_bytes):] if max_bytes else b""
         row = state.derive(doc["job"])
-        reached = doc["reason"] == "match" or row["state"] in until
+        reached = doc["reason"] in ("match", "event") or row["state"] in until
         over = row["state"] in states.TERMINAL  # nothing it waits for can come any more
         if reached or over or doc["reason"] != "phase" or time.monotonic() + RECHECK_S >= deadline:
             break
@@ -112,6 +120,12 @@ def _checked(doc, host, max_bytes):
                                f"{doc['text_start']}, {doc['next']} of {doc['size']} with {len(text)} bytes")
     if doc.get("match") is not None:
         expect(doc["match"], {"end": int, "line": str}, host, "wait answer's match")
+    events = doc.get("events")
+    if events is not None:
+        if not isinstance(events, list) or len(events) > EVENTS_MAX:
+            raise errors.BadAnswer(f"{host}: the box's wait answer is not gpuops's: its events are not a short list")
+        for event in events:
+            answers.run_event(event, host)
     return dict(doc, text=text)
 
 
@@ -125,6 +139,10 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
             "waited_s": round(waited, 3), "job": row}
     if doc.get("match") is not None:
         data["match"] = doc["match"]
+    if doc.get("events") is not None:
+        data["events"] = doc["events"]
+        if doc["reason"] == "event":
+            data["reason"] = "event"
     jid = row["job_id"]
     wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
     said = f"{jid}: {row['state']}"
@@ -132,6 +150,9 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
         said += f" ({row.get('signal') or 'exit %d' % row['exit_code']})"
     if doc["reason"] == "match":
         summary = f"{said}; log line matched: {doc['match']['line'][:200]}"
+    elif doc["reason"] == "event":
+        last = doc["events"][-1]
+        summary = f"{said}; run event {last['kind']}" + (f": {last['why'][:200]}" if last.get("why") else "")
     elif reached:
         summary = f"{said} after {waited:.1f}s"
     elif timed_out:

@@ -21,8 +21,12 @@ def _body(d, summary, con):
 
 
 def render(doc, con):
+    from rich.text import Text
+
     verdict_line(doc, con)
     _body(doc["data"], str(doc.get("summary")), con)
+    for f in doc.get("findings") or []:  # what the run's telemetry showed while it ran
+        con.print(hanging(Text(f"  {f['severity']}: ", style="bold yellow"), Text(f"{f['title']} ({f['id']})")))
     summary_line(doc, con)
 
 

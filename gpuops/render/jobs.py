@@ -2,6 +2,7 @@
 
 import sys
 
+from ..jobs.states import ALIVE
 from ..units import duration
 from . import print_next, state_text, step_text, summary_line, verdict_line
 
@@ -53,7 +54,38 @@ def status_view(doc, width):
         for label, key in (("reason", "reason"), ("hint", "hint")):
             if r.get(key):
                 parts.append(Text(f"  {r['job_id']}: {label}: {r[key]}"))
+        if r.get("run"):
+            parts.append(Text(f"  {r['job_id']}: {run_line(r['run'], doc['data'].get('box_now'))}"))
+        if r.get("telemetry") and r.get("state") in ALIVE:
+            parts.append(Text(f"  {r['job_id']}: now: {telemetry_line(r['telemetry'])}", style="dim"))
     return Group(*parts)
+
+
+def run_line(run, now=None):
+    """'attempt 2/4 of run R; last event: resumed 3m ago (from /ckpt/step-40)'."""
+    text = f"attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}"
+    last = run.get("last_event") or {}
+    if last:
+        ago = f" {duration(now - last['at'])} ago" if now and last.get("at") else ""
+        said = last.get("checkpoint") and f"from {last['checkpoint']}" or last.get("why") or last.get("class")
+        text += f"; last event: {last.get('kind')}{ago}" + (f" ({said})" if said else "")
+    return text
+
+
+def telemetry_line(row):
+    """'GPU0 97% 250/400 W 30.1 GiB, CPU 180% of 8 cores, RSS 3.2 GiB, 12 processes'."""
+    from ..units import human_bytes
+
+    parts = []
+    for g in row.get("gpus") or []:
+        power = f" {g['power']:.0f}/{g['power_limit']:.0f} W" if g.get("power") is not None and g.get(
+            "power_limit") else ""
+        mem = f" {g['mem'] / 1024:.1f} GiB" if g.get("mem") is not None else ""
+        parts.append(f"GPU{g.get('i')} {g.get('util') if g.get('util') is not None else '?'}%{power}{mem}")
+    if row.get("cpu") is not None:
+        parts.append(f"CPU {row['cpu']:.0f}% of {row.get('cores') or '?'} cores")
+    parts.append(f"RSS {human_bytes(row.get('rss'))}, {row.get('nproc')} processes")
+    return ", ".join(parts)
 
 
 def status(doc, con):
@@ -101,6 +133,10 @@ def waited(doc, con):
     match = doc["data"].get("match")
     if match:
         con.print(f"  matched: {match['line']}", markup=False, soft_wrap=True)
+    for e in (doc["data"].get("events") or [])[-10:]:
+        said = e.get("why") or e.get("checkpoint") or ""
+        con.print(f"  event {e.get('seq')} {e.get('kind')} (attempt {e.get('attempt')}){': ' + said if said else ''}",
+                  markup=False, soft_wrap=True)
     summary_line(doc, con)
 
 

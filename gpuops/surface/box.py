@@ -54,7 +54,7 @@ REAP = Verb("reap", "Post-mortem", ENDS, params=(
           tip="a holder younger than this is never reaped", default=600, low=0, high=366 * DAY),
     Param("idle_window", SECS, "seconds over which GPU utilisation and each holder's own CPU and I/O are sampled; "
                                "any GPU use, or more than a trickle of CPU or I/O, means busy (default 10)",
-          tip="seconds GPU use is watched to call a holder idle", default=10, low=0, high=3600),
+          tip="seconds of GPU use watched to call a holder idle", default=10, low=0, high=3600),
     Param("term_wait", SECS, "seconds between SIGTERM and SIGKILL (default 10)", default=10, low=0, high=DAY,
           tip="seconds from SIGTERM to SIGKILL"),
     Param("yes", SWITCH, "signal the reapable holders (without it: print the plan, change nothing, exit 5 if any)",
@@ -96,8 +96,7 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, params=(
 
 _LOCAL_ONLY = "a tool triages a job, or a log file under the server's roots"
 TRIAGE = Verb("triage", "Post-mortem", READS, params=(
-    Param("log", TEXT, "the job's log file", tip="a log file on this machine, under the directories the server "
-                                                 "reads (GPUOPS_MCP_ROOTS)"),
+    Param("log", TEXT, "the job's log file", tip="a log file on this machine (under GPUOPS_MCP_ROOTS)"),
     Param("dir", TEXT, "a job directory (its `log` link, else the sibling <dir>.log)", cli_only=_LOCAL_ONLY),
     Param("slurm_id", TEXT, "a Slurm job id, looked up as <outputs>/<id>-*/log or <outputs>/<id>-*.log",
           cli_only=_LOCAL_ONLY),

@@ -39,9 +39,9 @@ ENV = Param("env", PAIRS, "KEY=VALUE set in the job's environment (repeatable)",
 SECRET_ENV = Param("secret_env", LIST,
                    "NAME of a variable in YOUR local environment whose value is passed to the job through stdin "
                    "only: never in argv, files or output (repeatable)",
-                   tip="names of server env variables its owner allows (GPUOPS_MCP_SECRETS); values go by stdin")
+                   tip="env names GPUOPS_MCP_SECRETS allows; by stdin")
 YES_PLAN_TIP = "false: only plan it (a plan_id); true: apply the plan"
-PLAN_TIP = "with yes: the plan_id shown; refused, with a new plan, if things changed"
+PLAN_TIP = "with yes: the plan_id shown (refused with a new plan if things changed)"
 LABEL = Param("label", PAIRS, "k=v label, for filtering with status --label (repeatable)",
               tip="labels k: v, for filtering job_status")
 EXCLUDE = Param("exclude", LIST, "gitignore-style pattern to leave out (repeatable; added after the source's "

@@ -12,12 +12,42 @@ JOBS = "jobs"
 GANG_NODES = (1, 64)           # processes per box a gang takes
 GANG_PORT = (1024, 65535)      # its rendezvous port
 WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))
+EVENT = "event"  # --until event: a run's next event (gpuops.ops.wait)
 TAIL_LINES = "last N lines"
 
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
-              tip="the engine's options by flag name, e.g. slurm {\"nodes\": 2, \"time\": \"4:00:00\"}")
+              tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
 ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",
                choices=tuple(engines.names()))
+
+
+# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.runloop);
+# gpuops.jobs.runpolicy checks these before anything is sent.
+RUN_POLICY = (
+    Param("max_retries", INT, "attempts after the first when one fails for a transient reason (preemption, a lost "
+                              "node or peer, an NCCL timeout, a GPU fault, a stall gpuops killed, a kill without "
+                              "OOM); default 0", tip="retries of a transient failure", low=0, high=100),
+    Param("retry_on", TEXT, "failure classes to retry, comma-separated, instead of the transient ones ('default' adds "
+                            "them): triage's class names, e.g. python-exception",
+          tip="classes to retry, comma-separated ('default': the transient ones)"),
+    Param("checkpoint_dir", TEXT, "DIR[:GLOB] where the job writes checkpoints (relative to --workdir): each retry "
+                                  "resumes from the newest complete one",
+          tip="DIR[:GLOB]; retries resume from the newest"),
+    Param("resume_arg", TEXT, "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
+                              "'--resume {checkpoint}' (without it the job reads $GPUOPS_RESUME_FROM)",
+          tip="on resuming, e.g. '--resume {checkpoint}'"),
+    Param("stall_after", SECS, "no progress line for this long (90, 15s, 10m): capture stacks and state, stop the "
+                               "attempt, retry it as a hang", tip="no progress this long: evidence, stop, retry",
+          low=1, high=366 * DAY),
+    Param("max_runtime", SECS, "the whole run's limit, retries included (4h, 1h30m): then TIMEOUT, never retried",
+          tip="whole run's limit: then TIMEOUT", low=1, high=366 * DAY),
+    Param("keep_checkpoints", INT, "keep the K newest complete checkpoints, delete older ones (never the newest "
+                                   "complete), and warn when the disk cannot hold the next",
+          tip="keep K newest checkpoints", low=1, high=100000),
+    Param("notify", TEXT, "a command run on the box for each event (retrying, stalled, resumed, completed, gave up, "
+                          "disk low), the event as JSON on its stdin, e.g. 'curl -d @- https://ntfy.sh/TOPIC'",
+          cli_only="a person's alert: an agent hears each event from job_wait until event"),
+)
 
 
 def _over(arg, **changes):
@@ -45,13 +75,13 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
                         "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
                         "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
     Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
-          tip="idempotency key: a job with it already is returned, not started again"),
+          tip="idempotency key: an existing job with it is returned"),
     Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for status",
           tip="regex of progress lines (group 1 = step)"),
     JOBS_DIR,
     Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
                            "profiles`); a Slurm profile's site defaults too",
-          tip="platform profile whose job dir, env and proxy apply"),
+          tip="platform profile (see profiles_show)"),
     JSON,
     Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY, what="whole seconds",
           cli_only="a tool call's own limit applies"),
@@ -80,12 +110,14 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
     ENGINE,
     Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
                                "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
+    *RUN_POLICY,
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(
              HOST1, a("cmd"), a("script"), a("name"), a("labels", "label"), a("workdir"), a("gpus"), a("share_gpu"),
              *ENVS, a("key"),
-             a("progress_regex"), a("profile"), a("engine"), RESOURCES)),
+             a("progress_regex"), a("profile"), a("engine"), RESOURCES,
+             *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
     Tool("fleet_launch", "launch", "fleet", RUNS, "Launch a job where it fits",
          "Launch a job on the least loaded fleet box with enough free matching GPUs.", args=(
              a("gpus", kind=INT, low=1, high=64, required=True, tip="how many GPUs the job needs on one box"),
@@ -111,7 +143,7 @@ STATUS = Verb("status", "Jobs", READS, params=(
     Param("progress_regex", TEXT, "regex for training-progress lines (group 1 = step), tried before the built-in ones",
           tip="regex for progress lines (group 1 = step)"),
     Param("stall_factor", NUM, "STALLED when no progress line for this many times the recent step time",
-          tip="STALLED after this many step times without progress", default=10, low=0, high=1000),
+          tip="STALLED after this many step times", default=10, low=0, high=1000),
     Param("stall_min", SECS, "...and for at least this many seconds (without a known step time: the larger of this "
                              "and 1800)", tip="and at least this long (1800 without a step time)",
           default=600, low=0, high=30 * DAY),
@@ -122,7 +154,7 @@ STATUS = Verb("status", "Jobs", READS, params=(
     WATCH,
 ), tools=(
     Tool("job_status", "status", JOBS, READS, "Job states",
-         "Job states from the box's records: running, stalled, how it ended.", args=(
+         "Job states: running, stalled, how it ended.", args=(
              HOST1, a("job"), a("limit", low=1, high=200, tip="jobs listed, newest first"), a("labels", "label"),
              a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
              a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),
@@ -139,11 +171,11 @@ LOGS = Verb("logs", "Jobs", READS, params=(
     Param("follow", SWITCH, "keep streaming until the job ends; survives a dropped link by resuming at the last byte",
           cli_only="a call ends within a minute: job_wait waits, job_logs pages on from next_offset"),
     Param("from_offset", INT, "start at this byte offset (as returned in next_offset) instead of the tail",
-          tip="read from this byte offset (a next_offset) instead of the tail", low=0, high=2 ** 63 - 1,
+          tip="from this byte (a next_offset), not the tail", low=0, high=2 ** 63 - 1,
           what="a byte offset"),
     Param("max_bytes", INT, "a page holds at most this many bytes (default: 64 KiB with --json, else 1 MiB); with "
                             "--json --follow, the text keeps the newest this many",
-          tip="the page holds at most this many bytes", low=1, high=16 << 20),
+          tip="most bytes in the page", low=1, high=16 << 20),
     Param("timeout", SECS, "with --follow: stop following after this many seconds (exit 6, next_offset says where "
                            "to resume)", low=0, high=30 * DAY, cli_only="it bounds --follow, which no tool has"),
     Param("save", TEXT, "copy the whole log (and the job's records) to DIR/<job>/, resuming an earlier copy",
@@ -159,7 +191,7 @@ LOGS = Verb("logs", "Jobs", READS, params=(
                            "follow printed)", tip="data.cursors of an earlier call"),
 ), tools=(
     Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
-         "An exact page of a job's log, from its last lines or a byte offset.", args=(
+         "A page of a job's log: its last lines or from a byte offset.", args=(
              HOST1, JOB, a("tail", default=80, low=1, high=2000), a("from_offset"),
              a("max_bytes", default=PAGE, high=PAGE),
              a("encoding", kind=CHOICE, choices=("text", "base64"), default="text",
@@ -175,8 +207,12 @@ WAIT = Verb("wait", "Jobs", READS, params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
-    Param("until", STATES, "'terminal' (default) or states to wait for, comma-separated: " + ", ".join(WAITABLE),
-          tip="states to wait for (default: any end)", default="terminal"),
+    Param("until", STATES, "'terminal' (default), 'event' (a run's next event) or states to wait for, "
+                           "comma-separated: " + ", ".join(WAITABLE),
+          tip="states to wait for (default: any end), or 'event': a run's next", default="terminal"),
+    Param("after_event", INT, "with a run: its events after this seq come back, and --until event returns at the "
+                              "first (default: those from now on)",
+          tip="a run: events after this seq", low=0, high=2 ** 62, what="an event's seq"),
     Param("log_regex", TEXT, "also return as soon as a log line (after --from-offset) matches this regular expression",
           tip="or until a log line matches"),
     Param("from_offset", INT, "look for --log-regex from this byte offset (a next_offset); default 0, the log's start",
@@ -191,7 +227,8 @@ WAIT = Verb("wait", "Jobs", READS, params=(
 ), tools=(
     Tool("job_wait", "wait", JOBS, READS, "Wait for a job",
          "Wait until a job reaches a state or its log matches.", args=(
-             HOST1, JOB, a("until", default=None, items=WAITABLE), a("log_regex"), a("from_offset"),
+             HOST1, JOB, a("until", default=None, items=WAITABLE + (EVENT,)), a("after_event"), a("log_regex"),
+             a("from_offset"),
              a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
              a("max_bytes", default=4000, high=PAGE), FIELDS)),
     Tool("gang_wait", "wait", "fleet", READS, "Wait for a gang",
@@ -250,7 +287,7 @@ PAUSE = Verb("pause", "Jobs", ENDS, params=(
          "Checkpoint a job and give its GPUs back; job_resume continues it.", args=(
              HOST1, JOB, a("ckpt_regex"), a("ckpt_file"), a("signal"),
              a("timeout_s", "timeout", default=CALL_S, high=CALL_S,
-               tip="seconds to wait for the checkpoint; none by then: nothing stops"),
+               tip="wait this long for the checkpoint, else stop nothing"),
              _GRACE_S)),
 ))
 
@@ -260,9 +297,9 @@ RESUME = Verb("resume", "Jobs", RUNS, params=(
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
     Param("resume_arg", TEXT, "a supervised job: text appended to its command for the new run, e.g. '--resume "
                               "last.ckpt' (a Slurm job restarts its own script, which finds the checkpoint)",
-          tip="a supervised job: " + _RESUME_ARG),
+          tip=_RESUME_ARG),
     Param("env", PAIRS, "a supervised job: KEY=VALUE for the new run (repeatable)",
-          tip="a supervised job: environment for the new run (not secrets)"),
+          tip="environment for the new run (not secrets)"),
     Param("secret_env", LIST, "a supervised job: NAME of a local variable passed through stdin only (repeatable)",
           tip=SECRET_ENV.tip),
     Param("key", TEXT, "a supervised job: idempotency key for the new run"),
@@ -280,8 +317,11 @@ RETRY = Verb("retry", "Jobs", RUNS, engine_flags=True, params=(
     Param("job", TEXT, "the job to retry: " + WHICH, tip="the job to run again: its id, idempotency key or name"),
     Param("env", PAIRS, ENV.help + "; overrides the parent's", tip=ENV.tip),
     SECRET_ENV,
-    Param("resume_arg", TEXT, "text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'",
-          tip=_RESUME_ARG),
+    Param("resume_arg", TEXT, "text appended to the command (or extra script arguments), e.g. '--resume last.ckpt'; "
+                              "with {checkpoint}, the newest complete checkpoint's path goes there, quoted",
+          tip="appended to its command; {checkpoint}: newest checkpoint"),
+    Param("checkpoint_dir", TEXT, "with --resume-arg '... {checkpoint}': DIR[:GLOB] of the checkpoints (default: its "
+                                  "run's)", tip="DIR[:GLOB] for {checkpoint} (default: the run's)"),
     Param("key", TEXT, "idempotency key for the retry itself"),
     JOBS_DIR,
     JSON,
@@ -289,7 +329,7 @@ RETRY = Verb("retry", "Jobs", RUNS, engine_flags=True, params=(
 ), tools=(
     Tool("job_retry", "retry", JOBS, RUNS, "Run a job's command again",
          "Run a job's command again as its child job.", args=(
-             HOST1, a("job", required=True), a("resume_arg"), a("key"), *ENVS, RESOURCES)),
+             HOST1, a("job", required=True), a("resume_arg"), a("checkpoint_dir"), a("key"), *ENVS, RESOURCES)),
     Tool("gang_retry", "retry", "fleet", RUNS, "Launch a gang again",
          "Launch a gang again (a new id, its parent named) once none of its nodes runs.", args=(
              a("gang", required=True), a("resume_arg"), *ENVS)),
@@ -307,7 +347,7 @@ QUEUE = Verb("queue", "Jobs", RUNS, engine_flags=True, params=(
     Param("workdir", TEXT, "directory on the box every entry runs in", tip="directory on the box"),
     Param("gpus", TEXT, "CUDA_VISIBLE_DEVICES for every entry", tip="CUDA_VISIBLE_DEVICES"),
     Param("wait", SECS, "wait up to this many seconds for the queue to finish", default=0, low=0, high=7 * DAY,
-          tip="seconds to wait for the queue to finish"),
+          tip="wait this long for it to end"),
     Param("cancel", SWITCH, "start no further entries (the running one keeps running: stop it with `gpuops stop`)",
           tip="start no more entries (the running one runs on)"),
     JOBS_DIR,

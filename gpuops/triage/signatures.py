@@ -221,7 +221,8 @@ _BASE = (
     _s("nccl_error", "nccl-timeout", r"NCCL error"),
     _s("nccl_warn", "nccl-timeout", r"NCCL WARN"),
     _s("nccl_unhandled_system", "nccl-timeout", r"unhandled system error"),
-    _s("nccl_conn_reset", "nccl-timeout", r"Connection reset by peer", "linehas:NCCL|gloo|c10d|ProcessGroup"),
+    # gloo says "closed" where a peer process died mid-collective (gloo/transport/tcp/pair.cc)
+    _s("nccl_conn_reset", "nccl-timeout", r"Connection (?:reset|closed) by peer", "linehas:NCCL|gloo|c10d|ProcessGroup"),
     _s("nccl_timeout_waiting", "nccl-timeout", r"Timeout waiting for"),
     _s("nccl_system", "nccl-timeout", r"ncclSystemError"),
     _s("nccl_internal", "nccl-timeout", r"ncclInternalError"),

@@ -123,6 +123,8 @@ SAMPLES = {
     "mm_train": b"03/02 10:00:20 - mmengine - INFO - Epoch(train)  [1][ 50/7330]  lr: 2.0000e-02  eta: 0:05:00",
     "yolo_epoch": b"      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
     "ms_train": b"2025-03-02 10:00:00,000 - modelscope - INFO - epoch [1][100/500]\tlr: 1.000e-04, eta: 0:10:00",
+    "nccl_conn_reset": b"[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                       b"Connection closed by peer [127.0.0.1]:41697.",
 }
 
 

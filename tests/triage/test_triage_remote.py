@@ -141,7 +141,7 @@ def test_a_long_noisy_tail_still_finds_the_last_step(tmp_path, monkeypatch):
     raw, noise = long_noisy_hanging_log()
     (tmp_path / "j1").mkdir()
     (tmp_path / "j1" / "log").write_bytes(raw + noise)
-    _, pieces, size, _ = read_excerpt(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
+    _, pieces, size, _, _ = read_excerpt(LocalTarget(), "j1", head=16 << 10, tail=256 << 10)
     assert size == len(raw) + len(noise)
     data = triage_pieces(pieces, now=now_of("status_hanging"), slurm_state="RUNNING").data
     assert data["status"] == "hanging" and data["primary"] == "hang"

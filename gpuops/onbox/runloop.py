@@ -1,0 +1,256 @@
+"""The supervisor of a run: the attempts of one job under its policy (gpuops.onbox.runpolicy), each
+started, watched (gpuops.onbox.runwatch), judged and, when the failure is worth it, retried from the
+newest complete checkpoint. All of it on the box, in the one detached process that outlives the
+SSH session (gpuops.onbox.wrapper), so the policy holds while the workstation sleeps.
+
+After each attempt the supervisor gathers what it knows first hand (how the attempt ended, whether
+the watch or a `gpuops stop` ended it, the cgroup's OOM counter before and after, kernel OOM and
+Xid lines, a SIGTERM it received itself) and triage's class of the log (gpuops.onbox.logclass:
+triage's own classifier, shipped), and retrypolicy.decide says whether to go on and after what
+backoff. Its streak (failures in a row without a new step) resets when an attempt went past the
+run's best step, so a run that fails once a day after hours of progress comes back at once.
+
+Attempt n+1 is a job of its own: a new job directory made by the engine's `make` (the supervisor's:
+gpuops.onbox.box_launch.prepare) from the same immutable command, with parent_job_id the attempt
+before, the resume argument added for the checkpoint it resumes from, and GPUOPS_RESUME_FROM in
+its environment. Secrets stay in this process's memory: each attempt's environment is made from
+them again, never written anywhere. Every decision is an event (gpuops.onbox.runevents) in the
+run's directory, handed to the --notify command in order; run.json says where the run stands
+(gpuops.onbox.runrecord).
+"""
+
+import os
+import time
+
+from . import cgroup, checkpoints, evidence, jobrecord, procs, retrypolicy, runevents, runpolicy, runrecord
+from . import runwatch, wrapper
+from .jobrecord import EXIT, LOG
+
+BACKOFF_POLL_S = 0.5
+AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
+LEFTOVER_GRACE_S = 2.0
+DECISIONS_MAX = 200
+
+
+class Run(object):
+    """The run's state in its supervisor: its record, events, and the attempt being run."""
+
+    def __init__(self, run_id, meta, spec, body, make, sup):
+        self.id, self.spec, self.body, self.make, self.sup = run_id, spec, body, make, sup
+        self.policy = meta["policy"]
+        self.started_at = time.time()
+        limit = self.policy.get("max_runtime_s")
+        self.deadline = self.started_at + limit if limit else None
+        self.checkpoint_every_s = float(self.policy.get("checkpoint_every_s") or runwatch.CHECKPOINT_EVERY_S)
+        self.best, self.streak, self.pruned, self.skipped = None, 0, [], set()
+        self.events = runevents.Events(jobrecord.job_dir(run_id), run=run_id)
+        self.notifier = runevents.Notifier(self.events, self.policy.get("notify"), cwd=meta.get("workdir"))
+        self.rec = {"run_id": run_id, "policy": self.policy, "attempts": [run_id], "current": run_id, "attempt": 1,
+                    "max_attempts": self.policy["max_retries"] + 1, "phase": "running", "started_at": self.started_at,
+                    "next_at": None, "ended_at": None, "resumed_from": None, "final": None, "decisions": [],
+                    "supervisor": {"pid": os.getpid(), "start_ticks": sup.ident.get("wrapper_start_ticks"),
+                                   "boot_id": procs.boot_id()}}
+
+    def save(self, **changes):
+        self.rec.update(changes)
+        runrecord.write(self.id, self.rec)
+
+    def publish(self, kind, attempt=None, job=None, **fields):
+        return self.notifier.publish(kind, attempt=attempt, job=job, **fields)
+
+    def note_pruned(self, done):
+        self.pruned = (self.pruned + list(done.get("deleted") or []))[-50:]
+        self.rec["pruned"] = self.pruned
+
+    def retain(self, attempt, job):
+        """Retention once more when the run ends, over two looks (its last save may have just ended)."""
+        policy = self.policy
+        if not policy.get("keep_checkpoints") or not policy.get("checkpoint_dir"):
+            return
+        verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+        self.skip_unsafe(verdict, attempt, job)
+        plan = checkpoints.prune_plan(verdict, policy["keep_checkpoints"])
+        if plan:
+            self.note_pruned(checkpoints.prune(policy["checkpoint_dir"], plan))
+
+    def skip_unsafe(self, verdict, attempt, job):
+        """A checkpoint-skipped event for each name from the box that is unsafe, once a run."""
+        for e in verdict.get("unsafe") or []:
+            if e["name"] not in self.skipped:
+                self.skipped.add(e["name"])
+                self.publish("checkpoint-skipped", attempt, job, name=e["name"], why=e["why"])
+
+
+def supervisor(spec, body, make):
+    """The supervise function wrapper.start runs for a run (in place of a plain job's)."""
+    def supervise(job_dir, argv, env, workdir, meta, notify_fd):
+        sup = wrapper.Supervisor()
+        run = Run(meta["job_id"], meta, spec, body, make, sup)
+        run.save()
+        attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, None)
+        attempt.start(notify_fd)
+        while attempt is not None:
+            attempt = attempt.finish()
+    return supervise
+
+
+class Attempt(object):
+    def __init__(self, run, number, job_id, jdir, argv, env, workdir, meta, checkpoint):
+        self.run, self.number, self.job_id, self.jdir = run, number, job_id, jdir
+        self.argv, self.env, self.workdir, self.meta, self.checkpoint = argv, env, workdir, meta, checkpoint
+        self.child = self.watch = None
+
+    def start(self, notify_fd=None):
+        run = self.run
+        self.meta = dict(self.meta, **run.sup.ident)
+        self.oom_before = cgroup.oom_kills()
+        out = os.open(os.path.join(self.jdir, LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            self.child = run.sup.spawn(self.argv, self.env, self.workdir, out)
+        except OSError as e:
+            wrapper.spawn_failed(self.jdir, self.meta, e)
+        else:
+            wrapper.started(self.jdir, self.meta, self.child)
+        finally:
+            os.close(out)
+            if notify_fd is not None:
+                wrapper.notify_launcher(notify_fd, self.meta)
+        run.publish("attempt-started", self.number, self.job_id, of=run.rec["max_attempts"],
+                    checkpoint=self.checkpoint, pid=self.meta.get("pid"))
+
+    def finish(self):
+        """Watch the attempt to its end, decide, and return the next attempt (started) or None."""
+        run = self.run
+        if self.child is None:
+            record = jobrecord.read_json(os.path.join(self.jdir, EXIT)) or {}
+            ended_by, pids = None, []
+        else:
+            self.watch = runwatch.Watch(run, self.number, self.job_id, self.jdir, self.meta, self.child.pid,
+                                        self.checkpoint)
+            run.sup.outside = None
+            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick)
+            # a stop's record comes before its first signal: an attempt that died of it before the
+            # watch's next round was still ended by the stop
+            ended_by = self.watch.ended_by or ("stop" if runwatch.stopped(self.jdir) else None)
+            pids = sorted(self.watch.pids)
+            left = runwatch.stop_tree(self.job_id, self.child.pid, LEFTOVER_GRACE_S)
+            if left:  # workers a dead launcher left: they must not train on beside the next attempt
+                record["stopped_leftovers"] = left
+            if ended_by:
+                record["ended_by"] = ended_by
+            if self.watch.evidence:
+                record["stall_evidence"] = os.path.basename(self.watch.evidence)
+            jobrecord.write_json(os.path.join(self.jdir, EXIT), record)
+        decision = self.decide(record, ended_by, pids)
+        return self.next(decision)
+
+    def facts(self, record, ended_by, pids):
+        """What retrypolicy.decide reads, from the box first hand and triage's class of the log."""
+        run = self.run
+        facts = {"exit_code": record.get("exit_code"), "signal": record.get("signal"), "ended_by": ended_by,
+                 "oom_before": self.oom_before, "oom_after": cgroup.oom_kills(), "job_pids": pids,
+                 "outside_signal": run.sup.outside}
+        if ended_by or (record.get("exit_code") == 0 and not record.get("signal")):
+            return facts
+        ev = {}
+        evidence.with_kernel(ev, self.meta.get("launched_at") or run.started_at, set(pids))
+        kinds = run.policy.get("xid_kinds") or {}
+        facts.update(kernel_readable=ev.get("kernel_readable"), kernel_oom=ev.get("kernel_oom_named") or [],
+                     xids=[{"code": x["code"], "kind": kinds.get(str(x["code"]), "other")}
+                           for x in ev.get("xid_after_launch") or []])
+        try:
+            from . import logclass  # triage's classifier: shipped, run only for a failed attempt
+
+            facts["triage_class"] = logclass.classify_log(os.path.join(self.jdir, LOG), exit_record=record)["primary"]
+        except (OSError, IOError, ValueError):
+            facts["triage_class"] = None
+        return facts
+
+    def decide(self, record, ended_by, pids):
+        run = self.run
+        facts = self.facts(record, ended_by, pids)
+        best = self.watch.max_step if self.watch else None
+        if best is None:  # progress lines without step numbers are progress too
+            went_on = bool(self.watch and self.watch.progressed)
+        else:
+            went_on = run.best is None or best > run.best
+            run.best = max(best, run.best if run.best is not None else best)
+        run.streak = 1 if went_on else run.streak + 1
+        decision = retrypolicy.decide(facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"),
+                                      time.time() - run.started_at, run.policy.get("max_runtime_s"), run.streak,
+                                      base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S)
+        if decision["retry"] and went_on:
+            decision["backoff_s"] = min(decision["backoff_s"], AFTER_PROGRESS_S)
+            decision["why"] += "; it made progress (step %s), so the next attempt starts at once" % best
+        entry = {"attempt": self.number, "job": self.job_id, "class": decision["class"], "why": decision["why"],
+                 "retry": decision["retry"], "step": best}
+        run.rec["decisions"] = (run.rec["decisions"] + [entry])[-DECISIONS_MAX:]
+        return decision
+
+    def next(self, decision):
+        run, n = self.run, self.number
+        fields = {"class": decision["class"], "why": decision["why"]}
+        if not decision["retry"]:
+            kind = {None: "completed", "cancelled": "stopped", "timeout": "timed-out"}.get(decision["class"], "gave-up")
+            if kind == "gave-up":
+                run.publish("attempt-failed", n, self.job_id, **fields)
+            if not (kind == "timed-out" and self.watch and self.watch.ended_by == "max-runtime"):  # said already
+                run.publish(kind, n, self.job_id, **fields)
+            run.retain(n, self.job_id)
+            run.save(phase="ended", ended_at=time.time(), next_at=None,
+                     final=dict(fields, job=self.job_id, attempt=n))
+            return None
+        run.publish("attempt-failed", n, self.job_id, **fields)
+        run.publish("retrying", n, self.job_id, backoff_s=decision["backoff_s"], next_attempt=n + 1, **fields)
+        run.save(phase="backoff", next_at=time.time() + decision["backoff_s"])
+        first = checkpoints.look(run.policy["checkpoint_dir"]) if run.policy.get("checkpoint_dir") else None
+        if not self.backoff(decision["backoff_s"]):
+            run.publish("stopped", n, self.job_id, why="gpuops stop ended the run while it waited to retry")
+            run.save(phase="ended", ended_at=time.time(), next_at=None,
+                     final={"class": "cancelled", "why": "stopped while waiting to retry", "job": self.job_id,
+                            "attempt": n})
+            return None
+        return self.successor(first)
+
+    def backoff(self, seconds):
+        """Wait out the backoff (at least long enough for the checkpoint directory's second look);
+        False when a `gpuops stop` arrived meanwhile."""
+        until = time.time() + max(seconds, checkpoints.INTERVAL_S if self.run.policy.get("checkpoint_dir") else 0)
+        while True:
+            if runwatch.stopped(self.jdir):
+                return False
+            left = until - time.time()
+            if left <= 0:
+                return True
+            time.sleep(min(BACKOFF_POLL_S, left))
+
+    def successor(self, first):
+        """The next attempt, made and started: from the newest complete checkpoint when there is one."""
+        run, policy, n = self.run, self.run.policy, self.number + 1
+        checkpoint, verdict = None, None
+        if first is not None:
+            verdict = checkpoints.judge(first, checkpoints.look(policy["checkpoint_dir"]), policy.get("checkpoint_glob"))
+            run.skip_unsafe(verdict, n, self.job_id)
+            checkpoint = verdict["path"]
+        spec = dict(run.spec, policy=None, parent_job_id=self.job_id, key=None, run={"id": run.id, "attempt": n})
+        spec["env"] = dict(run.spec.get("env") or {})
+        body = run.body
+        if checkpoint:
+            spec["env"][runpolicy.RESUME_ENV] = checkpoint
+            if policy.get("resume_arg"):
+                body, spec["args"], spec["command"] = runpolicy.resumed(
+                    spec.get("kind"), body, spec.get("args"), spec.get("command"), policy["resume_arg"], checkpoint)
+        job_id, jdir, argv, env, workdir, meta = run.make(spec, body)
+        run.rec["attempts"].append(job_id)
+        run.save(phase="running", current=job_id, attempt=n, next_at=None, resumed_from=checkpoint)
+        said = "attempt %d/%d of run %s" % (n, run.rec["max_attempts"], run.id)
+        if checkpoint:
+            runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one)" % (said, checkpoint))
+            run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(verdict["newest"]["name"]),
+                        skipped=verdict["incomplete"][:20], why="from the newest complete checkpoint")
+        else:
+            why = "no complete checkpoint in %s" % policy["checkpoint_dir"] if first is not None else "no --checkpoint-dir"
+            runwatch.log_line(jdir, "%s starts from the beginning (%s)" % (said, why))
+        attempt = Attempt(run, n, job_id, jdir, argv, env, workdir, meta, checkpoint)
+        attempt.start()
+        return attempt

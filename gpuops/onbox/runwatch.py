@@ -1,0 +1,205 @@
+"""What a run's supervisor watches while one attempt runs, each round of its loop (about a second;
+gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
+
+  * progress: the attempt's log read as it grows, its progress lines found by the rules status
+    uses (gpuops.onbox.steps: a user --progress-regex first, then the first built-in form the log
+    prints at all), and the highest step number;
+  * a stall (--stall-after): no progress line for that long (before the attempt's first one, for
+    STARTUP_S or the limit, whichever is longer: importing torch and a rendezvous are no stall):
+    the evidence first (gpuops.onbox.stallevidence), then the whole tree is stopped; the attempt
+    ended by a stall (class hang);
+  * the run's --max-runtime, retries included: the tree stopped (SIGTERM, the grace, SIGKILL);
+    the attempt ends as TIMEOUT and the run with it;
+  * a `gpuops stop` (its stop.json, written before its first signal): the attempt ended by the
+    stop, never retried; the stop itself signals the processes;
+  * the checkpoint directory, every checkpoint_every_s: retention (keep_checkpoints: never the
+    newest complete one, never one that changed since the look before, never the one the attempt
+    resumed from) and the disk watch (free space below what the next checkpoint needs: disk-low).
+
+The tree is every process of the attempt: the leader, its group and descendants, what the
+supervisor adopted as a child subreaper (torchrun starts each worker in a session of its own, so
+once torchrun dies its workers are under nothing but the supervisor), and whatever carries the
+attempt's GPUOPS_JOB_ID.
+"""
+
+import os
+import signal
+import time
+
+from . import checkpoints, logscan, procs, signals, stallevidence, steps, telemetry
+from .jobrecord import LOG, STOP
+
+STARTUP_S = 300.0
+READ_MAX = 4 << 20          # log bytes read in one round: a burst is read over several
+CHECKPOINT_EVERY_S = 30.0
+PIDS_MAX = 4096             # the attempt's pids remembered, for kernel OOM lines naming one
+KILL_WAIT_S = 5.0
+STALL_GRACE_S = 5.0         # a stalled tree gets this long for SIGTERM: it is stuck, not saving
+EVIDENCE_BUDGET_S = 20.0
+
+
+def tree(job_id, leader):
+    """[(pid, start_ticks)] of the attempt's live processes (see the module's docstring)."""
+    me = os.getpid()
+    found = set(telemetry.members(leader, leader, adopted_by=me))
+    found.update(p for p in procs.pids() if p != me and procs.job_tag(p) == job_id)
+    found.discard(me)
+    out = []
+    for pid in sorted(found):
+        st = procs.stat(pid)
+        if st and st["state"] not in ("Z", "X"):
+            out.append((pid, st["start_ticks"]))
+    return out
+
+
+def stop_tree(job_id, leader, grace_s):
+    """SIGTERM (and SIGCONT, so a stopped process takes it) every process of the attempt, SIGKILL
+    what is left after `grace_s`; the pids signalled."""
+    def send_round(items, sig):
+        sent = [pid for pid, ticks in items if signals.send(pid, ticks, sig) == "sent"]
+        if sig == signal.SIGTERM:
+            for pid, ticks in items:
+                signals.send(pid, ticks, signal.SIGCONT)
+        return sent
+
+    targets = tree(job_id, leader)
+    if not targets:
+        return []
+    rounds = signals.ladder(targets, grace_s, KILL_WAIT_S, send_round, lambda t: procs.alive(*t),
+                            more=lambda: tree(job_id, leader))
+    return sorted(set(pid for _, items, _ in rounds for pid, _ in items))
+
+
+class Watch(object):
+    """One attempt's watch. `ended_by` is None until the watch ended the attempt or saw a stop:
+    "stall", "max-runtime" or "stop" (retrypolicy.ENDED_BY)."""
+
+    def __init__(self, run, attempt, job_id, jdir, meta, leader, resumed_from=None):
+        self.run, self.attempt, self.job_id, self.jdir, self.leader = run, attempt, job_id, jdir, leader
+        self.policy = run.policy
+        self.log = os.path.join(jdir, LOG)
+        self.pos = logscan.size_of(self.log) or 0  # what the supervisor wrote before the start
+        user = meta.get("progress_regex")
+        self.user = [steps.compile_patterns(user)[0]] if user else []
+        self.forms = None
+        self.started_at = self.last_progress = time.time()
+        self.progressed, self.max_step = False, None
+        self.pids, self.pids_at = set(), 0.0
+        self.ended_by, self.evidence = None, None
+        self.resumed_from = resumed_from
+        self.look, self.look_at, self.disk_low = None, 0.0, False
+
+    # ------------------------------------------------------------ each round
+
+    def tick(self):
+        now = time.time()
+        self._read_progress(now)
+        if now - self.pids_at >= telemetry.INTERVAL_S and len(self.pids) < PIDS_MAX:
+            self.pids.update(p for p, _ in tree(self.job_id, self.leader))
+            self.pids_at = now
+        if self.ended_by:
+            return
+        if os.path.exists(os.path.join(self.jdir, STOP)):
+            self.ended_by = "stop"
+        elif self.run.deadline is not None and now >= self.run.deadline:
+            self.run.publish("timed-out", self.attempt, self.job_id,
+                             why="the run reached its --max-runtime of %gs: stopping it" % self.policy["max_runtime_s"])
+            self._end("max-runtime", self.policy.get("grace_s") or 10.0)
+        elif self._stalled(now):
+            self._stall(now)
+        elif self.policy.get("checkpoint_dir") and now - self.look_at >= self.run.checkpoint_every_s:
+            self.checkpoints()
+
+    def _end(self, why, grace_s):
+        self.ended_by = why
+        stop_tree(self.job_id, self.leader, grace_s)
+
+    def _stalled(self, now):
+        limit = self.policy.get("stall_after_s")
+        if not limit:
+            return False
+        if not self.progressed:
+            limit = max(limit, STARTUP_S)
+        return now - self.last_progress > limit
+
+    def _stall(self, now):
+        silent = now - self.last_progress
+        doc = stallevidence.capture(self.log, [p for p, _ in tree(self.job_id, self.leader)],
+                                    budget_s=EVIDENCE_BUDGET_S)
+        try:
+            self.evidence = stallevidence.save(self.jdir, self.attempt, doc)
+        except (OSError, IOError):
+            self.evidence = None
+        self.run.publish("stalled", self.attempt, self.job_id, evidence=self.evidence, silent_s=round(silent, 1),
+                         why="no progress line for %.0fs (--stall-after %gs): evidence saved, stopping the attempt"
+                             % (silent, self.policy["stall_after_s"]))
+        self._end("stall", STALL_GRACE_S)
+
+    # ------------------------------------------------------------ progress
+
+    def _read_progress(self, now):
+        data = logscan.read_range(self.log, self.pos, READ_MAX)
+        if not data:
+            return
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+        if cut == 0:
+            if len(data) < READ_MAX:
+                return  # the line is not finished yet
+            cut = len(data)
+        chunk = data[:cut]
+        self.pos += cut
+        forms = self.forms
+        if forms is None:
+            picked = steps.pick(chunk)
+            forms = self.user + ([picked] if picked else [])
+            if picked:
+                self.forms = forms  # a log is judged by the first form it prints (steps.FORMS)
+        found = [s for s in (f.last(chunk) for f in forms) if s is not None]
+        if not found:
+            return
+        self.progressed, self.last_progress = True, now
+        numbered = [s.step for s in found if s.step is not None]
+        if numbered:
+            self.max_step = max(numbered + ([self.max_step] if self.max_step is not None else []))
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoints(self):
+        """Retention and the disk watch over two looks a round apart (an entry that changed
+        between them is being written: never pruned, never counted). The verdict, or None on the
+        first look."""
+        now = time.time()
+        first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"]), now
+        if first is None:
+            return None
+        verdict = checkpoints.judge(first, self.look, self.policy.get("checkpoint_glob"))
+        self.run.skip_unsafe(verdict, self.attempt, self.job_id)
+        keep = self.policy.get("keep_checkpoints")
+        if keep:
+            spared = [os.path.basename(self.resumed_from)] if self.resumed_from else []
+            plan = checkpoints.prune_plan(verdict, keep, spared)
+            if plan:
+                done = checkpoints.prune(self.policy["checkpoint_dir"], plan)
+                self.run.note_pruned(done)
+        disk = checkpoints.disk_watch(self.policy["checkpoint_dir"], verdict)
+        if disk["low"] and not self.disk_low:
+            self.run.publish("disk-low", self.attempt, self.job_id, free_bytes=disk["free_bytes"],
+                             need_bytes=disk["need_bytes"], mount=disk["mount"], dir=self.policy["checkpoint_dir"],
+                             why="%d bytes free where the next checkpoint needs about %d" % (
+                                 disk["free_bytes"], disk["need_bytes"]))
+        self.disk_low = bool(disk["low"])
+        return verdict
+
+
+def log_line(jdir, text):
+    """Append one line of the supervisor's own to an attempt's log (before its program starts)."""
+    fd = os.open(os.path.join(jdir, LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, ("[gpuops] %s\n" % text).encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def stopped(jdir):
+    """Whether `gpuops stop` was asked to end this attempt (its stop.json)."""
+    return os.path.exists(os.path.join(jdir, STOP))
