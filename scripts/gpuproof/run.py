@@ -169,16 +169,16 @@ def step_facts(p, rec):
     for name, argv in SMI_QUERIES.items():
         r = p.sh(argv, name="nvidia-smi-" + name, timeout=30)
         check(rec, "nvidia-smi %s answers" % " ".join(argv[1:]), r["rc"] == 0, r["err"].strip()[:200] or None)
-    from gpuops.onbox import gpu, gpu_light
+    from gpuops.onbox import gpu, smi
 
     for label, fields in (("core+optional", gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS), ("apps", gpu.APP_FIELDS),
-                          ("light", gpu_light.FIELDS + [gpu_light.NAME_FIELD])):
+                          ("light", smi.FIELDS + [smi.NAME_FIELD])):
         flag = "--query-compute-apps=" if label == "apps" else "--query-gpu="
         r = p.sh(["nvidia-smi", flag + ",".join(f for f, _, _ in fields), "--format=csv,noheader,nounits"],
                  name="csv-" + label, timeout=30)
         check(rec, "the probe's %s CSV query is accepted" % label, r["rc"] == 0, (r["err"] or r["out"]).strip()[:300])
     listed = p.sh(["nvidia-smi", "--help-query-gpu"], timeout=30)["out"]
-    for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + gpu_light.FIELDS:
+    for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + smi.FIELDS:
         check(rec, "field %s is in --help-query-gpu" % f, ('"%s"' % f) in listed)
     info = {}
     for path in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
@@ -446,9 +446,9 @@ def step_telemetry(p, rec):
                for line in (d / "telemetry.jsonl").read_text().splitlines() if line.strip()]
     busy_w = max([_gpu0(x).get("power") or 0 for x in trained] or [0])
     spin_w = max([_gpu0(x).get("power") or 0 for x in rows[-6:]] or [0])
-    rec["notes"].append("power: training peak %.0f W, spinning %.0f W; %d spin rows" % (busy_w, spin_w, len(rows)))
-    if trained:
-        check(rec, "real training drew more power than the spin", busy_w > spin_w, "%.0f W vs %.0f W" % (busy_w, spin_w))
+    # A note, not a check: the training step computes for about a second, between 5 s samples.
+    rec["notes"].append("power: training's samples peak at %.0f W, spinning %.0f W; %d spin rows; telemetry "
+                        "source %s" % (busy_w, spin_w, len(rows), (rows[-1] if rows else {}).get("src")))
 
 
 STEPS = (
