@@ -4,11 +4,11 @@ series allows: the busy-wait hang (seed 002, U21), a throttle during the run (U2
 starvation (U24/U38)."""
 
 import json
-from pathlib import Path
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
