@@ -35,7 +35,7 @@ def _env_and_secrets(env, secret_env):
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
            engine, share_gpu, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after, max_runtime,
-           keep_checkpoints, notify, engine_flags):
+           keep_checkpoints, notify, max_restarts, nnodes, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -87,15 +87,15 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                 share_gpu=share_gpu, **common), identity)
         if share_gpu and (torchrun or fleet):
             raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
-        if policy and torchrun:
-            raise UsageError("a run policy (--max-retries, --stall-after, --max-runtime, --checkpoint-dir ...) "
-                             "supervises one box's job; a --torchrun gang is retried whole with `gpuops retry --gang`")
+        if (max_restarts is not None or nnodes) and not (torchrun and (host or fleet) and eng.composes):
+            raise UsageError("--max-restarts and --nnodes are torchrun's elastic options: they go with --torchrun "
+                             "across --host boxes")
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
                 min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node or 1,
                 rdzv_port=rdzv_port or torchrun_defaults.DEFAULT_PORT, rdzv_host=rdzv_host, code=code,
-                one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
+                elastic={"max_restarts": max_restarts, "nnodes": nnodes}, one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
                              timeout_s=timeout_s, policy=policy), **common)
         several.refuse({"--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib, "--code": code,
                         "--rdzv-host": rdzv_host}, several.NOT_FOR_ONE_BOX)

@@ -16,7 +16,8 @@ class Box(Engine):
     help = "gpuops' supervisor on the host, the default"
     composes = True
     policy_fields = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after_s",
-                     "max_runtime_s", "keep_checkpoints", "notify", "checkpoint_every_s", "grace_s", "backoff_s")
+                     "max_runtime_s", "keep_checkpoints", "notify", "checkpoint_every_s", "grace_s", "backoff_s",
+                     "gang")  # a --torchrun node's place on the link between the gang's supervisors
     stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
                    "planned": bool}
     # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)

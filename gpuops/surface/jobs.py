@@ -111,6 +111,12 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
     Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
                                "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
     *RUN_POLICY,
+    Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
+                               "workers on every node after a worker fails (default 0: a failed node ends the "
+                               "gang's attempt, and a run policy retries the gang as a whole)",
+          tip="torchrun's own restarts of failed workers", low=0, high=100),
+    Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
+                          "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(
@@ -131,7 +137,8 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
              a("fleet", tip="instead of hosts: a [fleet.NAME] group of the server's fleet file, in its order"),
              a("nproc_per_node", default=1, low=GANG_NODES[0], high=GANG_NODES[1]),
              a("rdzv_port", default=29500, low=GANG_PORT[0], high=GANG_PORT[1]), a("rdzv_host"), a("code"),
-             a("workdir"), a("name"), *ENVS)),
+             a("workdir"), a("name"), *ENVS, a("max_restarts"), a("nnodes"),
+             *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
 ))
 
 STATUS = Verb("status", "Jobs", READS, params=(
