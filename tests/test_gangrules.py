@@ -89,3 +89,21 @@ def test_a_gang_place_in_the_policy_is_checked_on_the_box():
                 dict(head, nodes=True), "gang"):
         with pytest.raises(runpolicy.JobError):
             runpolicy.check_gang(bad)
+
+
+def test_the_gang_token_stays_on_the_boxes():
+    """The nodes greet each other with it: a launch's or a status's answer must not carry it."""
+    from gpuops.jobs import answers
+
+    token = "ab" * 16
+    doc = {"job_id": "20261127-110000-abcdef", "meta": {"policy": {"max_retries": 1, "gang": {"node": 1, "nodes": 2,
+                                                                                            "token": token}}},
+           "run": {"policy": {"gang": {"node": 1, "token": token}}}}
+    shown = answers.hide_gang_token(doc)
+    assert token not in repr(shown) and shown["meta"]["policy"]["gang"]["node"] == 1
+
+
+def test_a_hanging_alert_cannot_outlast_a_nodes_silence_limit():
+    from gpuops.onbox import gangrules, runevents
+
+    assert runevents.NOTIFY_TIMEOUT_S + runevents.KILL_WAIT_S <= gangrules.LOST_S / 2

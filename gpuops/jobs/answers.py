@@ -138,6 +138,20 @@ def facts(doc, host):
         if not isinstance(event, dict):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")
         expect(event, _EVENT, host, "progress event")
+    hide_gang_token(doc)
+    return doc
+
+
+HIDDEN = "(hidden)"
+
+
+def hide_gang_token(doc):
+    """The token a gang's nodes greet each other with (gpuops.onbox.ganglink) stays in their records on
+    the boxes: no answer, envelope or screen shows it."""
+    for holder in ((doc.get("meta") or {}).get("policy"), (doc.get("run") or {}).get("policy")):
+        gang = (holder or {}).get("gang") if isinstance(holder, dict) else None
+        if isinstance(gang, dict) and "token" in gang:
+            gang["token"] = HIDDEN
     return doc
 
 
