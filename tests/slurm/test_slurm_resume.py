@@ -7,6 +7,7 @@ with no scheduler, and the pure rules on their own."""
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -18,12 +19,14 @@ from gpuops.jobs import rows, runpolicy, states
 from gpuops.onbox import runevents, slurm_resume, slurm_script
 from gpuops.ops import diagnose as diagnose_op
 from gpuops.ops import jobs as op
+from gpuops.ops import pause
 from gpuops.ops import wait
 from gpuops.render.jobs import run_line
 from tests.jobs.helpers import wait_for
 
-TRAIN = r"""python3 - "$@" <<'EOF'
-import os, sys, time
+TRAIN = r"""exec python3 - "$@" <<'EOF'
+import os, signal, sys, time
+signal.signal(signal.SIGUSR1, lambda s, f: print("checkpoint asked", flush=True))  # gpuops pause's signal
 ckpt = sys.argv[1]
 step = int(sys.argv[sys.argv.index("--resume") + 1].rsplit("-", 1)[1]) if "--resume" in sys.argv else 0
 print("start at step %d (restart %s)" % (step, os.environ.get("SLURM_RESTART_COUNT", "0")), flush=True)
@@ -50,9 +53,14 @@ def launched(box, jobs_dir, tmp_path, ckpt, **policy):
 
 def requeue(slurm, slurm_id):
     """`scontrol requeue`, as a preemption or a node failure requeues a job; Slurm then keeps it
-    back two minutes (its begin time), which a test need not wait out."""
+    back two minutes (its begin time), which a test need not wait out. It waits for the node to
+    have let go of the first run, as those two minutes do: a start sooner can meet slurmd still
+    ending it ("Job N already killed, do not launch batch job", and the job FAILED)."""
     slurm.run("scontrol", "requeue", slurm_id)
     slurm.wait_state(slurm_id, ("PENDING",))
+    idle = lambda: slurm.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split() == ["idle"]  # noqa: E731
+    assert wait_for(idle, timeout=30), slurm.log_tail(25)
+    time.sleep(1.0)
     slurm.run("scontrol", "update", f"JobId={slurm_id}", "StartTime=now")
 
 
@@ -114,6 +122,21 @@ def test_a_requeue_past_max_retries_runs_nothing_more(box, slurm, jobs_dir, tmp_
     # slurmstepd may hand the batch script's last output to the file after the job ended
     assert wait_for(lambda: (jobs_dir / job / "log").read_text().endswith(f"[gpuops] {said}\n"), timeout=10)
     assert "start at step" not in (jobs_dir / job / "log").read_text().split("DUE TO JOB REQUEUE")[1]
+
+
+def test_a_pause_and_resume_is_no_retry_and_resumes_from_the_checkpoint(box, slurm, jobs_dir, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _, job, _ = launched(box, jobs_dir, tmp_path, ckpt, max_retries="0", resume_arg="--resume {checkpoint}")
+    assert wait_for(lambda: (ckpt / "step-5").exists(), timeout=60), (jobs_dir / job / "log").read_text()
+    paused = pause.pause(box, job=job, ckpt_regex="checkpoint asked", timeout_s=30, jobs_dir=str(jobs_dir))
+    assert paused["ok"], paused["summary"]
+    assert pause.resume(box, job=job, jobs_dir=str(jobs_dir))["ok"]
+    done = wait.wait(box, job=job, timeout_s=120, jobs_dir=str(jobs_dir))
+    log = (jobs_dir / job / "log").read_text()
+    assert done["data"]["state"] == states.COMPLETED, log
+    second = log.partition("DUE TO JOB REQUEUE")[2]
+    assert "[gpuops] requeued by Slurm (restart 1): attempt 1 of at most 1 resumes from checkpoint" in second, second
+    assert done["data"]["job"]["run"]["attempt"] == 1
 
 
 def test_what_slurm_cannot_enforce_is_refused_before_anything_starts(box, jobs_dir):
