@@ -6,6 +6,12 @@ import signal
 from ..onbox import steps
 
 
+def run_tag(run):
+    """' [attempt 2/4 of run R, resumed from /ckpt/step-40]': a run's attempt, as summaries end."""
+    resumed = f", resumed from {run['resumed_from']}" if run.get("resumed_from") else ""
+    return f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}{resumed}]"
+
+
 def since(now, then):
     if now is None or then is None:
         return None

@@ -47,7 +47,7 @@ def facts(job_id, progress_regex=None, detail=True):
         out["log_size"] = out["log_mtime"] = None
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
-    out["run"] = runrecord.facts(meta)
+    out["run"] = runrecord.facts(meta) or out.get("run")  # a scheduler's requeues are its engine's to say
     out["telemetry"] = telemetry.latest(jdir)
     return out
 

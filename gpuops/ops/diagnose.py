@@ -7,7 +7,7 @@ from .. import engines, errors
 from ..boundary import expect
 from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, errorline, runtelemetry, state
+from ..jobs import answers, errorline, rows, runtelemetry, state
 from ..triage.classes import CLASS_BY_NAME
 from .jobs import payload
 
@@ -41,7 +41,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     run = (row or {}).get("run")
     if run:  # the attempt diagnosed, and where its run stands
         d["data"]["run"] = run
-        summary += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        summary += rows.run_tag(run)
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
                     findings=runtelemetry.findings(judged))
 

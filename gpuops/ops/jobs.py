@@ -14,6 +14,7 @@ from ..boundary import expect
 from ..engines.base import command_line
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, errorline, lastseen, state, states
+from ..jobs.rows import run_tag
 from ..onbox import plans, steps
 from ..units import duration
 
@@ -94,6 +95,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     pre, notes = None, []
     confirm_s = confirm_seconds(confirm_s)
     eng = engines.get(engine)
+    given = dict(resources or {})  # the engine's flags on the command line, before a profile's defaults
     if profile is not None:
         from ..jobs import platform
 
@@ -115,7 +117,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     asked = eng.submission(opts, dict(resources or {}), torchrun)
     if policy:
         eng.check_policy(policy)
-        opts["policy"] = policy
+        notes = notes + eng.with_policy(opts, policy, given)
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
@@ -274,7 +276,7 @@ def one_line(row):
         text += f": {row['reason']}"
     run = row.get("run")
     if run:
-        text += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        text += run_tag(run)
     return text
 
 

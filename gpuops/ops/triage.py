@@ -7,6 +7,7 @@ from datetime import datetime
 from .. import engines
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
+from ..jobs import rows
 from ..triage import locate, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
@@ -43,7 +44,7 @@ def build(result, host=None, more=(), run=None):
     summary = result.summary
     if run:
         data["run"] = run
-        summary += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        summary += rows.run_tag(run)
     return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=summary, host=host, data=data,
                     findings=list(result.findings) + list(more), next=result.data["next"],
                     advice=result.data["advice"])
