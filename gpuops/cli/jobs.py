@@ -142,12 +142,14 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
 
 @verb("logs")
-def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir, json, gang,
-         cursors):
+def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir, json, raw,
+         gang, cursors):
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
     from ..render import jobs as render
+
+    shown = _stdout_sink(raw)
 
     def produce():
         if gang:
@@ -156,16 +158,19 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
                 raise UsageError("--save and --from-offset are one job's; a gang's log goes on from --cursors")
             from . import gang as several
 
-            with sigterm_interrupts(follow):
-                return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
-                                    max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
+            try:
+                with sigterm_interrupts(follow):
+                    return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
+                                        max_bytes=max_bytes, sink=None if json else shown, identity=identity)
+            finally:
+                shown(None)
         if cursors:
             raise UsageError("--cursors goes with --gang; one job's log goes on from --from-offset")
         _need_job("logs", job)
         if timeout is not None and not follow:
             raise UsageError("--timeout applies to --follow only (a page returns at once)")
         spec = one_host("logs", host)
-        sink = None if json else _stdout_sink
+        sink = None if json else shown
         target = target_for(spec, identity)
         try:
             with sigterm_interrupts(follow):
@@ -174,6 +179,7 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
                               notice=lambda m: print(m, file=sys.stderr, flush=True))
         finally:
             target.close()
+            shown(None)
         doc["host"] = spec
         return doc
 
@@ -219,9 +225,20 @@ def wait(c, host, identity, job, until, after_event, log_regex, from_offset, tim
     run("wait", json, produce, several_render.status if gang else render.waited, waiting=None)
 
 
-def _stdout_sink(data):
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+def _stdout_sink(raw):
+    """Where a log's bytes go: stdout, each control sequence but colours escaped (the box wrote
+    them: gpuops.render.inert.LogBytes), or with --raw exactly as written. None flushes the end."""
+    from ..render.inert import LogBytes
+
+    kept = None if raw else LogBytes()
+
+    def sink(data):
+        shown = data if kept is None else kept.close() if data is None else kept.feed(data)
+        if shown:
+            sys.stdout.buffer.write(shown)
+            sys.stdout.buffer.flush()
+
+    return sink
 
 
 @verb("stop")

@@ -5,7 +5,6 @@ of a Slurm stop, and the diagnosis of a Slurm end (gpuops.engines.slurm_diagnose
 """
 
 from .. import errors
-from ..onbox.slurm_resume import slurm_minutes
 from ..jobs import spec, torchrun
 from . import slurm_sbatch as sbatch
 from . import slurm_state
@@ -84,6 +83,8 @@ class Slurm(Engine):
         budget = policy.get("max_runtime_s")
         if not budget:
             return []
+        from ..onbox.slurm_resume import slurm_minutes  # the batch script's own rounding; it loads the run machinery
+
         minutes = slurm_minutes(budget)
         asked = given.get("time")
         if asked and slurm_state.seconds(asked) != minutes * 60:

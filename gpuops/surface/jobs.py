@@ -190,9 +190,12 @@ LOGS = Verb("logs", "Jobs", READS, params=(
     Param("reconnect", SECS, "seconds --follow keeps trying to reconnect after the link drops", default=120, low=0,
           high=DAY, cli_only="it bounds --follow, which no tool has"),
     JOBS_DIR,
-    Param("json", SWITCH, "the page as one JSON envelope (control characters escaped); without it the log's bytes "
-                          "are printed as the job wrote them, escape sequences included, as `cat` would",
+    Param("json", SWITCH, "the page as one JSON envelope (control characters escaped); without it the log is "
+                          "printed with its colours, and every other escape sequence shown escaped",
           cli_only=JSON.cli_only),
+    Param("raw", SWITCH, "print the log's bytes exactly as the job wrote them, escape sequences included, as `cat` "
+                         "would (the box chooses them: a sequence can clear or retitle your terminal)",
+          cli_only="a tool's page is JSON: encoding base64 gives the exact bytes"),
     GANG,
     Param("cursors", TEXT, "with --gang: where each node's log goes on, NODE=OFFSET,... (the cursors a page or "
                            "follow printed)", tip="data.cursors of an earlier call"),
