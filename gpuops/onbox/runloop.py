@@ -27,7 +27,6 @@ from . import runrecord, runwatch, wrapper
 from .jobrecord import EXIT, LOG
 
 BACKOFF_POLL_S = 0.5
-AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
 LEFTOVER_GRACE_S = 2.0
 DECISIONS_MAX = 200
 
@@ -193,12 +192,10 @@ class Attempt(object):
         run.streak = 1 if went_on else run.streak + 1
         decision = told or retrypolicy.decide(
             facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"), time.time() - run.started_at,
-            run.policy.get("max_runtime_s"), run.streak, base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S)
+            run.policy.get("max_runtime_s"), run.streak, base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S,
+            progressed_to=(True if best is None else best) if went_on else None)
         if node is not None:
             decision["why"] = "node %d: %s" % (node, decision["why"])
-        if decision["retry"] and went_on and not told:
-            decision["backoff_s"] = min(decision["backoff_s"], AFTER_PROGRESS_S)
-            decision["why"] += "; it made progress (step %s), so the next attempt starts at once" % best
         entry = {"attempt": self.number, "job": self.job_id, "class": decision["class"], "why": decision["why"],
                  "retry": decision["retry"], "step": best, "node": node}
         run.rec["decisions"] = (run.rec["decisions"] + [entry])[-DECISIONS_MAX:]
