@@ -32,7 +32,10 @@ _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (
 # A run's attempt (gpuops.onbox.runrecord.facts) and its last event (gpuops.onbox.runevents).
 _RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
         "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
-        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE)}
+        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
+        "failed": (list, NONE)}
+_FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
+           "step": (int, NONE)}
 _RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
               "why": (str, NONE), "class": (str, NONE), "checkpoint": (str, NONE), "backoff_s": NUMBER + (NONE,)}
 _FINAL = {"class": (str, NONE), "why": (str, NONE), "job": (str, NONE), "attempt": (int, NONE)}
@@ -97,6 +100,8 @@ def _run_facts(doc, host):
             job_id(run["current"], host)
         if run.get("last_event") is not None:
             run_event(run["last_event"], host)
+        for entry in run.get("failed") or []:
+            expect(entry if isinstance(entry, dict) else {}, _FAILED, host, "run record's failed attempt")
         if run.get("final") is not None:
             expect(run["final"], _FINAL, host, "run's end")
     row = doc.get("telemetry")

@@ -12,6 +12,19 @@ def run_tag(run):
     return f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}{resumed}]"
 
 
+def earlier_attempts(failed, job_id):
+    """Evidence lines for a run's attempts other than `job_id` that failed, as their supervisor
+    judged each when it ended: 'run: attempt 1 (J) ended unknown-death: ...; retried'."""
+    lines = []
+    for f in failed or []:
+        if f.get("job") == job_id or not f.get("class"):
+            continue
+        step = f" at step {f['step']}" if f.get("step") is not None else ""
+        lines.append(f"run: attempt {f.get('attempt')} ({f.get('job')}) ended {f['class']}{step}: {f.get('why')}; "
+                     + ("retried" if f.get("retry") else "not retried"))
+    return lines
+
+
 def since(now, then):
     if now is None or then is None:
         return None

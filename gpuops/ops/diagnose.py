@@ -39,9 +39,11 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     judged = runtelemetry.checked(ev.get("telemetry"), target.name)
     d["data"]["telemetry"] = judged
     run = (row or {}).get("run")
-    if run:  # the attempt diagnosed, and where its run stands
+    if run:  # the attempt diagnosed, and where its run stands, and how each earlier attempt ended
         d["data"]["run"] = run
         summary += rows.run_tag(run)
+        failed = ((ev.get("job") or {}).get("run") or {}).get("failed")
+        d["data"]["evidence"] = list(d["data"].get("evidence") or []) + rows.earlier_attempts(failed, row["job_id"])
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
                     findings=runtelemetry.findings(judged))
 
