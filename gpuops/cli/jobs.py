@@ -230,13 +230,16 @@ def _stdout_sink(raw):
     them: gpuops.render.inert.LogBytes), or with --raw exactly as written. None flushes the end."""
     from ..render.inert import LogBytes
 
-    kept = None if raw else LogBytes()
+    kept, last = None if raw else LogBytes(), [b"\n"]
 
     def sink(data):
         shown = data if kept is None else kept.close() if data is None else kept.feed(data)
+        if data is None and last[0] != b"\n" and sys.stdout.isatty():
+            shown = (shown or b"") + b"\n"  # a page cut mid-line: gpuops' closing line starts on its own
         if shown:
             sys.stdout.buffer.write(shown)
             sys.stdout.buffer.flush()
+            last[0] = shown[-1:]
 
     return sink
 
