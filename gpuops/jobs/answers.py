@@ -12,6 +12,7 @@ import re
 from .. import engines
 from ..boundary import expect
 from ..errors import BadAnswer
+from . import curves
 
 NUMBER = (int, float)
 NONE = type(None)
@@ -21,7 +22,7 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
-          "run": (dict, NONE), "telemetry": (dict, NONE)}
+          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
          "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
@@ -139,6 +140,7 @@ def facts(doc, host):
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
             raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
     _run_facts(doc, host)
+    curves.checked(doc.get("trackers"), host)
     for event in (doc.get("progress") or {}).get("events") or []:
         if not isinstance(event, dict):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")

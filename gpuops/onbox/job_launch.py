@@ -56,7 +56,7 @@ def _started(spec, body, make, confirm_s):
 
 # What a retry takes from its parent's record unless the retry says otherwise.
 INHERITED = ("name", "labels", "command", "kind", "args", "workdir", "gpus", "progress_regex", "queue", "profile",
-             "pre")
+             "pre", "tb_logdir")
 
 
 def retry(opts):

@@ -23,7 +23,7 @@ import os
 import time
 
 from . import cgroup, checkpoints, evidence, ganglink, jobrecord, procs, retrypolicy, runevents, runpolicy
-from . import runrecord, runwatch, wrapper
+from . import runrecord, runwatch, trackwatch, wrapper
 from .jobrecord import EXIT, LOG
 
 BACKOFF_POLL_S = 0.5
@@ -133,7 +133,8 @@ class Attempt(object):
             self.watch = runwatch.Watch(run, self.number, self.job_id, self.jdir, self.meta, self.child.pid,
                                         self.checkpoint)
             run.sup.outside = None
-            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick)
+            curves = trackwatch.Check(self.jdir, self.env, self.child.pid, self.meta.get("tb_logdir"), self.warn)
+            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick, curves)
             if run.gang is not None:  # first: the other nodes must not wait on this one's collectives
                 run.gang.down(self.number, record)
             # a stop's record comes before its first signal: an attempt that died of it before the
@@ -150,6 +151,11 @@ class Attempt(object):
             jobrecord.write_json(os.path.join(self.jdir, EXIT), record)
         decision = self.decide(record, ended_by, pids)
         return self.next(decision)
+
+    def warn(self, finding):
+        """A tracker-warning event for a finding of the attempt's first minutes (trackwatch)."""
+        self.run.publish("tracker-warning", self.number, self.job_id, finding=finding.id, gotcha=finding.gotcha,
+                         why=finding.title, fix=finding.fix)
 
     def facts(self, record, ended_by, pids):
         """What retrypolicy.decide reads, from the box first hand and triage's class of the log."""

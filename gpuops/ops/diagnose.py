@@ -7,7 +7,7 @@ from .. import engines, errors
 from ..boundary import expect
 from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, errorline, rows, runtelemetry, state
+from ..jobs import answers, curves, errorline, rows, runtelemetry, state
 from ..triage.classes import CLASS_BY_NAME
 from .jobs import payload
 
@@ -45,7 +45,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         failed = ((ev.get("job") or {}).get("run") or {}).get("failed")
         d["data"]["evidence"] = list(d["data"].get("evidence") or []) + rows.earlier_attempts(failed, row["job_id"])
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
-                    findings=runtelemetry.findings(judged))
+                    findings=runtelemetry.findings(judged) + curves.findings((ev.get("job") or {}).get("trackers")))
 
 
 def _triage(ev, row, engine):

@@ -105,7 +105,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
             "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s,
-            "share_gpu": True if share_gpu else None}
+            "share_gpu": True if share_gpu else None, "tb_logdir": _tb_logdir(profile)}
     if script is not None:
         import base64
 
@@ -125,6 +125,12 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
+
+
+def _tb_logdir(profile):
+    """The logdir the platform's own TensorBoard reads, for the supervisor's first-minutes look (U39)."""
+    logdir = profile.paths.tensorboard_logdir if profile is not None else None
+    return profile.absolute(logdir) if logdir else None
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,

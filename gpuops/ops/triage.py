@@ -92,7 +92,7 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
-    from ..jobs import platform, runtelemetry, state
+    from ..jobs import curves, platform, runtelemetry, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir)
@@ -107,4 +107,5 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
                            progress=state.dated_progress(row))
-    return build(result, host=target.name, more=runtelemetry.findings(judged), run=row.get("run"))
+    more = runtelemetry.findings(judged) + curves.findings(facts.get("trackers"))  # checked with the facts
+    return build(result, host=target.name, more=more, run=row.get("run"))
