@@ -50,6 +50,15 @@ def expect(doc: dict, fields: dict, host: str, what: str = "answer") -> dict:
     return doc
 
 
+def optional(doc, fields: dict, host: str, what: str):
+    """A record the box may not have (None stays None), else `doc` checked by `expect` as an object."""
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise BadAnswer(f"{host}: the box's {what} is not gpuops's: a {type(doc).__name__}")
+    return expect(doc, fields, host, what)
+
+
 def shaped(doc, fields: dict, host: str, what: str) -> dict:
     """`doc` checked by `expect` (an object first), with every nullable key it left out present
     as None, so the caller reads each field without a default."""

@@ -3,7 +3,7 @@ trackwatch: W&B not syncing, U35; TensorBoard not reading its events, U39), as f
 diagnose and triage --job report. The record comes from the box: its shape and its words are
 checked here before anything is read from it, and only the gotcha ids those checks cite pass."""
 
-from ..boundary import expect
+from ..boundary import expect, optional
 from ..errors import BadAnswer
 from ..findings import SEVERITIES, Finding
 
@@ -20,11 +20,8 @@ _FINDING = {"id": str, "severity": str, "title": str, "evidence": (dict, NONE), 
 
 def checked(doc, host):
     """The box's record once its shape is gpuops's (None stays None); BadAnswer otherwise."""
-    if doc is None:
+    if optional(doc, _RECORD, host, "tracker record") is None:
         return None
-    if not isinstance(doc, dict):
-        raise BadAnswer(f"{host}: the box's tracker record is not gpuops's: a {type(doc).__name__}")
-    expect(doc, _RECORD, host, "tracker record")
     for f in doc.get("findings") or []:
         expect(f if isinstance(f, dict) else {}, _FINDING, host, "tracker finding")
         if f["id"] not in IDS or f["severity"] not in SEVERITIES or f.get("gotcha") not in GOTCHAS + (None,):

@@ -11,7 +11,7 @@ series there (gpuops.onbox.telemetry.judged); one snapshot never tells these apa
 The judgements come from the box: their shape is checked here before anything is read from them.
 """
 
-from ..boundary import expect
+from ..boundary import expect, optional
 from ..errors import BadAnswer
 from ..findings import Finding
 from ..onbox import telemetry
@@ -29,11 +29,8 @@ _STARVED_EVIDENCE = {"gpu_util_mean": NUMBER, "cpu_mean_pct": NUMBER, "cpu_top_m
 
 def checked(doc, host):
     """The box's judgements once their shape is gpuops's (None stays None)."""
-    if doc is None:
+    if optional(doc, _JUDGED, host, "telemetry judgement") is None:
         return None
-    if not isinstance(doc, dict):
-        raise BadAnswer(f"{host}: the box's telemetry judgement is not gpuops's: a {type(doc).__name__}")
-    expect(doc, _JUDGED, host, "telemetry judgement")
     if doc.get("busy_wait") is not None:
         expect(doc["busy_wait"], _BUSY, host, "busy-wait judgement")
     for t in doc.get("throttled") or []:
