@@ -7,12 +7,16 @@ Ray's PENDING, RUNNING, STOPPED, SUCCEEDED and FAILED map onto the state table (
 ended: CANCELLED); a FAILED job carries the driver's exit code when Ray has it, and one whose
 driver died of a signal is KILLED. Its flags reserve resources for the driver (which runs on the
 head); they are passed as given, so Ray judges them in its own words, like sbatch does Slurm's.
+
+A run policy is enforced inside the Ray job: its driver is the run's supervisor (gpuops.onbox.
+ray_run), and each attempt's end is the one that supervisor recorded (TIMEOUT at the run's
+--max-runtime, a stall's reason), while Ray runs the submission on.
 """
 
 import base64
 
 from .. import errors
-from ..jobs import rows, states
+from ..jobs import rows, runpolicy, states
 from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
 from .base import Engine, command_line
 
@@ -34,6 +38,9 @@ class Ray(Engine):
     states = {"PENDING": PENDING, "RUNNING": states.RUNNING, "STOPPED": CANCELLED, "SUCCEEDED": COMPLETED,
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
+    # The job's driver runs the box's run loop around the command, inside the Ray job on the head
+    # (gpuops.onbox.ray_run): the whole policy holds there, judged by triage's classifier.
+    policy_fields = runpolicy.ENFORCED
     stop_target = {"ray_submission_id": str, "status": (str, type(None))}
 
     def decide(self, row, facts, meta):
@@ -65,6 +72,8 @@ class Ray(Engine):
             row["reason"] = "stopped through Ray (gpuops stop or ray job stop)"
         elif row["state"] == PENDING:
             row["reason"] = "Ray has not started it: %s" % (job.get("message") or "waiting for the head's resources")
+        if sched.get("source") == "supervisor":  # an attempt of a run its driver ended (a limit, a stall)
+            rows.ended_by_supervisor(row, rec)
 
     def submission(self, opts, asked, torchrun=None):
         from .. import onbox
@@ -73,8 +82,9 @@ class Ray(Engine):
         if opts.get("gpus"):
             raise errors.UsageError("--gpus pins devices on one box; Ray assigns GPUs: ask with --entrypoint-num-gpus "
                                     "(and in the code, @ray.remote(num_gpus=...))")
-        opts.update(engine=self.name, resources=_asked(asked),
-                    driver_b64=base64.b64encode(onbox.script("ray_driver")).decode("ascii"))
+        # with a run policy, the driver is the run's supervisor (a bundle of the run loop and triage)
+        driver = onbox.script("ray_run" if opts.get("policy") else "ray_driver")
+        opts.update(engine=self.name, resources=_asked(asked), driver_b64=base64.b64encode(driver).decode("ascii"))
         return asked
 
     def queue_submission(self, opts, asked):

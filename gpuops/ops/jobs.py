@@ -112,10 +112,10 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    asked = eng.submission(opts, dict(resources or {}), torchrun)
-    if policy:
+    if policy:  # before the submission, which may depend on it (Ray's driver does)
         eng.check_policy(policy)
         opts["policy"] = policy
+    asked = eng.submission(opts, dict(resources or {}), torchrun)
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
