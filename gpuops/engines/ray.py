@@ -47,6 +47,8 @@ class Ray(Engine):
         sched = facts.get("scheduler") or {}
         rec = facts.get("exit") or {}
         job = sched.get("job") or rec.get("scheduler") or {}
+        if sched.get("source") == "supervisor":  # an attempt of a run, ended while Ray runs the run on
+            job = dict(job, status=_attempt_word(rec))
         sid = meta.get("ray_submission_id")
         row.update(ray_submission_id=sid, engine_job_id=sid, scheduler_state=job.get("status") or None,
                    scheduler_reason=job.get("message") or None)
@@ -147,6 +149,14 @@ class Ray(Engine):
 
 
 ENGINE = Ray()
+
+
+def _attempt_word(rec):
+    """Ray's word for a run's attempt, from the exit record the run's supervisor (the Ray job's
+    driver) wrote of it: Ray itself never saw the attempt end."""
+    if rec.get("ended_by") == "stop":
+        return "STOPPED"
+    return "SUCCEEDED" if rec.get("exit_code") == 0 and not rec.get("signal") else "FAILED"
 
 
 def _asked(asked):

@@ -58,14 +58,11 @@ def observed(job_id, meta, jdir=None, attempt=True):
 
 
 def attempt_end(rec):
-    """How a run's attempt ended, in Ray's words, from the exit record its supervisor wrote."""
-    if rec.get("ended_by") == "stop":
-        status = "STOPPED"
-    else:
-        status = "SUCCEEDED" if rec.get("exit_code") == 0 and not rec.get("signal") else "FAILED"
+    """A run's attempt that ended while Ray runs the submission on: no word of Ray's, since Ray
+    never saw it end; how it ended is its exit record (the caller's state rule reads it)."""
     job = dict.fromkeys(_FIELDS, "")
-    job.update(status=status, message="attempt ended%s (recorded by the run's supervisor in the Ray job)" % (
-        ", %s" % rec["ended_by"] if rec.get("ended_by") else ""))
+    job["message"] = "attempt ended%s (recorded by the run's supervisor in the Ray job)" % (
+        ", %s" % rec["ended_by"] if rec.get("ended_by") else "")
     return job
 
 
@@ -99,6 +96,8 @@ def phase_of(facts):
 def _phase(sched):
     if sched.get("known") is None and sched.get("error"):
         return "unknown"
+    if sched.get("source") == "supervisor":
+        return "ended"
     if not sched.get("known"):
         return "ended"
     return jobrecord.phases(NAME).get((sched.get("job") or {}).get("status"), "alive")
