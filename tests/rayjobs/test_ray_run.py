@@ -87,3 +87,22 @@ def test_gpuops_stop_ends_the_ray_run_and_is_never_retried(box, jobs_dir):
     assert doc["ok"] and doc["data"]["state"] == states.CANCELLED, doc["summary"]
     rec = record(jobs_dir, run)
     assert rec["phase"] == "ended" and rec["attempts"] == [run] and rec["final"]["class"] == "cancelled"
+
+
+def test_a_stall_on_ray_is_evidence_then_a_retry_and_notify_hears_each_event_on_the_head(box, jobs_dir, tmp_path):
+    from gpuops.onbox import runevents
+
+    heard = tmp_path / "heard.jsonl"
+    command = 'echo "step 1/2"; if [ "$GPUOPS_ATTEMPT" = 1 ]; then sleep 600; fi; echo "step 2/2"'
+    run = launch(box, jobs_dir, command, max_retries="1", stall_after="4s", notify=f"cat >> {heard}")
+    first = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), until=(waiting.EVENT,), after_event=0, timeout_s=60)
+    assert kinds(first)[:1] == ["attempt-started"], first["summary"]  # the run's, once its driver began it
+    doc = wait_end(box, jobs_dir, run, state=states.COMPLETED, timeout=90)
+    assert kinds(doc) == ["attempt-started", "stalled", "attempt-failed", "retrying", "attempt-started", "completed"]
+    ended = json.loads((jobs_dir / run / "exit.json").read_text())
+    assert ended["ended_by"] == "stall" and (jobs_dir / run / ended["stall_evidence"]).exists()
+    rows = {r["job_id"]: r for r in op.status(box, jobs_dir=str(jobs_dir))["data"]["jobs"]}
+    assert "stalled (class hang)" in rows[run]["reason"]
+    recorded = [e for e in runevents.read(str(jobs_dir / run)) if e["kind"] in runevents.NOTIFIED]
+    got = [json.loads(line) for line in heard.read_text().splitlines()]
+    assert got == recorded and [e["kind"] for e in got] == ["stalled", "attempt-failed", "retrying", "completed"]
