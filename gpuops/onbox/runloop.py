@@ -107,6 +107,7 @@ class Attempt(object):
         self.meta = dict(self.meta, **run.sup.ident)
         self.oom_before = cgroup.oom_kills()
         out = os.open(os.path.join(self.jdir, LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.log_from = os.fstat(out).st_size  # the watch reads the job's lines from here
         try:
             self.child = run.sup.spawn(self.argv, self.env, self.workdir, out)
         except OSError as e:
@@ -128,7 +129,7 @@ class Attempt(object):
             ended_by, pids = None, []
         else:
             self.watch = runwatch.Watch(run, self.number, self.job_id, self.jdir, self.meta, self.child.pid,
-                                        self.checkpoint)
+                                        self.checkpoint, self.log_from)
             run.sup.outside = None
             record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick)
             # a stop's record comes before its first signal: an attempt that died of it before the
