@@ -2,7 +2,8 @@
 
 The AST scan of gpuops/**/*.py finds findings that cite a gotcha (`gotcha="U7"` keyword
 arguments, `"gotcha": "U7"` dict entries, a Finding's sixth positional argument, a gpuops module
-constant such as `xid.GOTCHA`, or the literal fallback of `profile.x or "U20"`). Each citation is
+constant such as `xid.GOTCHA`, the literal fallback of `profile.x or "U20"`, or both branches of
+`A if cond else B`). Each citation is
 given one of four kinds, from the code that makes it rather than from a hand-kept list:
 
 - checked: a check that judges the box, a payload or a plan before or during a run and can say
@@ -76,6 +77,8 @@ def _gotcha_value(node, aliases):
     to a gpuops module constant holds."""
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
         return next((v for v in (_const(n) for n in node.values) if v), None)
+    if isinstance(node, ast.IfExp):  # `A if cond else B` cites both: either can be said
+        return ", ".join(v for v in (_gotcha_value(n, aliases) for n in (node.body, node.orelse)) if v) or None
     text = _const(node)
     if text is not None or not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
         return text

@@ -113,7 +113,9 @@ def quiet_of_ray():
 @pytest.fixture
 def fresh_logins(monkeypatch):
     """Each call makes its own connection, none kept: a count of logins or channels then means
-    what the test says it does."""
+    what the test says it does. Masters an earlier test kept are closed first: a call finds one by
+    its socket and rides it (with the resident helper it armed) whatever PERSIST now says."""
+    _close_masters()
     monkeypatch.setenv("GPUOPS_SSH_PERSIST", "0")
 
 

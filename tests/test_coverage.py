@@ -186,6 +186,25 @@ def _telemetry(found_by):
     return make
 
 
+def _sync_failed(kind):
+    """A transfer that failed for good, as sync reports it (cited by the file: its id is the kind's)."""
+    def report(_):
+        from gpuops.ops import sync as S
+
+        f = S.failure_finding(kind, "pull failed", "gpuops pull ...")
+        return [{"id": "gpuops/ops/sync.py", "severity": f.severity, "gotcha": f.gotcha}]
+    return report
+
+
+def _first_minutes(head):
+    """The job's supervisor looking at a young run's log (gpuops.onbox.trackwatch)."""
+    def look(_):
+        from gpuops.onbox import trackwatch
+
+        return trackwatch.wandb_findings(head, "", {})[0]
+    return look
+
+
 FAILS = {
     "disk.space": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_gib=5))),
     "disk.inodes": lambda _: evaluate(lambda f: f["disks"].append(disk("checkpoint_dir", "/data", 3, free_inodes=10))),
@@ -234,7 +253,21 @@ FAILS = {
     "telemetry.busy-wait": _telemetry({"gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]}),
     "telemetry.throttled": _telemetry({"gpus": [{"i": 0, "util": 100, "throttle": 0x40, "temp": 91}]}),
     "telemetry.starved": _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": 10, "mem": 30000}]}),
+    "gpuops/ops/sync.py": _sync_failed("disk-full"),
+    "tracker.wandb-run": _first_minutes("wandb: Tracking run with wandb version 0.21.1\n"),
 }
+
+
+def test_starvation_cites_u38_when_the_gpus_sit_idle_and_u24_when_they_only_wait():
+    """Both ids the table lists under telemetry.starved come from a fixture on which the check fails."""
+    def gotchas(util):
+        found = _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": util, "mem": 30000}]})(None)
+        return [(f.id, f.severity, f.gotcha) for f in found]
+
+    assert gotchas(0) == [("telemetry.starved", "warn", "U38")]
+    assert gotchas(10) == [("telemetry.starved", "warn", "U24")]
+    row = refdocs.table()
+    assert "telemetry.starved" in row["U38"][C.CHECKED] and "telemetry.starved" in row["U24"][C.CHECKED]
 
 
 def checked_findings():
@@ -271,12 +304,14 @@ def test_the_scan_reads_keywords_dicts_positions_fallbacks_and_kinds(tmp_path):
         'Finding("teardown.lost", "fail", "t", gotcha=profile.loss or "U20")\n'
         'Finding("teardown.clock", "warn", "t", gotcha=c.gotcha or None)\n'
         'from gpuops import xid as X\n'
-        'Finding("gpu.lost", "fail", "t", gotcha=X.GOTCHA)\n')
+        'Finding("gpu.lost", "fail", "t", gotcha=X.GOTCHA)\n'
+        'Finding("gpu.idle", "warn", "t", gotcha="U38" if idle else X.GOTCHA)\n')
     (pkg / "triage" / "classes.py").write_text('x = {"id": "oom-gpu", "gotcha": "U10"}\n')
     cites = {(c.finding, c.gotcha, c.kind) for c in C.citations(pkg)}
     assert cites == {("disk.inodes", "U7", C.CHECKED), ("gpu.xid", "U22", C.CHECKED), ("gpu.xid", "U3", C.CHECKED),
                      ("boot.recent", "U3", C.EXPLAINED), ("teardown.lost", "U20", C.CHECKED),
-                     ("gpu.lost", "U22", C.CHECKED), ("oom-gpu", "U10", C.EXPLAINED)}
+                     ("gpu.lost", "U22", C.CHECKED), ("oom-gpu", "U10", C.EXPLAINED), ("gpu.idle", "U38", C.CHECKED),
+                     ("gpu.idle", "U22", C.CHECKED)}
     kinds = C.finding_kinds(pkg)
     assert kinds["teardown.clock"] == {C.DOCUMENTED} and kinds["disk.inodes"] == {C.CHECKED}
 

@@ -305,3 +305,15 @@ def test_a_stop_record_names_gpuops_stop_unless_the_job_had_already_ended():
     assert decide(99.0, stop)["verdict"] == "killed-by-signal"  # it ended before anyone asked
     assert decide(111.0, dict(stop, signals=[{"signal": "SIGTERM", "pids": [], "at": 100.0}]))["verdict"] == \
         "killed-by-signal"  # the stop found nothing to signal
+
+
+@pytest.mark.parametrize("ended_by,said", [("stall", "stalled"), ("max-runtime", "timeout")])
+def test_a_signal_the_runs_own_supervisor_sent_is_not_called_from_outside(ended_by, said):
+    # Found on a --stall-after run on the GPU: diagnose said "terminated by SIGTERM from outside".
+    v = verdict.decide({"exit": {"exit_code": None, "signal": "SIGTERM", "ended_by": ended_by,
+                                 "stall_evidence": "stall-1.json" if ended_by == "stall" else None},
+                        "kernel_readable": True, "boot_id_then": "b", "boot_id_now": "b"})
+    assert v["verdict"] == said and v["confidence"] == "high"
+    assert not any("from outside" in line for line in v["evidence"])
+    assert verdict.decide({"exit": {"exit_code": None, "signal": "SIGTERM"}, "kernel_readable": True})[
+        "verdict"] == "killed-by-signal"

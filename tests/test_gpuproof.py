@@ -168,3 +168,21 @@ def test_the_training_workloads_progress_lines_are_read_by_triage(tmp_path, real
     data = json.loads(t.stdout)["data"]
     # "step 25/50" .. "step 50/50", read 0-indexed as the triage procedure counts: steps 24 .. 49 done
     assert (data["progress"]["first_step"], data["progress"]["last_step"]) == (24, 49)
+
+
+def test_the_facts_step_asks_the_fake_for_the_fields_gpuops_reads(tmp_path, monkeypatch, real_processes):
+    """The proof's first step names gpuops' CSV field lists; a module that moved them (gpu_light's to
+    smi.py) broke it on the GPU, where a retry costs device minutes. The fake refuses any field the
+    real nvidia-smi does not list, as the real one does."""
+    from gpuproof import run
+    from tests.fixtures.fakegpu.boxes import compose
+
+    _, env = compose(tmp_path, "v2-healthy", "healthy")
+    monkeypatch.setenv("PATH", env["PATH"])
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    p = run.Proof(tmp_path / "proof")
+    rec = p.step("facts", lambda rec: run.step_facts(p, rec))
+    assert rec["error"] is None, rec["error"]
+    csv = [c for c in rec["checks"] if "CSV query" in c["what"]]
+    assert len(csv) == 3 and all(c["ok"] for c in csv), csv

@@ -119,12 +119,26 @@ def test_fleet_watch_redraws_the_hostile_name_escaped(hostile):
     assert raw.count(SHOWN) >= 2  # the live frame and the last report
 
 
-def test_logs_prints_the_jobs_own_bytes_and_its_trailer_escaped(cli, hostile):
-    """`logs` is the job's log, byte for byte (as `cat` would show it: README, Jobs); what gpuops
-    says about it on stderr names the job inert."""
+def test_logs_shows_the_jobs_colours_and_every_other_sequence_escaped(cli, hostile):
+    """A log line is the box's text too: `logs` keeps its colours and line controls (a progress
+    bar's \r) and shows a screen clear or a window title escaped, on stdout and in what gpuops says
+    about it on stderr; --raw is the job's bytes as `cat` would show them."""
     r = cli("logs", "--host", "inert-box", "--job", JOB, "--follow", env=hostile["env"])
-    assert HOSTILE in r.stdout
+    assert SHOWN in r.stdout and not [raw for raw in RAW if raw in r.stdout], r.stdout
     assert SHOWN in r.stderr and not [raw for raw in RAW if raw in r.stderr], r.stderr
+    exact = cli("logs", "--host", "inert-box", "--job", JOB, "--raw", env=hostile["env"])
+    assert HOSTILE in exact.stdout
+
+
+def test_a_log_keeps_colours_and_progress_bars_and_escapes_the_rest_whatever_the_chunks():
+    from gpuops.render.inert import LogBytes
+
+    data = "10%\r\x1b[1;32mok\x1b[0m \x1b[2J\x1b]0;pwned\x07\u202eevil\xff\n".encode("utf-8", "surrogateescape")
+    data = data.replace("\xff".encode("utf-8", "surrogateescape"), b"\xff")
+    want = b"10%\r\x1b[1;32mok\x1b[0m \\x1b[2J\\x1b]0;pwned\\x07\\u202eevil\\xff\n"
+    for size in (1, 2, 3, 7, len(data)):
+        f = LogBytes()
+        assert b"".join(f.feed(data[i:i + size]) for i in range(0, len(data), size)) + f.close() == want, size
 
 
 def test_a_next_step_naming_box_text_is_inert_and_still_the_same_command():

@@ -182,3 +182,13 @@ def test_max_retries_above_a_sane_cap_is_refused(value):
 ])
 def test_the_signal_an_exit_code_stands_for(facts, sig):
     assert rp.ending_signal(facts) == sig
+
+
+def test_a_retry_after_progress_says_the_backoff_it_waits():
+    """The kill of a rank at step 27 said 'retrying in 9.887s ...; so the next attempt starts at
+    once' (the first backoff, then the cap appended): the sentence names the wait it keeps."""
+    d = _decide({"exit_code": 143}, streak=1, progressed_to=27)
+    assert d["backoff_s"] == rp.AFTER_PROGRESS_S
+    assert "it made progress (to step 27), so retrying in 1s," in d["why"] and "10s" not in d["why"]
+    assert "it made progress, so retrying in 1s" in _decide({"exit_code": 143}, streak=1, progressed_to=True)["why"]
+    assert _decide({"exit_code": 143}, streak=1)["backoff_s"] == 10.0

@@ -3,10 +3,12 @@
 series allows: the busy-wait hang (seed 002, U21), a throttle during the run (U23), dataloader
 starvation (U24/U38)."""
 
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -234,3 +236,22 @@ def test_a_recorder_whose_disk_refuses_keeps_going(tmp_path):
     os.mkdir(tmp_path / "removed")
     assert recorder.tick(now=10)["t"] == 2.0 and recorder.error is None
     assert ringlog.last(str(tmp_path / "removed" / telemetry.FILE))["t"] == 2.0
+
+
+def _real(name):
+    path = Path(__file__).parent / "fixtures" / "telemetry" / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_real_h200_spinning_in_a_kernel_reads_as_the_busy_wait_hang():
+    """The GPU proof's series (scripts/gpu-proof, driver 580.159.04): torch.cuda._sleep spinning after
+    one step, sampled by the supervisor through nvidia-smi: 99-100 % busy at 122 W of 700 W."""
+    found = telemetry.busy_wait(_real("h200-spin-580.jsonl"))
+    assert found and found["gotcha"] == "U21" and found["gpus"] == [0]
+    assert found["evidence"]["0"]["power_max_w"] < 0.4 * 700
+
+
+def test_a_real_h200_holding_memory_idle_is_no_hang():
+    """The same proof's VRAM holder: memory held, no kernels: 0 % busy, which is idle, not a hang."""
+    rows = _real("h200-idle-holder-580.jsonl")
+    assert telemetry.busy_wait(rows) is None and telemetry.throttled(rows) == []

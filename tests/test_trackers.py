@@ -113,16 +113,20 @@ def test_the_probe_finds_the_netrc_key_and_never_sends_it(tmp_path, monkeypatch)
     assert f.severity == "warn" and f.title.startswith("WANDB_MODE=offline and no W&B key on the box")
 
 
-@pytest.fixture
-def tensorboard_server(tmp_path):
-    """A process that looks in /proc exactly like `tensorboard --logdir runs` started in tmp_path:
-    pip's console script run by python3, its logdir relative to its cwd."""
+def fake_tensorboard(tmp_path, logdir="runs", port="6007"):
+    """A process that looks in /proc exactly like `tensorboard --logdir LOGDIR` started in tmp_path:
+    pip's console script run by python3, its logdir (made empty) relative to its cwd."""
     script = tmp_path / "bin" / "tensorboard"
     script.parent.mkdir()
-    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(120)\n")
     script.chmod(0o755)
-    (tmp_path / "runs").mkdir()
-    proc = subprocess.Popen([sys.executable, str(script), "--logdir", "runs", "--port", "6007"], cwd=tmp_path)
+    (tmp_path / logdir).mkdir()
+    return subprocess.Popen([sys.executable, str(script), "--logdir", logdir, "--port", port], cwd=tmp_path)
+
+
+@pytest.fixture
+def tensorboard_server(tmp_path):
+    proc = fake_tensorboard(tmp_path)
     deadline = time.time() + 10
     while time.time() < deadline and not any(s["pid"] == proc.pid for s in onbox.servers()):
         time.sleep(0.05)

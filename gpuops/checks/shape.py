@@ -69,7 +69,8 @@ FACTS = {
         "wandb": {"installed": "bool: python3 finds the wandb package", "mode": "WANDB_MODE as set",
                   "key": "WANDB_API_KEY|WANDB_IDENTITY_TOKEN_FILE|netrc: where a key was found (never the key)",
                   "host": "the W&B server's netloc", "netrc": "path: the netrc file wandb would read"},
-        "tensorboard": {"pinned": _LOGDIR, "servers": [{"pid": "int", "logdirs": [_LOGDIR]}]},
+        "tensorboard": {"pinned": _LOGDIR, "servers": [{"pid": "int", "logdirs": [_LOGDIR]}],
+                        "writes": ["path: a dir of event files the job holds open (its supervisor's look only)"]},
     },
     "probe": {"pid": "int", "seconds": "seconds"},
     # Added by gpuops.ops.preflight from a profile, not by the probe.

@@ -1,5 +1,7 @@
 """Tracker verdicts: will the run's curves reach W&B (U35), and does TensorBoard read where the
-events are (U39)? From the probe's `trackers` facts (gpuops.onbox.trackers)."""
+events are (U39)? From the probe's `trackers` facts (gpuops.onbox.trackers), and, in a run's first
+minutes, from its supervisor's (gpuops.onbox.trackwatch), which add `writes`: the directories of
+the event files the job holds open. Shipped: the supervisor judges with these same rules."""
 
 from ..findings import Finding
 
@@ -37,18 +39,31 @@ def _empty(d):
     return "does not exist" if not d.get("exists") else "holds no event files"
 
 
+def _under(path, logdir):
+    base = (logdir or "").rstrip("/")
+    return bool(base) and (path == base or path.startswith(base + "/"))
+
+
+def _unread(tb, servers, pinned):
+    """(the job's event directories that no TensorBoard here reads, the directories they read)."""
+    read = [d.get("path") for s in servers for d in s.get("logdirs") or [] if d.get("path")]
+    read += [pinned["path"]] if pinned and pinned.get("path") else []
+    return [w for w in tb.get("writes") or [] if not any(_under(w, r) for r in read)], read
+
+
 def tensorboard(facts, t):
     tb = (facts.get("trackers") or {}).get("tensorboard")
     if not tb:
         return []
     pinned, servers = tb.get("pinned"), tb.get("servers") or []
+    lost, read = _unread(tb, servers, pinned)
     out, shown = [], []
     for server in servers:
         for d in server.get("logdirs") or []:
             shown.append(f"{d.get('path')} ({d.get('events')} event files)")
             if d.get("exists") and d.get("events"):
                 continue
-            elsewhere = ""
+            elsewhere = f"; the job writes its events to {lost[0]}" if lost else ""
             if pinned and pinned.get("events") and pinned.get("path") != d.get("path"):
                 elsewhere = f"; the events are under {pinned.get('path')}"
             out.append(Finding("tb.logdir", "warn", f"TensorBoard (pid {server.get('pid')}) reads {d.get('path')}, "
@@ -59,6 +74,12 @@ def tensorboard(facts, t):
                                "the directory your SummaryWriter writes", "U39"))
     if out:
         return out
+    if lost and read:
+        return [Finding("tb.logdir", "warn", f"the job writes its TensorBoard events to {lost[0]}, which no "
+                        f"TensorBoard here reads (they read {', '.join(read[:4])}): its panel never shows this run",
+                        {"writes": lost[:8], "read": read[:8]},
+                        f"ln -sfn {lost[0]} {read[0]}/<run>   # or point SummaryWriter(log_dir=...) under {read[0]}",
+                        "U39")]
     if pinned and not pinned.get("events"):
         return [Finding("tb.logdir", "info", f"the platform's TensorBoard reads {pinned.get('path')}, which "
                         f"{_empty(pinned)} yet: write your runs there or its panel stays empty",

@@ -28,7 +28,7 @@ def refuse(given, reasons):
 
 
 def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_gib, cmd, nproc_per_node,
-                   rdzv_port, rdzv_host, code, one_job, **common):
+                   rdzv_port, rdzv_host, code, one_job, elastic=None, **common):
     """`launch --fleet` (one job, placed) or `launch --torchrun` (a gang, on --host's boxes or on
     every box of a --fleet group, in its order): the envelope."""
     if fleet and host:
@@ -36,6 +36,9 @@ def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_
                                                                   else "--fleet picks the box"))
     if fleet and not torchrun:
         refuse({"--code": code, "--rdzv-host": rdzv_host}, NOT_FOR_ONE_BOX)
+        refuse({"--max-restarts": (elastic or {}).get("max_restarts") is not None,
+                "--nnodes": (elastic or {}).get("nnodes")}, {"--max-restarts": "it is a --torchrun gang's",
+                                                            "--nnodes": "it is a --torchrun gang's"})
         return _placed(fleet, gpus=gpus, gpu_type=gpu_type, min_vram_gib=min_vram_gib, identity=identity,
                        command=cmd, **one_job, **common)
     if not host and not fleet:
@@ -51,7 +54,7 @@ def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_
     else:
         hosts = split_hosts(host)
     return _gang(hosts, cmd=cmd, nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, rdzv_host=rdzv_host, code=code,
-                 identity=identity, gpus=spec.gpus(gpus), **common)
+                 identity=identity, gpus=spec.gpus(gpus), policy=one_job.get("policy"), **(elastic or {}), **common)
 
 
 def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):

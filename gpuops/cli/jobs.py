@@ -35,7 +35,7 @@ def _env_and_secrets(env, secret_env):
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
            engine, share_gpu, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after, max_runtime,
-           keep_checkpoints, notify, engine_flags):
+           keep_checkpoints, notify, max_restarts, nnodes, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -87,15 +87,15 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                 share_gpu=share_gpu, **common), identity)
         if share_gpu and (torchrun or fleet):
             raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
-        if policy and torchrun:
-            raise UsageError("a run policy (--max-retries, --stall-after, --max-runtime, --checkpoint-dir ...) "
-                             "supervises one box's job; a --torchrun gang is retried whole with `gpuops retry --gang`")
+        if (max_restarts is not None or nnodes) and not (torchrun and (host or fleet) and eng.composes):
+            raise UsageError("--max-restarts and --nnodes are torchrun's elastic options: they go with --torchrun "
+                             "across --host boxes")
         if torchrun or fleet:
             return several.launch_several(
                 host=host, fleet=fleet, torchrun=torchrun, identity=identity, gpus=gpus, gpu_type=gpu_type,
                 min_vram_gib=min_vram_gib, cmd=cmd, nproc_per_node=nproc_per_node or 1,
                 rdzv_port=rdzv_port or torchrun_defaults.DEFAULT_PORT, rdzv_host=rdzv_host, code=code,
-                one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
+                elastic={"max_restarts": max_restarts, "nnodes": nnodes}, one_job=dict(script=script, key=key, labels=labels, progress_regex=progress_regex,
                              timeout_s=timeout_s, policy=policy), **common)
         several.refuse({"--gpu-type": gpu_type, "--min-vram-gib": min_vram_gib, "--code": code,
                         "--rdzv-host": rdzv_host}, several.NOT_FOR_ONE_BOX)
@@ -142,12 +142,14 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
 
 @verb("logs")
-def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir, json, gang,
-         cursors):
+def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir, json, raw,
+         gang, cursors):
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
     from ..render import jobs as render
+
+    shown = _stdout_sink(raw)
 
     def produce():
         if gang:
@@ -156,16 +158,19 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
                 raise UsageError("--save and --from-offset are one job's; a gang's log goes on from --cursors")
             from . import gang as several
 
-            with sigterm_interrupts(follow):
-                return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
-                                    max_bytes=max_bytes, sink=None if json else _stdout_sink, identity=identity)
+            try:
+                with sigterm_interrupts(follow):
+                    return several.logs(gang, tail=tail, cursors=cursors, follow=follow, timeout=timeout,
+                                        max_bytes=max_bytes, sink=None if json else shown, identity=identity)
+            finally:
+                shown(None)
         if cursors:
             raise UsageError("--cursors goes with --gang; one job's log goes on from --from-offset")
         _need_job("logs", job)
         if timeout is not None and not follow:
             raise UsageError("--timeout applies to --follow only (a page returns at once)")
         spec = one_host("logs", host)
-        sink = None if json else _stdout_sink
+        sink = None if json else shown
         target = target_for(spec, identity)
         try:
             with sigterm_interrupts(follow):
@@ -174,6 +179,7 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
                               notice=lambda m: print(m, file=sys.stderr, flush=True))
         finally:
             target.close()
+            shown(None)
         doc["host"] = spec
         return doc
 
@@ -219,9 +225,23 @@ def wait(c, host, identity, job, until, after_event, log_regex, from_offset, tim
     run("wait", json, produce, several_render.status if gang else render.waited, waiting=None)
 
 
-def _stdout_sink(data):
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+def _stdout_sink(raw):
+    """Where a log's bytes go: stdout, each control sequence but colours escaped (the box wrote
+    them: gpuops.render.inert.LogBytes), or with --raw exactly as written. None flushes the end."""
+    from ..render.inert import LogBytes
+
+    kept, last = None if raw else LogBytes(), [b"\n"]
+
+    def sink(data):
+        shown = data if kept is None else kept.close() if data is None else kept.feed(data)
+        if data is None and last[0] != b"\n" and sys.stdout.isatty():
+            shown = (shown or b"") + b"\n"  # a page cut mid-line: gpuops' closing line starts on its own
+        if shown:
+            sys.stdout.buffer.write(shown)
+            sys.stdout.buffer.flush()
+            last[0] = shown[-1:]
+
+    return sink
 
 
 @verb("stop")

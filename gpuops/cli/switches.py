@@ -14,7 +14,7 @@ SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "fleet": frozenset({"--json", "--watch"}),
     "launch": frozenset({"--exclusive", "--json", "--share-gpu", "--ship-workdir", "--torchrun"}),
-    "logs": frozenset({"--follow", "--json"}),
+    "logs": frozenset({"--follow", "--json", "--raw"}),
     "preflight": frozenset({"--all", "--json", "--verbose"}),
     "profiles": frozenset({"--json"}),
     "pull": frozenset({"--compress", "--delete", "--include-git", "--json", "--no-budget", "--rehash", "--verbose",

@@ -7,7 +7,9 @@ V", "Run data is saved locally in DIR", then online "Syncing run NAME" (or "Resu
 run without a key stops with "No API key configured. Use `wandb login` to log in."
 (wandb/sdk/lib/wbauth/authenticate.py), which logger wrappers often catch and turn into W&B
 switched off. So the absence of the Syncing line, once wandb said anything, is the signal.
-Pure: the log's head and tail come in, a state and its advice go out.
+WANDB_MODE=offline or disabled in the job's environment says the same before wandb prints a line.
+Pure: the log's head and tail come in, a state and its advice go out. The job's own supervisor
+reads them too, in the run's first minutes (gpuops.onbox.trackwatch), so this module is shipped.
 """
 
 import re
@@ -40,6 +42,8 @@ def wandb(head, tail, env=None):
         out["state"] = "not-syncing"
     elif mode == "disabled":
         out["state"] = "disabled"
+    elif mode in ("offline", "dryrun"):  # told so before wandb said anything
+        out["state"] = "offline"
     else:
         return None
     return out

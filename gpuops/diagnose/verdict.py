@@ -102,6 +102,14 @@ def decide(ev: dict) -> dict:
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
 
+    # The run's own supervisor ended the attempt: its signal is gpuops', not someone else's.
+    ended_by = (record or {}).get("ended_by")
+    if ended_by == "stall":
+        saved = record.get("stall_evidence")
+        return out("stalled", "high", [f"no progress line for the run's --stall-after: gpuops stopped it with {sig} "
+                                       "(class hang)" + (f"; evidence in {saved}" if saved else "")])
+    if ended_by == "max-runtime":
+        return out("timeout", "high", [f"the run reached its --max-runtime: gpuops stopped it with {sig}"])
     stopped = _stopped_by_gpuops((ev.get("job") or {}).get("stop"), record)
     if stopped:
         return out("stopped", "high", stopped)

@@ -75,6 +75,13 @@ class Engine:
             raise UsageError(f"{self.title} does not enforce {flags} of a run policy: launch it on the box's "
                              f"supervisor (--engine box), or leave {'them' if len(missing) > 1 else 'it'} out")
 
+    def with_policy(self, opts, policy, given):
+        """Put a checked run policy into an on-box launch's `opts` completed by submission() (an
+        engine may add what its box half needs to enforce it, or map a field onto its own flags
+        `given` on the command line). Returns advice lines: what the policy became."""
+        opts["policy"] = policy
+        return []
+
     def retry_opts(self, asked):
         """What a retry sends of the flags `asked` (its parent's engine checks it is this one)."""
         return {}

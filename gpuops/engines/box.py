@@ -15,7 +15,8 @@ class Box(Engine):
     name, title = "box", "the box's supervisor"
     help = "gpuops' supervisor on the host, the default"
     composes = True
-    policy_fields = runpolicy.ENFORCED
+    # the run loop's fields, and a --torchrun node's place on the link between the gang's supervisors
+    policy_fields = runpolicy.ENFORCED + ("gang",)
     stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
                    "planned": bool}
     # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)

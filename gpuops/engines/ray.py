@@ -84,10 +84,17 @@ class Ray(Engine):
         if opts.get("gpus"):
             raise errors.UsageError("--gpus pins devices on one box; Ray assigns GPUs: ask with --entrypoint-num-gpus "
                                     "(and in the code, @ray.remote(num_gpus=...))")
-        # with a run policy, the driver is the run's supervisor (a bundle of the run loop and triage)
-        driver = onbox.script("ray_run" if opts.get("policy") else "ray_driver")
-        opts.update(engine=self.name, resources=_asked(asked), driver_b64=base64.b64encode(driver).decode("ascii"))
+        opts.update(engine=self.name, resources=_asked(asked),
+                    driver_b64=base64.b64encode(onbox.script("ray_driver")).decode("ascii"))
         return asked
+
+    def with_policy(self, opts, policy, given):
+        """A run's driver is its supervisor (gpuops.onbox.ray_run, a bundle of the run loop and
+        triage's classifier); a job without a policy keeps the small driver."""
+        from .. import onbox
+
+        opts.update(policy=policy, driver_b64=base64.b64encode(onbox.script("ray_run")).decode("ascii"))
+        return []
 
     def queue_submission(self, opts, asked):
         raise errors.UsageError("queue --engine ray: a queue runs on the box's supervisor or Slurm; launch each "

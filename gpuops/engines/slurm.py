@@ -41,6 +41,13 @@ class Slurm(Engine):
     meta_fields = {"slurm_job_id": (str, type(None))}
     stop_target = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
                    "reason": (str, type(None))}
+    # Enforced through Slurm's own requeue (a preemption, a node failure, `scontrol requeue`), by
+    # the batch script at each start (gpuops.onbox.slurm_resume): requeues counted against
+    # --max-retries, each from the newest complete checkpoint; --max-runtime is the job's --time,
+    # lowered at each requeue to what is left of the whole run. A failed exit is Slurm's to end the
+    # job with (it requeues none), so --retry-on has nothing to choose from; --stall-after,
+    # --keep-checkpoints and --notify need the box's supervisor, which a Slurm job does not have.
+    policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s")
 
     def flags_for(self, verb):
         return dict(self.flags) if verb == "launch" else dict(RESOURCES)
@@ -65,6 +72,28 @@ class Slurm(Engine):
         opts.update(engine=self.name, sbatch_options=sbatch.options(resources), resources=resources, signal=sig,
                     signal_lead_s=lead)
         return resources
+
+    def with_policy(self, opts, policy, given):
+        """The policy, the program the batch script runs at each start (gpuops.onbox.slurm_resume,
+        shipped whole: a compute node has only what the job directory holds), and --max-runtime
+        as the job's --time (UsageError beside a --time `given` that says otherwise)."""
+        from .. import onbox
+
+        opts.update(policy=policy, resume_helper=onbox.script("slurm_resume").decode("utf-8"))
+        budget = policy.get("max_runtime_s")
+        if not budget:
+            return []
+        from ..onbox.slurm_resume import slurm_minutes  # the batch script's own rounding; it loads the run machinery
+
+        minutes = slurm_minutes(budget)
+        asked = given.get("time")
+        if asked and slurm_state.seconds(asked) != minutes * 60:
+            raise errors.UsageError(f"--max-runtime {budget:g}s is this Slurm job's --time ({minutes} minutes, "
+                                    f"Slurm counts whole ones), not --time {asked}: give one of them")
+        opts["resources"] = dict(opts["resources"], time=str(minutes))
+        opts["sbatch_options"] = sbatch.options(opts["resources"])
+        return [f"--max-runtime is Slurm's --time={minutes} (minutes) for this job; at each requeue its time "
+                f"limit is lowered to what is left of the whole run"]
 
     def queue_submission(self, opts, asked):
         return self.submission(opts, asked)

@@ -42,7 +42,12 @@ def row_of(row, facts, meta):
     STALLED, judged by the caller)."""
     row.update(decide(facts, meta.get("resources") or {}), slurm_job_id=meta.get("slurm_job_id"),
                engine_job_id=meta.get("slurm_job_id"))
-    if row["state"] == states.FAILED:
+    final = (facts.get("run") or {}).get("final") or {}
+    if row["state"] == states.FAILED and final.get("why"):
+        # the batch script ran nothing after a requeue: the run policy's limit, not the command, ended it
+        row.update(state=states.TIMEOUT if final.get("class") == "timed-out" else states.FAILED,
+                   reason=final["why"], exit_code=None if final.get("class") == "timed-out" else row["exit_code"])
+    elif row["state"] == states.FAILED:
         row["hint"] = rows.code_hint(row["exit_code"])
     if (facts.get("exit") or {}).get("ended_at") is not None:
         row["ended_at"] = facts["exit"]["ended_at"]

@@ -12,6 +12,7 @@ import re
 from .. import engines
 from ..boundary import expect
 from ..errors import BadAnswer
+from . import curves
 
 NUMBER = (int, float)
 NONE = type(None)
@@ -21,7 +22,7 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
-          "run": (dict, NONE), "telemetry": (dict, NONE)}
+          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE)}
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
          "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
@@ -32,7 +33,10 @@ _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (
 # A run's attempt (gpuops.onbox.runrecord.facts) and its last event (gpuops.onbox.runevents).
 _RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
         "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
-        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE)}
+        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
+        "failed": (list, NONE)}
+_FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
+           "step": (int, NONE)}
 _RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
               "why": (str, NONE), "class": (str, NONE), "checkpoint": (str, NONE), "backoff_s": NUMBER + (NONE,)}
 _FINAL = {"class": (str, NONE), "why": (str, NONE), "job": (str, NONE), "attempt": (int, NONE)}
@@ -97,6 +101,8 @@ def _run_facts(doc, host):
             job_id(run["current"], host)
         if run.get("last_event") is not None:
             run_event(run["last_event"], host)
+        for entry in run.get("failed") or []:
+            expect(entry if isinstance(entry, dict) else {}, _FAILED, host, "run record's failed attempt")
         if run.get("final") is not None:
             expect(run["final"], _FINAL, host, "run's end")
     row = doc.get("telemetry")
@@ -134,10 +140,25 @@ def facts(doc, host):
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
             raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
     _run_facts(doc, host)
+    curves.checked(doc.get("trackers"), host)
     for event in (doc.get("progress") or {}).get("events") or []:
         if not isinstance(event, dict):
             raise BadAnswer(f"{host}: the box's answer is not gpuops's: a progress event is a {type(event).__name__}")
         expect(event, _EVENT, host, "progress event")
+    hide_gang_token(doc)
+    return doc
+
+
+HIDDEN = "(hidden)"
+
+
+def hide_gang_token(doc):
+    """The token a gang's nodes greet each other with (gpuops.onbox.ganglink) stays in their records on
+    the boxes: no answer, envelope or screen shows it."""
+    for holder in ((doc.get("meta") or {}).get("policy"), (doc.get("run") or {}).get("policy")):
+        gang = (holder or {}).get("gang") if isinstance(holder, dict) else None
+        if isinstance(gang, dict) and "token" in gang:
+            gang["token"] = HIDDEN
     return doc
 
 

@@ -8,6 +8,25 @@ from ..onbox import steps
 from .states import TIMEOUT
 
 
+def run_tag(run):
+    """' [attempt 2/4 of run R, resumed from /ckpt/step-40]': a run's attempt, as summaries end."""
+    resumed = f", resumed from {run['resumed_from']}" if run.get("resumed_from") else ""
+    return f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}{resumed}]"
+
+
+def earlier_attempts(failed, job_id):
+    """Evidence lines for a run's attempts other than `job_id` that failed, as their supervisor
+    judged each when it ended: 'run: attempt 1 (J) ended unknown-death: ...; retried'."""
+    lines = []
+    for f in failed or []:
+        if f.get("job") == job_id or not f.get("class"):
+            continue
+        step = f" at step {f['step']}" if f.get("step") is not None else ""
+        lines.append(f"run: attempt {f.get('attempt')} ({f.get('job')}) ended {f['class']}{step}: {f.get('why')}; "
+                     + ("retried" if f.get("retry") else "not retried"))
+    return lines
+
+
 def since(now, then):
     if now is None or then is None:
         return None

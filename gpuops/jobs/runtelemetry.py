@@ -14,6 +14,7 @@ The judgements come from the box: their shape is checked here before anything is
 from ..boundary import expect
 from ..errors import BadAnswer
 from ..findings import Finding
+from ..onbox import telemetry
 
 NUMBER = (int, float)
 NONE = type(None)
@@ -72,5 +73,6 @@ def findings(doc):
             "telemetry.starved", "warn", f"GPUs at {ev['gpu_util_mean']:.0f} % while the CPUs ran at "
             f"{ev['cpu_mean_pct']:.0f} % of {ev['cores']:g} cores: the input pipeline is the bottleneck",
             dict(ev, since=starved["since"]), "more DataLoader workers (num_workers), pin_memory, data on local disk, "
-            "or preprocessing done ahead of time", gotcha=starved.get("gotcha") or "U24"))
+            "or preprocessing done ahead of time",
+            gotcha=telemetry.IDLE_GOTCHA if starved.get("gotcha") == telemetry.IDLE_GOTCHA else telemetry.STARVED_GOTCHA))
     return out

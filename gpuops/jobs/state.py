@@ -12,6 +12,7 @@ job look stalled.
 
 from .. import engines
 from ..onbox import steps
+from . import curves
 from .rows import add_hint, code_hint, dated_progress, progress, since, step_time  # noqa: F401 (callers read them here)
 from .states import RETRYING, RUNNING, STALLED, STARTING, TERMINAL, UNREACHABLE, VANISHED
 
@@ -49,6 +50,7 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
         _stall(row, stall_factor, stall_min_s)
     if facts.get("telemetry"):
         row["telemetry"] = facts["telemetry"]
+    _curves(row, facts.get("trackers"))
     _run(row, facts.get("run"), now)
     return _resumed(row, facts)
 
@@ -68,6 +70,16 @@ def _run(row, run, now):
         row["attempt_state"] = row["state"]
         row.update(state=RETRYING, reason=f"attempt {run.get('attempt')}/{run.get('max_attempts')} ended {ended}; " + (
             f"the next starts in {wait:.0f}s" if wait is not None else "its supervisor decides whether to retry"))
+
+
+def _curves(row, record):
+    """What the supervisor saw in the job's first minutes about where its curves go (U35, U39)."""
+    found = curves.findings(record)
+    if found:
+        row["trackers"] = [{"id": f.id, "severity": f.severity, "gotcha": f.gotcha, "title": f.title} for f in found]
+    note = curves.hint(record)
+    if note:
+        add_hint(row, note)
 
 
 def _resumed(row, facts):

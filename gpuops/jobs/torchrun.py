@@ -85,7 +85,10 @@ def options(*, nnodes, nproc_per_node, endpoint, rdzv_id, node_rank=None, backen
         raise ValueError(f"rendezvous backend {backend!r}: gpuops starts {' or '.join(BACKENDS)}")
     if not (is_variable(rdzv_id) or (isinstance(rdzv_id, str) and _ID.match(rdzv_id))):
         raise ValueError(f"rendezvous id {rdzv_id!r}: letters, digits, '.', '_' and '-' only")
-    words = list(launcher) + ["--nnodes", _count("nnodes", nnodes), "--nproc-per-node",
+    elastic = isinstance(nnodes, str) and re.match(r"^[1-9][0-9]{0,3}:[1-9][0-9]{0,3}$", nnodes)
+    if elastic and int(nnodes.split(":")[0]) > int(nnodes.split(":")[1]):
+        raise ValueError(f"nnodes {nnodes!r}: MIN:MAX needs MIN <= MAX")
+    words = list(launcher) + ["--nnodes", nnodes if elastic else _count("nnodes", nnodes), "--nproc-per-node",
                               _count("nproc_per_node", nproc_per_node), "--rdzv-backend", backend,
                               "--rdzv-endpoint", endpoint, "--rdzv-id", rdzv_id]
     if backend == "static":

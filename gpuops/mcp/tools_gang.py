@@ -15,16 +15,23 @@ from .tools_jobs import _envs
 LAUNCH_WINDOW_S = 10.0
 
 
-def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env):
+def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env,
+                max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
+                keep_checkpoints):
     from .. import fleetfile
+    from ..jobs import runpolicy
     from ..ops import gang
 
     if bool(hosts) == bool(fleet):
         raise errors.UsageError("give hosts or fleet (a [fleet.NAME] group): one of them names the gang's boxes")
     envs, secrets = _envs(env, secret_env)
+    policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
+                             resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
+                             keep_checkpoints=keep_checkpoints)
     return gang.launch(list(hosts) if hosts else fleetfile.aliases(fleet), cmd=cmd, nproc_per_node=nproc_per_node,
                        port=rdzv_port, rdzv_host=rdzv_host, code=code, workdir=workdir, name=name, env=envs,
-                       secrets=secrets, window_s=LAUNCH_WINDOW_S)
+                       secrets=secrets, window_s=LAUNCH_WINDOW_S, policy=policy, max_restarts=max_restarts,
+                       nnodes=nnodes)
 
 
 def gang_retry(gang, resume_arg, env, secret_env):

@@ -16,7 +16,8 @@ gpuops' package structure under the private root (gpuops.triage.scan is <root>.t
 this package <root>.onbox), so their relative imports (`from ..onbox import steps`, `from . import
 signatures`) resolve on the box as they do here. Moving them into this package instead would
 have renamed most of triage (and the Xid and job-state tables the workstation reads everywhere)
-for the sake of the bundler. A bundled module is named relative to this package, as it would be
+for the sake of the bundler. The preflight's and diagnose's tracker rules are shipped for the same
+reason: the supervisor judges a run's first minutes with them (gpuops.onbox.trackwatch). A bundled module is named relative to this package, as it would be
 imported from here: `steps`, `..triage.scan`, `..triage` (that package's __init__). A package's
 __init__ runs on the box only when shipped code imports a name defined in it; otherwise the
 package is an empty namespace there. What BEYOND ships must meet this package's rules (the
@@ -30,7 +31,8 @@ import re
 _ROOT = "gpuops_box"  # gpuops' private name on the box: never the gpuops a box may have installed
 _PKG = _ROOT + ".onbox"
 # What the bundle may ship from above this package (paths under gpuops/), with what it imports.
-BEYOND = ("triage", "jobs.states", "xid", "findings", "envelope", "errors", "units")
+BEYOND = ("triage", "jobs.states", "xid", "findings", "envelope", "errors", "units", "checks.trackers",
+          "diagnose.trackers")
 # Entries that look beyond the standard library (pynvml for the probe, the reaper and the fleet's
 # samples; the torch probe, for the probe and a gang's preflight): they get the box's
 # site-packages on every path, an exec channel's `python3` and the resident helper's worker alike

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from . import engines, jobrecord, logexcerpt, logscan, procs, runrecord, steps, telemetry
+from . import engines, jobrecord, logexcerpt, logscan, procs, runrecord, steps, telemetry, trackwatch
 from .jobrecord import EXIT, GROWTH, LOG, META, PAUSE, STOP, JobError
 
 _LIVE_WINDOW, _ENDED_WINDOW = 1 << 20, 256 << 10
@@ -47,8 +47,9 @@ def facts(job_id, progress_regex=None, detail=True):
         out["log_size"] = out["log_mtime"] = None
     out["progress"] = _progress(jdir, log, progress_regex or meta.get("progress_regex"),
                                 _LIVE_WINDOW if out["exit"] is None else _ENDED_WINDOW)
-    out["run"] = runrecord.facts(meta)
+    out["run"] = runrecord.facts(meta) or out.get("run")  # a scheduler's requeues are its engine's to say
     out["telemetry"] = telemetry.latest(jdir)
+    out["trackers"] = trackwatch.read(jdir)
     return out
 
 

@@ -56,7 +56,7 @@ def _started(spec, body, make, confirm_s):
 
 # What a retry takes from its parent's record unless the retry says otherwise.
 INHERITED = ("name", "labels", "command", "kind", "args", "workdir", "gpus", "progress_regex", "queue", "profile",
-             "pre")
+             "pre", "tb_logdir")
 
 
 def retry(opts):
@@ -111,12 +111,14 @@ def _newest_checkpoint(opts, parent, workdir):
     """The verdict on the checkpoint directory a retry's --resume-arg {checkpoint} resumes from
     (its --checkpoint-dir, else its run's), once it names a complete checkpoint."""
     run = runrecord.read(runrecord.run_of(parent)) if runrecord.run_of(parent) else None
-    asked = opts.get("checkpoint_dir") or ((run or {}).get("policy") or {}).get("checkpoint_dir")
+    # a supervised run's policy is its run record's; a Slurm job's, its own record's
+    ran = (run or {}).get("policy") or parent.get("policy") or {}
+    asked = opts.get("checkpoint_dir") or ran.get("checkpoint_dir")
     if not asked:
         raise JobError("usage", "--resume-arg with %s needs --checkpoint-dir: where the job wrote its checkpoints"
                        % runpolicy.PLACEHOLDER)
-    policy = runpolicy.check({"checkpoint_dir": asked, "checkpoint_glob": opts.get("checkpoint_glob") or (
-        (run or {}).get("policy") or {}).get("checkpoint_glob")}, workdir)
+    policy = runpolicy.check({"checkpoint_dir": asked, "checkpoint_glob": opts.get("checkpoint_glob") or
+                              ran.get("checkpoint_glob")}, workdir)
     try:
         verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
     except ValueError as e:

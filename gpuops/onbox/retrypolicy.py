@@ -46,6 +46,7 @@ OWN = frozenset(("cancelled", "timeout", "hang", "node-fail", "oom-host", "gpu-f
                  "cuda-error", "signal-kill", "subprocess-fail"))
 MAX_RETRIES = 100
 BACKOFF_BASE_S, BACKOFF_FACTOR, BACKOFF_CAP_S, BACKOFF_JITTER = 10.0, 2.0, 300.0, 0.1
+AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}$")
 ENDED_BY = ("stop", "max-runtime", "stall", "peer-lost")
 
@@ -174,13 +175,16 @@ def schedule(max_retries, **kw):
 
 
 def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runtime_s=None, streak=None,
-           rand=random.random, base_s=BACKOFF_BASE_S):
+           rand=random.random, base_s=BACKOFF_BASE_S, progressed_to=None):
     """Whether to start another attempt after attempt number `attempt` (1-based) ended as `facts`
     say. {retry, class, why, transient, attempt, attempts_left, backoff_s}; `why` explains the
     decision in one sentence, the class's reason first. `streak` counts the attempts in a row that
     failed without a new step (default: all of them): the backoff grows with it, so a run that
     crash-loops slows down while one that fails once a day after hours of progress comes back at
-    once. `base_s` is the first backoff (the run policy's backoff_s)."""
+    once. `base_s` is the first backoff (the run policy's backoff_s). `progressed_to`, the step an
+    attempt reached past the run's best before it failed (True for progress lines without step
+    numbers), caps the backoff at AFTER_PROGRESS_S: that failure is no loop, and every second
+    waited is a second of the run lost."""
     retry_on = TRANSIENT if retry_on is None else frozenset(retry_on)
     klass, reason = failure_class(facts)
     left = max(0, int(max_retries) - (int(attempt) - 1))
@@ -197,10 +201,14 @@ def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runti
         out["why"] = "%s (%s): no retries left of %d" % (reason, klass, max_retries)
     else:
         wait = backoff_s(int(attempt if streak is None else max(1, streak)), base_s=base_s, rand=rand)
+        since = ""
+        if progressed_to is not None and progressed_to is not False:
+            wait = min(wait, AFTER_PROGRESS_S)
+            since = "it made progress%s, so " % ("" if progressed_to is True else " (to step %s)" % progressed_to)
         if max_runtime_s is not None and elapsed_s is not None and elapsed_s + wait >= max_runtime_s:
             out["why"] = "%s (%s): the run's --max-runtime leaves no time for another attempt" % (reason, klass)
         else:
             out.update(retry=True, backoff_s=wait,
-                       why="%s (%s): retrying in %gs, %d of %d retries left after this one" % (
-                           reason, klass, wait, left - 1, max_retries))
+                       why="%s (%s): %sretrying in %gs, %d of %d retries left after this one" % (
+                           reason, klass, since, wait, left - 1, max_retries))
     return out

@@ -29,14 +29,16 @@ from . import ringlog
 FILE = "events.jsonl"
 MAX_BYTES, MAX_ROWS = 256 << 10, 2000
 KINDS = ("attempt-started", "attempt-failed", "retrying", "stalled", "resumed", "completed", "gave-up",
-         "timed-out", "stopped", "disk-low", "checkpoint-skipped", "notify-failed")
+         "timed-out", "stopped", "disk-low", "checkpoint-skipped", "notify-failed", "peer-lost", "tracker-warning")
 # The kinds a --notify command hears by default: what a person wants to be woken for, and the
 # run's ends. Routine ones are only recorded, and a failed notification is never notified (it
 # would loop on a broken command).
 NOTIFIED = frozenset(KINDS) - {"attempt-started", "checkpoint-skipped", "notify-failed"}
 TEXT_MAX = 2000          # characters kept of one string field: reasons and paths, not logs
 EVENT_MAX = 16 << 10     # bytes of one event as JSON; larger fields are cut
-NOTIFY_TIMEOUT_S = 30.0
+# The supervisor's watch waits for it: well under a gang node's silence limit (gangrules.LOST_S), so
+# a hanging alert delays a stall or time-limit check by seconds and never reads as a lost node.
+NOTIFY_TIMEOUT_S = 8.0
 KILL_WAIT_S = 2.0
 OUTPUT_MAX = 1000        # characters of the notify command's own output kept in its failure event
 

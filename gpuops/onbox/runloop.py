@@ -22,12 +22,11 @@ run's directory, handed to the --notify command in order; run.json says where th
 import os
 import time
 
-from . import cgroup, checkpoints, evidence, jobrecord, procs, retrypolicy, runevents, runpolicy, runrecord
-from . import runwatch, wrapper
+from . import cgroup, checkpoints, evidence, ganglink, jobrecord, procs, retrypolicy, runevents, runpolicy
+from . import runrecord, runwatch, trackwatch, wrapper
 from .jobrecord import EXIT, LOG
 
 BACKOFF_POLL_S = 0.5
-AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
 LEFTOVER_GRACE_S = 2.0
 DECISIONS_MAX = 200
 
@@ -43,6 +42,7 @@ class Run(object):
         self.deadline = self.started_at + limit if limit else None
         self.checkpoint_every_s = float(self.policy.get("checkpoint_every_s") or runwatch.CHECKPOINT_EVERY_S)
         self.best, self.streak, self.pruned, self.skipped = None, 0, [], set()
+        self.gang = None  # a gang node's link to the others (gpuops.onbox.ganglink)
         self.events = runevents.Events(jobrecord.job_dir(run_id), run=run_id)
         self.notifier = runevents.Notifier(self.events, self.policy.get("notify"), cwd=meta.get("workdir"))
         self.rec = {"run_id": run_id, "policy": self.policy, "attempts": [run_id], "current": run_id, "attempt": 1,
@@ -88,6 +88,9 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
     def supervise(job_dir, argv, env, workdir, meta, notify_fd):
         sup = new_supervisor()
         run = Run(meta["job_id"], meta, spec, body, make, sup)
+        run.gang = ganglink.open_link(run.policy.get("gang"))
+        if isinstance(run.gang, ganglink.Head):  # the launcher hands the port to the other nodes
+            meta = dict(meta, gang_port=run.gang.port)
         run.save()
         attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, None)
         attempt.start(notify_fd)
@@ -127,11 +130,16 @@ class Attempt(object):
         if self.child is None:
             record = jobrecord.read_json(os.path.join(self.jdir, EXIT)) or {}
             ended_by, pids = None, []
+            if run.gang is not None:
+                run.gang.down(self.number, record)
         else:
             self.watch = runwatch.Watch(run, self.number, self.job_id, self.jdir, self.meta, self.child.pid,
                                         self.checkpoint, self.log_from)
             run.sup.outside = None
-            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick)
+            curves = trackwatch.Check(self.jdir, self.env, self.child.pid, self.meta.get("tb_logdir"), self.warn)
+            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick, curves)
+            if run.gang is not None:  # first: the other nodes must not wait on this one's collectives
+                run.gang.down(self.number, record)
             # a stop's record comes before its first signal: an attempt that died of it before the
             # watch's next round was still ended by the stop
             ended_by = self.watch.ended_by or ("stop" if runwatch.stopped(self.jdir) else None)
@@ -146,6 +154,11 @@ class Attempt(object):
             jobrecord.write_json(os.path.join(self.jdir, EXIT), record)
         decision = self.decide(record, ended_by, pids)
         return self.next(decision)
+
+    def warn(self, finding):
+        """A tracker-warning event for a finding of the attempt's first minutes (trackwatch)."""
+        self.run.publish("tracker-warning", self.number, self.job_id, finding=finding.id, gotcha=finding.gotcha,
+                         why=finding.title, fix=finding.fix)
 
     def facts(self, record, ended_by, pids):
         """What retrypolicy.decide reads, from the box first hand and triage's class of the log."""
@@ -171,7 +184,14 @@ class Attempt(object):
 
     def decide(self, record, ended_by, pids):
         run = self.run
-        facts = self.facts(record, ended_by, pids)
+        facts, told, node = self.facts(record, ended_by, pids), None, None
+        if run.gang is not None:  # the head decides for the gang, from the node that failed first
+            facts["at"] = record.get("ended_at")
+            got = run.gang.settle(self.number, facts)
+            if isinstance(got, dict):
+                told = got
+            else:
+                node, facts = got
         best = self.watch.max_step if self.watch else None
         if best is None:  # progress lines without step numbers are progress too
             went_on = bool(self.watch and self.watch.progressed)
@@ -179,14 +199,14 @@ class Attempt(object):
             went_on = run.best is None or best > run.best
             run.best = max(best, run.best if run.best is not None else best)
         run.streak = 1 if went_on else run.streak + 1
-        decision = retrypolicy.decide(facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"),
-                                      time.time() - run.started_at, run.policy.get("max_runtime_s"), run.streak,
-                                      base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S)
-        if decision["retry"] and went_on:
-            decision["backoff_s"] = min(decision["backoff_s"], AFTER_PROGRESS_S)
-            decision["why"] += "; it made progress (step %s), so the next attempt starts at once" % best
+        decision = told or retrypolicy.decide(
+            facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"), time.time() - run.started_at,
+            run.policy.get("max_runtime_s"), run.streak, base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S,
+            progressed_to=(True if best is None else best) if went_on else None)
+        if node is not None:
+            decision["why"] = "node %d: %s" % (node, decision["why"])
         entry = {"attempt": self.number, "job": self.job_id, "class": decision["class"], "why": decision["why"],
-                 "retry": decision["retry"], "step": best}
+                 "retry": decision["retry"], "step": best, "node": node}
         run.rec["decisions"] = (run.rec["decisions"] + [entry])[-DECISIONS_MAX:]
         return decision
 
@@ -200,6 +220,8 @@ class Attempt(object):
             if not (kind == "timed-out" and self.watch and self.watch.ended_by == "max-runtime"):  # said already
                 run.publish(kind, n, self.job_id, **fields)
             run.retain(n, self.job_id)
+            if run.gang is not None:
+                run.gang.finish(decision)
             run.save(phase="ended", ended_at=time.time(), next_at=None,
                      final=dict(fields, job=self.job_id, attempt=n))
             return None
@@ -209,6 +231,8 @@ class Attempt(object):
         first = checkpoints.look(run.policy["checkpoint_dir"]) if run.policy.get("checkpoint_dir") else None
         if not self.backoff(decision["backoff_s"]):
             run.publish("stopped", n, self.job_id, why="gpuops stop ended the run while it waited to retry")
+            if run.gang is not None:
+                run.gang.finish({"class": "cancelled", "why": "gpuops stop ended the run while it waited to retry"})
             run.save(phase="ended", ended_at=time.time(), next_at=None,
                      final={"class": "cancelled", "why": "stopped while waiting to retry", "job": self.job_id,
                             "attempt": n})
@@ -220,6 +244,8 @@ class Attempt(object):
         False when a `gpuops stop` arrived meanwhile."""
         until = time.time() + max(seconds, checkpoints.INTERVAL_S if self.run.policy.get("checkpoint_dir") else 0)
         while True:
+            if self.run.gang is not None:
+                self.run.gang.pump()
             if runwatch.stopped(self.jdir):
                 return False
             left = until - time.time()
@@ -235,6 +261,9 @@ class Attempt(object):
             verdict = checkpoints.judge(first, checkpoints.look(policy["checkpoint_dir"]), policy.get("checkpoint_glob"))
             run.skip_unsafe(verdict, n, self.job_id)
             checkpoint = verdict["path"]
+        if run.gang is not None:  # every node resumes from the head's pick
+            checkpoint = run.gang.announce(n, checkpoint, run.rec["decisions"][-1])
+            verdict = verdict if checkpoint and verdict and checkpoint == verdict["path"] else None
         spec = dict(run.spec, policy=None, parent_job_id=self.job_id, key=None, run={"id": run.id, "attempt": n})
         spec["env"] = dict(run.spec.get("env") or {})
         body = run.body
@@ -249,8 +278,8 @@ class Attempt(object):
         said = "attempt %d/%d of run %s" % (n, run.rec["max_attempts"], run.id)
         if checkpoint:
             runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one)" % (said, checkpoint))
-            run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(verdict["newest"]["name"]),
-                        skipped=verdict["incomplete"][:20], why="from the newest complete checkpoint")
+            run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(os.path.basename(checkpoint)),
+                        skipped=(verdict or {}).get("incomplete", [])[:20], why="from the newest complete checkpoint")
         else:
             why = "no complete checkpoint in %s" % policy["checkpoint_dir"] if first is not None else "no --checkpoint-dir"
             runwatch.log_line(jdir, "%s starts from the beginning (%s)" % (said, why))

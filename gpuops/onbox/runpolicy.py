@@ -17,6 +17,9 @@ The policy (the workstation checks the same rules first; gpuops.jobs.runpolicy w
     backoff_s         the first backoff before a retry (retrypolicy.BACKOFF_BASE_S); it doubles with
                       each failure in a row that made no new step
     checkpoint_every_s  how often the checkpoint directory is looked at (runwatch.CHECKPOINT_EVERY_S)
+    gang              a gang node's place: {node, nodes, token, bind (node 0: the address it listens
+                      on) or head and port (the others: where node 0's supervisor listens)}
+                      (gpuops.onbox.ganglink)
 
 A checkpoint's name comes from the box's disk and is untrusted: it reaches the command as one
 quoted word (shlex.quote, in a command line bash reads) or one argv word (a script's arguments),
@@ -97,6 +100,8 @@ def check(policy, workdir):
     if notify is not None and (not isinstance(notify, str) or not notify.strip() or len(notify) > NOTIFY_MAX
                                or "\0" in notify):
         raise _usage("--notify takes a command line of at most %d characters" % NOTIFY_MAX)
+    if policy.get("gang") is not None:
+        out["gang"] = check_gang(policy["gang"])
     where = policy.get("checkpoint_dir")
     if where is not None:
         if not isinstance(where, str) or not where or "\0" in where:
@@ -106,6 +111,30 @@ def check(policy, workdir):
         if why:
             raise _usage("--checkpoint-dir %s: the job cannot write checkpoints there (%s)" % (where, why))
         out["checkpoint_dir"] = where
+    return out
+
+
+def _gang_value(gang, key, kind, ok):
+    value = gang.get(key)
+    if isinstance(value, bool) or not isinstance(value, kind) or not ok(value):
+        raise _usage("run policy: gang %s is missing or not one gpuops writes: %r" % (key, value))
+    return value
+
+
+def check_gang(gang):
+    """A gang node's place in the policy, checked (JobError("usage") for one gpuops did not write)."""
+    if not isinstance(gang, dict):
+        raise _usage("run policy: gang is not an object")
+    nodes = _gang_value(gang, "nodes", int, lambda v: 2 <= v <= 64)
+    node = _gang_value(gang, "node", int, lambda v: 0 <= v < nodes)
+    _gang_value(gang, "token", str, lambda v: len(v) == 32 and all(c in "0123456789abcdef" for c in v))
+    out = {"node": node, "nodes": nodes, "token": gang["token"]}
+    host = (lambda v: 0 < len(v) <= 253 and all(c.isalnum() or c in ".:-" for c in v))
+    if node == 0:
+        out["bind"] = _gang_value(gang, "bind", str, host)
+    else:
+        out["head"] = _gang_value(gang, "head", str, host)
+        out["port"] = _gang_value(gang, "port", int, lambda v: 0 < v < 65536)
     return out
 
 

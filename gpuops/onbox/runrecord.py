@@ -67,10 +67,21 @@ def facts(meta):
             "attempts": rec.get("attempt"), "max_attempts": rec.get("max_attempts"), "phase": rec.get("phase"),
             "ended": ended(rec), "next_at": rec.get("next_at"), "started_at": rec.get("started_at"),
             "resumed_from": rec.get("resumed_from"), "final": rec.get("final"),
-            "last_event": _brief(last) if last else None}
+            "last_event": brief(last) if last else None, "failed": failed_attempts(rec)}
 
 
-def _brief(event):
+FAILED_SHOWN = 5
+
+
+def failed_attempts(rec):
+    """The run's attempts that failed, newest last (at most FAILED_SHOWN): what diagnose of the run
+    says of them, each as its supervisor judged it when it ended."""
+    keep = ("attempt", "job", "class", "why", "retry", "step")
+    out = [dict((k, d.get(k)) for k in keep) for d in rec.get("decisions") or [] if isinstance(d, dict)]
+    return out[-FAILED_SHOWN:]
+
+
+def brief(event):
     """An event as a status row carries it: its kind, time and one line of why."""
     keep = ("seq", "kind", "at", "attempt", "job", "why", "class", "checkpoint", "backoff_s")
     return dict((k, event[k]) for k in keep if k in event)

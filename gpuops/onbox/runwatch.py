@@ -10,6 +10,9 @@ gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
     ended by a stall (class hang);
   * the run's --max-runtime, retries included: the tree stopped (SIGTERM, the grace, SIGKILL);
     the attempt ends as TIMEOUT and the run with it;
+  * a gang's other nodes (gpuops.onbox.ganglink): when one's process ended badly or the node is
+    lost, this node's tree is stopped at once (SIGTERM, GANG_GRACE_S, SIGKILL), ended by
+    "peer-lost" (class node-fail), and the gang is retried as a whole;
   * a `gpuops stop` (its stop.json, written before its first signal): the attempt ended by the
     stop, never retried; the stop itself signals the processes;
   * the checkpoint directory, every checkpoint_every_s: retention (keep_checkpoints: never the
@@ -36,6 +39,7 @@ PIDS_MAX = 4096             # the attempt's pids remembered, for kernel OOM line
 KILL_WAIT_S = 5.0
 STALL_GRACE_S = 5.0         # a stalled tree gets this long for SIGTERM: it is stuck, not saving
 EVIDENCE_BUDGET_S = 20.0
+GANG_GRACE_S = 5.0          # a node whose peer is gone is blocked in a collective, not saving
 
 
 def tree(job_id, leader):
@@ -99,10 +103,14 @@ class Watch(object):
         if now - self.pids_at >= telemetry.INTERVAL_S and len(self.pids) < PIDS_MAX:
             self.pids.update(p for p, _ in tree(self.job_id, self.leader))
             self.pids_at = now
+        gang = self.run.gang.tick(self.attempt) if self.run.gang is not None else None  # its beat, every round
         if self.ended_by:
             return
         if os.path.exists(os.path.join(self.jdir, STOP)):
             self.ended_by = "stop"
+        elif gang:
+            self.run.publish("peer-lost", self.attempt, self.job_id, why=gang + ": stopping this node")
+            self._end("peer-lost", GANG_GRACE_S)
         elif self.run.deadline is not None and now >= self.run.deadline:
             self.run.publish("timed-out", self.attempt, self.job_id,
                              why="the run reached its --max-runtime of %gs: stopping it" % self.policy["max_runtime_s"])

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 
-from . import evidence, jobrecord, slurm, slurm_control, slurm_submit
+from . import evidence, jobrecord, slurm, slurm_control, slurm_resume, slurm_submit
 
 NAME = slurm.NAME
 POLL_S = 1.0  # the controller serves the whole cluster: ask it once a second
@@ -24,8 +24,10 @@ _ASKED = {}
 
 def observe(out, jdir, meta, detail=True):
     """The scheduler says whether it lives, and its exit record is Slurm's verdict; with `detail`,
-    a pending job's place in the queue and its partition too."""
+    a pending job's place in the queue and its partition too. A job under a run policy says its
+    attempts: Slurm's requeues are its retries (gpuops.onbox.slurm_resume)."""
     out["scheduler"] = slurm_control.observed(out["job_id"], meta, detail=detail)
+    out["run"] = slurm_resume.run_facts(out["job_id"], jdir, meta, out["scheduler"])
 
 
 phase = slurm.phase

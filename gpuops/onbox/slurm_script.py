@@ -30,10 +30,25 @@ _FREE_PORT = ("import socket,sys\n"
               "print(q)\n")
 
 
+def _resume(spec):
+    """A run policy's side (gpuops.onbox.slurm_resume): at each start resume.py records it and,
+    once Slurm requeued the job, says whether it may run again and from which checkpoint, and
+    writes the resumed command. Its own exit code ends a job it refuses to run again."""
+    q = shlex.quote
+    here = q(spec["job_dir"])
+    return [
+        "cmdfile=%s/cmd extra=()" % here,
+        'GPUOPS_RESUME_FROM=$(python3 -S %s/resume.py "${SLURM_RESTART_COUNT:-0}") || exit $?' % here,
+        '[ -n "$GPUOPS_RESUME_FROM" ] && export GPUOPS_RESUME_FROM',
+        "[ -e %s/resume.sh ] && cmdfile=%s/resume.sh" % (here, here),
+        "[ -e %s/resume.args ] && mapfile -d '' extra < %s/resume.args" % (here, here),
+    ]
+
+
 def render(spec):
     """The script for `spec`: job_id, job_dir, kind ('cmd' or 'script'), args, env {name: value},
-    pre (a hook line or None), signal (the checkpoint signal's name, e.g. 'USR1') and rdzv_port
-    (torchrun jobs: the port to try first)."""
+    pre (a hook line or None), signal (the checkpoint signal's name, e.g. 'USR1'), rdzv_port
+    (torchrun jobs: the port to try first) and resume (a run policy: see _resume)."""
     q = shlex.quote
     sig = (spec.get("signal") or "USR1").upper().replace("SIG", "", 1)
     lines = [
@@ -57,6 +72,10 @@ def render(spec):
         run = "exec %s%s" % (cmd, "".join(" " + q(a) for a in spec.get("args") or []))
     else:
         run = ". %s" % cmd
+    if spec.get("resume"):
+        lines += _resume(spec)
+        run = 'exec %s%s "${extra[@]}"' % (cmd, "".join(" " + q(a) for a in spec.get("args") or [])) \
+            if spec.get("kind") == "script" else '. "$cmdfile"'
     lines += [
         "set -m",
         "( trap : %s; %s ) &" % (sig, run),

@@ -15,7 +15,7 @@ import shutil
 import socket
 import time
 
-from . import command, jobrecord, slurm, slurm_script
+from . import command, jobrecord, runpolicy, slurm, slurm_script
 from .jobrecord import BATCH, CMD, LOG, META, JobError
 
 # sbatch options the caller may pass (gpuops.engines.slurm_sbatch builds them); the rest gpuops sets itself.
@@ -46,9 +46,15 @@ def submit(spec, body):
 
 def _submit(spec, body, job_id, jdir, workdir, options):
     jobrecord.atomic_write(os.path.join(jdir, CMD), body, 0o500)
+    policy = runpolicy.check(spec.get("policy"), workdir)
+    if policy is not None:
+        if not spec.get("resume_helper"):
+            raise JobError("usage", "a run policy under Slurm needs the resume helper gpuops ships with it")
+        jobrecord.atomic_write(os.path.join(jdir, "resume.py"), spec["resume_helper"], 0o500)
     script = slurm_script.render({"job_id": job_id, "job_dir": jdir, "kind": spec.get("kind"),
                                   "args": spec.get("args"), "env": spec.get("env"), "pre": spec.get("pre"),
-                                  "signal": spec.get("signal"), "rdzv_port": spec.get("rdzv_port")})
+                                  "signal": spec.get("signal"), "rdzv_port": spec.get("rdzv_port"),
+                                  "resume": policy is not None})
     jobrecord.atomic_write(os.path.join(jdir, BATCH), script, 0o500)
     log = os.path.join(jdir, LOG)
     argv = ["sbatch", "--parsable", "--job-name", (spec.get("name") or job_id)[:128], "--output", log,
@@ -76,6 +82,7 @@ def _submit(spec, body, job_id, jdir, workdir, options):
         "progress_regex": spec.get("progress_regex"), "profile": spec.get("profile"), "pre": spec.get("pre"),
         "host": socket.gethostname(), "launched_at": time.time(), "parent_job_id": spec.get("parent_job_id"),
         "key": spec.get("key"), "queue": spec.get("queue"), "log": log, "script": os.path.join(jdir, BATCH),
+        "policy": policy,
     }
     jobrecord.write_json(os.path.join(jdir, META), meta)
     return job_id

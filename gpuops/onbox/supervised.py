@@ -71,6 +71,7 @@ def prepare(spec, body, engine_meta):
         "line_buffered": line_buffered,
         "progress_regex": spec.get("progress_regex"),
         "profile": spec.get("profile"),
+        "tb_logdir": spec.get("tb_logdir"),
         "pre": spec.get("pre"),
         "host": socket.gethostname(),
         "launched_at": time.time(),

@@ -36,6 +36,8 @@ EXTRA = [f for f in gpu.CORE_FIELDS if f[1] in _EXTRA_KEYS]  # the full probe's 
 # (0x4) is a GPU working at its limit, not a fault; these are the ones U23 is about.
 THROTTLE_REASONS = ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
                     (0x80, "hw_power_brake"))
+# Starvation's gotcha: U24, or U38 when the GPUs sit at about 0 % (the finding cites both: gpuops.jobs.runtelemetry).
+STARVED_GOTCHA, IDLE_GOTCHA = "U24", "U38"
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -276,7 +278,7 @@ def starved(rows, window_s=60.0, min_rows=3, min_span_s=20.0, util_max=50.0, cpu
     saturated = cpu_mean >= cpu_share * cores * 100.0 or top_mean >= proc_pct
     if util_mean > util_max or not saturated:
         return None
-    return {"signature": "dataloader-starved", "gotcha": "U38" if util_mean < 5.0 else "U24",
+    return {"signature": "dataloader-starved", "gotcha": IDLE_GOTCHA if util_mean < 5.0 else STARVED_GOTCHA,
             "since": window[0]["t"], "rows": len(window),
             "evidence": {"gpu_util_mean": round(util_mean, 1), "cpu_mean_pct": round(cpu_mean, 1),
                          "cpu_top_mean_pct": round(top_mean, 1), "cores": cores}}

@@ -13,6 +13,8 @@ classic `nohup … &` trap). The supervisor then:
     launcher, so "launch returned" implies "the start record exists";
   * marks itself a child subreaper, so children that the job orphans are re-parented to it
     (and stay findable as the job's) instead of to init, and reaps them;
+  * looks, in the job's first minutes, whether its W&B and TensorBoard curves go anywhere
+    (gpuops.onbox.trackwatch: trackers.json);
   * samples the log size while the job runs (`growth`: "epoch size" lines) so status can tell
     when a given log line was written without trusting the log's mtime;
   * forwards SIGTERM/SIGINT to the job's process group (a `pkill python` aimed at the job must
@@ -31,7 +33,7 @@ import signal
 import subprocess
 import time
 
-from . import jobrecord, procs, telemetry
+from . import jobrecord, procs, telemetry, trackwatch
 
 _FAST_SAMPLE_S, _SLOW_SAMPLE_S, _FAST_PERIOD_S = 1.0, 5.0, 600.0
 _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 15, 36
@@ -210,12 +212,14 @@ class Supervisor(object):
         self.pgid = child.pid
         return child
 
-    def wait(self, child, job_dir, gpus=None, tick=None):
+    def wait(self, child, job_dir, gpus=None, tick=None, curves=None):
         """Reap children until `child` ends, sampling the log's growth and the job's telemetry (its
-        GPUs `gpus`, a CUDA_VISIBLE_DEVICES value) and calling tick() each round; its exit record."""
+        GPUs `gpus`, a CUDA_VISIBLE_DEVICES value), looking where its curves go in its first
+        minutes (`curves`, a trackwatch.Check) and calling tick() each round; its exit record."""
         sampler = telemetry.Sampler(child.pid, child.pid, gpus=gpus, adopted_by=os.getpid())
         recorder = telemetry.Recorder(job_dir, sampler)
-        status = _wait_for(child.pid, job_dir, self.wake_r, lambda: (recorder.tick(), tick and tick()))
+        status = _wait_for(child.pid, job_dir, self.wake_r,
+                           lambda: (recorder.tick(), curves and curves.tick(), tick and tick()))
         child.returncode = 0  # reaped by us above; keep Popen from waiting on a recycled pid
         record = {"ended_at": time.time()}
         if os.WIFSIGNALED(status):
@@ -240,7 +244,9 @@ def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
         return
     started(job_dir, meta, child)
     notify_launcher(notify_fd, meta)
-    jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT), sup.wait(child, job_dir, meta.get("gpus")))
+    curves = trackwatch.Check(job_dir, env, child.pid, meta.get("tb_logdir"))
+    jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT), sup.wait(child, job_dir, meta.get("gpus"),
+                                                                         curves=curves))
 
 
 def started(job_dir, meta, child):

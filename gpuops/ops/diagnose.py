@@ -7,7 +7,7 @@ from .. import engines, errors
 from ..boundary import expect
 from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, errorline, runtelemetry, state
+from ..jobs import answers, curves, errorline, rows, runtelemetry, state
 from ..triage.classes import CLASS_BY_NAME
 from .jobs import payload
 
@@ -39,11 +39,13 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     judged = runtelemetry.checked(ev.get("telemetry"), target.name)
     d["data"]["telemetry"] = judged
     run = (row or {}).get("run")
-    if run:  # the attempt diagnosed, and where its run stands
+    if run:  # the attempt diagnosed, and where its run stands, and how each earlier attempt ended
         d["data"]["run"] = run
-        summary += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        summary += rows.run_tag(run)
+        failed = ((ev.get("job") or {}).get("run") or {}).get("failed")
+        d["data"]["evidence"] = list(d["data"].get("evidence") or []) + rows.earlier_attempts(failed, row["job_id"])
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
-                    findings=runtelemetry.findings(judged))
+                    findings=runtelemetry.findings(judged) + curves.findings((ev.get("job") or {}).get("trackers")))
 
 
 def _triage(ev, row, engine):

@@ -134,9 +134,13 @@ def _refusal(pre, gang_id):
 
 def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=None, code=None, name=None,
            env=None, secrets=None, workdir=None, gpus=None, jobs_dir=None, profile=None, identity=None, parent=None,
-           window_s=WINDOW_S):
-    """Preflight the gang, then start one torchrun node per host; the launch envelope."""
+           window_s=WINDOW_S, policy=None, max_restarts=None, nnodes=None):
+    """Preflight the gang, then start one torchrun node per host; the launch envelope. With a run
+    `policy` (gpuops.jobs.runpolicy.build) every node is a run whose supervisor keeps a link to the
+    others (gpuops.onbox.ganglink): the head's node starts first, and the port it listens on goes
+    to the rest. `max_restarts` and `nnodes` ('MIN:MAX') are torchrun's own elastic options."""
     check_request(hosts, cmd, nproc_per_node)
+    nnodes = elastic_nnodes(nnodes, len(hosts))
     if gpus and nproc_per_node > len(gpus.split(",")):
         raise errors.UsageError(f"--nproc-per-node {nproc_per_node} is more than the {len(gpus.split(','))} "
                                 f"GPU(s) --gpus {gpus} leaves each node")
@@ -151,27 +155,30 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
     endpoint = torchrun.endpoint(rdzv_host, port)
     plan = {n["index"]: n for n in pre["nodes"]}
 
+    link = {"token": os.urandom(16).hex(), "nodes": len(hosts), "head": plan[0]["address"], "port": None}
+
     def start(host):
         index = hosts.index(host)
         node = plan[index]
-        words = torchrun.options(nnodes=len(hosts), nproc_per_node=nproc_per_node, endpoint=endpoint,
-                                 rdzv_id=gang_id, is_host=index == 0, local_addr=node["address"], max_restarts=0,
-                                 launcher=LAUNCHER)
+        words = torchrun.options(nnodes=nnodes, nproc_per_node=nproc_per_node, endpoint=endpoint,
+                                 rdzv_id=gang_id, is_host=index == 0, local_addr=node["address"],
+                                 max_restarts=max_restarts or 0, launcher=LAUNCHER)
         node_env = dict(torchrun.environment(node["interface"], pre["multi_host"]), **(env or {}))
         target = target_for(host, identity)
         try:
             return jobs.launch(target, command=f"{torchrun.shell_line(words)} {cmd}",
-                               name=f"{name or 'gang'}-node{index}", labels=gang.labels(gang_id, index, len(hosts)), env=node_env, secrets=secrets,
-                               workdir=workdir, gpus=gpus, key=f"{gang_id}-node{index}", jobs_dir=jobs_dir,
-                               profile=profile)
+                               name=f"{name or 'gang'}-node{index}", labels=gang.labels(gang_id, index, len(hosts)),
+                               env=node_env, secrets=secrets, workdir=workdir, gpus=gpus, key=f"{gang_id}-node{index}",
+                               jobs_dir=jobs_dir, profile=profile, policy=node_policy(policy, link, index))
         finally:
             target.close()
 
-    started = each_host(hosts, start, max_workers=len(hosts))
+    started = _start_nodes(hosts, start, link if policy else None)
     record = {"gang_id": gang_id, "created_at": time.time(), "parent_gang_id": parent,
               "spec": {"hosts": hosts, "cmd": cmd, "nproc_per_node": nproc_per_node, "name": name, "workdir": workdir,
                        "env": env or {}, "secret_env_names": sorted(secrets or {}), "code": code, "rdzv_port": port,
-                       "rdzv_host": rdzv_host, "jobs_dir": jobs_dir, "gpus": gpus,
+                       "rdzv_host": rdzv_host, "jobs_dir": jobs_dir, "gpus": gpus, "policy": policy,
+                       "max_restarts": max_restarts, "nnodes": nnodes if isinstance(nnodes, str) else None,
                        "profile": profile.name if profile is not None else None},
               "rendezvous": {"host": rdzv_host, "port": port, "id": gang_id, "multi_host": pre["multi_host"],
                              "nnodes": len(hosts), "world_size": len(hosts) * nproc_per_node},
@@ -194,6 +201,47 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
         record["nodes"].append(entry)
     gangstore.save(record)
     return _launched(record, pre, failed)
+
+
+def elastic_nnodes(nnodes, count):
+    """torchrun's --nnodes for a gang of `count` boxes: the count, or an elastic 'MIN:MAX' that
+    admits it (torchrun then starts once MIN nodes joined, and takes up to MAX)."""
+    if nnodes in (None, ""):
+        return count
+    low, colon, high = str(nnodes).partition(":")
+    if not colon or not (low.isdigit() and high.isdigit()) or not 1 <= int(low) <= count <= int(high) <= MAX_NODES:
+        raise errors.UsageError(f"--nnodes takes MIN:MAX with MIN <= {count} <= MAX (the gang's {count} boxes) and "
+                                f"MAX <= {MAX_NODES}, not {str(nnodes)[:40]!r}")
+    return f"{int(low)}:{int(high)}"
+
+
+def node_policy(policy, link, index):
+    """Node `index`'s run policy: the gang's, with its place on the link between the supervisors."""
+    if not policy:
+        return None
+    place = {"node": index, "nodes": link["nodes"], "token": link["token"]}
+    if index == 0:
+        place["bind"] = link["head"]
+    else:
+        place.update(head=link["head"], port=link["port"])
+    return dict(policy, gang=place)
+
+
+def _start_nodes(hosts, start, link):
+    """[(host, launch envelope or error)] of every node: at once, or (a run's gang) the head first,
+    then the rest with the port its supervisor listens on."""
+    if link is None:
+        return each_host(hosts, start, max_workers=len(hosts))
+    head = each_host(hosts[:1], start, max_workers=1)
+    value = head[0][1]
+    port = None if isinstance(value, Exception) else value["data"]["meta"].get("gang_port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        # the head, if it started, ends itself when no node joins its link (gangrules.JOIN_S)
+        why = errors.BadAnswer(f"{hosts[0]}: the gang's head did not say where its supervisor listens "
+                               f"(gang_port {str(port)[:40]!r}); the other nodes were not started")
+        return head + [(h, why) for h in hosts[1:]]
+    link["port"] = port
+    return head + each_host(hosts[1:], start, max_workers=len(hosts) - 1)
 
 
 def _launched(record, pre, failed):
@@ -235,4 +283,5 @@ def retry(gang_id, *, resume_arg=None, env=None, secrets=None, identity=None, wi
                   rdzv_host=spec["rdzv_host"], code=spec.get("code"), name=spec.get("name"),
                   env=dict(spec.get("env") or {}, **(env or {})), secrets=secrets, workdir=spec.get("workdir"),
                   gpus=spec.get("gpus"), jobs_dir=spec.get("jobs_dir"), profile=profile, identity=identity,
-                  parent=gang_id, window_s=window_s)
+                  parent=gang_id, window_s=window_s, policy=spec.get("policy"), max_restarts=spec.get("max_restarts"),
+                  nnodes=spec.get("nnodes"))

@@ -88,7 +88,21 @@ def status(gang_id, identity=None):
     if told["state"] == states.DEGRADED:
         nxt.append(step("gpuops", "stop", "--gang", gang_id, why="the rest cannot finish as launched"))
     summary = f"{gang_id}: {told['state']}" + (f": {told['reason']}" if told["reason"] else "")
+    run = gang_run(nodes)
+    if run:  # a gang with a run policy: its nodes' supervisors retry it as a whole, attempt by attempt
+        data["run"] = run
+        summary += f" (attempt {run['attempt']}/{run['of']})"
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
+
+
+def gang_run(nodes):
+    """{attempt, of, phase, last_event} of a gang run, from its head's row (node 0 decides for the
+    gang; another node's when the head could not be asked), or None for a gang without a policy."""
+    rows = sorted((n for n in nodes if n["row"].get("run")), key=lambda n: n["index"])
+    if not rows:
+        return None
+    run = rows[0]["row"]["run"]
+    return {k: run.get(k) for k in ("attempt", "of", "phase", "ended", "last_event", "resumed_from", "final")}
 
 
 WAIT_POLL_S = 2.0  # each look asks every node once; a gang's end is seen within this of its last node's

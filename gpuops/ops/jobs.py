@@ -14,6 +14,7 @@ from ..boundary import expect
 from ..engines.base import command_line
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, errorline, lastseen, state, states
+from ..jobs.rows import run_tag
 from ..onbox import plans, steps
 from ..units import duration
 
@@ -94,6 +95,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     pre, notes = None, []
     confirm_s = confirm_seconds(confirm_s)
     eng = engines.get(engine)
+    given = dict(resources or {})  # the engine's flags on the command line, before a profile's defaults
     if profile is not None:
         from ..jobs import platform
 
@@ -103,7 +105,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     opts = {"name": name, "labels": labels or {}, "env": env or {}, "secrets": secrets or {},
             "workdir": workdir, "gpus": gpus, "key": key, "progress_regex": progress_regex, "jobs_dir": jobs_dir,
             "profile": profile.name if profile is not None else None, "pre": pre, "confirm_s": confirm_s,
-            "share_gpu": True if share_gpu else None}
+            "share_gpu": True if share_gpu else None, "tb_logdir": _tb_logdir(profile)}
     if script is not None:
         import base64
 
@@ -112,10 +114,10 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
                         script_b64=base64.b64encode(f.read()).decode("ascii"))
     else:
         opts.update(kind="cmd", command=command)
-    if policy:  # before the submission, which may depend on it (Ray's driver does)
-        eng.check_policy(policy)
-        opts["policy"] = policy
     asked = eng.submission(opts, dict(resources or {}), torchrun)
+    if policy:
+        eng.check_policy(policy)
+        notes = notes + eng.with_policy(opts, policy, given)
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
@@ -123,6 +125,12 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     out = _started("launch", target, doc, jobs_dir=jobs_dir)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
+
+
+def _tb_logdir(profile):
+    """The logdir the platform's own TensorBoard reads, for the supervisor's first-minutes look (U39)."""
+    logdir = profile.paths.tensorboard_logdir if profile is not None else None
+    return profile.absolute(logdir) if logdir else None
 
 
 def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, jobs_dir=None, resources=None,
@@ -274,7 +282,7 @@ def one_line(row):
         text += f": {row['reason']}"
     run = row.get("run")
     if run:
-        text += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        text += run_tag(run)
     return text
 
 

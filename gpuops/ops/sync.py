@@ -301,6 +301,12 @@ def mismatch_finding(mism, verb, again):
                    evidence={"paths": [m["path"] for m in mism[:20]]}, fix=again, gotcha="U33")
 
 
+def failure_finding(kind, summary, again):
+    """A transfer that failed for good: the destination filled up (U7) or the link kept dropping
+    until the retry budget ran out (U12)."""
+    return Finding(f"sync.{kind}", "fail", summary, fix=again, gotcha="U7" if kind == DISK_FULL else "U12")
+
+
 def result(verb, target, local_root, remote_root, engine_name, src_map, p, outcome, mism, verdict, vanished,
             deleted, findings, backoff, tally, rerun):
     files = [e for e in src_map.values() if e.kind == "f"]
@@ -352,8 +358,7 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
     error = None
     if outcome.failure:
         summary = engine_failure(outcome, verb)
-        findings.append(Finding(f"sync.{outcome.failure['kind']}", "fail", summary, fix=again,
-                                gotcha="U7" if outcome.failure["kind"] == DISK_FULL else "U12"))
+        findings.append(failure_finding(outcome.failure["kind"], summary, again))
         if outcome.failure["kind"] == TRANSPORT:
             error = {"kind": errors.Unreachable.kind, "message": f"{target.name}: {summary}"}
         summary += f" ({len(verified)} of {len(files)} files verified)"

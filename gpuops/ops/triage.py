@@ -7,6 +7,7 @@ from datetime import datetime
 from .. import engines
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
+from ..jobs import rows
 from ..triage import locate, triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
@@ -43,7 +44,7 @@ def build(result, host=None, more=(), run=None):
     summary = result.summary
     if run:
         data["run"] = run
-        summary += f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}]"
+        summary += rows.run_tag(run)
     return envelope("triage", ok=data["status"] in _OK_STATUSES, summary=summary, host=host, data=data,
                     findings=list(result.findings) + list(more), next=result.data["next"],
                     advice=result.data["advice"])
@@ -91,7 +92,7 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
-    from ..jobs import platform, runtelemetry, state
+    from ..jobs import curves, platform, runtelemetry, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir)
@@ -106,4 +107,5 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
                            progress=state.dated_progress(row))
-    return build(result, host=target.name, more=runtelemetry.findings(judged), run=row.get("run"))
+    more = runtelemetry.findings(judged) + curves.findings(facts.get("trackers"))  # checked with the facts
+    return build(result, host=target.name, more=more, run=row.get("run"))

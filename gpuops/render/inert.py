@@ -56,3 +56,41 @@ def envelope(value):
 
 def _words(value):
     return isinstance(value, list) and all(isinstance(w, str) for w in value)
+
+
+# What a log may keep on a person's screen: colours (SGR: ESC [ digits ; m), and the line, carriage
+# return and tab controls a progress bar draws with. Anything else a terminal acts on is escaped.
+_SGR = re.compile(r"\x1b\[[0-9;]{0,32}m")
+_SGR_PREFIX = re.compile(r"\x1b(\[[0-9;]{0,32})?\Z")
+_LOG_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+                         "\ud800-\udfff]")
+
+
+class LogBytes:
+    """A job's log as a terminal may show it, fed in the chunks a stream brings: colours and line
+    controls kept, every other control sequence (a screen clear, a window title, a cursor move) and
+    bidi mark escaped as `text` shows it. A sequence cut between chunks waits for the rest."""
+
+    def __init__(self):
+        import codecs
+
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+        self._held = ""
+
+    def feed(self, data: bytes, final=False) -> bytes:
+        chunk = self._held + self._decode.decode(data, final)
+        self._held = ""
+        if not final:
+            cut = _SGR_PREFIX.search(chunk)
+            if cut:
+                chunk, self._held = chunk[:cut.start()], chunk[cut.start():]
+        out, at = [], 0
+        for m in _SGR.finditer(chunk):
+            out.append(_LOG_UNSAFE.sub(_escaped, chunk[at:m.start()]))
+            out.append(m.group())
+            at = m.end()
+        out.append(_LOG_UNSAFE.sub(_escaped, chunk[at:]))
+        return "".join(out).encode("utf-8", "surrogateescape")
+
+    def close(self) -> bytes:
+        return self.feed(b"", final=True)

@@ -69,6 +69,8 @@ def run_line(run, now=None):
         ago = f" {duration(now - last['at'])} ago" if now and last.get("at") else ""
         said = last.get("checkpoint") and f"from {last['checkpoint']}" or last.get("why") or last.get("class")
         text += f"; last event: {last.get('kind')}{ago}" + (f" ({said})" if said else "")
+    if run.get("resumed_from") and last.get("checkpoint") != run["resumed_from"]:
+        text += f"; resumed from {run['resumed_from']}"
     return text
 
 
@@ -137,6 +139,9 @@ def waited(doc, con):
         said = e.get("why") or e.get("checkpoint") or ""
         con.print(f"  event {e.get('seq')} {e.get('kind')} (attempt {e.get('attempt')}){': ' + said if said else ''}",
                   markup=False, soft_wrap=True)
+    run = (doc["data"].get("job") or {}).get("run")
+    if run:
+        con.print(f"  {run_line(run)}", markup=False, soft_wrap=True)
     summary_line(doc, con)
 
 

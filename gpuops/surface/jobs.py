@@ -111,6 +111,12 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
     Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
                                "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
     *RUN_POLICY,
+    Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
+                               "workers on every node after a worker fails (default 0: a failed node ends the "
+                               "gang's attempt, and a run policy retries the gang as a whole)",
+          tip="torchrun's own restarts of failed workers", low=0, high=100),
+    Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
+                          "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(
@@ -131,7 +137,8 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
              a("fleet", tip="instead of hosts: a [fleet.NAME] group of the server's fleet file, in its order"),
              a("nproc_per_node", default=1, low=GANG_NODES[0], high=GANG_NODES[1]),
              a("rdzv_port", default=29500, low=GANG_PORT[0], high=GANG_PORT[1]), a("rdzv_host"), a("code"),
-             a("workdir"), a("name"), *ENVS)),
+             a("workdir"), a("name"), *ENVS, a("max_restarts"), a("nnodes"),
+             *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
 ))
 
 STATUS = Verb("status", "Jobs", READS, params=(
@@ -183,9 +190,12 @@ LOGS = Verb("logs", "Jobs", READS, params=(
     Param("reconnect", SECS, "seconds --follow keeps trying to reconnect after the link drops", default=120, low=0,
           high=DAY, cli_only="it bounds --follow, which no tool has"),
     JOBS_DIR,
-    Param("json", SWITCH, "the page as one JSON envelope (control characters escaped); without it the log's bytes "
-                          "are printed as the job wrote them, escape sequences included, as `cat` would",
+    Param("json", SWITCH, "the page as one JSON envelope (control characters escaped); without it the log is "
+                          "printed with its colours, and every other escape sequence shown escaped",
           cli_only=JSON.cli_only),
+    Param("raw", SWITCH, "print the log's bytes exactly as the job wrote them, escape sequences included, as `cat` "
+                         "would (the box chooses them: a sequence can clear or retitle your terminal)",
+          cli_only="a tool's page is JSON: encoding base64 gives the exact bytes"),
     GANG,
     Param("cursors", TEXT, "with --gang: where each node's log goes on, NODE=OFFSET,... (the cursors a page or "
                            "follow printed)", tip="data.cursors of an earlier call"),

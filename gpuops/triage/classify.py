@@ -224,6 +224,8 @@ class _Verdict:
 
     def _hang(self, status):
         f = self.f
+        if ST.SUPERVISOR_CLASS.get((self.exit_record or {}).get("ended_by")) == "hang":
+            return True
         if f.last_step is None:
             return False
         if status == "hanging":
@@ -261,6 +263,9 @@ class _Verdict:
             return primary
         if hang:
             return "hang"
+        ended = ST.SUPERVISOR_CLASS.get((self.exit_record or {}).get("ended_by"))
+        if ended:
+            return ended
         exits = sorted((occ.event, S.PRIORITY[n], n) for n, occ in eligible.items() if S.CLASS_BY_NAME[n].role == "exit")
         if exits:
             return exits[0][2]

@@ -52,6 +52,11 @@ def from_exit(code, word, signal=None):
     return "failed"
 
 
+# An attempt its run's supervisor ended (gpuops.onbox.runwatch), and the class it ended as.
+SUPERVISOR_ENDS = {"stall": "gpuops stopped it after --stall-after", "max-runtime": "gpuops stopped it at --max-runtime"}
+SUPERVISOR_CLASS = {"stall": "hang", "max-runtime": "timeout"}
+
+
 def from_records(f, state, exit_record):
     """(status, what recorded the end) from the JOB SUMMARY or a gpuops exit record, or None."""
     if f.summary is not None:
@@ -60,6 +65,9 @@ def from_records(f, state, exit_record):
         return from_exit(code if code is not None else (0 if word == "SUCCESS" else None), word), ended_by
     if exit_record:
         code, sig = exit_record.get("exit_code"), exit_record.get("signal")
+        by = SUPERVISOR_ENDS.get(exit_record.get("ended_by"))
+        if by:  # the run's own supervisor sent the signal: no cancel, a failure of the run
+            return "failed", f"exit record: {by} ({sig or code})"
         if code is None and sig in _SIGNAL_NUMBERS:
             code = 128 + _SIGNAL_NUMBERS[sig]
         if code is not None or sig:

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 WORKLOADS = HERE / "workloads"
 NO_GPU = 4
-BUDGET_S = 300.0
+BUDGET_S = 420.0
 SMI_QUERIES = {
     "help-query-gpu": ["nvidia-smi", "--help-query-gpu"],
     "help-query-compute-apps": ["nvidia-smi", "--help-query-compute-apps"],
@@ -169,16 +169,16 @@ def step_facts(p, rec):
     for name, argv in SMI_QUERIES.items():
         r = p.sh(argv, name="nvidia-smi-" + name, timeout=30)
         check(rec, "nvidia-smi %s answers" % " ".join(argv[1:]), r["rc"] == 0, r["err"].strip()[:200] or None)
-    from gpuops.onbox import gpu, gpu_light
+    from gpuops.onbox import gpu, smi
 
     for label, fields in (("core+optional", gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS), ("apps", gpu.APP_FIELDS),
-                          ("light", gpu_light.FIELDS + [gpu_light.NAME_FIELD])):
+                          ("light", smi.FIELDS + [smi.NAME_FIELD])):
         flag = "--query-compute-apps=" if label == "apps" else "--query-gpu="
         r = p.sh(["nvidia-smi", flag + ",".join(f for f, _, _ in fields), "--format=csv,noheader,nounits"],
                  name="csv-" + label, timeout=30)
         check(rec, "the probe's %s CSV query is accepted" % label, r["rc"] == 0, (r["err"] or r["out"]).strip()[:300])
     listed = p.sh(["nvidia-smi", "--help-query-gpu"], timeout=30)["out"]
-    for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + gpu_light.FIELDS:
+    for f, _, _ in gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS + smi.FIELDS:
         check(rec, "field %s is in --help-query-gpu" % f, ('"%s"' % f) in listed)
     info = {}
     for path in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
@@ -390,9 +390,65 @@ def _alive(pid):
     return stat.exists() and ") Z " not in stat.read_text()
 
 
+SPIN_STALL_S = 75  # past telemetry's 60 s window, so the window holds only spinning rows
+
+
+def _gpu0(row):
+    return ((row or {}).get("gpus") or [{}])[0]
+
+
 def step_telemetry(p, rec):
-    rec["notes"].append("supervised-run telemetry does not exist in gpuops yet (issue 26): nothing to sample")
-    rec["skipped"] = True
+    """A run whose one rank spins on the GPU after its first step (a hung collective's shape), under
+    --stall-after: the supervisor's telemetry must read 100 % utilisation at low power, the stall
+    kill must keep an nvidia-smi snapshot as evidence, and diagnose must name the busy-wait (U21)."""
+    doc, r = p.gpuops("launch", "--name", "proof-spin", "--stall-after", "%ds" % SPIN_STALL_S, "--max-retries", "0",
+                      "--cmd", " ".join(_quote(a) for a in [sys.executable, WORKLOADS / "spin.py", 150]),
+                      name="launch-spin")
+    job = ((doc or {}).get("data") or {}).get("job") or {}
+    policy = ((doc or {}).get("data") or {}).get("meta", {}).get("policy") or {}
+    check(rec, "launch made a run with the stall policy", job.get("job_id") and policy.get("stall_after_s")
+          == SPIN_STALL_S, (doc or {}).get("summary") or r["err"][-300:])
+    live, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st, _ = p.gpuops("status", "--job", "proof-spin", name="status-spin")
+        row = _status_job(st).get("telemetry")
+        if (_gpu0(row).get("util") or 0) >= 95:
+            live = row
+            break
+        time.sleep(3)
+    g = _gpu0(live)
+    check(rec, "status shows a live telemetry row: the spinning GPU at >= 95 % utilisation", live is not None,
+          json.dumps(live)[:300])
+    if g.get("power") is not None and g.get("power_limit"):
+        check(rec, "...at under 40 % of its power limit (no arithmetic)", g["power"] < 0.4 * g["power_limit"],
+              "%.0f W of %.0f W" % (g["power"], g["power_limit"]))
+    waited = p.wait("proof-spin", SPIN_STALL_S + 90)
+    wd = (waited or {}).get("data") or {}
+    check(rec, "the run ended by its stall kill", wd.get("state") in ("FAILED", "KILLED") and "stall" in
+          json.dumps(wd).lower(), "%s: %s" % (wd.get("state"), (waited or {}).get("summary")))
+    jdir = p.work / "jobs" / str(job.get("job_id"))
+    evidence = jdir / "stall-1.json"
+    ev = json.loads(evidence.read_text()) if evidence.exists() else {}
+    gpu_ev = ev.get("gpu") or {}
+    check(rec, "the stall evidence holds a GPU snapshot naming the spinning process",
+          any(pr.get("pid") for pr in gpu_ev.get("processes") or []), json.dumps(gpu_ev)[:300])
+    rows = [json.loads(line) for line in (jdir / "telemetry.jsonl").read_text().splitlines() if line.strip()] \
+        if (jdir / "telemetry.jsonl").exists() else []
+    check(rec, "telemetry.jsonl holds the series (>= 10 rows)", len(rows) >= 10, "%d rows" % len(rows))
+    diag, _ = p.gpuops("diagnose", "--job", "proof-spin", name="diagnose-spin")
+    dd = (diag or {}).get("data") or {}
+    judged = dd.get("telemetry") or {}
+    check(rec, "diagnose names the busy-wait hang from the series (U21)", (judged.get("busy_wait") or {}).get(
+        "gotcha") == "U21", json.dumps(judged)[:400])
+    train = p.work / "jobs"
+    trained = [json.loads(line) for d in train.iterdir() if (d / "meta.json").exists() and "proof-train" in
+               (d / "meta.json").read_text() and (d / "telemetry.jsonl").exists()
+               for line in (d / "telemetry.jsonl").read_text().splitlines() if line.strip()]
+    busy_w = max([_gpu0(x).get("power") or 0 for x in trained] or [0])
+    spin_w = max([_gpu0(x).get("power") or 0 for x in rows[-6:]] or [0])
+    # A note, not a check: the training step computes for about a second, between 5 s samples.
+    rec["notes"].append("power: training's samples peak at %.0f W, spinning %.0f W; %d spin rows; telemetry "
+                        "source %s" % (busy_w, spin_w, len(rows), (rows[-1] if rows else {}).get("src")))
 
 
 STEPS = (

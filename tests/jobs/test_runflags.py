@@ -69,6 +69,9 @@ def test_launch_prints_the_runs_id_and_every_verb_follows_it_to_the_current_atte
     assert first == f"attempt 1 of {run}: 3e-4 token-ok\n"  # --env and the secret reached both attempts
     diagnosed = doc_of(gpuops("diagnose", *where, "--job", run, "--json"))
     assert diagnosed["data"]["job"] == second
+    # ...and it speaks of the attempt that failed, as its supervisor judged it
+    assert [e for e in diagnosed["data"]["evidence"] if e.startswith(f"run: attempt 1 ({run}) ended unknown-death")
+            and e.endswith("; retried")], diagnosed["data"]["evidence"]
     for path in jobs_dir.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), f"the secret is in {path}"

@@ -102,3 +102,17 @@ def test_the_installed_torchrun_understands_every_word():
                                                                                        "10.0.0.5", 0)
     assert args.rdzv_conf == "is_host=1,join_timeout=900"
     assert (args.training_script, args.training_script_args) == ("train.py", ["--lr", "3e-4"])
+
+
+def test_an_elastic_nnodes_is_passed_to_torchrun_and_checked_against_the_gang():
+    from gpuops.errors import UsageError
+    from gpuops.ops.gang import elastic_nnodes
+
+    words = torchrun.options(nnodes="1:4", nproc_per_node=1, endpoint="h:29500", rdzv_id="g", max_restarts=3)
+    assert words[words.index("--nnodes") + 1] == "1:4" and words[words.index("--max-restarts") + 1] == "3"
+    with pytest.raises(ValueError):
+        torchrun.options(nnodes="4:1", nproc_per_node=1, endpoint="h:29500", rdzv_id="g")
+    assert elastic_nnodes(None, 2) == 2 and elastic_nnodes("1:3", 2) == "1:3"
+    for bad in ("3:4", "1:1", "2", "a:b", "1:65"):
+        with pytest.raises(UsageError):
+            elastic_nnodes(bad, 2)

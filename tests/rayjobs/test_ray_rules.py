@@ -139,9 +139,10 @@ def test_a_run_policy_is_taken_and_its_driver_is_the_run_supervisor():
     policy = runpolicy.build(max_retries="2", checkpoint_dir="ckpt", resume_arg="--resume {checkpoint}",
                              stall_after="30s", max_runtime="4h", keep_checkpoints="3", notify="cat")
     RAY.check_policy(policy)  # every field: the driver runs the box's run loop
-    plain, run = {}, {"policy": policy}
+    plain, run = {}, {}
     RAY.submission(plain, {})
     RAY.submission(run, {})
+    assert RAY.with_policy(run, policy, {}) == [] and run["policy"] == policy
     plain, run = base64.b64decode(plain["driver_b64"]), base64.b64decode(run["driver_b64"])
     assert b"_define('onbox.runloop'" not in plain and b"_define('onbox.runloop'" in run  # only a run pays for it
     assert run.endswith(b"['gpuops_box.onbox.ray_run'].main(sys.argv[1:]))\n")

@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from gpuops.triage import classify_bytes
 
 STEP_CASCADE = b"""[2025-03-02 10:00:00] srun --kill-on-bad-exit=1 python train.py
@@ -82,3 +84,13 @@ def test_a_leading_number_in_a_log_name_is_not_a_slurm_id(cli, tmp_path):
     proc = cli("triage", "--log", str(tmp_path / "slurm-7990.out"), "--json", env=env)
     assert asked.read_text().split() == ["show", "job", "7990"]
     assert json.loads(proc.stdout)["data"]["status"] == "running"
+
+
+@pytest.mark.parametrize("ended_by,primary", [("stall", "hang"), ("max-runtime", "timeout")])
+def test_an_attempt_its_run_ended_is_read_as_the_runs_reason_not_a_cancel(ended_by, primary):
+    # Found on a --stall-after run: the supervisor's own SIGTERM was read as someone cancelling it.
+    record = {"exit_code": None, "signal": "SIGTERM", "ended_by": ended_by}
+    data = classify_bytes(b"step 1/1000 loss 1.0\n", exit_record=record)
+    assert (data["status"], data["primary"]) == ("failed", primary)
+    plain = classify_bytes(b"step 1/1000 loss 1.0\n", exit_record={"exit_code": None, "signal": "SIGTERM"})
+    assert plain["status"] == "cancelled"
