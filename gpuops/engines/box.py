@@ -5,8 +5,8 @@ the job (PAUSED until resumed); a changed boot_id or a dead process without an e
 VANISHED; a live process is RUNNING (then judged for a stall like every engine's).
 """
 
-from ..jobs import rows
-from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, TIMEOUT, VANISHED
+from ..jobs import rows, runpolicy
+from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
 from ..envelope import step
 from .base import Engine, command_line
 
@@ -15,9 +15,8 @@ class Box(Engine):
     name, title = "box", "the box's supervisor"
     help = "gpuops' supervisor on the host, the default"
     composes = True
-    policy_fields = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after_s",
-                     "max_runtime_s", "keep_checkpoints", "notify", "checkpoint_every_s", "grace_s", "backoff_s",
-                     "gang")  # a --torchrun node's place on the link between the gang's supervisors
+    # the run loop's fields, and a --torchrun node's place on the link between the gang's supervisors
+    policy_fields = runpolicy.ENFORCED + ("gang",)
     stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
                    "planned": bool}
     # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)
@@ -111,23 +110,11 @@ def _from_exit(row, rec, meta, survivors):
         row.update(state=VANISHED, reason=rec.get("error") or "the exit record holds neither a code nor a signal")
     if rec.get("error") and row["state"] == FAILED:
         row["reason"] = rec["error"]
-    _ended_by_supervisor(row, rec)
+    rows.ended_by_supervisor(row, rec)
     if survivors:
         row["survivors"] = survivors
         rows.add_hint(row, "%d process(es) of the job's group outlived it (pids %s): gpuops stop --job %s" % (
             len(survivors), ", ".join(map(str, survivors)), row["job_id"]))
-
-
-def _ended_by_supervisor(row, rec):
-    """An attempt of a run its supervisor ended (gpuops.onbox.runwatch): at the run's time limit
-    (TIMEOUT), or after a stall (its state as it ended, the class in its reason)."""
-    if rec.get("ended_by") == "max-runtime":
-        row.update(state=TIMEOUT, reason="the run reached its --max-runtime: gpuops stopped it (SIGTERM, SIGKILL "
-                                         "after the grace); never retried")
-    elif rec.get("ended_by") == "stall":
-        saved = rec.get("stall_evidence")
-        row["reason"] = "stalled (class hang): no progress line for --stall-after, so gpuops stopped it" + (
-            f"; evidence in {saved}" if saved else "")
 
 
 def _vanish_reason(facts):

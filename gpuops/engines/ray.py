@@ -7,12 +7,16 @@ Ray's PENDING, RUNNING, STOPPED, SUCCEEDED and FAILED map onto the state table (
 ended: CANCELLED); a FAILED job carries the driver's exit code when Ray has it, and one whose
 driver died of a signal is KILLED. Its flags reserve resources for the driver (which runs on the
 head); they are passed as given, so Ray judges them in its own words, like sbatch does Slurm's.
+
+A run policy is enforced inside the Ray job: its driver is the run's supervisor (gpuops.onbox.
+ray_run), and each attempt's end is the one that supervisor recorded (TIMEOUT at the run's
+--max-runtime, a stall's reason), while Ray runs the submission on.
 """
 
 import base64
 
 from .. import errors
-from ..jobs import rows, states
+from ..jobs import rows, runpolicy, states
 from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
 from .base import Engine, command_line
 
@@ -34,12 +38,17 @@ class Ray(Engine):
     states = {"PENDING": PENDING, "RUNNING": states.RUNNING, "STOPPED": CANCELLED, "SUCCEEDED": COMPLETED,
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
+    # The job's driver runs the box's run loop around the command, inside the Ray job on the head
+    # (gpuops.onbox.ray_run): the whole policy holds there, judged by triage's classifier.
+    policy_fields = runpolicy.ENFORCED
     stop_target = {"ray_submission_id": str, "status": (str, type(None))}
 
     def decide(self, row, facts, meta):
         sched = facts.get("scheduler") or {}
         rec = facts.get("exit") or {}
         job = sched.get("job") or rec.get("scheduler") or {}
+        if sched.get("source") == "supervisor":  # an attempt of a run, ended while Ray runs the run on
+            job = dict(job, status=_attempt_word(rec))
         sid = meta.get("ray_submission_id")
         row.update(ray_submission_id=sid, engine_job_id=sid, scheduler_state=job.get("status") or None,
                    scheduler_reason=job.get("message") or None)
@@ -65,6 +74,8 @@ class Ray(Engine):
             row["reason"] = "stopped through Ray (gpuops stop or ray job stop)"
         elif row["state"] == PENDING:
             row["reason"] = "Ray has not started it: %s" % (job.get("message") or "waiting for the head's resources")
+        if sched.get("source") == "supervisor":  # an attempt of a run its driver ended (a limit, a stall)
+            rows.ended_by_supervisor(row, rec)
 
     def submission(self, opts, asked, torchrun=None):
         from .. import onbox
@@ -76,6 +87,14 @@ class Ray(Engine):
         opts.update(engine=self.name, resources=_asked(asked),
                     driver_b64=base64.b64encode(onbox.script("ray_driver")).decode("ascii"))
         return asked
+
+    def with_policy(self, opts, policy, given):
+        """A run's driver is its supervisor (gpuops.onbox.ray_run, a bundle of the run loop and
+        triage's classifier); a job without a policy keeps the small driver."""
+        from .. import onbox
+
+        opts.update(policy=policy, driver_b64=base64.b64encode(onbox.script("ray_run")).decode("ascii"))
+        return []
 
     def queue_submission(self, opts, asked):
         raise errors.UsageError("queue --engine ray: a queue runs on the box's supervisor or Slurm; launch each "
@@ -137,6 +156,14 @@ class Ray(Engine):
 
 
 ENGINE = Ray()
+
+
+def _attempt_word(rec):
+    """Ray's word for a run's attempt, from the exit record the run's supervisor (the Ray job's
+    driver) wrote of it: Ray itself never saw the attempt end."""
+    if rec.get("ended_by") == "stop":
+        return "STOPPED"
+    return "SUCCEEDED" if rec.get("exit_code") == 0 and not rec.get("signal") else "FAILED"
 
 
 def _asked(asked):

@@ -1,9 +1,11 @@
 """What every engine's state rule shares (pure): a job's progress from the lines the box found,
-its seconds per step, and what an exit code says of a signal."""
+its seconds per step, what an exit code says of a signal, and how a run's supervisor ended an
+attempt."""
 
 import signal
 
 from ..onbox import steps
+from .states import TIMEOUT
 
 
 def run_tag(run):
@@ -88,3 +90,16 @@ def step_time(events, first_step=None):
 
 def add_hint(row, note):
     row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
+
+
+def ended_by_supervisor(row, rec):
+    """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
+    one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
+    its reason)."""
+    if rec.get("ended_by") == "max-runtime":
+        row.update(state=TIMEOUT, reason="the run reached its --max-runtime: gpuops stopped it (SIGTERM, SIGKILL "
+                                         "after the grace); never retried")
+    elif rec.get("ended_by") == "stall":
+        saved = rec.get("stall_evidence")
+        row["reason"] = "stalled (class hang): no progress line for --stall-after, so gpuops stopped it" + (
+            f"; evidence in {saved}" if saved else "")

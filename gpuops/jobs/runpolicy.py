@@ -16,6 +16,10 @@ from ..onbox import runpolicy as onbox_policy
 from ..units import parse_duration
 
 DAY = 86400.0
+# The policy's fields the run loop enforces (gpuops.onbox.runloop), for an engine that runs it
+# (gpuops.engines.base Engine.policy_fields)
+ENFORCED = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after_s",
+            "max_runtime_s", "keep_checkpoints", "notify", "checkpoint_every_s", "grace_s", "backoff_s")
 FLAGS = ("max_retries", "retry_on", "checkpoint_dir", "resume_arg", "stall_after", "max_runtime", "keep_checkpoints",
          "notify")  # launch's flags and MCP job_launch's fields (gpuops.surface.jobs RUN_POLICY)
 

@@ -85,7 +85,9 @@ def wait(opts):
     ref = opts.get("job")
     named = jobrecord.resolve(ref, follow=False)
     run_id = runrecord.run_of(jobrecord.read_json(jobrecord.path(named, META)))
-    run_id = run_id if run_id and (run_id == named or ref != named) and runrecord.is_run(run_id) else None
+    run_id = run_id if run_id and (run_id == named or ref != named) else None
+    # a run whose supervisor has not started yet (a Ray job Ray holds): followed as one once it has
+    later, run_id = (run_id, None) if run_id and not runrecord.is_run(run_id) else (None, run_id)
     wanted = set(opts.get("phases") or ([] if opts.get("until_event") else ["ended"]))
     if not wanted <= set(PHASES):
         raise JobError("usage", "unknown phase in %r" % (sorted(wanted),))
@@ -94,9 +96,9 @@ def wait(opts):
     except re.error as e:
         raise JobError("usage", "log regex: %s" % e)
     after = opts.get("events_after")
-    after = after if isinstance(after, int) and not isinstance(after, bool) and run_id else None
+    after = after if isinstance(after, int) and not isinstance(after, bool) and (run_id or later) else None
     if after is not None and after < 0:  # from now on
-        newest = runrecord.events(run_id, 0, 1)
+        newest = runrecord.events(run_id or later, 0, 1)
         after = newest[-1]["seq"] if newest else 0
     job_id = jobrecord.current(run_id) if run_id else named
     log = jobrecord.path(job_id, LOG)
@@ -116,6 +118,8 @@ def wait(opts):
                 log, start = jobrecord.path(job_id, LOG), 0
                 scan = Scan(log, 0, pattern) if pattern else None
             now_phase, asked = phase(job_id), time.time()
+            if later and runrecord.is_run(later):  # looked at after the phase: run.json comes before any end
+                run_id, later = later, None
             if run_id:
                 now_phase = runrecord.phase(runrecord.read(run_id) or {}, now_phase)
                 events = runrecord.events(run_id, after) if after is not None else []

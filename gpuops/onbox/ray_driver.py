@@ -9,7 +9,8 @@ the job's working directory; and writes what the command prints both to Ray (its
 `ray job logs`) and to the job's own `log` with `growth` samples, so gpuops pages, follows and
 dates that log byte for byte as on any engine. It ends as the command ended: its exit code, or
 killed by the same signal (Ray reports that as a negative driver exit code). Ray's stop signals
-it and the command (its process tree), and SIGKILLs what is left.
+it and the command (its process tree), and SIGKILLs what is left. A job with a run policy has
+gpuops.onbox.ray_run for its driver instead, which runs this one for a job without.
 """
 
 import json
@@ -23,7 +24,7 @@ import time
 SAMPLE_S = 1.0
 
 
-def _read_json(path):
+def read_json(path):
     try:
         with open(path, "rb") as f:
             return json.loads(f.read().decode("utf-8"))
@@ -33,7 +34,7 @@ def _read_json(path):
 
 def _secrets(jdir):
     path = os.path.join(jdir, "secrets.json")
-    found = _read_json(path) or {}
+    found = read_json(path) or {}
     try:
         os.unlink(path)
     except OSError:
@@ -41,13 +42,21 @@ def _secrets(jdir):
     return found
 
 
-def main(argv):
-    jdir = argv[0]
-    spec = _read_json(os.path.join(jdir, "driver.json")) or {}
+def started(jdir):
+    """(driver.json, the command's environment, its secrets) of the job in `jdir`; the secrets file
+    is gone once this returns."""
+    spec = read_json(os.path.join(jdir, "driver.json")) or {}
     env = dict(os.environ)
     env.update(spec.get("env") or {})
     env.update(GPUOPS_JOB_ID=spec.get("job_id") or "", GPUOPS_JOB_DIR=jdir, PYTHONUNBUFFERED="1")
-    env.update(_secrets(jdir))
+    found = _secrets(jdir)
+    env.update(found)
+    return spec, env, found
+
+
+def main(argv):
+    jdir = argv[0]
+    spec, env, _ = started(jdir)
     try:
         child = subprocess.Popen(spec["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, env=env, cwd=spec.get("workdir") or None)
@@ -57,7 +66,11 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, frame: _forward(child, number))
     _pump(child.stdout, os.path.join(jdir, "log"), os.path.join(jdir, "growth"))
-    code = child.wait()
+    return end_as(child.wait())
+
+
+def end_as(code):
+    """End as the command ended: its exit code, or killed by its signal (a negative code)."""
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

@@ -3,7 +3,9 @@ half is gpuops.engines.ray): a job is a Ray job submission (gpuops.onbox.ray_sub
 runs on the head beside its record (gpuops.onbox.ray_driver); Ray says how it stands
 (PENDING ... as Ray spells them, mapped by the caller), and `ray job stop`'s REST call stops it.
 Once Ray says it ended, its outcome is written to the job's exit.json (and a secrets file the
-driver never took is deleted), so the record still answers when the cluster is gone.
+driver never took is deleted), so the record still answers when the cluster is gone. A job with a
+run policy is a run whose driver supervises its attempts (gpuops.onbox.ray_run): an attempt's end
+is the exit record that supervisor wrote, and a stop of any attempt stops the Ray job, the run.
 
 Ray has no hold: a Ray job is not paused by gpuops (stop it; retry it from its checkpoint).
 """
@@ -12,7 +14,7 @@ import os
 import socket
 import time
 
-from . import evidence, jobrecord, plans, ray_api, ray_submit, signals
+from . import evidence, jobrecord, plans, ray_api, ray_submit, runrecord, signals
 from .jobrecord import EXIT, STOP, JobError
 
 NAME = ray_submit.NAME
@@ -30,13 +32,17 @@ def observe(out, jdir, meta, detail=True):
     out["scheduler"] = observed(out["job_id"], meta, jdir)
 
 
-def observed(job_id, meta, jdir=None):
+def observed(job_id, meta, jdir=None, attempt=True):
     """What Ray says of the job: {known, source, job (Ray's words)}; the recorded outcome once it
-    ended; known None with the error when the dashboard could not be asked."""
+    ended; known None with the error when the dashboard could not be asked. An attempt of a run
+    ended when the run's supervisor (the driver: gpuops.onbox.ray_run) recorded its end, while Ray
+    runs the submission on; `attempt` false asks of the submission itself."""
     jdir = jdir or jobrecord.job_dir(job_id)
     recorded = jobrecord.read_json(os.path.join(jdir, EXIT))
     if recorded and isinstance(recorded.get("scheduler"), dict):
         return {"known": True, "source": "record", "job": recorded["scheduler"]}
+    if recorded and attempt and runrecord.run_of(meta):
+        return {"known": True, "source": "supervisor", "job": attempt_end(recorded)}
     try:
         info = ray_api.job(meta.get("ray_submission_id") or "-")
     except JobError as e:
@@ -46,9 +52,18 @@ def observed(job_id, meta, jdir=None):
     if not isinstance(info, dict):
         return {"known": False, "source": "ray", "job": None}
     job = dict((k, _word(info.get(k))) for k in _FIELDS)
-    if jobrecord.phases(NAME).get(job["status"]) == "ended":
+    if jobrecord.phases(NAME).get(job["status"]) == "ended" and not recorded:
         _record_end(jdir, job)
     return {"known": True, "source": "ray", "job": job}
+
+
+def attempt_end(rec):
+    """A run's attempt that ended while Ray runs the submission on: no word of Ray's, since Ray
+    never saw it end; how it ended is its exit record (the caller's state rule reads it)."""
+    job = dict.fromkeys(_FIELDS, "")
+    job["message"] = "attempt ended%s (recorded by the run's supervisor in the Ray job)" % (
+        ", %s" % rec["ended_by"] if rec.get("ended_by") else "")
+    return job
 
 
 def _word(value):
@@ -81,6 +96,8 @@ def phase_of(facts):
 def _phase(sched):
     if sched.get("known") is None and sched.get("error"):
         return "unknown"
+    if sched.get("source") == "supervisor":
+        return "ended"
     if not sched.get("known"):
         return "ended"
     return jobrecord.phases(NAME).get((sched.get("job") or {}).get("status"), "alive")
@@ -114,7 +131,7 @@ def stop(opts, job_id, meta):
     if opts.get("signal"):
         raise JobError("usage", "--signal: Ray stops a job with the signal its cluster is set to "
                                 "(RAY_JOB_STOP_SIGNAL, SIGTERM by default); checkpoint before you stop it")
-    sched = observed(job_id, meta)
+    sched = observed(job_id, meta, attempt=False)  # a run's attempt: the stop ends its Ray job, the run
     if sched.get("known") is None:
         raise JobError("unreachable", sched.get("error") or "the Ray dashboard did not answer")
     sid = meta.get("ray_submission_id")
@@ -138,7 +155,7 @@ def stop(opts, job_id, meta):
     jobrecord.write_json(jobrecord.path(job_id, STOP), record)
     deadline = time.time() + SETTLE_S
     while True:
-        gone = phase(job_id, meta) == "ended"
+        gone = _phase(observed(job_id, meta, attempt=False)) == "ended"
         if gone or time.time() >= deadline:
             break
         time.sleep(0.5)

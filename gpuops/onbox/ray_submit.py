@@ -6,7 +6,9 @@ driver Ray runs (gpuops.onbox.ray_driver, as `driver.py`, with `driver.json`: th
 working directory), `secrets.json` (0600) while the driver has not taken it, meta.json with Ray's
 submission id (gpuops-<job id>, so a submission is recorded under the id gpuops chose), and the
 `log` the driver writes. The driver runs on the head (the head's own `node:__internal_head__`
-resource pins it, whatever else is asked for it), where the record is.
+resource pins it, whatever else is asked for it), where the record is. A job with a run policy
+(checked here, against the head's disk) is a run whose driver supervises its attempts
+(gpuops.onbox.ray_run); its record says so (policy, run) before Ray starts the driver.
 
 Ray keeps a job's entrypoint, runtime_env and metadata in its job record, which anyone reaching
 the dashboard can read: the entrypoint names only the driver, the runtime_env holds only the
@@ -25,7 +27,7 @@ import sys
 import time
 import zipfile
 
-from . import command, jobrecord, ray_api
+from . import command, jobrecord, ray_api, runpolicy
 from .jobrecord import CMD, LOG, META, JobError
 
 NAME = "ray"
@@ -44,6 +46,7 @@ def submit(spec, body):
     """Write the record and submit it; the job id. The caller holds the jobs-dir lock."""
     head = ray_api.version()
     workdir = command.workdir(spec.get("workdir"), "the Ray head")
+    spec = dict(spec, policy=runpolicy.check(spec.get("policy"), workdir))  # judged on the head, where it runs
     if body.startswith(b"#!"):
         command.check_shebang(body)
     try:
@@ -87,10 +90,6 @@ def _submit(spec, body, job_id, jdir, workdir, driver, head, submitted):
     body_sent.update(asked)
     if runtime_env:
         body_sent["runtime_env"] = runtime_env
-    answer = ray_api.submit(body_sent)
-    submitted.append(sid)
-    if not isinstance(answer, dict) or answer.get("submission_id") != sid:
-        raise JobError("bad-answer", "Ray answered the submission of %s with %r" % (sid, str(answer)[:200]))
     meta = {
         "job_id": job_id, "engine": NAME, "ray_submission_id": sid, "engine_job_id": sid,
         "ray_version": str(head.get("ray_version"))[:40], "dashboard": ray_api.address(),
@@ -103,7 +102,13 @@ def _submit(spec, body, job_id, jdir, workdir, driver, head, submitted):
         "parent_job_id": spec.get("parent_job_id"), "key": spec.get("key"), "queue": spec.get("queue"),
         "log": os.path.join(jdir, LOG),
     }
-    jobrecord.write_json(os.path.join(jdir, META), meta)
+    if spec.get("policy") is not None:  # a run: its driver supervises the attempts (gpuops.onbox.ray_run)
+        meta.update(policy=spec["policy"], run={"id": job_id, "attempt": 1})
+    jobrecord.write_json(os.path.join(jdir, META), meta)  # before Ray starts the driver, which reads it
+    answer = ray_api.submit(body_sent)
+    submitted.append(sid)
+    if not isinstance(answer, dict) or answer.get("submission_id") != sid:
+        raise JobError("bad-answer", "Ray answered the submission of %s with %r" % (sid, str(answer)[:200]))
     return job_id
 
 

@@ -11,7 +11,7 @@ backoff. Its streak (failures in a row without a new step) resets when an attemp
 run's best step, so a run that fails once a day after hours of progress comes back at once.
 
 Attempt n+1 is a job of its own: a new job directory made by the engine's `make` (the supervisor's:
-gpuops.onbox.box_launch.prepare) from the same immutable command, with parent_job_id the attempt
+gpuops.onbox.supervised.prepare) from the same immutable command, with parent_job_id the attempt
 before, the resume argument added for the checkpoint it resumes from, and GPUOPS_RESUME_FROM in
 its environment. Secrets stay in this process's memory: each attempt's environment is made from
 them again, never written anywhere. Every decision is an event (gpuops.onbox.runevents) in the
@@ -81,10 +81,12 @@ class Run(object):
                 self.publish("checkpoint-skipped", attempt, job, name=e["name"], why=e["why"])
 
 
-def supervisor(spec, body, make):
-    """The supervise function wrapper.start runs for a run (in place of a plain job's)."""
+def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
+    """The supervise function wrapper.start runs for a run (in place of a plain job's); also run in
+    place by an engine whose job is the run's supervisor (a Ray job's driver: gpuops.onbox.ray_run),
+    which brings its own kind of wrapper.Supervisor."""
     def supervise(job_dir, argv, env, workdir, meta, notify_fd):
-        sup = wrapper.Supervisor()
+        sup = new_supervisor()
         run = Run(meta["job_id"], meta, spec, body, make, sup)
         run.gang = ganglink.open_link(run.policy.get("gang"))
         if isinstance(run.gang, ganglink.Head):  # the launcher hands the port to the other nodes
@@ -108,6 +110,7 @@ class Attempt(object):
         self.meta = dict(self.meta, **run.sup.ident)
         self.oom_before = cgroup.oom_kills()
         out = os.open(os.path.join(self.jdir, LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.log_from = os.fstat(out).st_size  # the watch reads the job's lines from here
         try:
             self.child = run.sup.spawn(self.argv, self.env, self.workdir, out)
         except OSError as e:
@@ -131,7 +134,7 @@ class Attempt(object):
                 run.gang.down(self.number, record)
         else:
             self.watch = runwatch.Watch(run, self.number, self.job_id, self.jdir, self.meta, self.child.pid,
-                                        self.checkpoint)
+                                        self.checkpoint, self.log_from)
             run.sup.outside = None
             curves = trackwatch.Check(self.jdir, self.env, self.child.pid, self.meta.get("tb_logdir"), self.warn)
             record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick, curves)

@@ -78,11 +78,13 @@ class Watch(object):
     """One attempt's watch. `ended_by` is None until the watch ended the attempt or saw a stop:
     "stall", "max-runtime" or "stop" (retrypolicy.ENDED_BY)."""
 
-    def __init__(self, run, attempt, job_id, jdir, meta, leader, resumed_from=None):
+    def __init__(self, run, attempt, job_id, jdir, meta, leader, resumed_from=None, log_from=None):
         self.run, self.attempt, self.job_id, self.jdir, self.leader = run, attempt, job_id, jdir, leader
         self.policy = run.policy
         self.log = os.path.join(jdir, LOG)
-        self.pos = logscan.size_of(self.log) or 0  # what the supervisor wrote before the start
+        # past what the supervisor wrote before the start: `log_from`, its size then, since the job
+        # may have printed its first progress line before this watch began
+        self.pos = log_from if log_from is not None else (logscan.size_of(self.log) or 0)
         user = meta.get("progress_regex")
         self.user = [steps.compile_patterns(user)[0]] if user else []
         self.forms = None

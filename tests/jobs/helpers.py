@@ -62,3 +62,21 @@ def wait_for(predicate, timeout=10.0, every=0.05):
 
 def meta_of(jobs_dir, job_id):
     return json.loads((Path(jobs_dir) / job_id / "meta.json").read_text())
+
+
+def wait_run_end(box, jobs_dir, run, timeout=300, state="COMPLETED"):
+    """A run's end through `gpuops wait` (the run's, not an attempt's), with all its events."""
+    from gpuops.ops import wait as waiting
+
+    doc = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), timeout_s=timeout, after_event=0)
+    said = [(e["kind"], e.get("why")) for e in doc["data"].get("events") or []]
+    assert doc["data"]["state"] == state, (doc["summary"], said, doc["data"]["new_text"][-2000:])
+    return doc
+
+
+def run_record(jobs_dir, run):
+    return json.loads((Path(jobs_dir) / run / "run.json").read_text())
+
+
+def event_kinds(doc):
+    return [e["kind"] for e in doc["data"]["events"]]

@@ -17,6 +17,7 @@ from gpuops.jobs import runpolicy
 from gpuops.ops import jobs as op, wait as waiting
 from gpuops.onbox import procs, retrypolicy, runevents
 from tests.conftest import FIXTURES
+from tests.jobs.helpers import event_kinds as kinds, run_record as record, wait_run_end as wait_end
 
 DDP = FIXTURES / "runs" / "ddp_resume.py"
 FAST = {"backoff_s": 0.5}
@@ -40,21 +41,6 @@ def wait_line(box, jobs_dir, run, regex, timeout=180):
     doc = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), log_regex=regex, timeout_s=timeout)
     assert doc["data"]["reason"] == "match", doc["summary"]
     return doc
-
-
-def wait_end(box, jobs_dir, run, timeout=300, state="COMPLETED"):
-    doc = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), timeout_s=timeout, after_event=0)
-    said = [(e["kind"], e.get("why")) for e in doc["data"].get("events") or []]
-    assert doc["data"]["state"] == state, (doc["summary"], said, doc["data"]["new_text"][-2000:])
-    return doc
-
-
-def record(jobs_dir, run):
-    return json.loads((Path(jobs_dir) / run / "run.json").read_text())
-
-
-def kinds(doc):
-    return [e["kind"] for e in doc["data"]["events"]]
 
 
 def attempt_pids(jobs_dir, run):

@@ -1,6 +1,8 @@
 """The pure parts of the Ray engine: Ray's words through the state table, a driver's exit code and
 signal, a rejection traced to the flag, and what preflight says of a cluster's facts."""
 
+import base64
+
 import pytest
 
 from gpuops import engines, errors
@@ -98,3 +100,49 @@ def test_a_dashboard_that_does_not_answer_fails_and_a_box_that_is_no_head_is_sai
 def test_the_head_is_seen_by_its_gcs_listening():
     facts = {"listeners": [{"port": 6379, "owners": [{"pid": 5, "comm": "gcs_server"}]}]}
     assert ray_preflight.present(facts) and not ray_preflight.present({"listeners": [{"port": 22, "owners": []}]})
+
+
+def attempt(exit_record):
+    """The row of a run's attempt whose end the run's supervisor, the Ray job's driver, recorded."""
+    from gpuops.onbox import ray_engine
+
+    meta = {"engine": "ray", "ray_submission_id": "gpuops-j1", "launched_at": 100.0, "run": {"id": "j1", "attempt": 1}}
+    facts = {"job_id": "j1", "now": 200.0, "meta": meta, "exit": exit_record, "progress": {"events": []},
+             "scheduler": {"known": True, "source": "supervisor", "job": ray_engine.attempt_end(exit_record)}}
+    return state.derive(facts)
+
+
+def test_an_attempt_ends_as_its_supervisor_recorded_while_ray_runs_the_submission_on():
+    done = attempt({"exit_code": 0, "signal": None, "ended_at": 150.0})
+    assert (done["state"], done["scheduler_state"]) == (states.COMPLETED, "SUCCEEDED")
+    failed = attempt({"exit_code": 137, "signal": None, "ended_at": 150.0})
+    assert (failed["state"], failed["exit_code"]) == (states.FAILED, 137)
+    killed = attempt({"exit_code": None, "signal": "SIGKILL", "ended_at": 150.0})
+    assert (killed["state"], killed["signal"]) == (states.KILLED, "SIGKILL")
+    stopped = attempt({"exit_code": None, "signal": "SIGTERM", "ended_at": 150.0, "ended_by": "stop"})
+    assert stopped["state"] == states.CANCELLED
+
+
+def test_the_runs_time_limit_is_timeout_and_a_stall_says_its_class():
+    limit = attempt({"exit_code": None, "signal": "SIGTERM", "ended_at": 150.0, "ended_by": "max-runtime"})
+    assert limit["state"] == states.TIMEOUT and "--max-runtime" in limit["reason"]
+    stall = attempt({"exit_code": None, "signal": "SIGTERM", "ended_at": 150.0, "ended_by": "stall",
+                     "stall_evidence": "stall-1.json"})
+    assert stall["state"] == states.KILLED and "class hang" in stall["reason"] and "stall-1.json" in stall["reason"]
+    ray_said = row("FAILED", exit={"exit_code": None, "signal": "SIGTERM", "ended_at": 150.0, "ended_by": "stall"})
+    assert ray_said["state"] == states.KILLED and "hang" not in (ray_said.get("reason") or "")  # Ray's, not a run's
+
+
+def test_a_run_policy_is_taken_and_its_driver_is_the_run_supervisor():
+    from gpuops.jobs import runpolicy
+
+    policy = runpolicy.build(max_retries="2", checkpoint_dir="ckpt", resume_arg="--resume {checkpoint}",
+                             stall_after="30s", max_runtime="4h", keep_checkpoints="3", notify="cat")
+    RAY.check_policy(policy)  # every field: the driver runs the box's run loop
+    plain, run = {}, {}
+    RAY.submission(plain, {})
+    RAY.submission(run, {})
+    assert RAY.with_policy(run, policy, {}) == [] and run["policy"] == policy
+    plain, run = base64.b64decode(plain["driver_b64"]), base64.b64decode(run["driver_b64"])
+    assert b"_define('onbox.runloop'" not in plain and b"_define('onbox.runloop'" in run  # only a run pays for it
+    assert run.endswith(b"['gpuops_box.onbox.ray_run'].main(sys.argv[1:]))\n")
