@@ -61,7 +61,7 @@ def test_a_probe_answer_of_another_shape_is_exit_3_naming_the_field(cli, lying):
 def test_every_entry_that_answers_has_its_shape_and_an_empty_answer_is_refused_at_the_door(lying):
     box, write = lying
     streamed = {"job_stream"}  # its header and end are checked as they stream (gpuops.ops.joblogs)
-    run_by_ray = {"ray_driver"}  # a Ray job's entrypoint on the head: it answers Ray, not gpuops
+    run_by_ray = {"ray_driver", "ray_run"}  # a Ray job's entrypoint on the head: it answers Ray, not gpuops
     run_by_slurm = {"slurm_resume"}  # the batch script's, at each start on the compute node: it answers the script
     assert set(shapes.ANSWERS) == set(onbox.entries()) - streamed - run_by_ray - run_by_slurm
     write({"now": 1})
