@@ -119,11 +119,29 @@ def signal_batch(meta, sig):
 
 def requeue_hold(job_id, meta):
     """Give the resources back and keep the job: requeued, held until resumed. True once held."""
+    node = (observed(job_id, meta, detail=False).get("job") or {}).get("BatchHost")  # for resume: _let_go
     _scontrol("requeuehold", meta["slurm_job_id"])
     rec = jobrecord.read_json(jobrecord.path(job_id, PAUSE)) or {}
-    rec.update(held_at=time.time(), stopped_at=time.time())
+    rec.update(held_at=time.time(), stopped_at=time.time(), node=node)
     jobrecord.write_json(jobrecord.path(job_id, PAUSE), rec)
     return _until(job_id, meta, ("paused",), 15.0)
+
+
+LET_GO_S, SETTLED_S = 30.0, 1.0
+
+
+def _let_go(node):
+    """Wait (at most LET_GO_S) until `node` has no job completing, then SETTLED_S more; a node
+    Slurm does not name is not waited for."""
+    if not node or node == "(null)":
+        return
+    deadline = time.time() + LET_GO_S
+    while time.time() < deadline:
+        rc, out, _ = slurm.run(["sinfo", "-h", "-n", node, "-o", "%T"])
+        if rc != 0 or not any(word.startswith("completing") for word in out.split()):
+            break
+        time.sleep(POLL_S)
+    time.sleep(SETTLED_S)
 
 
 def resume(job_id, meta):
@@ -138,7 +156,10 @@ def resume(job_id, meta):
     elif sched.get("held"):
         _scontrol("release", slurm_id)
         if rec.get("checkpointed_at"):
-            # Slurm keeps a requeued job back for two minutes (its begin time); a resume means now.
+            # Slurm keeps a requeued job back for two minutes (its begin time); a resume means now,
+            # once slurmd has let go of the last run: a start sooner meets it still ending that
+            # run ("Job N already killed, do not launch batch job") and the job FAILED.
+            _let_go(job.get("BatchHost") or rec.get("node"))
             _scontrol("update", "JobId=%s" % slurm_id, "StartTime=now")
     else:
         raise JobError("refused", "job %s is not paused (Slurm says %s, %s)"
