@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo, trackers
+from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo, wandbkey
 
 PROBE_VERSION = 2
 DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
@@ -144,7 +144,7 @@ def main(argv):
     listeners = gather("listeners", netports.listeners) or []
     gather("kernlog", kernlog.read)
     # --tb-logdir DIR: the logdir the platform's own TensorBoard reads (a profile's).
-    gather("trackers", trackers.facts, _option(argv, "--tb-logdir"))
+    gather("trackers", wandbkey.facts, _option(argv, "--tb-logdir"))
     found = gather("holders", holders, listeners) or ([], None)
     if gpu_state is not None:
         gpu_doc = gather("gpu", gpu.end, gpu_state)

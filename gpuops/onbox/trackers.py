@@ -1,16 +1,8 @@
-"""Where a run's curves would go: W&B's key and mode, and what TensorBoard reads (stdlib only).
-
-W&B (gotchas U34, U35): wandb finds its key in WANDB_API_KEY, WANDB_IDENTITY_TOKEN_FILE, or the
-netrc file ($NETRC, else ~/.netrc) under the netloc of its base URL (WANDB_BASE_URL, default
-https://api.wandb.ai); see wandb/sdk/lib/wbauth/authenticate.py (_use_system_auth, _try_env_auth)
-and wbnetrc.py (_get_netrc_file_path) in wandb/wandb. A detached run finds no terminal to prompt
-on and stops with "No API key configured. Use `wandb login` to log in.". Only where the key was
-found leaves the box, never the key.
-
-TensorBoard (U39, AD7): a server process's --logdir / --logdir_spec (its own flags, tensorboard's
-core plugin), and whether those directories hold event files: TensorBoard takes any file whose
-name contains "tfevents" (tensorboard/backend/event_processing/io_wrapper.py,
-IsTensorFlowEventsFile), which its writers name events.out.tfevents.<time>.<host>.<pid>.<n>.
+"""What TensorBoard reads on a box (stdlib only): a server process's --logdir / --logdir_spec (its
+own flags, tensorboard's core plugin), and whether those directories hold event files: TensorBoard
+takes any file whose name contains "tfevents" (tensorboard/backend/event_processing/io_wrapper.py,
+IsTensorFlowEventsFile), which its writers name events.out.tfevents.<time>.<host>.<pid>.<n>
+(U39, AD7). W&B's side is gpuops.onbox.wandbkey; the probe reads both through its `facts`.
 """
 
 import os
@@ -22,54 +14,6 @@ MAX_LOGDIRS = 8
 MAX_WALK = 5000  # directory entries looked at per logdir; a huge tree is reported as capped
 MAX_DEPTH = 6
 TEXT_MAX = 300
-DEFAULT_BASE_URL = "https://api.wandb.ai"
-
-
-def _netloc(url):
-    rest = url.split("://", 1)[-1]
-    return rest.split("/", 1)[0]
-
-
-def _netrc_path():
-    path = os.environ.get("NETRC")
-    if path:
-        return os.path.expanduser(path)
-    for name in ("~/.netrc", "~/_netrc"):
-        if os.path.exists(os.path.expanduser(name)):
-            return os.path.expanduser(name)
-    return os.path.expanduser("~/.netrc")
-
-
-def _netrc_has(path, host):
-    import netrc
-
-    try:
-        creds = netrc.netrc(path).authenticators(host)
-    except (IOError, OSError, netrc.NetrcParseError):
-        return False
-    return bool(creds and creds[2])
-
-
-def wandb_facts():
-    """{installed, mode, key (where a key was found, or None), host, netrc}."""
-    import importlib.util
-
-    try:
-        installed = importlib.util.find_spec("wandb") is not None
-    except (ImportError, ValueError):
-        installed = False
-    host = _netloc(os.environ.get("WANDB_BASE_URL") or DEFAULT_BASE_URL)[:TEXT_MAX]
-    path = _netrc_path()
-    key = None
-    if os.environ.get("WANDB_API_KEY"):
-        key = "WANDB_API_KEY"
-    elif os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        key = "WANDB_IDENTITY_TOKEN_FILE"
-    elif _netrc_has(path, host):
-        key = "netrc"
-    mode = os.environ.get("WANDB_MODE")
-    return {"installed": installed, "mode": mode[:40] if mode is not None else None, "key": key, "host": host,
-            "netrc": path[:TEXT_MAX]}
 
 
 def events(path):
@@ -144,10 +88,3 @@ def servers(own=()):
             if len(out) >= MAX_SERVERS:
                 break
     return out
-
-
-def facts(pinned=None):
-    """{wandb, tensorboard: {pinned: events() or None, servers}}; `pinned` is the logdir the
-    platform's own TensorBoard reads (a profile's paths.tensorboard_logdir)."""
-    return {"wandb": wandb_facts(),
-            "tensorboard": {"pinned": events(pinned) if pinned else None, "servers": servers(procs.ancestry())}}
