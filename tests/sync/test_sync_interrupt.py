@@ -76,7 +76,10 @@ def _interrupt_mid_transfer(argv, env, dst):
     proc = _started(argv, env)
     deadline = time.monotonic() + 30
     while not any(p.stat().st_size > (1 << 20) for p in dst.rglob("*big.bin*") if p.is_file()):
-        assert time.monotonic() < deadline and proc.poll() is None, "the transfer never got going"
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the transfer ended (exit {proc.returncode}) before it got going: {err[-1500:]}")
+        assert time.monotonic() < deadline, "the transfer never got going"
         time.sleep(0.02)
     _ctrl_c(proc, argv[0], argv)
 
