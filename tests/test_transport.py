@@ -297,3 +297,18 @@ def test_a_handshake_that_stalls_after_the_banner_is_unreachable_with_what_happe
     if transport == "openssh":  # the master's own words: how the connection ended, and when
         assert re.search(r"Connection (closed|reset) by .* \(during the SSH handshake, after \d+s\)",
                          doc["error"]["message"]), doc["error"]["message"]
+
+
+def test_a_deadline_that_kills_a_channel_whose_connection_is_gone_raises_nothing():
+    # Seen as an unhandled exception in the timer thread of a full run: paramiko raised EOFError
+    # closing a channel on a transport that had already ended.
+    from gpuops.remote.paramiko_ssh import _Process
+
+    class Gone:
+        def makefile_stderr(self, mode):
+            return None
+
+        def close(self):
+            raise EOFError()
+
+    _Process(Gone()).kill()

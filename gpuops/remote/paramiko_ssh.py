@@ -36,7 +36,12 @@ class _Process:
         self.stdin, self.stdout, self.stderr = _In(chan), _Out(chan), chan.makefile_stderr("rb")
 
     def kill(self):
-        self._chan.close()
+        # A deadline's kill races the connection's end: closing a channel whose transport is gone
+        # raises from the timer thread (EOFError), and there is nothing left to end.
+        try:
+            self._chan.close()
+        except (EOFError, OSError):
+            pass
 
     def wait(self):
         code = self._chan.recv_exit_status()
