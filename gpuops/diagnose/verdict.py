@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from .. import xid
 from ..jobs.rows import SHELL_CODES
 from ..jobs.states import STALLED
+from ..onbox.retrypolicy import MAX_RUNTIME, STALL
 from . import crash
 
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
@@ -104,11 +105,11 @@ def decide(ev: dict) -> dict:
 
     # The run's own supervisor ended the attempt: its signal is gpuops', not someone else's.
     ended_by = (record or {}).get("ended_by")
-    if ended_by == "stall":
+    if ended_by == STALL:
         saved = record.get("stall_evidence")
         return out("stalled", "high", [f"no progress line for the run's --stall-after: gpuops stopped it with {sig} "
                                        "(class hang)" + (f"; evidence in {saved}" if saved else "")])
-    if ended_by == "max-runtime":
+    if ended_by == MAX_RUNTIME:
         return out("timeout", "high", [f"the run reached its --max-runtime: gpuops stopped it with {sig}"])
     stopped = _stopped_by_gpuops((ev.get("job") or {}).get("stop"), record)
     if stopped:

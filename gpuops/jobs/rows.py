@@ -5,6 +5,7 @@ attempt."""
 import signal
 
 from ..onbox import steps
+from ..onbox.retrypolicy import MAX_RUNTIME, STALL
 from .states import TIMEOUT
 
 
@@ -96,10 +97,10 @@ def ended_by_supervisor(row, rec):
     """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
     one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
     its reason)."""
-    if rec.get("ended_by") == "max-runtime":
+    if rec.get("ended_by") == MAX_RUNTIME:
         row.update(state=TIMEOUT, reason="the run reached its --max-runtime: gpuops stopped it (SIGTERM, SIGKILL "
                                          "after the grace); never retried")
-    elif rec.get("ended_by") == "stall":
+    elif rec.get("ended_by") == STALL:
         saved = rec.get("stall_evidence")
         row["reason"] = "stalled (class hang): no progress line for --stall-after, so gpuops stopped it" + (
             f"; evidence in {saved}" if saved else "")

@@ -48,7 +48,9 @@ MAX_RETRIES = 100
 BACKOFF_BASE_S, BACKOFF_FACTOR, BACKOFF_CAP_S, BACKOFF_JITTER = 10.0, 2.0, 300.0, 0.1
 AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}$")
-ENDED_BY = ("stop", "max-runtime", "stall", "peer-lost")
+# What ended an attempt when its own supervisor did (gpuops.onbox.runwatch; the exit record's ended_by).
+STOP, MAX_RUNTIME, STALL, PEER_LOST = "stop", "max-runtime", "stall", "peer-lost"
+ENDED_BY = (STOP, MAX_RUNTIME, STALL, PEER_LOST)
 
 
 def parse_retry_on(text, known=None):
@@ -120,15 +122,15 @@ def _xids(facts, kind):
 def failure_class(facts):
     """(class name or None for a clean end, why): the table in the module's docstring."""
     ended_by, sig, code = facts.get("ended_by"), ending_signal(facts), facts.get("exit_code")
-    if ended_by == "stop":
+    if ended_by == STOP:
         return "cancelled", "gpuops stop ended it"
-    if ended_by == "max-runtime":
+    if ended_by == MAX_RUNTIME:
         return "timeout", "it reached the run's --max-runtime"
     if code == 0 and not sig and not facts.get("vanished"):
         return None, "it exited 0"
-    if ended_by == "stall":
+    if ended_by == STALL:
         return "hang", "no progress for the --stall-after limit: gpuops stopped it"
-    if ended_by == "peer-lost":
+    if ended_by == PEER_LOST:
         return "node-fail", "a peer of its gang was lost: gpuops stopped it"
     oom, oom_why = oom_evidence(facts)
     if oom == "yes":

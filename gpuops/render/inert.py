@@ -62,8 +62,11 @@ def _words(value):
 # return and tab controls a progress bar draws with. Anything else a terminal acts on is escaped.
 _SGR = re.compile(r"\x1b\[[0-9;]{0,32}m")
 _SGR_PREFIX = re.compile(r"\x1b(\[[0-9;]{0,32})?\Z")
-_LOG_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
-                         "\ud800-\udfff]")
+_LINE_CONTROLS = "\n\r\t"
+
+
+def _escaped_in_log(match):
+    return match.group() if match.group() in _LINE_CONTROLS else _escaped(match)
 
 
 class LogBytes:
@@ -86,10 +89,10 @@ class LogBytes:
                 chunk, self._held = chunk[:cut.start()], chunk[cut.start():]
         out, at = [], 0
         for m in _SGR.finditer(chunk):
-            out.append(_LOG_UNSAFE.sub(_escaped, chunk[at:m.start()]))
+            out.append(_UNSAFE.sub(_escaped_in_log, chunk[at:m.start()]))
             out.append(m.group())
             at = m.end()
-        out.append(_LOG_UNSAFE.sub(_escaped, chunk[at:]))
+        out.append(_UNSAFE.sub(_escaped_in_log, chunk[at:]))
         return "".join(out).encode("utf-8", "surrogateescape")
 
     def close(self) -> bytes:

@@ -35,6 +35,7 @@ as `status` dates them):
 """
 
 from ..jobs import states
+from ..onbox import retrypolicy
 from . import signatures as S
 
 _SIGNAL_NUMBERS = {"SIGHUP": 1, "SIGINT": 2, "SIGABRT": 6, "SIGKILL": 9, "SIGSEGV": 11, "SIGTERM": 15}
@@ -53,8 +54,9 @@ def from_exit(code, word, signal=None):
 
 
 # An attempt its run's supervisor ended (gpuops.onbox.runwatch), and the class it ended as.
-SUPERVISOR_ENDS = {"stall": "gpuops stopped it after --stall-after", "max-runtime": "gpuops stopped it at --max-runtime"}
-SUPERVISOR_CLASS = {"stall": "hang", "max-runtime": "timeout"}
+SUPERVISOR_ENDS = {retrypolicy.STALL: "gpuops stopped it after --stall-after",
+                   retrypolicy.MAX_RUNTIME: "gpuops stopped it at --max-runtime"}
+SUPERVISOR_CLASS = {k: retrypolicy.failure_class({"ended_by": k})[0] for k in SUPERVISOR_ENDS}  # the run's own rule
 
 
 def from_records(f, state, exit_record):
