@@ -323,21 +323,25 @@ def _beyond_stdlib(entry):
 
 
 def _torch_box(rig, name, box_runtime, tmp):
-    """A box with fake GPUs whose python3 is this machine's (real torch, CPU wheel, in its
-    site-packages, where only `site` puts it on sys.path)."""
+    """A box with fake GPUs whose python3 is the one running the tests (real torch, CPU wheel, in
+    its site-packages, where only `site` puts it on sys.path). Its HOME has no shell rc: the login
+    shell sources ~/.bashrc for an exec channel, and a user's rc that puts pyenv's shims first
+    would answer with another interpreter, one with torch only where it was installed by hand."""
     from tests.fixtures.fakegpu.boxes import compose
 
-    bin_dir = tmp / "bin"
+    bin_dir, home = tmp / "bin", tmp / "home"
     bin_dir.mkdir()
+    home.mkdir()
     (bin_dir / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
     (bin_dir / "python3").chmod(0o755)
     _, env = compose(tmp, "v2-healthy", "healthy")
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", XDG_RUNTIME_DIR=box_runtime)
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", XDG_RUNTIME_DIR=box_runtime, HOME=str(home))
     return rig.box(name, env=env)
 
 
 _WHERE_SITE = ("import importlib.util, json, sys\n"
                "print(json.dumps({'torch': importlib.util.find_spec('torch') is not None,"
+               " 'prefix': sys.prefix,"
                " 'site_packages': [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))]}))\n")
 
 
@@ -371,7 +375,8 @@ def test_every_entry_that_needs_the_boxs_site_packages_gets_them_on_every_path(r
     assert box.exec_requests() - before == len(onbox.STARTS_JOBS), "all but the job starters rode the helper"
     for entry in onbox.entries():
         assert helper_path[entry] == exec_channels[entry], entry
-        if entry in needs:
+        if entry in needs:  # under -S a venv's prefix is its base's: only `site` reads pyvenv.cfg
+            assert exec_channels[entry]["prefix"] == sys.prefix, (entry, "the box ran another python3")
             assert exec_channels[entry]["torch"] and exec_channels[entry]["site_packages"], entry
 
 
