@@ -70,6 +70,13 @@ def test_bare_words_become_the_verbs_one_obvious_flag(argv, expected):
     assert words_to_flag(argv, takes) == expected
 
 
+def test_the_index_gives_each_verb_one_row_within_the_width():
+    text = helptext.index({"preflight": "a box, checked " * 8, "status": "job states", "zeta": "new"}, 80)
+    lines = text.splitlines()
+    assert lines[0] == helptext.TAGLINE and len(lines) == 5 and all(len(line) <= 80 for line in lines)
+    assert lines[1].startswith("Check") and lines[1].endswith("…") and lines[3].startswith("Other")
+
+
 def test_top_level_help_is_gpuops_not_invoke(cli):
     r = cli("--help")
     assert r.returncode == 0

@@ -60,6 +60,7 @@ LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose
 PROGRAM = {
     "usage": [],
     "help": ["--help"],
+    "help-all": ["help", "all"],
     "help-launch": ["help", "launch"],
     "help-exit-codes": ["help", "exit-codes"],
     "help-verify": ["help", "verify"],  # --src/--dst as push takes them
@@ -134,11 +135,18 @@ def rows(text, width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_bare_gpuops_is_a_short_usage_not_the_whole_help(width):
-    """Bare `gpuops` printed the whole 70-row help."""
+def test_bare_gpuops_and_help_fit_a_screen_and_help_all_is_the_whole_reference(width):
+    """Bare `gpuops` printed the whole 70-row help, and later `gpuops help` did (two rows for most
+    verbs): now each verb is one row of `help`, its whole summary under `help all`."""
     text = program("usage", width)
     assert rows(text, width) <= SCREEN_ROWS and "gpuops help exit-codes" in text
-    assert rows(program("help", width), width) > 24  # --help is still the whole reference
+    index = program("help", width)
+    assert rows(index, width) <= SCREEN_ROWS + 1 and len(index.splitlines()) == rows(index, width)
+    from gpuops.cli.lite import VERBS
+
+    named = [line.split()[1] if line[0] != " " else line.split()[0] for line in index.splitlines()[1:-1]]
+    assert sorted(named) == sorted(VERBS)
+    assert rows(program("help-all", width), width) > 24
 
 
 @pytest.mark.parametrize("name", sorted(set(RENDERED) - set(LONGER)))

@@ -8,7 +8,7 @@ import difflib
 import re
 import textwrap
 
-TAGLINE = "gpuops: operate rented GPU machines over SSH without losing runs, data or money."
+TAGLINE = "gpuops: operate rented GPU boxes over SSH without losing runs, data or money."
 
 GROUPS = (
     ("Check", ("preflight", "fleet", "profiles", "teardown-check")),
@@ -96,7 +96,7 @@ FLAG_GROUPS = {
     ),
 }
 
-TOPICS = {"exit-codes": "what each exit code means"}
+TOPICS = {"exit-codes": "what each exit code means", "all": "every verb with its whole summary, and examples"}
 
 # Invoke's core options that mean something in gpuops; the rest (--dry, --echo, --pty, -T ...)
 # configure Invoke's own run(), which no verb uses, so accepting them would only pretend.
@@ -151,7 +151,7 @@ def usage(width=80):
             out += example_lines(cmd, width) + [f"      {what}"]
     out += ["", "More", "  gpuops help <verb>      a verb's flags and examples (or: gpuops <verb> --help)",
             "  gpuops help exit-codes  what each exit code means",
-            "  gpuops --help           every verb, one line each"]
+            "  gpuops help             every verb, one line each"]
     return "\n".join(out)
 
 
@@ -163,8 +163,33 @@ def exit_codes(width=80):
     return "\n".join(out)
 
 
+def index(lines, width=80):
+    """`gpuops help`: every verb on one row under its group, and where the rest is; a 24-row
+    terminal shows it whole with the prompt under it. lines: {verb: its few words}."""
+    group_w = max(len(g) for g, _ in GROUPS) + 2
+    name_w = max(len(v) for v in lines) + 2
+    out = [TAGLINE]
+    placed = set()
+    for group, verbs in GROUPS + (("Other", tuple(sorted(lines))),):
+        label = group
+        for v in verbs:
+            if v in lines and v not in placed:
+                placed.add(v)
+                out.append(_cut(f"{label:<{group_w}}{v:<{name_w}}{lines[v]}", width))
+                label = ""
+    out.append(_cut("gpuops help VERB: its flags · gpuops help all · gpuops help exit-codes", width))
+    return "\n".join(out)
+
+
+def _cut(row, width):
+    """An index row within `width`: its words, ending at a word with an ellipsis when they do not fit."""
+    if len(row) <= width:
+        return row
+    return row[:width - 1].rsplit(" ", 1)[0] + "…"
+
+
 def overview(summaries, width=80):
-    """The top-level help: verbs grouped, one line each, then examples. summaries: {verb: line}."""
+    """`gpuops help all`: verbs grouped, each with its whole summary, then examples. summaries: {verb: line}."""
     out = [TAGLINE, "", "Usage: gpuops <verb> [flags]        gpuops <verb> --help", ""]
     placed = set()
     name_w = max(len(n) for n in summaries) + 2

@@ -53,6 +53,13 @@ def summaries() -> dict:
     return {verb_name(b): (inspect.getdoc(b) or "").split("\n\n")[0] for b in bodies()}
 
 
+def lines() -> dict:
+    """{verb: its few words}: the rows of `gpuops help` (gpuops.surface's Verb.line)."""
+    from .. import surface
+
+    return {name: v.line for name, v in surface.verbs().items()}
+
+
 def flag_kinds(body):
     """{--flag: (parameter, kind, default)} with kind "switch" (a bool default: no value), "list"
     (repeatable) or "value"; None when a default has another type, which Invoke would convert."""
@@ -132,6 +139,8 @@ def _help(argv) -> bool:
     if not argv:
         print(helptext.usage(width))
     elif argv in HELP:
+        print(helptext.index(lines(), width))
+    elif argv[0] == "help" and argv[1:] == ["all"]:
         print(helptext.overview(summaries(), width))
     elif argv[0] == "help" and argv[1:] == ["exit-codes"]:
         print(helptext.exit_codes(width))

@@ -84,7 +84,7 @@ class GpuopsProgram(Program):
         sys.exit(errors.USAGE)
 
     def print_help(self):
-        print(helptext.overview(lite.summaries(), _width()))
+        print(helptext.index(lite.lines(), _width()))
 
     def print_task_help(self, name):
         ctx = self.parser.contexts[name]

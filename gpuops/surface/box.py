@@ -8,7 +8,7 @@ from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Para
 CALLS_OWN_LIMIT = "a tool call's own limit applies"
 PROFILE_TIP = "platform profile (see profiles_show)"
 
-PREFLIGHT = Verb("preflight", "Check", READS, params=(
+PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? one SSH round trip", params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     JSON,
@@ -27,7 +27,7 @@ PREFLIGHT = Verb("preflight", "Check", READS, params=(
              HOST1, a("profile"), a("paths", "path"), FIELDS, FAILED_ONLY)),
 ))
 
-FLEET = Verb("fleet", "Check", READS, params=(
+FLEET = Verb("fleet", "Check", READS, line="every box at once: GPUs, jobs, disk, idle cost", params=(
     host("boxes to ask, comma-separated (an ssh_config alias or user@host:port each); a box the fleet file lists "
          "keeps its price and profile"),
     Param("fleet", TEXT, "a [fleet.NAME] group of ~/.config/gpuops/fleet.toml, or a fleet file of its own (default: "
@@ -46,7 +46,7 @@ FLEET = Verb("fleet", "Check", READS, params=(
              a("window_s", "window", low=0.5, high=10))),
 ))
 
-REAP = Verb("reap", "Post-mortem", ENDS, params=(
+REAP = Verb("reap", "Post-mortem", ENDS, line="free GPU memory held by orphans (a dry run first)", params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     Param("gpu", INT, "only holders of this GPU index", low=0, high=1023, what="a GPU index"),
@@ -72,7 +72,7 @@ REAP = Verb("reap", "Post-mortem", ENDS, params=(
              a("idle_window_s", "idle_window", high=10), a("term_wait_s", "term_wait", high=10))),
 ))
 
-DIAGNOSE = Verb("diagnose", "Post-mortem", READS, params=(
+DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the evidence, the next step", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, "a gpuops job id, --key or --name", tip=JOB.tip),
@@ -95,7 +95,7 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, params=(
 ))
 
 _LOCAL_ONLY = "a tool triages a job, or a log file under the server's roots"
-TRIAGE = Verb("triage", "Post-mortem", READS, params=(
+TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status, failure, progress", params=(
     Param("log", TEXT, "the job's log file", tip="a log file on this machine (under GPUOPS_MCP_ROOTS)"),
     Param("dir", TEXT, "a job directory (its `log` link, else the sibling <dir>.log)", cli_only=_LOCAL_ONLY),
     Param("slurm_id", TEXT, "a Slurm job id, looked up as <outputs>/<id>-*/log or <outputs>/<id>-*.log",
@@ -125,7 +125,7 @@ TRIAGE = Verb("triage", "Post-mortem", READS, params=(
              a("path", "log"), a("job"), a("host"))),
 ))
 
-PROFILES = Verb("profiles", "Check", READS, params=(
+PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop button destroys", params=(
     Param("name", TEXT, "show one profile in full (default: list them all)", tip="one profile in full (default: "
                                                                                 "list them)"),
     Param("host", TEXT, "guess the platform of this box from its hostname, mounts and env names (reported, never "
@@ -140,7 +140,7 @@ PROFILES = Verb("profiles", "Check", READS, params=(
          "Which platform profile a box resembles (a guess, never applied).", args=(a("host", required=True),)),
 ))
 
-GOTCHA = Verb("gotcha", "Reference", READS, params=(
+GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU traps", params=(
     Param("query", TEXT, "a gotcha id (U7, AD4, RP3) or keywords (inode, xid, crlf, stdin, zombie …)",
           tip="a gotcha id (U7, AD4) or keywords (inode, xid, zombie)"),
     Param("limit", INT, "at most this many entries (default 5)", tip="gotchas returned at most, best match first",
@@ -153,7 +153,7 @@ GOTCHA = Verb("gotcha", "Reference", READS, params=(
              a("query", required=True), a("limit", high=20))),
 ))
 
-DISCONNECT = Verb("disconnect", "Connections", READS, params=(
+DISCONNECT = Verb("disconnect", "Connections", READS, line="close the SSH connections kept between calls", params=(
     host("close only this box's connection (an ssh_config alias or user@host:port; comma-separate several)"),
     Param("identity", TEXT, "the SSH private key file the connection was opened with"),
     Param("json", SWITCH, "print one JSON envelope instead of text"),

@@ -48,7 +48,7 @@ _LAST = (REHASH, IDENTITY, _PLAN, _COMPRESS, JSON_SYNC, VERBOSE)
 _COPY = (a("exclude"), a("include_git"), a("delete"), a("yes"), a("plan_id", "plan"), a("no_budget"), a("compress"),
          a("rehash"), WAIT)
 
-PUSH = Verb("push", "Data", CHANGES, params=(
+PUSH = Verb("push", "Data", CHANGES, line="send a tree to the box and prove it arrived", params=(
     *_transfer(("local directory to send", f"local directory to send, {_LOCAL}"),
                ("directory on the box (created if missing)", "directory on the box (created if missing)")),
     Param("fix_crlf", SWITCH, "convert shell scripts with CRLF line endings to LF before sending",
@@ -63,7 +63,7 @@ PUSH = Verb("push", "Data", CHANGES, params=(
              HOST1, a("local", "src", required=True), a("remote", "dst", required=True), *_COPY,
              a("fix_crlf"), a("profile")), dangerous=("delete",)),
 ))
-PULL = Verb("pull", "Data", CHANGES, params=(
+PULL = Verb("pull", "Data", CHANGES, line="fetch a tree from the box, verified and recorded", params=(
     *_transfer(("directory on the box to fetch", "directory on the box to fetch"),
                ("local directory (created if missing)", f"local directory to write (created if missing), "
                                                         f"{_LOCAL}")),
@@ -75,7 +75,7 @@ PULL = Verb("pull", "Data", CHANGES, params=(
              HOST1, a("remote", "src", required=True), a("local", "dst", required=True), *_COPY),
          dangerous=("delete",)),
 ))
-VERIFY = Verb("verify", "Data", READS, params=(
+VERIFY = Verb("verify", "Data", READS, line="compare a local tree with the box's by sha256", params=(
     host(_HOST),
     Param("src", TEXT, "local directory, the reference (as push's --src)",
           tip=f"local file or directory, {_LOCAL}"),

@@ -59,7 +59,7 @@ def _yes(help):
     return (Param("yes", SWITCH, help, tip=YES_PLAN_TIP),)
 
 
-LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
+LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True, params=(
     host(SEVERAL),
     IDENTITY,
     Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
@@ -141,7 +141,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, engine_flags=True, params=(
              *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
 ))
 
-STATUS = Verb("status", "Jobs", READS, params=(
+STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records", params=(
     host(SEVERAL),
     IDENTITY,
     Param("job", TEXT, "one job: " + WHICH + " (default: list recent jobs). States: " + states.listing(),
@@ -170,7 +170,7 @@ STATUS = Verb("status", "Jobs", READS, params=(
          "A gang's state from its nodes: RUNNING only when all run.", args=(a("gang", required=True),)),
 ))
 
-LOGS = Verb("logs", "Jobs", READS, params=(
+LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -213,7 +213,7 @@ LOGS = Verb("logs", "Jobs", READS, params=(
 ))
 
 _AGAIN = "seconds at most; call again while timed_out"
-WAIT = Verb("wait", "Jobs", READS, params=(
+WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a log line", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -251,7 +251,7 @@ _GRACE = Param("grace", SECS, "seconds between SIGTERM and SIGKILL", default=10,
                tip="seconds from SIGTERM to SIGKILL")
 _GRACE_S = a("grace_s", "grace", high=GRACE_S)
 
-STOP = Verb("stop", "Jobs", ENDS, params=(
+STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry run first)", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -276,7 +276,7 @@ STOP = Verb("stop", "Jobs", ENDS, params=(
 _PAUSED = "the job: its id, --key, --name or Slurm job id"
 _RESUME_ARG = "text appended to its command, e.g. '--resume last.ckpt'"
 
-PAUSE = Verb("pause", "Jobs", ENDS, params=(
+PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resources back", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -301,7 +301,7 @@ PAUSE = Verb("pause", "Jobs", ENDS, params=(
              _GRACE_S)),
 ))
 
-RESUME = Verb("resume", "Jobs", RUNS, params=(
+RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its checkpoint", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -321,7 +321,7 @@ RESUME = Verb("resume", "Jobs", RUNS, params=(
              HOST1, JOB, a("resume_arg"), *ENVS, a("key"))),
 ))
 
-RETRY = Verb("retry", "Jobs", RUNS, engine_flags=True, params=(
+RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable command", engine_flags=True, params=(
     host(),
     IDENTITY,
     Param("job", TEXT, "the job to retry: " + WHICH, tip="the job to run again: its id, idempotency key or name"),
@@ -345,7 +345,7 @@ RETRY = Verb("retry", "Jobs", RUNS, engine_flags=True, params=(
              a("gang", required=True), a("resume_arg"), *ENVS)),
 ))
 
-QUEUE = Verb("queue", "Jobs", RUNS, engine_flags=True, params=(
+QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another", engine_flags=True, params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     Param("file", TEXT, "local file: one command per line (# comments and blank lines skipped); re-run with more "

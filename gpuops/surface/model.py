@@ -91,6 +91,7 @@ class Verb:
     group: str
     effect: str
     params: tuple
+    line: str = ""                  # what it answers in a few words: its row of `gpuops help`
     tools: tuple = ()
     engine_flags: bool = False      # takes every engine's own flags (gpuops.engines); MCP: `resources`
     cli_only: str = ""              # why no tool is made of it

@@ -7,7 +7,7 @@ from .model import CHOICE, LIST, READS, TEXT, Param, Tool, Verb, a
 # gpuops.profiles.VERBS, which tests/test_surface.py holds this to: importing the profiles here
 # would cost `gpuops --help` and every light verb their TOML loader
 TEARDOWN_VERBS = ("stop", "pause", "destroy")
-TEARDOWN = Verb("teardown-check", "Check", READS, params=(
+TEARDOWN = Verb("teardown-check", "Check", READS, line="before giving a box back: is what you keep pulled?", params=(
     Param("host", TEXT, "the box, named as it was when pulling (the pull index is keyed by it)",
           tip="the box, named as when its outputs were pulled"),
     Param("profile", TEXT, "platform profile: decides what the verb deletes (see `gpuops profiles`)",
