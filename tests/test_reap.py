@@ -587,3 +587,18 @@ def test_cli_rejects_a_bad_gpu_index_in_one_line(cli):
     r = cli("reap", "--gpu", "first")
     assert r.returncode == 2
     assert r.stderr.strip() == "gpuops: --gpu takes a GPU index from 0 to 1023, not 'first'"
+
+
+def test_memory_no_process_here_holds_is_said_in_the_verdict_with_what_to_do():
+    """reap on a box whose 2 x 20 GiB was held from outside the container said "no process holds an
+    NVIDIA device", its warnings cut short and nothing to do; preflight had the advice."""
+    gpus = [{"index": i, "memory_used_mib": 20480, "attributed_mib": 0, "holders": []} for i in (0, 1)]
+    facts = {"holders": [], "gpus": gpus, "gpu": None, "applied": False, "actions": [],
+             "nested_pid_namespace": False}
+    doc = op.build(facts, ["gpuops", "reap"])
+    assert doc["summary"] == ("40960 MiB on GPU 0, 1 held by a process outside this container; "
+                              "nothing here to reap")
+    assert doc["advice"] and "restart the container" in doc["advice"][0]
+    assert all(len(f["title"]) <= 60 for f in doc["findings"])
+    facts["gpus"] = [dict(g, memory_used_mib=100) for g in gpus]
+    assert op.build(facts, ["gpuops", "reap"])["summary"] == "no process holds an NVIDIA device"

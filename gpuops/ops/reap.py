@@ -102,7 +102,7 @@ def findings_for(facts):
         if used is not None and not g["holders"] and used - known > UNATTRIBUTED_MIB:
             out.append(Finding(
                 "reap.unattributed-memory", "warn",
-                "GPU %s has %d MiB in use but no process here holds its device" % (g["index"], used - known),
+                "GPU %s: %d MiB held by no process here" % (g["index"], used - known),
                 {"gpu": g["index"], "memory_used_mib": used, "nested_pid_namespace": facts["nested_pid_namespace"]},
                 fix="a process outside this PID namespace (the host, a dead container) holds it: restart the "
                     "container or ask the provider for a GPU reset", gotcha="U11"))
@@ -129,8 +129,14 @@ def build(facts, rerun):
     holders = facts["holders"]
     targets = [h for h in holders if h.get("action")]
     findings = findings_for(facts)
-    hint, nexts = errors.OK, []
-    if not holders:
+    hint, nexts, advice = errors.OK, [], []
+    unheld = [f for f in findings if f.id == "reap.unattributed-memory"]
+    if not holders and unheld:
+        mib = sum(f.evidence["memory_used_mib"] for f in unheld)
+        summary = "%d MiB on GPU %s held by a process outside this container; nothing here to reap" % (
+            mib, ", ".join(str(f.evidence["gpu"]) for f in unheld))
+        advice.append(unheld[0].fix)
+    elif not holders:
         summary = "no process holds an NVIDIA device" + (" on GPU %s" % facts["gpu"] if facts["gpu"] is not None else "")
     elif not targets:
         summary = "%d GPU holder(s), none to reap (%s)" % (len(holders), _count_by_class(holders))
@@ -154,7 +160,7 @@ def build(facts, rerun):
             hint = errors.CHECK_FAILED
             summary += "; %d remain (%s)" % (len(failed), ", ".join("%d %s" % (a["pid"], a["outcome"]) for a in failed))
     doc = envelope("reap", ok=hint == errors.OK, summary=summary, data=facts, findings=worst_first(findings),
-                   next=nexts)
+                   next=nexts, advice=advice)
     if hint != errors.OK:
         doc[CODE_KEY] = hint
     return doc
