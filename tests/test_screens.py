@@ -176,3 +176,42 @@ def test_diagnose_says_each_evidence_line_once():
     assert doc["summary"].endswith(last)
     body = [line for line in text.splitlines() if not line.startswith("local: ")]
     assert not [line for line in body if last in line], body
+
+
+def suggested(text):
+    """Each `next:` command of a screen as a shell reads it pasted: its folded lines joined."""
+    found, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("  next: "):
+            cmd = line.removeprefix("  next: ")
+            while cmd.endswith(" \\"):
+                i += 1
+                cmd = cmd[:-2] + " " + lines[i].strip()
+            found.append(cmd)
+    return found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_suggested_command_fits_the_width_and_pastes_as_a_command_gpuops_takes(width):
+    """A next step wider than the terminal was folded by the terminal inside a word
+    (`--from-offset 71|2`, `gpuop|s push`): now it folds between words with a backslash."""
+    import shlex
+
+    from gpuops import surface
+    from gpuops.engines import flags as engine_flags
+
+    commands = 0
+    for snap in sorted(SCREENS.glob(f"*.{width}.txt")):
+        text = snap.read_text()
+        for line in text.splitlines():
+            if line.startswith(("  next: ", " " * 8)) and len(line) > width:
+                assert len(line.split()) <= 3, f"{snap.name}: {line!r}"  # one piece alone, too wide to fold
+        for cmd in suggested(text):
+            argv = shlex.split(cmd)
+            assert argv[0] == "gpuops" and argv[1] in surface.verbs(), (snap.name, cmd)
+            verb = surface.verbs()[argv[1]]
+            known = {p.flag for p in verb.params} | ({f"--{f}" for f in engine_flags()} if verb.engine_flags else set())
+            given = {a.split("=")[0] for a in argv[2:] if a.startswith("--")}
+            assert given <= known | {"--json"}, (snap.name, given - known)
+            commands += 1
+    assert commands >= 5

@@ -116,23 +116,13 @@ def example_lines(command, width, indent="  "):
     reads the lines as one command, pasted whole); a word or a quoted string is never split."""
     import shlex
 
+    from ..render import fold
+
     try:
         words = shlex.split(command)
     except ValueError:
         return [indent + command]
-    units, i = [], 0
-    while i < len(words):  # a flag stays on the line of its value
-        take = 2 if words[i].startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") else 1
-        units.append(" ".join(shlex.quote(w) for w in words[i:i + take]))
-        i += take
-    lines, line = [], indent + units[0]
-    for quoted in units[1:]:
-        if len(line) + 1 + len(quoted) + 2 > width and line.strip():
-            lines.append(line + " \\")
-            line = indent + "    " + quoted
-        else:
-            line += " " + quoted
-    return lines + [line]
+    return fold.command(fold.units([shlex.quote(w) for w in words]), width, indent, indent + "    ")
 
 
 def usage(width=80):

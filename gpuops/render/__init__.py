@@ -222,11 +222,14 @@ def _soft_rows(con, text):
 
 def summary_rows(doc, con):
     """The rows summary_line takes on `con`'s terminal, each soft line folded at its width."""
+    from . import fold
+
     rows = _soft_rows(con, _verdict_text(doc))
     for s in doc.get("next") or []:
-        rows += _soft_rows(con, f"  next: {step_text(s)}") + (_soft_rows(con, f"        ({s['why']})") if s.get("why")
-                                                            else 0)
-    return rows + sum(_soft_rows(con, f"  advice: {text}") for text in doc.get("advice") or [])
+        rows += sum(_soft_rows(con, line) for line in next_lines(s, con.width))
+        rows += sum(_soft_rows(con, line) for line in fold.prose(f"({s['why']})", con.width, " " * 8)) if s.get("why") else 0
+    return rows + sum(_soft_rows(con, line) for text in doc.get("advice") or []
+                      for line in fold.advice(text, con.width, "  advice: ", " " * 10))
 
 
 def _verdict_style(doc):
@@ -321,15 +324,30 @@ def step_text(step) -> str:
     return " ".join(shell_word(w, quote) for w in step["argv"])
 
 
+def next_lines(step, width):
+    """A next step as the lines to paste: its command on a line of its own, folded between words
+    with a trailing backslash where it is wider than the terminal (gpuops.render.fold)."""
+    from ..remote.wrap import quote
+    from . import fold
+    from .inert import shell_word
+
+    return fold.command(fold.units([shell_word(w, quote) for w in step["argv"]]), width, "  next: ", " " * 8)
+
+
 def print_next(doc, con):
-    """The next steps, one whole command line each (with why on its own line, so the command can be
-    copied alone), then the advice."""
+    """The next steps, each command on lines of its own (with why after it, so the command can be
+    copied alone), then the advice, folded between words."""
+    from . import fold
+
     for step in doc.get("next") or []:
-        con.print(f"  next: {step_text(step)}", markup=False, soft_wrap=True, crop=False)
+        for line in next_lines(step, con.width):
+            con.print(line, markup=False, soft_wrap=True, crop=False)
         if step.get("why"):
-            con.print(f"        ({step['why']})", markup=False, soft_wrap=True, style="dim")
+            for line in fold.prose(f"({step['why']})", con.width, " " * 8):
+                con.print(line, markup=False, soft_wrap=True, style="dim")
     for text in doc.get("advice") or []:
-        con.print(f"  advice: {text}", markup=False, soft_wrap=True)
+        for line in fold.advice(text, con.width, "  advice: ", " " * 10):
+            con.print(line, markup=False, soft_wrap=True)
 
 
 def summary_line(doc, con):
