@@ -90,8 +90,12 @@ CLASSES = (
        "If you need the dashboards: check for port conflicts on the head node.",
        "Read the Ray logs in the job directory ({job_dir}/ray_logs)."),
     _c("rendezvous-fail", "extension", "root", "Job start",
-       "The distributed rendezvous did not complete: workers could not find each other in time.",
+       "The distributed rendezvous did not complete: workers could not find each other in time, or the "
+       "rendezvous was already closed (another node's agent ended the job and closed it; a late or restarted "
+       "node is then refused).",
        "Check that every node uses the same --rdzv-id / rendezvous endpoint and that the endpoint (etcd or the c10d store) is up.",
+       "If it was closed (RendezvousClosedError, 'observed to be closed'), that is a consequence: read the other "
+       "nodes' output for what ended the job first (the node whose agent printed 'has closed the rendezvous').",
        "Check MASTER_ADDR / MASTER_PORT and that the port is reachable between nodes (nc -zv HOST PORT).",
        "If some nodes start slowly, raise the rendezvous timeout (torchrun --rdzv-conf=timeout=600) or allow fewer nodes (--nnodes=MIN:MAX).",
        "A script run with plain python instead of torchrun has no RANK/WORLD_SIZE: launch it with torchrun."),
