@@ -342,3 +342,14 @@ def test_a_verdict_names_the_gotcha_it_is_an_instance_of(ev, verdict_, gotcha):
     assert (v["verdict"], v["gotcha"]) == (verdict_, gotcha)
     said = verdict.gotcha_advice(v)
     assert said == ([f"The catalog's entry: gpuops gotcha {gotcha.replace(', ', ' / ')}."] if gotcha else [])
+
+
+def test_an_earlier_attempt_reads_in_words_with_its_class_after_them():
+    """Issue 34: diagnose's evidence said 'attempt 1 ... ended hang' for a one-process run."""
+    from gpuops.jobs import rows
+
+    lines = rows.earlier_attempts([{"job": "J1", "attempt": 1, "class": "hang", "step": 25, "retry": True,
+                                    "why": "no progress for the --stall-after limit: gpuops stopped it"},
+                                   {"job": "J2", "attempt": 2, "class": "hang", "why": "x"}], "J2")
+    assert lines == ["run: attempt 1 (J1) ended at step 25: no progress for the --stall-after limit: gpuops "
+                     "stopped it (class hang); retried"]

@@ -17,7 +17,7 @@ from datetime import datetime
 import pytest
 
 from gpuops.triage import signatures as S
-from gpuops.triage import triage_file
+from gpuops.triage import triage_bytes, triage_file
 from tests.triage.helpers import FIXTURES
 
 ROOT = FIXTURES / "shapes"
@@ -115,3 +115,14 @@ def test_a_hang_is_called_a_collective_deadlock_only_where_the_log_shows_ranks()
 
 def test_the_new_class_is_in_the_table():
     assert "driver-too-old" in S.CLASS_NAMES and S.CLASS_BY_NAME["driver-too-old"].gotcha == "U28"
+
+
+def test_a_one_process_run_the_supervisor_stopped_as_hung_is_not_told_of_collectives():
+    """Issue 34: a single `python train.py` stopped by --stall-after was explained as 'most likely a
+    collective (NCCL/RCCL) deadlock'."""
+    log = (ROOT / "hang_one_process" / "single_process.log").read_bytes()
+    result = triage_bytes(log, now=datetime(2025, 3, 2, 11, 0), exit_record={"exit_code": None, "signal": "SIGTERM",
+                                                                            "ended_by": "stall"})
+    assert (result.data["status"], result.data["primary"]) == ("failed", "hang")
+    said = " ".join(result.data["advice"] + [f.title for f in result.findings])
+    assert "collective" not in said and "NCCL" not in said and "py-spy dump" in said
