@@ -103,7 +103,7 @@ def record(f, sig, m, buf, vs, ve, line_no, task, step_at, text):
     elif target == S.AUX_PROGRESS:
         f.progress_marks.append(line_no)
     elif target == S.AUX_RANKS:
-        if sig.id == "ranks_nccl":
+        if sig.id in ("ranks_nccl", "ranks_torchrun_omp"):
             f.collective = True
         else:
             count = _NUM.search(view, m.start() - vs)  # the first number the line names there

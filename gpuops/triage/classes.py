@@ -293,9 +293,10 @@ CLASSES = (
 # explanation there, and NCCL or Ray advice would send the reader after the wrong cause.
 HANG_ONE_PROCESS = _c(
     "hang", "training", "derived", "Training",
-    "Training steps stopped advancing while the process stayed alive; the log shows a single process, so no "
-    "peer can be blocking it: it waits in its own code (a DataLoader worker, I/O on a slow or hung mount, a "
-    "lock) or on the GPU.",
+    "Training steps stopped advancing while the process stayed alive; the log shows a single process (no "
+    "second rank, no collective library coming up), so most likely it waits in its own code (a DataLoader "
+    "worker, I/O on a slow or hung mount, a lock) or on the GPU. If the job does run several ranks, read "
+    "each one's stack for a peer it waits on.",
     "Read where it waits: py-spy dump --pid PID (when --stall-after stopped a gpuops run, its saved stall "
     "evidence holds the stack).",
     "If the stack is in the DataLoader, run once with num_workers=0: a worker stuck on I/O or one that died "

@@ -86,7 +86,7 @@ class Facts:
         self.crash_by_task = {}
         self.restore = None
         self.slurm_id = None
-        self.collective = False       # a collective library (NCCL/RCCL) came up in the job
+        self.collective = False       # a collective library (NCCL/RCCL) came up, or torchrun started 2+ ranks
         self.world = None             # the most ranks or nodes a launcher line names
         self.node_exits = {}
         self.stage_now = None

@@ -331,6 +331,10 @@ _BASE = (
     _s("ranks_deepspeed", AUX_RANKS, r"dist_world_size=\d+"),
     _s("ranks_nodes", AUX_RANKS, r"on \d+ node\(s\)"),
     _s("ranks_nproc", AUX_RANKS, r"nproc[-_]per[-_]node[= ]\d+"),
+    # torch/distributed/run.py warns this only when --nproc-per-node > 1 (printed by default); open-mmlab's
+    # mmdet/utils/setup_env.py warns the same words for DataLoader workers of one process (a UserWarning)
+    _s("ranks_torchrun_omp", AUX_RANKS, r"Setting OMP_NUM_THREADS environment variable for each process"),
+    _s("h_mm_omp", HARMLESS, r"UserWarning: Setting OMP_NUM_THREADS"),
     # W&B's footer: a run that ended well prints it, and so does one that crashed (see WEAK_SUCCESS)
     # wandb/wandb wandb/sdk/internal/sender.py, wandb/sdk/wandb_run.py
     _s("wandb_summary", AUX_SUCCESS, r"wandb: Run summary:"),

@@ -139,6 +139,8 @@ SAMPLES = {
     "ranks_deepspeed": b"[2025-03-02 10:00:00,000] [INFO] [launch.py:164:main] dist_world_size=8",
     "ranks_nodes": b"== Job 8213 on 2 node(s): gpu-a01,gpu-a02",
     "ranks_nproc": b"torchrun --nnodes=1 --nproc-per-node=8 train.py",
+    "ranks_torchrun_omp": b"W0302 10:00:00.405000 4011 torch/distributed/run.py:793] Setting OMP_NUM_THREADS "
+                          b"environment variable for each process to be 1 in default",
     "hf_train_metrics": b"***** train metrics *****",
     "hf_runtime_block": b"  train_runtime            = 0:05:00.21",
     "nccl_conn_reset": b"[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "

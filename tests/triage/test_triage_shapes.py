@@ -108,9 +108,13 @@ def test_a_named_time_long_past_the_last_step_counts_the_steps_lost_and_claims_n
 def test_a_hang_is_called_a_collective_deadlock_only_where_the_log_shows_ranks():
     one, ranks = _triage("hang_one_process/single_process"), _triage("hang_one_process/ranks_in_nccl")
     finding = {f.id: f for f in one.findings}["triage.hang"]
-    assert "collective" not in finding.title and finding.gotcha == "U43"
-    assert "collective" in {f.id: f for f in ranks.findings}["triage.hang"].title
+    assert "deadlock" not in finding.title and finding.gotcha == "U43"
+    assert "collective (NCCL/RCCL) deadlock" in {f.id: f for f in ranks.findings}["triage.hang"].title
     assert (one.context["several_ranks"], ranks.context["several_ranks"]) == (False, True)
+    # torchrun says it started several ranks even with NCCL quiet; mmdet's same words for one process's
+    # DataLoader workers do not
+    quiet, mm = _triage("hang_one_process/torchrun_ranks_quiet"), _triage("hang_one_process/single_process_mm_workers")
+    assert (quiet.context["several_ranks"], mm.context["several_ranks"]) == (True, False)
 
 
 def test_the_new_class_is_in_the_table():
@@ -125,4 +129,4 @@ def test_a_one_process_run_the_supervisor_stopped_as_hung_is_not_told_of_collect
                                                                             "ended_by": "stall"})
     assert (result.data["status"], result.data["primary"]) == ("failed", "hang")
     said = " ".join(result.data["advice"] + [f.title for f in result.findings])
-    assert "collective" not in said and "NCCL" not in said and "py-spy dump" in said
+    assert "deadlock" not in said and "NCCL" not in said and "py-spy dump" in said
