@@ -11,8 +11,9 @@ given one of four kinds, from the code that makes it rather than from a hand-kep
   of kept paths);
 - prevented: declared in references/gotchas.toml (`prevented_by`: a verb whose design rules the
   gotcha out); no finding is involved;
-- explained: code that reads what already happened (gpuops/triage, gpuops/diagnose), and notes of
-  severity info or ok, which cannot fail anything;
+- explained: code that reads what already happened (gpuops/triage, gpuops/diagnose, the run
+  telemetry's judgement that only diagnose and triage turn into findings, the verdict on a transfer
+  once its retry budget ran out), and notes of severity info or ok, which cannot fail anything;
 - documented: a reminder printed from profile text whenever the profile has it, whatever the box
   holds (REMINDERS), and every gotcha nothing else covers.
 
@@ -32,8 +33,13 @@ from .gotcha import split_ids
 PACKAGE = Path(__file__).resolve().parent
 CHECKED, PREVENTED, EXPLAINED, DOCUMENTED = "checked", "prevented", "explained", "documented"
 KINDS = (CHECKED, PREVENTED, EXPLAINED, DOCUMENTED)
-# Code that runs after the fact: it explains a crash or a state, it cannot stop one.
-EXPLAINING = ("gpuops/triage/", "gpuops/diagnose/")
+# Code that runs after the fact: it explains a crash or a state, it cannot stop one. The run
+# telemetry (gpuops/onbox/telemetry.py judges the series, gpuops/jobs/runtelemetry.py words it) is
+# made into findings only by diagnose and triage, about a run that is over or already stuck.
+EXPLAINING = ("gpuops/triage/", "gpuops/diagnose/", "gpuops/jobs/runtelemetry.py", "gpuops/onbox/telemetry.py")
+# Functions elsewhere whose findings are verdicts on what already happened: a transfer that failed
+# for good, after its retries (its budget, resume and backoff are what `pull` prevents with).
+AFTER_THE_FACT = frozenset((("gpuops/ops/sync.py", "failure_finding"),))
 NOTES = ("info", "ok")
 # Said from the profile's text every time teardown-check runs with that profile; nothing on the
 # box or in the pull records decides whether they appear.
@@ -92,10 +98,10 @@ def _gotcha_value(node, aliases):
     return value if isinstance(value, str) else None
 
 
-def kind_of(rel: str, finding: str, severity) -> str:
-    """The kind of a finding made in file `rel` (a path from the repository root) with `severity`
-    (a literal, or None when the code computes it)."""
-    if rel.startswith(EXPLAINING):
+def kind_of(rel: str, finding: str, severity, function: str = None) -> str:
+    """The kind of a finding made in file `rel` (a path from the repository root) by `function`
+    with `severity` (a literal, or None when the code computes it)."""
+    if rel.startswith(EXPLAINING) or (rel, function) in AFTER_THE_FACT:
         return EXPLAINED
     if finding in REMINDERS:
         return DOCUMENTED
@@ -123,7 +129,7 @@ def _sites(node):
 
 
 def _scan(root: Path):
-    """(rel, line, finding, severity, gotcha node, aliases) for every finding site under `root`;
+    """(rel, line, finding, severity, gotcha node, aliases, function) for every finding site under `root`;
     parsed once per root and set of file versions (citations, finding_kinds and the docs all read
     it, and parsing every module is most of their cost)."""
     paths = sorted(root.rglob("*.py"))
@@ -144,19 +150,27 @@ def _parse(root: Path, paths):
         rel = path.relative_to(root.parent).as_posix()
         package = ".".join(path.relative_to(root.parent).with_suffix("").parts[:-1])
         aliases = _module_aliases(tree, package)
-        for node in ast.walk(tree):
+        for node, function in _walk(tree, None):
             for finding, severity, gotcha in _sites(node):
-                yield rel, node.lineno, finding, severity, gotcha, aliases
+                yield rel, node.lineno, finding, severity, gotcha, aliases, function
+
+
+def _walk(node, function):
+    """(node, the name of the innermost function holding it, or None) for every node under `node`."""
+    for child in ast.iter_child_nodes(node):
+        inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+        yield child, function
+        yield from _walk(child, inner)
 
 
 def citations(root: Path = PACKAGE) -> list:
     """Every gotcha id cited by a finding in the code under `root`, with the citation's kind."""
     out = []
-    for rel, line, finding, severity, gotcha, aliases in _scan(root):
+    for rel, line, finding, severity, gotcha, aliases, function in _scan(root):
         if gotcha is None:
             continue
         for gid in split_ids(_gotcha_value(gotcha, aliases) or ""):
-            out.append(Citation(rel, line, finding or "", gid, kind_of(rel, finding or "", severity)))
+            out.append(Citation(rel, line, finding or "", gid, kind_of(rel, finding or "", severity, function)))
     return out
 
 
@@ -164,9 +178,9 @@ def finding_kinds(root: Path = PACKAGE) -> dict:
     """finding id -> the kinds of the code that makes it (for findings whose gotcha id profile
     data supplies)."""
     out = {}
-    for rel, _, finding, severity, _, _ in _scan(root):
+    for rel, _, finding, severity, _, _, function in _scan(root):
         if finding:
-            out.setdefault(finding, set()).add(kind_of(rel, finding, severity))
+            out.setdefault(finding, set()).add(kind_of(rel, finding, severity, function))
     return out
 
 

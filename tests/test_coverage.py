@@ -157,16 +157,6 @@ def _teardown_unverified(tmp_path):
     return teardown_check("pod1", "runpod", ["/workspace/run"])["findings"]
 
 
-def _busy_wait(_):
-    """A rank spinning in a stuck collective: 100 % utilisation at a sixth of the power limit for a
-    minute (the run telemetry's judgement; status and diagnose report it as the supervisor samples)."""
-    from gpuops.onbox import telemetry
-
-    rows = [{"t": t, "gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]} for t in range(0, 70, 10)]
-    found = telemetry.busy_wait(rows)
-    return [{"id": "gpuops/onbox/telemetry.py", "severity": "warn"}] if found else []
-
-
 def _launch_gpus(asked, share=False, running=(), used=(1.0, 1.0)):
     """The box's check of `launch --gpus` (gpuops.onbox.gpu_pins) on two H100s and the jobs running."""
     from tests.test_gpu_pins import judged
@@ -184,16 +174,6 @@ def _telemetry(found_by):
         return runtelemetry.findings({"rows": len(rows), "busy_wait": telemetry.busy_wait(rows),
                                       "throttled": telemetry.throttled(rows), "starved": telemetry.starved(rows)})
     return make
-
-
-def _sync_failed(kind):
-    """A transfer that failed for good, as sync reports it (cited by the file: its id is the kind's)."""
-    def report(_):
-        from gpuops.ops import sync as S
-
-        f = S.failure_finding(kind, "pull failed", "gpuops pull ...")
-        return [{"id": "gpuops/ops/sync.py", "severity": f.severity, "gotcha": f.gotcha}]
-    return report
 
 
 def _first_minutes(head):
@@ -245,21 +225,17 @@ FAILS = {
     "verify.drift": _drift,
     "teardown.lost": _teardown_lost,
     "teardown.unverified": _teardown_unverified,
-    "gpuops/onbox/telemetry.py": _busy_wait,
     "launch.gpu-pinned": _launch_gpus("1", running=["1"]),
     "launch.gpu-shared": _launch_gpus("1", share=True, running=["1"]),
     "launch.gpu-unpinned-job": _launch_gpus("1", running=[None]),
     "launch.gpu-memory": _launch_gpus("1", used=(1.0, 60000.0)),
-    "telemetry.busy-wait": _telemetry({"gpus": [{"i": 0, "util": 100, "power": 120, "power_limit": 700}]}),
-    "telemetry.throttled": _telemetry({"gpus": [{"i": 0, "util": 100, "throttle": 0x40, "temp": 91}]}),
-    "telemetry.starved": _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": 10, "mem": 30000}]}),
-    "gpuops/ops/sync.py": _sync_failed("disk-full"),
     "tracker.wandb-run": _first_minutes("wandb: Tracking run with wandb version 0.21.1\n"),
 }
 
 
 def test_starvation_cites_u38_when_the_gpus_sit_idle_and_u24_when_they_only_wait():
-    """Both ids the table lists under telemetry.starved come from a fixture on which the check fails."""
+    """Both ids the table lists under telemetry.starved come from the series that says so; the finding
+    explains a run after the fact (only diagnose and triage print it), so it is no check."""
     def gotchas(util):
         found = _telemetry({"cpu": 790.0, "cpu_top": 99.0, "gpus": [{"i": 0, "util": util, "mem": 30000}]})(None)
         return [(f.id, f.severity, f.gotcha) for f in found]
@@ -267,7 +243,24 @@ def test_starvation_cites_u38_when_the_gpus_sit_idle_and_u24_when_they_only_wait
     assert gotchas(0) == [("telemetry.starved", "warn", "U38")]
     assert gotchas(10) == [("telemetry.starved", "warn", "U24")]
     row = refdocs.table()
-    assert "telemetry.starved" in row["U38"][C.CHECKED] and "telemetry.starved" in row["U24"][C.CHECKED]
+    assert "telemetry.starved" in row["U38"][C.EXPLAINED] and "telemetry.starved" in row["U24"][C.EXPLAINED]
+    assert C.CHECKED not in row["U38"] and C.CHECKED not in row["U24"]
+
+
+def test_what_only_explains_a_run_after_the_fact_is_counted_as_explained():
+    """Issue 41: U21/U24/U38 were counted as checked from the run telemetry's findings, which only
+    diagnose and triage print, and U12 from the verdict on a transfer whose retries ran out; AD7 is
+    checked by tb.logdir (the logdir AutoDL's profile pins) and U6 prevented by the run policy."""
+    row = refdocs.table()
+    for gid in ("U21", "U24", "U38"):
+        assert C.columns(row[gid]) == [C.EXPLAINED], gid
+    assert C.columns(row["U12"]) == [C.PREVENTED, C.EXPLAINED] and "gpuops/ops/sync.py" in row["U12"][C.EXPLAINED]
+    assert "tb.logdir" in row["AD7"][C.CHECKED]
+    assert any(p.startswith("`launch`") for p in row["U6"][C.PREVENTED])
+    # the kind follows the function that makes the finding, not its file: sync's budget stays a check
+    assert "sync.budget" in row["U7"][C.CHECKED]
+    assert C.kind_of("gpuops/ops/sync.py", "sync.x", "fail", "failure_finding") == C.EXPLAINED
+    assert C.kind_of("gpuops/ops/sync.py", "sync.x", "fail", "check_budget") == C.CHECKED
 
 
 def checked_findings():

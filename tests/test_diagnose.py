@@ -79,6 +79,8 @@ def test_oom_kill_named_by_the_kernel_and_the_cgroup_counter(dbox, droot):
     assert (d["verdict"], d["confidence"], d["signal"]) == ("oom-kill", "high", "SIGKILL")
     assert any(str(pid) in line for line in d["evidence"])
     assert d["oom_kills"] == {"at_launch": 0, "now": 1}
+    assert d["gotcha"] == "U9, U3"  # the verdict names the catalog entries it is an instance of
+    assert any("gpuops gotcha U9 / U3" in a for a in ended(dbox, job_id)["advice"])
 
 
 def test_sigkill_without_oom_evidence_is_not_called_oom(dbox, droot):
@@ -95,7 +97,8 @@ def test_sigkill_without_oom_evidence_is_not_called_oom(dbox, droot):
 def test_hangup(dbox):
     job_id, pid = launch(dbox, "sleep 60")
     os.kill(pid, signal.SIGHUP)
-    assert ended(dbox, job_id)["data"]["verdict"] == "sighup"
+    d = ended(dbox, job_id)["data"]
+    assert (d["verdict"], d["gotcha"]) == ("sighup", "U3")
 
 
 def test_reboot_beats_everything(dbox, droot):
@@ -317,3 +320,36 @@ def test_a_signal_the_runs_own_supervisor_sent_is_not_called_from_outside(ended_
     assert not any("from outside" in line for line in v["evidence"])
     assert verdict.decide({"exit": {"exit_code": None, "signal": "SIGTERM"}, "kernel_readable": True})[
         "verdict"] == "killed-by-signal"
+
+
+@pytest.mark.parametrize("ev, verdict_, gotcha", [
+    ({"boot_changed": True}, "reboot", "U3"),
+    ({"exit": {"exit_code": None, "signal": "SIGKILL"}, "kernel_readable": True, "oom_kills_at_launch": 0,
+      "oom_kills_now": 1}, "oom-kill", "U9, U3"),
+    ({"exit": {"exit_code": 1, "signal": None}, "log_tail": "OSError: [Errno 28] No space left on device",
+      "disks": [{"path": "/data", "free_bytes": 0, "free_inodes": 0}]}, "disk-full", "U6, U7"),
+    ({"exit": {"exit_code": 1, "signal": None}, "log_tail": "OSError: [Errno 28] No space left on device",
+      "disks": [{"path": "/data", "free_bytes": 0, "free_inodes": 900}]}, "disk-full", "U6"),
+    ({"exit": {"exit_code": None, "signal": "SIGKILL"}, "kernel_readable": True, "oom_kills_at_launch": 0,
+      "oom_kills_now": 0}, "killed-by-signal", "U3"),
+    ({"exit": {"exit_code": 0, "signal": None}}, "completed", None),
+    ({"exit": {"exit_code": 1, "signal": None}}, "failed-exit", None),
+])
+def test_a_verdict_names_the_gotcha_it_is_an_instance_of(ev, verdict_, gotcha):
+    """Issue 41: the ladder cited no catalog ids; each verdict that is a catalog entry now names it,
+    and one that is not (a plain exit 1) names none."""
+    v = verdict.decide(ev)
+    assert (v["verdict"], v["gotcha"]) == (verdict_, gotcha)
+    said = verdict.gotcha_advice(v)
+    assert said == ([f"The catalog's entry: gpuops gotcha {gotcha.replace(', ', ' / ')}."] if gotcha else [])
+
+
+def test_an_earlier_attempt_reads_in_words_with_its_class_after_them():
+    """Issue 34: diagnose's evidence said 'attempt 1 ... ended hang' for a one-process run."""
+    from gpuops.jobs import rows
+
+    lines = rows.earlier_attempts([{"job": "J1", "attempt": 1, "class": "hang", "step": 25, "retry": True,
+                                    "why": "no progress for the --stall-after limit: gpuops stopped it"},
+                                   {"job": "J2", "attempt": 2, "class": "hang", "why": "x"}], "J2")
+    assert lines == ["run: attempt 1 (J1) ended at step 25: no progress for the --stall-after limit: gpuops "
+                     "stopped it (class hang); retried"]

@@ -14,6 +14,7 @@ named with its core.
 from datetime import datetime, timezone
 
 from .. import xid
+from ..gotcha import split_ids
 from ..jobs.rows import SHELL_CODES
 from ..jobs.states import STALLED
 from ..onbox.retrypolicy import MAX_RUNTIME, STALL
@@ -49,6 +50,11 @@ def _disk_full(ev):
     return said, full
 
 
+def _no_inodes(full):
+    """Did a filesystem the job writes run out of inodes (U7) rather than bytes?"""
+    return any(d.get("free_inodes") == 0 for d in full)
+
+
 def _disk_lines(full):
     return [f"{d['path']}: {d.get('free_bytes')} bytes and {d.get('free_inodes')} inodes free" for d in full]
 
@@ -74,13 +80,14 @@ def decide(ev: dict) -> dict:
     enospc, full = _disk_full(ev)
     kernel_readable = ev.get("kernel_readable", False)
 
-    def out(verdict, confidence, lines):
+    def out(verdict, confidence, lines, gotcha=None):
+        # gotcha: the catalog entry (references/gotchas.toml) the verdict is an instance of, if any
         return {"verdict": verdict, "confidence": confidence, "evidence": evidence + lines,
-                "ruled_out": ruled_out, "exit_code": code, "signal": sig}
+                "ruled_out": ruled_out, "exit_code": code, "signal": sig, "gotcha": gotcha}
 
     if ev.get("boot_changed"):
         return out("reboot", "high", [f"boot_id was {ev.get('boot_id_then')} at launch, is {ev.get('boot_id_now')} now"
-                                      f" (up {ev.get('uptime_s', 0):.0f}s)"])
+                                      f" (up {ev.get('uptime_s', 0):.0f}s)"], gotcha="U3")
     ruled_out.append({"cause": "reboot", "why": "boot_id is unchanged since launch"} if ev.get("boot_id_then")
                      else {"cause": "reboot", "why": "process started after the current boot"})
     if ev.get("job_id") and ev.get("meta") is None and not record:
@@ -89,7 +96,7 @@ def decide(ev: dict) -> dict:
     if ev.get("alive"):
         row = ev.get("status") or {}
         if row.get("state") == STALLED:
-            return out("stalled", "high", [f"pid {ev.get('pid')} is alive, but {row.get('reason')}"])
+            return out("stalled", "high", [f"pid {ev.get('pid')} is alive, but {row.get('reason')}"], gotcha="U43")
         return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
     if record and code == 0:
         return out("completed", "high", ["exit record: exit code 0"])
@@ -116,33 +123,36 @@ def decide(ev: dict) -> dict:
         return out("stopped", "high", stopped)
     # The OOM killer sends SIGKILL only: a recorded HUP/TERM/INT came from someone else.
     if sig == "SIGHUP":
-        return out("sighup", "high", ["the job got SIGHUP: a hangup (a closed terminal/SSH session) or kill -HUP"])
+        return out("sighup", "high", ["the job got SIGHUP: a hangup (a closed terminal/SSH session) or kill -HUP"],
+                   gotcha="U3")
     if sig in EXTERNAL - {"SIGKILL"}:
-        return out("killed-by-signal", "high", [f"terminated by {sig} from outside"])
+        return out("killed-by-signal", "high", [f"terminated by {sig} from outside"], gotcha="U3")
     if oom_level:
-        return out("oom-kill", "high" if oom_level == "kernel" else "medium", oom_lines)
+        return out("oom-kill", "high" if oom_level == "kernel" else "medium", oom_lines, gotcha="U9, U3")
     ruled_out.append({"cause": "oom-kill", "why": _oom_ruled_out_reason(ev, kernel_readable)})
     if xids:
-        return out("gpu-fault", "high", [x["line"] for x in xids])
+        return out("gpu-fault", "high", [x["line"] for x in xids], gotcha="U22")
     ruled_out.append({"cause": "gpu-fault", "why": "no fatal Xid after launch" if kernel_readable
                       else "kernel log unreadable: Xid could not be checked"})
     if enospc and (full or not ev.get("disks")):
-        return out("disk-full", "high" if full else "medium", [f"log says: {enospc}"] + _disk_lines(full))
+        return out("disk-full", "high" if full else "medium", [f"log says: {enospc}"] + _disk_lines(full),
+                   gotcha="U6, U7" if _no_inodes(full) else "U6")
     if full and not record:
-        return out("disk-full", "low", _disk_lines(full))
+        return out("disk-full", "low", _disk_lines(full), gotcha="U6, U7" if _no_inodes(full) else "U6")
     ruled_out.append({"cause": "disk-full", "why": "no ENOSPC in the log and the job's filesystems have room"})
     crashed = crash.crash(ev, sig, record)
-    if crashed:
-        return out("crashed", *crashed)
+    if crashed:  # a native crash: a driver, CUDA or extension build that disagrees is the usual cause
+        return out("crashed", *crashed, gotcha="U28")
     if sig == "SIGKILL":
         conf = "medium" if kernel_readable or ev.get("oom_kills_now") is not None else "low"
-        return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"])
+        return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"], gotcha="U3")
     if record:
         # A core a child left (a DataLoader worker's segfault) is evidence the exit code hides.
         said = SHELL_CODES.get(code, f"the program exited with code {code}") if sig is None else f"the program died of {sig}"
         return out("failed-exit", "high", [said] + ([f"log says: {ev['error_line']}"] if ev.get("error_line") else [])
                    + crash.dumps(ev.get("cores"), None)[0])
-    return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"])
+    return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"],
+               gotcha="U3")
 
 
 def _stopped_by_gpuops(stop, record):
@@ -183,6 +193,12 @@ def triage_advice(triaged, ev, ruled_out):
         return [f"The log's tail shows a kill that reads as {triaged['primary']}, but the OOM killer is ruled "
                 f"out ({why}): something else sent the SIGKILL (a stop, a watchdog, a scheduler, a person)."]
     return [head] + list(triaged.get("advice") or [])[:3]
+
+
+def gotcha_advice(v: dict) -> list:
+    """Where the catalog explains the verdict: 'gpuops gotcha U3' for each id it cites."""
+    ids = split_ids(v.get("gotcha") or "")
+    return [f"The catalog's entry: gpuops gotcha {' / '.join(ids)}."] if ids else []
 
 
 def _oom_ruled_out_reason(ev, kernel_readable):

@@ -72,14 +72,14 @@ class Box(Engine):
         if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
             v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
         nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir)
-        advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice
+        advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice + verdict.gotcha_advice(v)
         tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
         advice += trackers.advice(tracked)
         if triaged and triaged.get("primary"):
             nxt += [s for s in triaged.get("next") or [] if s not in nxt]
         data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": ev.get("job_id"), "pid": ev.get("pid"),
                 "exit_code": v["exit_code"], "signal": v["signal"], "evidence": v["evidence"],
-                "ruled_out": v["ruled_out"],
+                "ruled_out": v["ruled_out"], "gotcha": v["gotcha"],
                 "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
                                "tried": ev.get("kernel_tried")},
                 "oom_kills": {"at_launch": ev.get("oom_kills_at_launch"), "now": ev.get("oom_kills_now")},

@@ -17,13 +17,14 @@ def run_tag(run):
 
 def earlier_attempts(failed, job_id):
     """Evidence lines for a run's attempts other than `job_id` that failed, as their supervisor
-    judged each when it ended: 'run: attempt 1 (J) ended unknown-death: ...; retried'."""
+    judged each when it ended, in words first and the class after: 'run: attempt 1 (J) ended at step 25:
+    no progress for the --stall-after limit: gpuops stopped it (class hang); retried'."""
     lines = []
     for f in failed or []:
         if f.get("job") == job_id or not f.get("class"):
             continue
         step = f" at step {f['step']}" if f.get("step") is not None else ""
-        lines.append(f"run: attempt {f.get('attempt')} ({f.get('job')}) ended {f['class']}{step}: {f.get('why')}; "
+        lines.append(f"run: attempt {f.get('attempt')} ({f.get('job')}) ended{step}: {f.get('why')} (class {f['class']}); "
                      + ("retried" if f.get("retry") else "not retried"))
     return lines
 

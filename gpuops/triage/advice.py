@@ -30,7 +30,7 @@ def steps_of(v, name):
     log shows, then its family (a torch CUDA OOM is never told to set remat_policy; JAX's advice
     only where the log shows JAX/XLA)."""
     fw = v.framework()
-    return FA.ADVICE.get((name, fw)) or FA.ADVICE.get((name, FW.family(fw))) or S.CLASS_BY_NAME[name].steps
+    return FA.ADVICE.get((name, fw)) or FA.ADVICE.get((name, FW.family(fw))) or v.class_of(name).steps
 
 
 def fill(v, text, live):
@@ -114,7 +114,7 @@ def compose(v, status, primary, also, prog, heartbeat, dashboards):
         at = f" (step {f.last_step}" + (f" of {v.total}" if v.total else "") + f"{left})" if f.last_step is not None else ""
         advice.append(f"Training is advancing{at}; nothing to fix. Triage again later to confirm it still advances.")
     elif v.no_end:
-        advice.append(_no_end_sentence(v))
+        advice.append(_no_end_sentence(v, prog))
     else:
         advice.append("No known failure signature matched: read the lines just before the end of the log.")
     if status not in LIVE + ("completed",):
@@ -152,17 +152,25 @@ def _node_sentence(f):
     return "Failed nodes: " + ", ".join(parts) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "") + "."
 
 
-def _no_end_sentence(v):
+def _no_end_sentence(v, prog):
     f = v.f
     at = f" after step {f.last_step}" if f.last_step is not None else ""
-    return (f"No end in the log: it stops{at} with no completion, failure, cancel or exit record, and no "
+    said = (f"No end in the log: it stops{at} with no completion, failure, cancel or exit record, and no "
             "scheduler state says the job ended, so it may still be running, or have been killed without a "
             "trace. Ask what ran it: gpuops status for a gpuops job, scontrol show job / sacct for Slurm, or "
             "triage again with --slurm-state.")
+    if v.stopped_for is None:
+        return said
+    times = f", {int(v.stopped_for / v.step_time)} step times" if v.step_time else ""
+    lost = prog["steps_lost"]
+    cost = (f"; if it is gone, {lost} step(s) since the last checkpoint are lost" if lost is not None
+            else "; if it is gone, the steps since its last checkpoint are lost")
+    return f"{said} It stopped logging {duration(v.stopped_for)} before now{times} without a step{cost}."
 
 
 def _death_clues(v):
     out = []
+
     if v.f.truncated:
         out.append("The log ends in the middle of a line with no cleanup messages: with the job ended, a SIGKILL "
                    "(host OOM killer, scheduler or a person) is the likely end.")

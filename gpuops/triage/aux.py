@@ -24,10 +24,29 @@ _PT_PERIOD = re.compile(rb"(?<![\w.])checkpoint_period=(\d+)")
 _CFG = re.compile(rb"Config param (checkpoint_period|steps|enable_checkpointing): *(\w+)")
 _TUNNEL_L = re.compile(rb"-L ?(?:[\w.]+:)?(\d+):([\w.-]+):(\d+)")
 _TRUE = (b"true", b"True", b"TRUE", b"1", b"yes")
+# A harness stage banner, `== <Stage> VERB ...` (seed 002's `== ... FAILED (exit=`): at the start of
+# the line (after a task prefix and a [timestamp]), or, for the verbs that end a stage, after any
+# prefix a launcher or logger puts before it (a plain timestamp, a host, a level) and with any
+# number of `=` (`=== Eval FAILED (exit=1) ===`). A stage name may hold `:`, `()`, `#`, `,`.
+_STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
+_BANNER_RX = re.compile(rb"=*== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/:()#,+@-]{0,80}?) (?P<verb>[A-Z]{2,})\b"
+                        rb"(?P<rest>[^\r\n]*)")
+_ANYWHERE = re.compile(rb"(?:^|(?<=[\s\]:]))=*== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/:()#,+@-]{0,80}?) "
+                       rb"(?P<verb>FAILED|TIMEOUT)\b(?P<rest>[^\r\n]*)")
 
 
 def strip_ansi(data):
     return _ANSI.sub(b"", data) if b"\x1b" in data else data
+
+
+def banner(line):
+    """(stage, verb, match) of a harness stage banner on a line (its task prefix removed), or None."""
+    body = strip_ansi(line)
+    stamp = _STAMP_PREFIX.match(body)  # "[2025-03-02 10:00:00] == Training START"
+    m = _BANNER_RX.match(body, stamp.end() if stamp else 0) or _ANYWHERE.search(body)
+    if not m:
+        return None
+    return m.group("stage").decode("utf-8", "replace"), m.group("verb"), m
 
 
 def record(f, sig, m, buf, vs, ve, line_no, task, step_at, text):
@@ -83,6 +102,13 @@ def record(f, sig, m, buf, vs, ve, line_no, task, step_at, text):
         f.restart = Occ(line_no, text(m.start()), task, step_at, sig.id)
     elif target == S.AUX_PROGRESS:
         f.progress_marks.append(line_no)
+    elif target == S.AUX_RANKS:
+        if sig.id in ("ranks_nccl", "ranks_torchrun_omp"):
+            f.collective = True
+        else:
+            count = _NUM.search(view, m.start() - vs)  # the first number the line names there
+            if count:
+                f.world = max(f.world or 0, int(count.group()))
     elif target == S.AUX_TOTAL:
         number = _NUM.search(view, m.start() - vs)
         f.max_epochs = int(number.group()) if number else f.max_epochs

@@ -90,8 +90,12 @@ CLASSES = (
        "If you need the dashboards: check for port conflicts on the head node.",
        "Read the Ray logs in the job directory ({job_dir}/ray_logs)."),
     _c("rendezvous-fail", "extension", "root", "Job start",
-       "The distributed rendezvous did not complete: workers could not find each other in time.",
+       "The distributed rendezvous did not complete: workers could not find each other in time, or the "
+       "rendezvous was already closed (another node's agent ended the job and closed it; a late or restarted "
+       "node is then refused).",
        "Check that every node uses the same --rdzv-id / rendezvous endpoint and that the endpoint (etcd or the c10d store) is up.",
+       "If it was closed (RendezvousClosedError, 'observed to be closed'), that is a consequence: read the other "
+       "nodes' output for what ended the job first (the node whose agent printed 'has closed the rendezvous').",
        "Check MASTER_ADDR / MASTER_PORT and that the port is reachable between nodes (nc -zv HOST PORT).",
        "If some nodes start slowly, raise the rendezvous timeout (torchrun --rdzv-conf=timeout=600) or allow fewer nodes (--nnodes=MIN:MAX).",
        "A script run with plain python instead of torchrun has no RANK/WORLD_SIZE: launch it with torchrun."),
@@ -205,6 +209,18 @@ CLASSES = (
        "with TORCH_CUDA_ARCH_LIST set to the GPU's X.Y.",
        "Before the next run, gpuops preflight on the box checks torch's arch list against its GPUs (cuda.arch).",
        gotcha="U28"),
+    # pytorch/pytorch c10/cuda/CUDAFunctions.cpp ("The NVIDIA driver on your system is too old (found version N)")
+    _c("driver-too-old", "extension", "root", "Training start",
+       "The host's NVIDIA driver is older than the CUDA this torch build was compiled for, so torch cannot use "
+       "the GPU (CUDA's insufficient-driver error); the GPU and its driver are otherwise fine.",
+       "Compare the two: the driver's CUDA version in nvidia-smi's header, and the build's in python3 -c 'import "
+       "torch; print(torch.__version__, torch.version.cuda)'; the build's must not be newer.",
+       "Install a torch wheel for a CUDA no newer than the driver's: pip install --force-reinstall torch "
+       "--index-url https://download.pytorch.org/whl/cuXYZ (pin torchvision/torchaudio with it, or pip "
+       "upgrades torch again); or pick a box or image whose driver is new enough.",
+       "A requirements file that pins another torch replaces the image's matching one: keep torch out of it.",
+       "Before the next run, gpuops preflight checks the torch build against the box's driver (cuda.torch).",
+       gotcha="U28"),
     _c("cuda-error", "extension", "root", "Training",
        "A CUDA operation failed inside the application (an illegal memory access, a device-side assert, an "
        "application-level Xid): the program's fault, and the GPU itself is fine.",
@@ -271,6 +287,24 @@ CLASSES = (
        "Read the output of that stage just before its FAILED line.",
        "Check the exit code: 137 SIGKILL, 134 SIGABRT, 139 SIGSEGV, 1 a generic error."),
 )
+
+# The hang of a job that shows one process and no collective (no ranks, no NCCL/RCCL, not a JAX
+# harness that drives every GPU of a node through collectives): a collective deadlock is no
+# explanation there, and NCCL or Ray advice would send the reader after the wrong cause.
+HANG_ONE_PROCESS = _c(
+    "hang", "training", "derived", "Training",
+    "Training steps stopped advancing while the process stayed alive; the log shows a single process (no "
+    "second rank, no collective library coming up), so most likely it waits in its own code (a DataLoader "
+    "worker, I/O on a slow or hung mount, a lock) or on the GPU. If the job does run several ranks, read "
+    "each one's stack for a peer it waits on.",
+    "Read where it waits: py-spy dump --pid PID (when --stall-after stopped a gpuops run, its saved stall "
+    "evidence holds the stack).",
+    "If the stack is in the DataLoader, run once with num_workers=0: a worker stuck on I/O or one that died "
+    "stalls the loop.",
+    "If nothing is printed for a long time while the process is busy, its stdout may be block-buffered: run "
+    "python -u or set PYTHONUNBUFFERED=1 (gpuops launch sets it).",
+    STOP,
+    gotcha="U43")
 
 CLASS_BY_NAME = {c.name: c for c in CLASSES}
 PRIORITY = {c.name: i for i, c in enumerate(CLASSES)}

@@ -39,6 +39,7 @@ from datetime import datetime
 from ..jobs import states
 from ..onbox import steps
 from . import advice as A
+from . import classes as C
 from . import frameworks as FW
 from . import progress as P
 from . import signatures as S
@@ -75,12 +76,14 @@ def classify(facts, now=None, slurm_state=None, exit_record=None, context=None, 
     """`progress`: when the job's own record dates its step lines (a gpuops job: the supervisor's
     growth samples, as `status` reads them), {"at": epoch the last step line was written,
     "step_time_s": ...}; those facts then decide the stall, with the same rule status uses."""
-    return _Verdict(facts, now or datetime.now(), slurm_state, exit_record, dict(context or {}), progress).result()
+    return _Verdict(facts, now or datetime.now(), slurm_state, exit_record, dict(context or {}), progress,
+                    now is not None).result()
 
 
 class _Verdict:
-    def __init__(self, f, now, slurm_state, exit_record, ctx, progress=None):
+    def __init__(self, f, now, slurm_state, exit_record, ctx, progress=None, now_given=False):
         self.f, self.now, self.ctx = f, now, ctx
+        self.now_given = now_given  # a time the caller named (--now, a box's clock), not this machine's
         self.now_epoch = now.timestamp()
         self.state_raw = slurm_state
         self.state = normalize_state(slurm_state)
@@ -107,6 +110,7 @@ class _Verdict:
         f = self.f
         self.ended_by = None
         self.no_end = False
+        self.stopped_for = None
         recorded = ST.from_records(f, self.state, self.exit_record)
         if recorded is not None:
             status, self.ended_by = recorded
@@ -127,6 +131,11 @@ class _Verdict:
         if alive:  # silence in a log without step lines is no hang: status would not call it stalled
             return "hanging" if stall and self.last_epoch is not None else "running"
         self.no_end = True  # nothing says the process ended: no death is claimed
+        if stall and self.now_given and self.last_epoch is not None:
+            # A named time (--now, the box's clock) past the stall bar since the last dated step: the log
+            # stopped logging, and what a death there would cost is counted (the seed's unknown-death row),
+            # still without claiming one: the job may be alive and unseen (issue 27).
+            self.stopped_for = self.now_epoch - self.last_epoch
         return "unknown"
 
     def stalled(self, ref):
@@ -202,10 +211,11 @@ class _Verdict:
         also = [c for c in classes if c != primary]
         # Where training should be: now for a live job; for one that ended (or whose log has no
         # end) when its log ends, never today's clock.
-        ref = self.now_epoch if status in _LIVE else self.end_epoch
+        ref = self.now_epoch if status in _LIVE or self.stopped_for is not None else self.end_epoch
         prog = P.project(first_step=f.first_step, last_step=f.last_step, total_steps=self.total, period=self.period,
                          step_time=self.step_time, last_step_epoch=self.last_epoch, now_epoch=ref,
-                         completed=completed, failed=status != "running" and not self.no_end)
+                         completed=completed,
+                         failed=status != "running" and (not self.no_end or self.stopped_for is not None))
         stage = self._stage(primary, eligible.get(primary) or self._first(primary))
         dashboards = self._dashboards(status)
         data = {
@@ -219,7 +229,7 @@ class _Verdict:
         data["next"], data["advice"] = A.compose(self, status, primary, also, prog, heartbeat, dashboards)
         context = self._context(status)
         results = W.findings_for(data, found, eligible, self, context, heartbeat, dashboards)
-        summary = W.summary_line(data) + ("; no end in the log" if self.no_end else "")
+        summary = W.summary_line(data) + W.stopped_text(self) + ("; no end in the log" if self.no_end else "")
         return Result(data, results, context, summary)
 
     def _hang(self, status):
@@ -384,6 +394,19 @@ class _Verdict:
         chosen = sorted(picked.values(), key=lambda ro: (ro[0], ro[1].line))[:S.EVIDENCE_MAX]
         return [{"line": occ.line, "text": W.clip(occ.decoded())} for _, occ in sorted(chosen, key=lambda ro: ro[1].line)]
 
+    def several_ranks(self):
+        """Does the log show more than one process in collectives? Two tasks' lines, a world of 2+ ranks
+        or nodes, a collective library coming up, or the JAX/MaxText harness (one process drives all of
+        a node's GPUs through collectives)."""
+        f = self.f
+        tasks = set(f.task_last_steps) | set(f.crash_by_task) | set(f.node_exits)
+        return bool(f.collective or (f.world or 0) > 1 or len(tasks) > 1 or f.step_form == "maxtext"
+                    or FW.family(self.framework() or "torch") == "jax")
+
+    def class_of(self, name):
+        """A class as this log reads: a hang of one process is no collective deadlock (classes.py)."""
+        return C.HANG_ONE_PROCESS if name == "hang" and not self.several_ranks() else S.CLASS_BY_NAME[name]
+
     def framework(self):
         """The framework the log shows (frameworks.shown), or None."""
         return FW.shown(self.f.frameworks, self.f.step_form == "maxtext")
@@ -407,6 +430,8 @@ class _Verdict:
             restore=W.restore_text(f),
             truncated_last_line=f.truncated,
             steady_steps=f.steady_steps,
+            stopped_logging_s=round(self.stopped_for, 1) if self.stopped_for is not None else None,
+            several_ranks=self.several_ranks(),
             stalled_for_s=round(self.now_epoch - self.last_epoch, 1) if (status in ("running", "hanging", "unknown")
                                                                          and self.last_epoch) else None,
             tasks_at_last_step=len(f.task_last_steps) or None,

@@ -86,6 +86,8 @@ class Facts:
         self.crash_by_task = {}
         self.restore = None
         self.slurm_id = None
+        self.collective = False       # a collective library (NCCL/RCCL) came up, or torchrun started 2+ ranks
+        self.world = None             # the most ranks or nodes a launcher line names
         self.node_exits = {}
         self.stage_now = None
         self.step_form = None         # gpuops.onbox.steps form name the log prints its steps in

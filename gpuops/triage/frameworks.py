@@ -93,8 +93,11 @@ ENTRIES = (
     _e("hf", "detect", "fw_transformers", r"transformers[/.]"),
     # huggingface/transformers src/transformers/trainer.py (end of _inner_training_loop)
     _e("hf", "done", "hf_done", r"Training completed\. Do not forget to share your model"),
-    # huggingface/transformers src/transformers/trainer.py (the final metrics it logs)
+    # huggingface/transformers src/transformers/trainer.py (the final metrics it logs: `{'train_runtime': ...}`),
+    # src/transformers/trainer_pt_utils.py (log_metrics: "***** train metrics *****", then `  train_runtime  = 0:05:00.21`)
     _e("hf", "done", "hf_runtime", r"'train_runtime': "),
+    _e("hf", "done", "hf_train_metrics", r"\*\*\*\*\* train metrics \*\*\*\*\*"),
+    _e("hf", "done", "hf_runtime_block", r"train_runtime +="),
     # huggingface/transformers src/transformers/tokenization_utils_base.py (a warning, the run goes on)
     _e("hf", "noise", "h_tokenizer", r"Token indices sequence length is longer than the specified maximum"),
 

@@ -26,7 +26,7 @@ from .. import xid
 from ..onbox import steps
 from . import aux
 from . import signatures as S
-from . import stepwindow, timestamps
+from . import stepwindow, tbcontext, timestamps
 from .facts import MAX_TRACKED, Facts, Occ
 from .matcher import LINE_RX, SIG_BY_ID
 
@@ -44,9 +44,7 @@ _LINEHAS = {s.id: re.compile(s.rule[len("linehas:"):].encode("ascii"))
 _SIGNAL_RX = re.compile(rb"SIG[A-Z0-9]+|[Ss]ignal:? (\d+)")
 _XID_CODE = re.compile(rb"NVRM: Xid \([^)]{0,40}\): (\d+)")
 _KILLED_RX = re.compile(rb"(?:^|\s)\d+ Killed(?:\s|$)")
-_BANNER_RX = re.compile(rb"== (?P<stage>[A-Za-z0-9][A-Za-z0-9 ._/-]*?) (?P<verb>[A-Z]{2,})\b(?P<rest>[^\r\n]*)")
 _HOST = re.compile(rb"host=(\S+)")
-_STAMP_PREFIX = re.compile(rb"\[[^\]]{0,40}\]\s*")
 _SLURM_JOB = re.compile(rb"\*\*\* JOB (\d+) ")
 _NUMBER = re.compile(rb"\d+")
 _KERAS_EPOCH = re.compile(rb"Epoch (\d+)/(\d+)\s*$")
@@ -106,6 +104,7 @@ class Scanner:
         self.final_tail = b""
         self.pieces = 0
         self.traceback_at = {}
+        self.contexts = tbcontext.Contexts()
         self.form = None
         self.counts = False  # the form's numbers count steps done (N/M, 1-based): step N - 1
 
@@ -266,6 +265,11 @@ class Scanner:
         for cls, (sig, m, detail) in list(found.items()):
             if sig.rule and sig.rule.startswith("yield:") and any(c in found for c in sig.rule[6:].split("|")):
                 continue
+            routed = self.contexts.route(cls, task, line_no)
+            if routed != cls:
+                if routed in found:
+                    continue  # the line already says it: one occurrence
+                cls = routed
             event = None
             if sig.id == "traceback":
                 shutdown = _after_notice(buf, ls)
@@ -274,6 +278,7 @@ class Scanner:
                 if shutdown == "thread":
                     sig = S.THREAD_TRACEBACK
             if sig.id in S.BLOCK_HEADERS:
+                self.contexts.opened(task)
                 opened = self.traceback_at.get(task)
                 nested = opened is not None and line_no - opened <= S.TRACEBACK_SPAN and sig.id == "cxx_terminate"
                 if not nested and (task in self.traceback_at or len(self.traceback_at) < MAX_TRACKED):
@@ -320,6 +325,12 @@ class Scanner:
             return routes.get(name) or S.SIGNAL_ROUTES.get(name) or target, name
         elif rule == "banner":
             return self._banner(buf, ls, le)
+        elif rule and rule.startswith("ctx:"):
+            self.contexts.mark(task, rule[4:], line_no)
+            return None, None
+        elif rule and rule.startswith("after:"):
+            if not self.contexts.has(task, rule[6:], line_no):
+                return None, None
         elif rule == "keras_epoch":
             header = _KERAS_EPOCH.match(aux.strip_ansi(_body(buf, ls, le)))
             if header:
@@ -384,13 +395,10 @@ class Scanner:
         return "cancelled", None
 
     def _banner(self, buf, ls, le):
-        body = aux.strip_ansi(_body(buf, ls, le))
-        stamp = _STAMP_PREFIX.match(body)  # "[2025-03-02 10:00:00] == Training START"
-        m = _BANNER_RX.match(body, stamp.end() if stamp else 0)
-        if not m:
+        found = aux.banner(_body(buf, ls, le))
+        if found is None:
             return None, None
-        stage = m.group("stage").decode("utf-8", "replace")
-        verb = m.group("verb")
+        stage, verb, m = found
         if verb == b"TIMEOUT":
             return S.TIMEOUT_CLASS_BY_STAGE.get(stage, "stage-fail"), stage
         if verb == b"FAILED":

@@ -68,13 +68,17 @@ TIMEOUT_CLASS_BY_STAGE = {
 #   "yield:CLASS|CLASS"  dropped when one of these classes matched on the same line (the more specific reading)
 #   "keras_epoch" / "keras_done"  Keras's epoch header, and its bar finished in the last epoch
 #   "final_save"  a checkpoint saved at the epoch count the config asks for (frameworks.py)
+#   "ctx:NAME"    (an AUX_CONTEXT line) a frame of the traceback being printed names where it fails:
+#                 the scanner remembers NAME for that task until its next traceback header
+#   "after:NAME"  dropped unless the same task's current traceback named NAME (within TRACEBACK_SPAN
+#                 lines): a generic exception line that means one thing only in that place
 
 HARMLESS = "harmless"
 AUX_SUMMARY, AUX_STATUS, AUX_PASSTHROUGH, AUX_CONFIG = "summary", "status", "passthrough", "config"
 AUX_RAY, AUX_TUNNEL, AUX_PROM = "ray", "tunnel", "prometheus"
 AUX_SELF_DEATH, AUX_RESTORE, AUX_SLURM_ID, AUX_BANNER = "self-death", "restore", "slurm-id", "banner"
 AUX_SUCCESS, AUX_FRAMEWORK, AUX_RESTART, AUX_TOTAL = "success", "framework", "restart", "total"
-AUX_PROGRESS = "progress"
+AUX_PROGRESS, AUX_CONTEXT, AUX_RANKS = "progress", "context", "ranks"
 STEP = "step"
 
 
@@ -116,6 +120,11 @@ _BASE = (
     _s("no_gpu", "no-gpu", r"WARNING: No GPU devices detected"),
     _s("no_cuda_gpu", "no-gpu", r"No CUDA GPUs are available"),
     _s("no_driver", "no-gpu", r"Found no NVIDIA driver on your system"),
+    # pytorch/pytorch c10/cuda/CUDAFunctions.cpp (device_count_impl, cudaErrorInsufficientDriver): raised at
+    # torch.cuda's lazy init (torch/cuda/__init__.py), and only warned ("CUDA initialization: ...") by
+    # torch.cuda.is_available(), after which a script may go on without the GPU
+    _s("driver_too_old", "driver-too-old", r"The NVIDIA driver on your system is too old"),
+    _s("driver_too_old_warn", "driver-too-old", r"CUDA initialization: The NVIDIA driver on your system is too old"),
     _s("smi_no_driver", "no-gpu", r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
     _s("nic_autodetect", "nccl-nic-fail", r"Failed to auto-detect NCCL_SOCKET_IFNAME"),
     _s("nic_bootstrap", "nccl-nic-fail", r"Bootstrap : no socket interface found"),
@@ -143,6 +152,13 @@ _BASE = (
     _s("rdzv_timeout", "rendezvous-fail", r"RendezvousTimeoutError"),
     _s("rdzv_conn", "rendezvous-fail", r"RendezvousConnectionError"),
     _s("rdzv_state", "rendezvous-fail", r"RendezvousStateError"),
+    # A node joining a rendezvous that another node's agent already closed (its job ended there, on
+    # success or failure): pytorch/pytorch torch/distributed/elastic/rendezvous/api.py (the class),
+    # dynamic_rendezvous.py ("The node '%s' detected that rendezvous was closed"), etcd_rendezvous.py
+    # ("Rendezvous for run_id=%s was observed to be closed": the etcd backend Kubeflow's elastic jobs use)
+    _s("rdzv_closed", "rendezvous-fail", r"RendezvousClosedError"),
+    _s("rdzv_closed_seen", "rendezvous-fail", r"detected that rendezvous was (?:permanently )?closed"),
+    _s("rdzv_closed_etcd", "rendezvous-fail", r"was observed to be closed"),
     _s("rdzv_wait", "rendezvous-fail", r"Timed out waiting for rendezvous"),
     _s("rdzv_etcd", "rendezvous-fail", r"Failed to connect to etcd"),
     _s("dist_init_timeout", "rendezvous-fail", r"Distributed initialization timed out"),
@@ -182,6 +198,11 @@ _BASE = (
     _s("shm_bus_signal", "shm-exhausted", r"killed by signal: Bus error"),
     _s("shm_torch_file", "shm-exhausted", r"unable to write to file </torch_"),
     _s("shm_nccl_extend", "shm-exhausted", r"failed to extend /dev/shm"),
+    # A POSIX semaphore (a DataLoader's queues lock with one) lives in /dev/shm: ENOSPC while creating
+    # one is shared memory, not the disk. python/cpython Lib/multiprocessing/synchronize.py
+    # (SemLock.__init__: `sl = self._semlock = _multiprocessing.SemLock(`); CONTEXT_ROUTES re-routes.
+    _s("ctx_semlock", AUX_CONTEXT, r"SemLock", "ctx:semlock"),
+    _s("ctx_synchronize", AUX_CONTEXT, r"multiprocessing/synchronize\.py", "ctx:semlock"),
     _s("shm_path", "shm-exhausted", r"/dev/shm", "linehas:No space left on device|Errno 28|ENOSPC"),
     _s("disk_enospc", "disk-full", r"No space left on device", "yield:shm-exhausted"),
     _s("disk_iostream", "disk-full", r"iostream error"),
@@ -195,6 +216,31 @@ _BASE = (
     _s("ckpt_state_dict", "checkpoint-load-fail", r"Error\(s\) in loading state_dict"),
     _s("ckpt_load_text", "checkpoint-load-fail", r"Failed to load checkpoint"),
     _s("ckpt_weights_only", "checkpoint-load-fail", r"Weights only load failed"),
+    # torch's own per-parameter line of that error: pytorch/pytorch torch/nn/modules/module.py
+    # (_load_from_state_dict: "size mismatch for {}: copying a param with shape {} from checkpoint, ...")
+    _s("ckpt_size_mismatch", "checkpoint-load-fail", r"copying a param with shape"),
+    # A checkpoint that cannot be opened (cut short, a git-lfs pointer, another format):
+    # pytorch/pytorch caffe2/serialize/inline_container.cc ("PytorchStreamReader failed " what ": " miniz's reason),
+    # torch/serialization.py (_legacy_load: "Invalid magic number; corrupt file?"),
+    # huggingface/safetensors bindings/python/src/lib.rs ("Error while deserializing header: ..."),
+    # huggingface/transformers src/transformers/modeling_utils.py (load_state_dict: "Unable to load weights
+    # from [pytorch ]checkpoint file for ...", "Unable to locate the file ... which is necessary to load this
+    # pretrained model", and a git-lfs pointer: "You seem to have cloned a repository without having git-lfs
+    # installed"), python/cpython Modules/_pickle.c ("invalid load key, '%c'.")
+    _s("ckpt_stream_reader", "checkpoint-load-fail", r"PytorchStreamReader failed "),
+    _s("ckpt_magic", "checkpoint-load-fail", r"Invalid magic number; corrupt file"),
+    _s("ckpt_safetensors_header", "checkpoint-load-fail", r"Error while deserializing header"),
+    _s("ckpt_hf_unable", "checkpoint-load-fail", r"Unable to load weights from (?:pytorch )?checkpoint file"),
+    _s("ckpt_hf_locate", "checkpoint-load-fail", r"which is necessary to load this pretrained"),
+    _s("ckpt_lfs_pointer", "checkpoint-load-fail", r"without having git-lfs installed"),
+    _s("ckpt_load_key", "checkpoint-load-fail", r"invalid load key, "),
+    # python/cpython Lib/zipfile/__init__.py (BadZipFile: "File is not a zip file", "Bad CRC-32 for file %r",
+    # ...): a checkpoint only inside a traceback through a loader (torch/serialization.py, Keras's
+    # keras-team/keras keras/src/saving/saving_lib.py, a load_checkpoint/_weights/_model/_state_dict frame)
+    _s("ctx_torch_serialization", AUX_CONTEXT, r"torch/serialization\.py", "ctx:ckptload"),
+    _s("ctx_keras_saving", AUX_CONTEXT, r"saving_lib\.py", "ctx:ckptload"),
+    _s("ctx_load_call", AUX_CONTEXT, r"load_(?:checkpoint|weights|model|state_dict)", "ctx:ckptload"),
+    _s("ckpt_bad_zip", "checkpoint-load-fail", r"BadZipFile", "after:ckptload"),
     _s("gpu_xid", "gpu-fault", r"NVRM: Xid", "xid"),
     _s("gpu_off_bus", "gpu-fault", r"fallen off the bus"),
     _s("gpu_ecc", "gpu-fault", r"uncorrectable ECC error"),
@@ -275,6 +321,20 @@ _BASE = (
     _s("restore_none", AUX_RESTORE, r"No existing checkpoints found, not restoring checkpoint"),
     _s("restore_step", AUX_RESTORE, r"restoring from this run's directory step \d+"),
     _s("slurm_id", AUX_SLURM_ID, r"SLURM_JOB_ID=\d+"),
+    # How many ranks the job has (a hang's likely cause depends on it): NVIDIA/nccl src/init.cc ("NCCL version
+    # %s": a collective library came up), pytorch/pytorch torch/distributed/elastic/agent/server/api.py
+    # ("global_world_sizes=[N, ...]"), microsoft/DeepSpeed deepspeed/launcher/launch.py ("dist_world_size=N"),
+    # torch/distributed/run.py (torchrun's --nproc-per-node / --nproc_per_node), the harness's header
+    # ("== Job N on K node(s)")
+    _s("ranks_nccl", AUX_RANKS, r"NCCL version \d"),
+    _s("ranks_elastic", AUX_RANKS, r"global_world_sizes=\[\d+"),
+    _s("ranks_deepspeed", AUX_RANKS, r"dist_world_size=\d+"),
+    _s("ranks_nodes", AUX_RANKS, r"on \d+ node\(s\)"),
+    _s("ranks_nproc", AUX_RANKS, r"nproc[-_]per[-_]node[= ]\d+"),
+    # torch/distributed/run.py warns this only when --nproc-per-node > 1 (printed by default); open-mmlab's
+    # mmdet/utils/setup_env.py warns the same words for DataLoader workers of one process (a UserWarning)
+    _s("ranks_torchrun_omp", AUX_RANKS, r"Setting OMP_NUM_THREADS environment variable for each process"),
+    _s("h_mm_omp", HARMLESS, r"UserWarning: Setting OMP_NUM_THREADS"),
     # W&B's footer: a run that ended well prints it, and so does one that crashed (see WEAK_SUCCESS)
     # wandb/wandb wandb/sdk/internal/sender.py, wandb/sdk/wandb_run.py
     _s("wandb_summary", AUX_SUCCESS, r"wandb: Run summary:"),
@@ -344,7 +404,12 @@ FRAMEWORK_CANCEL = tuple(e.id for e in FW.ENTRIES if e.kind == "cancel")
 # other failure line with nothing but noise after it ends the run (see status.py).
 SOFT_SIGNATURES = ("port_in_use", "port_eaddrinuse", "nccl_warn", "nccl_warn_timeout", "nccl_conn_reset",
                    "nccl_timeout_waiting", "gpu_oom_text", "nan_loss", "nan_loss_cap", "nan_grad_norm",
-                   "hub_offline", "hub_no_connect", "hub_local_entry", "hub_pool", "no_gpu", "thread_traceback")
+                   "hub_offline", "hub_no_connect", "hub_local_entry", "hub_pool", "no_gpu", "thread_traceback",
+                   "driver_too_old_warn")
+
+# A class that means another where the same task's traceback named a context ("ctx:NAME" rules):
+# ENOSPC while creating a semaphore is /dev/shm, not the disk.
+CONTEXT_ROUTES = {("disk-full", "semlock"): "shm-exhausted"}
 
 # Where the procedure's checklists look (heartbeat false positives, restored runs).
 ACCUSED_TASK_PATTERN = r"/task:(\d+)"

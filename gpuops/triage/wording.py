@@ -2,6 +2,7 @@
 dashboard sentences, the summary line, and the findings of the envelope."""
 
 from .. import findings as _findings
+from ..units import duration
 from . import signatures as S
 
 
@@ -67,11 +68,19 @@ def summary_line(data):
     return text
 
 
+def stopped_text(v):
+    """'; stopped logging 3h 10m before now (950 step times)' for a log that stopped logging."""
+    if v.stopped_for is None:
+        return ""
+    times = f" ({int(v.stopped_for / v.step_time)} step times)" if v.step_time else ""
+    return f"; stopped logging {duration(v.stopped_for)} before now{times}"
+
+
 def findings_for(data, found, eligible, verdict, context, heartbeat, dashboards):
     out = []
     live = data["status"] in ("completed", "running")
     for name in ([data["primary"]] if data["primary"] else []) + data["also"]:
-        cls = S.CLASS_BY_NAME[name]
+        cls = verdict.class_of(name)
         if name == data["primary"]:
             severity = "warn" if live else "fail"
         elif cls.role in ("root", "cause") and data["status"] != "completed":

@@ -157,6 +157,18 @@ def test_scontrol_output_parsing():
     assert parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
 
 
+def test_now_past_the_stall_bar_says_the_log_stopped_logging_and_counts_the_steps_lost(cli_inproc):
+    """Issue 41: with --now hours after the last step the steps since the last checkpoint are counted
+    (the seed's projection), still without a death; without --now nothing of the kind is said."""
+    path = os.path.join(ROOT, "tests", "fixtures", "triage", "shapes", "stopped_logging", "seed_harness_stale.log")
+    rc, doc = run_json(cli_inproc, "--log", path, "--now", "2025-03-02T13:12:12")
+    assert (doc["data"]["status"], doc["data"]["primary"]) == ("unknown", None) and rc == 1
+    assert "stopped logging 3h 00m before now (5400 step times)" in doc["summary"]
+    assert doc["data"]["progress"]["steps_lost"] == 16 and doc["data"]["progress"]["expected_step_now"] == 316 + 5400
+    rc, plain = run_json(cli_inproc, "--log", path)
+    assert "stopped logging" not in plain["summary"] and plain["data"]["progress"]["steps_lost"] is None
+
+
 def test_a_log_with_no_end_says_so_and_claims_no_death(cli_inproc):
     """Issue 27: a log that simply stops while training was reported as `unknown-death`, "killed
     from outside": a death nobody observed, which sends a person to kill or restart a healthy run."""

@@ -44,9 +44,12 @@ def test_evidence_points_at_real_lines(name):
 
 
 def test_corpus_covers_every_class_and_status():
-    """With the frameworks' own logs (test_triage_frameworks.py): launch-fail is a plain script's."""
+    """With the frameworks' own logs (test_triage_frameworks.py): launch-fail is a plain script's; and the
+    shapes of issue 41 (test_triage_shapes.py): driver-too-old is torch's own line."""
     frameworks = json.loads((FIXTURES / "frameworks" / "expected.json").read_text())
-    primaries = {e["expect"]["primary"] for e in list(EXPECTED.values()) + list(frameworks.values())}
+    shapes = json.loads((FIXTURES / "shapes" / "expected.json").read_text())
+    primaries = {e["expect"]["primary"] for e in list(EXPECTED.values()) + list(frameworks.values())
+                 + list(shapes.values())}
     seen = primaries | {c for e in EXPECTED.values() for c in e["expect"]["also"]}
     assert seen >= set(S.CLASS_NAMES)
     assert {e["expect"]["status"] for e in EXPECTED.values()} == set(S.STATUSES)

@@ -123,6 +123,26 @@ SAMPLES = {
     "mm_train": b"03/02 10:00:20 - mmengine - INFO - Epoch(train)  [1][ 50/7330]  lr: 2.0000e-02  eta: 0:05:00",
     "yolo_epoch": b"      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size",
     "ms_train": b"2025-03-02 10:00:00,000 - modelscope - INFO - epoch [1][100/500]\tlr: 1.000e-04, eta: 0:10:00",
+    # issue 41's shapes, each as its library prints it (the signatures cite the source files)
+    "rdzv_closed_seen": b"INFO:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'gpu-b07_3321_0' "
+                        b"detected that rendezvous was closed",
+    "ctx_synchronize": b'  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__',
+    "ctx_torch_serialization": b'  File "/usr/local/lib/python3.10/dist-packages/torch/serialization.py", line 1025',
+    "ctx_keras_saving": b'  File "/usr/local/lib/python3.11/site-packages/keras/src/saving/saving_lib.py", line 242',
+    "ctx_load_call": b"    model.load_weights(args.weights)",
+    "ckpt_magic": b"_pickle.UnpicklingError: Invalid magic number; corrupt file?",
+    "ckpt_hf_unable": b"OSError: Unable to load weights from pytorch checkpoint file for 'out/pytorch_model.bin' at "
+                      b"'out/pytorch_model.bin'. If you tried to load a PyTorch model from a TF 2.0 checkpoint, please "
+                      b"set from_tf=True.",
+    "ranks_nccl": b"gpu-a01:2001:2001 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+    "ranks_elastic": b"  global_world_sizes=[8, 8, 8, 8, 8, 8, 8, 8]",
+    "ranks_deepspeed": b"[2025-03-02 10:00:00,000] [INFO] [launch.py:164:main] dist_world_size=8",
+    "ranks_nodes": b"== Job 8213 on 2 node(s): gpu-a01,gpu-a02",
+    "ranks_nproc": b"torchrun --nnodes=1 --nproc-per-node=8 train.py",
+    "ranks_torchrun_omp": b"W0302 10:00:00.405000 4011 torch/distributed/run.py:793] Setting OMP_NUM_THREADS "
+                          b"environment variable for each process to be 1 in default",
+    "hf_train_metrics": b"***** train metrics *****",
+    "hf_runtime_block": b"  train_runtime            = 0:05:00.21",
     "nccl_conn_reset": b"[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
                        b"Connection closed by peer [127.0.0.1]:41697.",
 }
