@@ -4,29 +4,16 @@ no healthy shape is stopped, and every hung one is stopped within the limit and 
 it began to hang (the time its player wrote down just before)."""
 
 import json
-import sys
 
-from gpuops.jobs import runpolicy
-from gpuops.ops import jobs as op, wait as waiting
-from tests.conftest import FIXTURES
+from gpuops.ops import wait as waiting
 from tests.fixtures.progress import shapes
-from tests.jobs.helpers import run_record
+from tests.jobs.helpers import launch_shape, run_record
 
-PLAY = FIXTURES / "progress" / "play.py"
 LIMIT_S, SLACK_S = 6.0, 30.0
 
 
 def _launch(box, jobs_dir, tmp_path, name):
-    ckpt = tmp_path / ("ckpt-" + name)
-    ckpt.mkdir()
-    policy = {"max_retries": "0", "stall_after": "%gs" % LIMIT_S}
-    if name in shapes.SAVES:
-        policy["checkpoint_dir"] = str(ckpt)
-    env = {"CKPT": str(ckpt), "HANG_AT": str(tmp_path / ("hang-at-" + name)), "PYTHONUNBUFFERED": "1"}
-    doc = op.launch(box, command=f"{sys.executable} {PLAY} {name}", jobs_dir=str(jobs_dir), env=env,
-                    policy=runpolicy.build(**policy))
-    assert doc["ok"], doc["summary"]
-    return doc["data"]["job"]["job_id"]
+    return launch_shape(box, jobs_dir, tmp_path, name, LIMIT_S)
 
 
 def _ended(box, jobs_dir, runs, timeout=240):
