@@ -46,6 +46,8 @@ import re
 from . import escapes, steps
 
 SEGMENTS_MAX = 4096     # lines of one read judged (the newest): a burst of output is progress already
+LINE_MAX = 4096         # of a line, what is read: a progress line is short, and a longer one is judged by its head
+_LINES = re.compile(rb"[\r\n]")
 SERIES_MAX = 256        # series remembered: the box's output must not grow the supervisor without bound
 TEXT_COUNT_BYTES = 200  # of a line without numbers, what is compared
 
@@ -152,24 +154,21 @@ class Judge(object):
 
     def feed(self, data, now):
         """Judge the complete lines in `data`; True when a count moved."""
-        text = escapes.plain(data)
-        lines = {}
-        for rank, (form, _) in enumerate(self.forms):
-            for found in form.scan(text):
-                seg = _segment(text, found.start)
-                if seg not in lines:
-                    lines[seg] = (rank, found)
         moved = False
-        for seg in sorted(lines)[-SEGMENTS_MAX:]:
-            rank, found = lines[seg]
-            if self._moves(rank, found, text, seg, now):
-                moved = True
+        for line in [l[:LINE_MAX] for l in _LINES.split(escapes.plain(data)) if l.strip()][-SEGMENTS_MAX:]:
+            for rank, (form, _) in enumerate(self.forms):
+                if form.literal is not None and form.literal not in line:
+                    continue
+                found = form.first(line)
+                if found is not None:
+                    moved = self._moves(rank, found, line, now) or moved
+                    break
         return moved
 
-    def _moves(self, rank, found, text, seg, now):
+    def _moves(self, rank, found, line, now):
         count = found.count
         if count is None:
-            count = hashlib.sha1(text[seg:steps.line_end(text, seg, None)][:TEXT_COUNT_BYTES]).hexdigest()
+            count = hashlib.sha1(line[:TEXT_COUNT_BYTES]).hexdigest()
         key = (rank, found.series)
         before = self.counts.pop(key, None)
         self.counts[key] = count
