@@ -90,6 +90,19 @@ def test_a_validation_bar_counts_apart_from_the_training_bar_it_interrupts():
     assert judge.max_step == 41  # the bare evaluation bar's count is no step number of training
 
 
+@pytest.mark.parametrize("line", [
+    b" %d/100 [=>............................] - ETA: 1s - loss: 0.1\r",  # Keras 2's Progbar
+    b'{"train/global_step": %d, "loss": 0.5}\n',
+    b"[Rank 0] step=%d, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]\n",
+    b" [2026-11-28 12:00:00] iteration %8d/     300 | consumed samples: 2560 |\n",
+    "Working... ━━━━━━━━━━╺━━━━━━━━━ %3d%% 0:00:03\r".encode("utf-8"),
+    b"%dit [00:05, 24.60it/s]\r",
+])
+def test_each_shape_moves_with_its_count_and_only_with_it(line):
+    moved, _ = _judge([line % 5, line % 6, line % 6])
+    assert moved == [False, True, False]
+
+
 def test_a_user_pattern_without_a_number_counts_every_match():
     moved, _ = _judge([b"heartbeat ok\n", b"heartbeat ok\n"], user=r"heartbeat ok")
     assert moved == [True, True]

@@ -55,7 +55,7 @@ STARTING, TRAINING, SAVING, STALLED = "starting", "training", "saving checkpoint
 PHASES = (STARTING, TRAINING, SAVING, STALLED)
 
 _GLYPH = rb"(?:\xe2\x94\x81|\xe2\x95\xb8|\xe2\x95\xba)"  # rich's and Keras 3's bar: U+2501, U+2578, U+257A
-_KERAS = re.compile(rb"[ \t]*(?P<n>\d+)/(?P<m>\d+|Unknown)(?: " + _GLYPH + rb"| \[[=>.]*\](?: - |$))")
+_KERAS = re.compile(rb"[ \t]*(?P<n>\d+)/(?P<m>\d+)(?: " + _GLYPH + rb"| \[[=>.]*\](?: - |$))")
 _RICH = re.compile(rb"(?P<desc>[^\r\n]{0,80}?)[ \t]*" + _GLYPH + rb"+[ \t]+(?:(?P<n>\d+)/(?P<m>\d+|--)|(?P<pct>\d{1,3})%)")
 _JSON = re.compile(rb'"(?:[\w./-]{0,40}[_/.])?(?:step|iter|iteration)"[ \t]*:[ \t]*(\d+)(?![\d.])')
 _COUNT_BAR = re.compile(rb"(?:(?P<desc>[^\r\n|]{0,80}): )?(?P<n>\d+)(?:[A-Za-z]{1,10}| ?\|[^|\r\n]{0,200}\| \d+/\?) "
@@ -85,10 +85,9 @@ def _read_keras(buf, seg, stop):
     m = _KERAS.match(buf, seg, stop)
     if m is None:
         return None
-    n, m_ = int(m.group("n")), m.group("m")
-    total = int(m_) if m_.isdigit() else None
+    n, total = int(m.group("n")), int(m.group("m"))
     # Keras' count restarts each epoch (its `Epoch 3/10` line comes before the bar): no step number
-    return steps.Step(seg, m.end(), None, count=n, series=b"keras/" + m_, done=total is not None and n >= total)
+    return steps.Step(seg, m.end(), None, count=n, series=b"keras/" + m.group("m"), done=n >= total)
 
 
 def _read_glyph_bar(buf, seg, stop):
