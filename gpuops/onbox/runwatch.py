@@ -1,13 +1,14 @@
 """What a run's supervisor watches while one attempt runs, each round of its loop (about a second;
 gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
 
-  * progress: the attempt's log read as it grows, its progress lines found by the rules status
-    uses (gpuops.onbox.steps: a user --progress-regex first, then the first built-in form the log
-    prints at all), and the highest step number;
-  * a stall (--stall-after): no progress line for that long (before the attempt's first one, for
-    STARTUP_S or the limit, whichever is longer: importing torch and a rendezvous are no stall):
-    the evidence first (gpuops.onbox.stallevidence), then the whole tree is stopped; the attempt
-    ended by a stall (class hang);
+  * progress: the attempt's log read as it grows and judged by gpuops.onbox.progress (a count
+    that moves, in any of the shapes trainers print), and the highest step number;
+  * a stall (--stall-after): no count moved for that long (before the attempt's first move, for
+    STARTUP_S or the limit, whichever is longer: importing torch and a rendezvous are no stall),
+    and the checkpoint directory (--checkpoint-dir) did not change meanwhile: a save is a phase,
+    not a stall (gpuops.onbox.savewatch). Then the evidence first (gpuops.onbox.stallevidence),
+    then the whole tree is stopped; the attempt ended by a stall (class hang). The phase the
+    attempt is in (gpuops.onbox.progress.phase) is kept in run.json's `activity` as it changes;
   * the run's --max-runtime, retries included: the tree stopped (SIGTERM, the grace, SIGKILL);
     the attempt ends as TIMEOUT and the run with it;
   * a gang's other nodes (gpuops.onbox.ganglink): when one's process ended badly or the node is
@@ -29,7 +30,7 @@ import os
 import signal
 import time
 
-from . import checkpoints, logscan, procs, signals, stallevidence, steps, telemetry
+from . import checkpoints, logscan, procs, progress, savewatch, signals, stallevidence, telemetry
 from .jobrecord import LOG, STOP
 
 STARTUP_S = 300.0
@@ -85,10 +86,11 @@ class Watch(object):
         # past what the supervisor wrote before the start: `log_from`, its size then, since the job
         # may have printed its first progress line before this watch began
         self.pos = log_from if log_from is not None else (logscan.size_of(self.log) or 0)
-        user = meta.get("progress_regex")
-        self.user = [steps.compile_patterns(user)[0]] if user else []
-        self.forms = None
         self.started_at = self.last_progress = time.time()
+        ckpt_dir = self.policy.get("checkpoint_dir")
+        self.tracker = progress.Tracker(self.started_at, self.policy.get("stall_after_s"), STARTUP_S,
+                                        meta.get("progress_regex"), savewatch.Watch(ckpt_dir) if ckpt_dir else None)
+        self.activity = None
         self.progressed, self.max_step = False, None
         self.pids, self.pids_at = set(), 0.0
         self.ended_by, self.evidence = None, None
@@ -115,7 +117,7 @@ class Watch(object):
             self.run.publish("timed-out", self.attempt, self.job_id,
                              why="the run reached its --max-runtime of %gs: stopping it" % self.policy["max_runtime_s"])
             self._end("max-runtime", self.policy.get("grace_s") or 10.0)
-        elif self._stalled(now):
+        elif self._judge(now):
             self._stall(now)
         elif self.policy.get("checkpoint_dir") and now - self.look_at >= self.run.checkpoint_every_s:
             self.checkpoints()
@@ -124,13 +126,13 @@ class Watch(object):
         self.ended_by = why
         stop_tree(self.job_id, self.leader, grace_s)
 
-    def _stalled(self, now):
-        limit = self.policy.get("stall_after_s")
-        if not limit:
-            return False
-        if not self.progressed:
-            limit = max(limit, STARTUP_S)
-        return now - self.last_progress > limit
+    def _judge(self, now):
+        """Whether the attempt has stalled; the phase it is in kept in run.json as it changes."""
+        phase, stalled = self.tracker.check(now)
+        if phase != (self.activity or {}).get("phase"):
+            self.activity = {"phase": phase, "since": round(now, 3), "job": self.job_id, "step": self.max_step}
+            self.run.save(activity=self.activity)
+        return stalled
 
     def _stall(self, now):
         silent = now - self.last_progress
@@ -141,8 +143,8 @@ class Watch(object):
         except (OSError, IOError):
             self.evidence = None
         self.run.publish("stalled", self.attempt, self.job_id, evidence=self.evidence, silent_s=round(silent, 1),
-                         why="no progress line for %.0fs (--stall-after %gs): evidence saved, stopping the attempt"
-                             % (silent, self.policy["stall_after_s"]))
+                         why="no progress for %.0fs (--stall-after %gs) and no checkpoint being written: evidence "
+                             "saved, stopping the attempt" % (silent, self.policy["stall_after_s"]))
         self._end("stall", STALL_GRACE_S)
 
     # ------------------------------------------------------------ progress
@@ -156,21 +158,9 @@ class Watch(object):
             if len(data) < READ_MAX:
                 return  # the line is not finished yet
             cut = len(data)
-        chunk = data[:cut]
         self.pos += cut
-        forms = self.forms
-        if forms is None:
-            picked = steps.pick(chunk)
-            forms = self.user + ([picked] if picked else [])
-            if picked:
-                self.forms = forms  # a log is judged by the first form it prints (steps.FORMS)
-        found = [s for s in (f.last(chunk) for f in forms) if s is not None]
-        if not found:
-            return
-        self.progressed, self.last_progress = True, now
-        numbered = [s.step for s in found if s.step is not None]
-        if numbered:
-            self.max_step = max(numbered + ([self.max_step] if self.max_step is not None else []))
+        if self.tracker.read(data[:cut], now):
+            self.progressed, self.last_progress, self.max_step = True, now, self.tracker.judge.max_step
 
     # ------------------------------------------------------------ checkpoints
 
