@@ -172,7 +172,8 @@ def test_a_real_writer_is_caught_between_two_looks(tmp_path):
                 f.write(b"x" * 4096); f.flush(); time.sleep(0.05)
     """), str(tmp_path / "step-200.pt")])
     try:
-        time.sleep(0.3)
+        while not (tmp_path / "step-200.pt").exists():  # the writer's python may start slowly under load
+            time.sleep(0.05)
         v = ck.newest_complete(str(tmp_path), interval_s=0.5)
     finally:
         writer.kill()

@@ -299,10 +299,12 @@ class Attempt(object):
         run.save(phase="running", current=job_id, attempt=n, next_at=None, resumed_from=checkpoint)
         said = "attempt %d/%d of run %s" % (n, run.rec["max_attempts"], run.id)
         if checkpoint:
-            newest = "the newest complete one" + ("; %s failed to load" % ", ".join(run.failed) if run.failed else "")
-            runwatch.log_line(jdir, "%s resumes from checkpoint %s (%s)" % (said, checkpoint, newest))
+            failed = "; %s failed to load" % ", ".join(run.failed) if run.failed else ""
+            runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one%s)" % (
+                said, checkpoint, failed))
             run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(os.path.basename(checkpoint)),
-                        skipped=(verdict or {}).get("incomplete", [])[:20], why="from " + newest)
+                        skipped=(verdict or {}).get("incomplete", [])[:20],
+                        why="from the newest complete checkpoint" + failed)
         else:
             why = "no complete checkpoint in %s" % policy["checkpoint_dir"] if first is not None else "no --checkpoint-dir"
             runwatch.log_line(jdir, "%s starts from the beginning (%s)" % (said, why))

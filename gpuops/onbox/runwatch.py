@@ -17,7 +17,8 @@ gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
     stop, never retried; the stop itself signals the processes;
   * the checkpoint directory, every checkpoint_every_s: retention (gpuops.onbox.retention: never
     the newest complete one, nor the best, nor one that changed since the look before, nor the one
-    the attempt resumed from; nothing at all when that is ambiguous) and the disk watch (free space below what the next checkpoint needs: disk-low).
+    the attempt resumed from; nothing at all when that is ambiguous) and the disk watch (free space
+    below what the next checkpoint needs: disk-low).
 
 The tree is every process of the attempt: the leader, its group and descendants, what the
 supervisor adopted as a child subreaper (torchrun starts each worker in a session of its own, so
