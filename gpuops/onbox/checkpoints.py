@@ -244,7 +244,8 @@ def _listed(names):
     compared as one: ckpt-10050 is kept before ckpt-9999), and whether some were left out."""
     if len(names) <= MAX_ENTRIES:
         return sorted(names), False
-    rank = sorted(names, key=lambda n: (n in TRACKERS, step_of(n) if step_of(n) is not None else -1, n), reverse=True)
+    steps = dict((n, step_of(n)) for n in names)
+    rank = sorted(names, key=lambda n: (n in TRACKERS, -1 if steps[n] is None else steps[n], n), reverse=True)
     return sorted(rank[:MAX_ENTRIES]), True
 
 

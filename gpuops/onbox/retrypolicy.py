@@ -23,6 +23,10 @@ OOM evidence on the box is a kill from outside, its cancelled without a gpuops s
 then an application Xid (cuda-error), another signal (signal-kill), and any other exit
 (subprocess-fail).
 
+A checkpoint-load-fail is final, but for an attempt that resumed from a checkpoint while the run
+has fallbacks left (`fallback`, MAX_FALLBACKS a run): then it is retried, and the supervisor
+resumes the next attempt from the complete checkpoint before the one that failed.
+
 OOM evidence is the box's, not the log's: the cgroup's OOM-kill counter rose during the attempt,
 or a kernel OOM line names one of the job's processes. triage routes a bare SIGKILL to oom-host
 because a log cannot tell more; the supervisor can, so a SIGKILL with the counter unchanged is a

@@ -1,7 +1,9 @@
 """The supervisor of a run: the attempts of one job under its policy (gpuops.onbox.runpolicy), each
 started, watched (gpuops.onbox.runwatch), judged and, when the failure is worth it, retried from the
-newest complete checkpoint. All of it on the box, in the one detached process that outlives the
-SSH session (gpuops.onbox.wrapper), so the policy holds while the workstation sleeps.
+newest complete checkpoint (one that failed to load is passed over for the one before it, at
+most retrypolicy.MAX_FALLBACKS times a run). All of it on the box, in the one detached process
+that outlives the SSH session (gpuops.onbox.wrapper), so the policy holds while the workstation
+sleeps.
 
 After each attempt the supervisor gathers what it knows first hand (how the attempt ended, whether
 the watch or a `gpuops stop` ended it, the cgroup's OOM counter before and after, kernel OOM and

@@ -55,3 +55,17 @@ def test_resume_passes_over_a_cut_save_and_falls_back_from_one_that_fails_to_loa
     assert [d["class"] for d in rec["decisions"]][1:] == ["checkpoint-load-fail", None]
     log = (tmp_path / "out.log").read_text()
     assert f"resumed from {ckpt}/ckpt-10050.pt at step 10051" in log and "final step 10070" in log
+
+
+def test_retention_that_would_be_ambiguous_deletes_nothing_and_says_so_once(box, jobs_dir, tmp_path):
+    """Two name patterns in one directory (DeepSpeed's tags beside a loop's step_N.pt): which are
+    this run's is not known, so keep 1 deletes nothing, and one retention-refused event says why."""
+    ck = tmp_path / "ck"
+    made = " ".join(f"{ck}/global_step{s}/mp_rank_00_model_states.pt {ck}/step_{s}.pt" for s in (1, 2, 3))
+    cmd = (f"mkdir -p {' '.join(f'{ck}/global_step{s}' for s in (1, 2, 3))} && touch {made} && echo saved && "
+           "sleep 4")
+    run = launch(box, jobs_dir, cmd, checkpoint_dir=str(ck), keep_checkpoints="1", checkpoint_every_s=1)
+    doc = wait_end(box, jobs_dir, run, timeout=60)
+    refused = [e for e in doc["data"]["events"] if e["kind"] == "retention-refused"]
+    assert len(refused) == 1 and "several checkpoint name patterns" in refused[0]["why"], refused
+    assert len(list(ck.iterdir())) == 6 and not record(jobs_dir, run).get("pruned")
