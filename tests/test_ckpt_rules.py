@@ -119,3 +119,15 @@ def test_a_checkpoint_that_fails_to_load_is_retried_only_as_a_fallback():
     got = retrypolicy.decide(_load_fail(), 2, 3, fallback=True, rand=lambda: 0.5)
     assert got["retry"] is True and got["class"] == retrypolicy.LOAD_FAIL
     assert retrypolicy.decide(_load_fail(), 4, 3, fallback=True)["retry"] is False, "within --max-retries"
+
+
+def test_the_checkpoint_glob_is_dir_glob_given_apart_and_globs_stay_in_the_directory():
+    from gpuops.errors import UsageError
+    from gpuops.jobs import runpolicy as asked
+
+    policy = asked.build(checkpoint_dir="ck", checkpoint_glob="model_*.pt", keep_checkpoints="2", keep_best="best_*")
+    assert (policy["checkpoint_dir"], policy["checkpoint_glob"], policy["keep_best"]) == ("ck", "model_*.pt", "best_*")
+    for wrong in (dict(checkpoint_dir="ck:a*", checkpoint_glob="b*"), dict(checkpoint_glob="b*"),
+                  dict(checkpoint_dir="ck", keep_best="../x"), dict(checkpoint_dir="ck", checkpoint_glob="a/b")):
+        with pytest.raises(UsageError):
+            asked.build(**wrong)

@@ -36,6 +36,9 @@ RUN_POLICY = (
                                   "ckpt-N, step_N ...), or what GLOB matches; nothing else in DIR is ever resumed "
                                   "from or deleted",
           tip="DIR[:GLOB] resumed from"),
+    Param("checkpoint_glob", TEXT, "the names in --checkpoint-dir that are checkpoints (e.g. 'model_*.pt'), instead "
+                                   "of the names the libraries write; the same as DIR:GLOB",
+          cli_only="checkpoint_dir takes DIR:GLOB"),
     Param("resume_arg", TEXT, "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
                               "'--resume {checkpoint}', where the command holds {checkpoint}, else at its end "
                               "(refused when the end is a comment or after a pipe, ';' or '&&'); without it a "

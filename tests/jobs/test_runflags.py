@@ -32,7 +32,7 @@ def doc_of(proc):
     (["--max-retries", "1000"], "--max-retries takes a whole number from 0 to 100, not '1000'"),
     (["--retry-on", "python-exception,bogus"], "--retry-on: 'bogus' is not a failure class"),
     (["--retry-on", "timeout"], "--retry-on: timeout is never retried"),
-    (["--keep-checkpoints", "2"], "--resume-arg, --keep-checkpoints, --keep-best and --share-checkpoint-dir need"),
+    (["--keep-checkpoints", "2"], "--resume-arg, --keep-checkpoints, --keep-best, --share-checkpoint-dir and"),
     (["--checkpoint-dir", "ck:..*"], "a checkpoint glob matches names in the checkpoint directory"),
     (["--checkpoint-dir", "/etc/hostname/ckpt"], "the job cannot write checkpoints there (/etc/hostname is not a "
                                                  "directory)"),
