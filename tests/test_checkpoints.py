@@ -437,3 +437,28 @@ def test_a_checkpoint_that_failed_to_load_is_passed_over(tmp_path):
     v = ck.newest_complete(str(tmp_path), interval_s=0, failed=["ckpt-3.pt"])
     assert v["newest"]["name"] == "ckpt-2.pt" and {"name": "ckpt-3.pt", "why": ck.FAILED_WHY} in v["incomplete"]
     assert "ckpt-3.pt" not in [e["name"] for e in retention.plan(v, keep=1)["delete"]]
+
+
+def _lightning_ckpt(path, step, best):
+    """A .ckpt as Lightning's Trainer saves one (trainer/connectors/checkpoint_connector.py,
+    dump_checkpoint: epoch, global_step, state_dict, callbacks keyed by the callback's state_key,
+    ModelCheckpoint.state_dict()'s fields), through the real torch.save."""
+    import torch
+
+    key = ("ModelCheckpoint{'monitor': 'val_loss', 'mode': 'min', 'every_n_train_steps': 0, 'every_n_epochs': 1, "
+           "'train_time_interval': None}")
+    state = {"monitor": "val_loss", "best_model_score": torch.tensor(0.1), "best_model_path": best,
+             "current_score": torch.tensor(0.3), "dirpath": str(path.parent),
+             "best_k_models": {best: torch.tensor(0.1)}, "kth_best_model_path": best, "kth_value": torch.tensor(0.1),
+             "last_model_path": ""}
+    torch.save({"epoch": 0, "global_step": step, "pytorch-lightning_version": "2.4.0",
+                "state_dict": {"w": torch.zeros(4)}, "callbacks": {key: state}}, path)
+
+
+def test_lightnings_best_model_path_is_read_from_its_newest_checkpoints_and_never_deleted(tmp_path):
+    for step in (100, 200, 300, 400):
+        _lightning_ckpt(tmp_path / f"epoch=0-step={step}.ckpt", step, best=str(tmp_path / "epoch=0-step=200.ckpt"))
+    v = _verdict(tmp_path)
+    assert v["best"] == ["epoch=0-step=200.ckpt"] and v["pattern"] == "epoch={E}-step={N}.ckpt"
+    deleted = [e["name"] for e in retention.plan(v, keep=1)["delete"]]
+    assert deleted == ["epoch=0-step=300.ckpt", "epoch=0-step=100.ckpt"]

@@ -279,8 +279,12 @@ def look(directory, glob=None, max_files=MAX_FILES):
         out["entries"].append(e)
     hf = sorted((e for e in out["entries"] if e["kind"] == "dir" and "trainer_state.json" in e.get("top", ())
                  and re.match(r"checkpoint-\d+$", e["name"])), key=lambda e: int(e["name"][11:]), reverse=True)
-    out["best"] = sorted(set(filter(None, (ckptintact.hf_best(os.path.join(directory, e["name"]))
-                                           for e in hf[:BEST_LOOKS]))))
+    lightning = sorted((e for e in out["entries"] if e["kind"] == "file" and e["name"].endswith(".ckpt")
+                        and "broken" in e and not e["broken"]), key=lambda e: (step_of(e["name"]) or -1, e["mtime"]),
+                       reverse=True)
+    best = ([ckptintact.hf_best(os.path.join(directory, e["name"])) for e in hf[:BEST_LOOKS]] +
+            [ckptintact.lightning_best(os.path.join(directory, e["name"])) for e in lightning[:BEST_LOOKS]])
+    out["best"] = sorted(set(filter(None, best)))
     out["writers"] = ckptintact.writers(directory)
     return out
 

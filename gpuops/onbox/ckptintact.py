@@ -16,14 +16,22 @@ each look of the checkpoint directory.
           data_offsets end; the file is exactly that long.
     Other formats (legacy pickles, .distcp shards) have no such check: their writer's marker file
     and the stability checks are what there is.
-  * HF Trainer's best checkpoint: trainer_state.json's best_model_checkpoint (TrainerState.
-    save_to_json writes sort_keys=True, so it sits near the top; only the head is read).
+  * The best checkpoint, where the writer records it:
+      HF Trainer: trainer_state.json's best_model_checkpoint (TrainerState.save_to_json writes
+          sort_keys=True, so it sits near the top; only the head is read).
+      Lightning: each .ckpt holds ModelCheckpoint's state_dict() under checkpoint["callbacks"]
+          (lightning/pytorch/callbacks/model_checkpoint.py, state_dict: "best_model_path" ...;
+          trainer/connectors/checkpoint_connector.py, dump_checkpoint), pickled by torch.save into
+          the zip's data.pkl. The pickle is read as opcodes (pickletools.genops), never loaded:
+          the string after the key best_model_path is the path.
 """
 
 import json
 import os
+import pickletools
 import re
 import struct
+import zipfile
 
 MAX_PROCS = 4096
 MAX_FDS = 65536
@@ -31,6 +39,8 @@ ZIP_TAIL = 22 + 65535          # the end record and the longest comment it may c
 SAFETENSORS_HEADER_MAX = 100000000
 HEADER_READ_MAX = 16 << 20     # a larger safetensors header is not parsed (its length is still checked)
 STATE_HEAD = 64 << 10
+PICKLE_MAX = 16 << 20          # a Lightning data.pkl larger than this is not read for its best path
+_STRINGS = ("BINUNICODE", "SHORT_BINUNICODE", "UNICODE", "BINUNICODE8")
 CHECKED_EXT = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".tar")
 _BEST = re.compile(rb'"best_model_checkpoint"\s*:\s*"((?:[^"\\]|\\.){1,4096})"')
 
@@ -152,3 +162,33 @@ def hf_best(checkpoint_dir: str):
     except ValueError:
         return None
     return os.path.basename(path.rstrip("/")) or None
+
+
+def lightning_best(ckpt: str):
+    """The base name of the best checkpoint a Lightning .ckpt's ModelCheckpoint state names, or None."""
+    try:
+        with zipfile.ZipFile(ckpt) as z:
+            pkl = next((i for i in z.infolist() if i.filename.endswith("data.pkl")), None)
+            if pkl is None or pkl.file_size > PICKLE_MAX:
+                return None
+            data = z.read(pkl)
+    except (OSError, zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError):
+        return None
+    memo, last, wanted = {}, None, False
+    try:
+        for op, arg, _pos in pickletools.genops(data):
+            if op.name in _STRINGS:
+                value = arg
+            elif op.name in ("BINGET", "LONG_BINGET", "GET"):
+                value = memo.get(arg)
+            elif op.name in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
+                memo[len(memo) if op.name == "MEMOIZE" else arg] = last
+                continue
+            else:
+                value = None
+            if wanted:  # the value pushed right after the key (None: no best yet)
+                return os.path.basename(value.rstrip("/")) or None if isinstance(value, str) else None
+            wanted, last = value == "best_model_path", value
+    except (ValueError, KeyError, IndexError, struct.error):
+        return None
+    return None

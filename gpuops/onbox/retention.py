@@ -5,8 +5,9 @@ Never deleted:
   * anything that is not a candidate: a file the run's pattern (or --checkpoint-glob) does not name,
     whatever number it carries; a temporary, incomplete or changing entry (a save in progress);
   * the newest complete checkpoint (K below 1 keeps 1), and the one an attempt resumed from;
-  * the best: the checkpoint HF Trainer's trainer_state.json names as best_model_checkpoint, a
-    `best*` name (Lightning and hand-written loops), what the user's --keep-best GLOB matches;
+  * the best: the checkpoint HF Trainer's trainer_state.json names as best_model_checkpoint, the
+    one Lightning's ModelCheckpoint state in its newest .ckpt names as best_model_path
+    (gpuops.onbox.ckptintact), a `best*` name, what the user's --keep-best GLOB matches;
   * what a tracker names (DeepSpeed's `latest`, Megatron's latest_checkpointed_iteration.txt), what
     a link points at (Lightning's last.ckpt).
 
@@ -47,7 +48,7 @@ def plan(verdict, keep, keep_names=(), keep_best=None):
     for name in verdict.get("protected") or []:
         spared[name] = "a tracker or a link names it"
     for name in verdict.get("best") or []:
-        spared[name] = "the best checkpoint (trainer_state.json's best_model_checkpoint)"
+        spared[name] = "the best checkpoint (HF's best_model_checkpoint, Lightning's best_model_path)"
     for name in keep_names:
         spared[name] = "an attempt resumed from it"
     delete = []
