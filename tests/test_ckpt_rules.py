@@ -108,6 +108,10 @@ def test_two_live_runs_on_one_checkpoint_directory_are_refused_unless_both_share
                             [("r1", {"checkpoint_dir": "/w/out", "share_checkpoint_dir": True})])
     with pytest.raises(JobError):
         runpolicy.check_sharing({"checkpoint_dir": "/w/out", "share_checkpoint_dir": True}, live)
+    gang = {"checkpoint_dir": "/w/out", "gang": {"token": "a" * 32, "node": 1}}
+    runpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "a" * 32, "node": 0}))])  # one gang, one run
+    with pytest.raises(JobError):
+        runpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "b" * 32, "node": 0}))])
 
 
 def _load_fail():

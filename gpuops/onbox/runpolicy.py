@@ -124,13 +124,17 @@ def check(policy, workdir):
 
 def check_sharing(policy, live):
     """JobError("usage") when a live run of `live` [(run id, its policy)] has this policy's checkpoint
-    directory, one holding it or one inside it, unless both runs said they share it."""
+    directory, one holding it or one inside it, unless both runs said they share it. The nodes of
+    one gang (the same gang token) are one run: they share it by design."""
     mine = (policy or {}).get("checkpoint_dir")
     if not mine:
         return
+    gang = (policy.get("gang") or {}).get("token")
     for run_id, other in live:
         theirs = (other or {}).get("checkpoint_dir")
         if not theirs or (policy.get("share_checkpoint_dir") and other.get("share_checkpoint_dir")):
+            continue
+        if gang and (other.get("gang") or {}).get("token") == gang:
             continue
         inside = os.path.commonpath([mine, theirs]) in (mine, theirs)
         if inside:
