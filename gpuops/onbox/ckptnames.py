@@ -51,8 +51,8 @@ FAMILIES = (
     ("accelerate", re.compile(r"checkpoint_(?P<n>\d+)"), None),
     ("orbax", re.compile(r"(?P<n>\d+)"), ("dir",)),
     ("loop", re.compile(r"(?:ckpt|checkpoint|step|iter|iteration|epoch|global_step|global-step)[-_=]?(?P<n>\d+)"
-                        r"(?:\.(?:pt|pth|bin|ckpt|safetensors|pkl|pickle|tar|pth\.tar|npz|h5|keras|msgpack|pdparams))?"),
-     None),
+                        r"(?:\.(?:pt|pth|bin|ckpt|safetensors|pkl|pickle|tar|pth\.tar|npz|h5|keras|msgpack"
+                        r"|pdparams))?"), None),
 )
 # A name with one of these words and a number in it, under a temporary decoration (`tmp-checkpoint-5`,
 # `.step_3.pth.Xk2q9a`, `300.orbax-checkpoint-tmp-1`), is a save in progress: reported, never a candidate.

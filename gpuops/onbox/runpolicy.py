@@ -210,7 +210,8 @@ def resumed(kind, body, args, command, resume_arg, checkpoint):
         return body, list(args or []) + (words if resume_arg else []), command
     text = " ".join(shlex.quote(w) for w in words)
     if PLACEHOLDER.encode() in body:
-        return body.replace(PLACEHOLDER.encode(), text.encode("utf-8")), args, (command or "").replace(PLACEHOLDER, text)
+        placed = body.replace(PLACEHOLDER.encode(), text.encode("utf-8"))
+        return placed, args, (command or "").replace(PLACEHOLDER, text)
     if not (resume_arg and checkpoint):
         return body, args, command
     return body.rstrip(b"\n") + b" " + text.encode("utf-8") + b"\n", args, (command or "").rstrip("\n") + " " + text

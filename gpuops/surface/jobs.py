@@ -54,7 +54,7 @@ RUN_POLICY = (
                                    "when the disk cannot hold the next",
           tip="keep K newest checkpoints", low=1, high=100000),
     Param("keep_best", TEXT, "with --keep-checkpoints: a GLOB of checkpoint names never deleted (besides HF's "
-                             "best_model_checkpoint and best* names, always kept)",
+                             "best_model_checkpoint, Lightning's best_model_path and best* names, always kept)",
           tip="glob never pruned"),
     Param("share_checkpoint_dir", SWITCH, "let this run use a checkpoint directory another live run uses (refused "
                                           "otherwise: each would resume from and prune the other's checkpoints)",
