@@ -16,9 +16,10 @@ gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
     "peer-lost" (class node-fail), and the gang is retried as a whole;
   * a `gpuops stop` (its stop.json, written before its first signal): the attempt ended by the
     stop, never retried; the stop itself signals the processes;
-  * the checkpoint directory, every checkpoint_every_s: retention (keep_checkpoints: never the
-    newest complete one, never one that changed since the look before, never the one the attempt
-    resumed from) and the disk watch (free space below what the next checkpoint needs: disk-low).
+  * the checkpoint directory, every checkpoint_every_s: retention (gpuops.onbox.retention: never
+    the newest complete one, nor the best, nor one that changed since the look before, nor the one
+    the attempt resumed from; nothing at all when that is ambiguous) and the disk watch (free space
+    below what the next checkpoint needs: disk-low).
 
 The tree is every process of the attempt: the leader, its group and descendants, what the
 supervisor adopted as a child subreaper (torchrun starts each worker in a session of its own, so
@@ -169,18 +170,15 @@ class Watch(object):
         between them is being written: never pruned, never counted). The verdict, or None on the
         first look."""
         now = time.time()
-        first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"]), now
+        glob = self.policy.get("checkpoint_glob")
+        first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"], glob), now
         if first is None:
             return None
-        verdict = checkpoints.judge(first, self.look, self.policy.get("checkpoint_glob"))
+        verdict = checkpoints.judge(first, self.look, glob, self.run.failed)
         self.run.skip_unsafe(verdict, self.attempt, self.job_id)
-        keep = self.policy.get("keep_checkpoints")
-        if keep:
-            spared = [os.path.basename(self.resumed_from)] if self.resumed_from else []
-            plan = checkpoints.prune_plan(verdict, keep, spared)
-            if plan:
-                done = checkpoints.prune(self.policy["checkpoint_dir"], plan)
-                self.run.note_pruned(done)
+        if self.policy.get("keep_checkpoints"):
+            self.run.retention(verdict, self.attempt, self.job_id,
+                               [os.path.basename(self.resumed_from)] if self.resumed_from else [])
         disk = checkpoints.disk_watch(self.policy["checkpoint_dir"], verdict)
         if disk["low"] and not self.disk_low:
             self.run.publish("disk-low", self.attempt, self.job_id, free_bytes=disk["free_bytes"],
