@@ -80,7 +80,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
     Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
           tip="bash command line, run as given"),
     Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
-          tip="instead of cmd: a local script to copy and run (under GPUOPS_MCP_ROOTS)"),
+          tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
     Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
     LABEL,
     Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
@@ -124,7 +124,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
                         "compared)", tip="directory that must be identical on every box"),
     ENGINE,
     Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
-                               "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
+                               "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
     *RUN_POLICY,
     Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
                                "workers on every node after a worker fails (default 0: a failed node ends the "
