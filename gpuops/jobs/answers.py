@@ -34,7 +34,9 @@ _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (
 _RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
         "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
         "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
-        "failed": (list, NONE)}
+        "failed": (list, NONE), "ended_at": NUMBER + (NONE,), "unsupervised": (bool, NONE),
+        "attempt_ids": (list, NONE)}
+ATTEMPTS_MAX = 101  # a run's attempts: at most retrypolicy.MAX_RETRIES + 1
 _FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
            "step": (int, NONE)}
 _RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
@@ -99,6 +101,10 @@ def _run_facts(doc, host):
         job_id(run["id"], host)
         if run.get("current") is not None:
             job_id(run["current"], host)
+        if len(run.get("attempt_ids") or []) > ATTEMPTS_MAX:
+            raise BadAnswer(f"{host}: the box's run record is not gpuops's: more than {ATTEMPTS_MAX} attempts")
+        for attempt in run.get("attempt_ids") or []:
+            job_id(attempt, host)
         if run.get("last_event") is not None:
             run_event(run["last_event"], host)
         for entry in run.get("failed") or []:

@@ -17,6 +17,8 @@
         run.json    in the first attempt's directory of a run (a job launched with a run policy):
                     its attempts and where it stands (gpuops.onbox.runrecord); each attempt's
                     meta.json names its run as run: {id, attempt}
+        run-stop.json  beside run.json: `gpuops stop` of any attempt of the run, written under
+                    run.lock before any signal; no attempt starts once it exists
 meta.json's `engine` names who runs the job (gpuops.onbox.engines; records older than the field
 are the supervisor's). A job of another engine has the same directory where that engine's client
 runs (a Slurm login node's shared filesystem, a Ray head): cmd, meta.json (with the engine's own
@@ -45,6 +47,9 @@ from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
 PAUSE, BATCH, RUN = "pause.json", "batch.sh", "run.json"
+# In a run's directory: the stop of the whole run (written under RUN_LOCK, before any signal), and
+# the lock a stop and the supervisor's hand-over to the next attempt take in turn.
+RUN_STOP, RUN_LOCK = "run-stop.json", "run.lock"
 DEFAULT_ENGINE = "box"  # meta["engine"] of records older than the field: the supervisor's
 QUEUES, LOCK = ".queues", ".lock"
 SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for 4 too)

@@ -319,6 +319,10 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     if stale or doc.get("plan_refused"):
         return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
     what, alive = eng.stop_texts(jid, targets, opts["signal"], float(grace))
+    run = doc.get("run_stopped")
+    if not targets and isinstance(run, str) and not doc.get("dry_run"):
+        return envelope("stop", ok=True, summary=f"stopped run {run} between attempts: no attempt starts after a "
+                                                 f"stop; {jid} is {after['state']}", data=dict(data, run=run))
     if not targets:
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
     if doc.get("dry_run"):
