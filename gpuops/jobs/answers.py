@@ -22,7 +22,8 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
-          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE)}
+          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE), "live_pids": (list, NONE)}
+LIVE_MAX = 20  # gpuops.onbox.box_engine.LIVE_SHOWN
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
          "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
@@ -145,6 +146,9 @@ def facts(doc, host):
         expect(step if isinstance(step, dict) else {}, _STOP_ROUND, host, "stop record's signal")
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
             raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
+    live = doc.get("live_pids") or []
+    if len(live) > LIVE_MAX or not all(isinstance(p, int) and not isinstance(p, bool) for p in live):
+        raise BadAnswer(f"{host}: the box's answer is not gpuops's: its live pids are not a short list of numbers")
     _run_facts(doc, host)
     curves.checked(doc.get("trackers"), host)
     for event in (doc.get("progress") or {}).get("events") or []:

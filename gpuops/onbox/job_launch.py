@@ -48,8 +48,8 @@ def _started(spec, body, make, confirm_s):
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
         existing = jobrecord.by_key(spec["key"]) if spec.get("key") else None
-        if existing:
-            return {"existing": True, "job": job_facts.facts(existing)}
+        if existing:  # a run's key answers with where the run stands: its current attempt
+            return {"existing": True, "job": job_facts.facts(jobrecord.current(existing))}
         job_id = make(spec, body)
     return dict(confirmed(job_id, float(confirm_s or 0)), existing=False)
 

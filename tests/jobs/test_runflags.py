@@ -59,8 +59,8 @@ def test_launch_prints_the_runs_id_and_every_verb_follows_it_to_the_current_atte
     assert f"run {run}, up to 2 retries" in launched["summary"]
     waited = doc_of(gpuops("wait", *where, "--job", run, "--timeout", "1m", "--json"))
     assert waited["data"]["state"] == "COMPLETED", waited["summary"]
-    second = waited["data"]["job_id"]
-    assert second != run and waited["data"]["job"]["run"]["attempt"] == 2
+    second = waited["data"]["job"]["job_id"]  # the attempt that completed; the answer names the run
+    assert waited["data"]["job_id"] == run and second != run and waited["data"]["job"]["run"]["attempt"] == 2
     shown = gpuops("status", *where, "--job", run)
     assert f"attempt 2/3 of run {run}; last event: completed" in shown.stdout, shown.stdout
     logs = gpuops("logs", *where, "--job", run)
