@@ -22,7 +22,11 @@ def create(spec, body):
         spec = dict(spec, policy=policy)
     if spec.get("gpus"):  # judged once, at launch: a run's later attempts take back its own GPUs
         spec = dict(spec, gpu_check=gpu_pins.admit(spec))
-    job_id, jdir, argv, env, workdir, meta = prepare(spec, body)
+    first, first_body = spec, body
+    if policy is not None and spec.get("resumed_from"):  # a retried run's first attempt resumes
+        first, first_body = runloop.resume_spec(spec, body, policy, spec["resumed_from"])
+        spec = dict(spec, resumed_from=None)  # each later attempt resumes from its own checkpoint
+    job_id, jdir, argv, env, workdir, meta = prepare(first, first_body)
     if policy is None:
         wrapper.start(jdir, argv, env, workdir, meta)
     else:

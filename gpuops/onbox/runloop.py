@@ -125,7 +125,8 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
         if isinstance(run.gang, ganglink.Head):  # the launcher hands the port to the other nodes
             meta = dict(meta, gang_port=run.gang.port)
         run.save()
-        attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, None)
+        # the first attempt of a run `gpuops retry` started from a checkpoint resumes from it
+        attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, meta.get("resumed_from"))
         attempt.spawn(notify_fd)  # the launch's own: nothing can name the run before it returns
         attempt.announce()
         while attempt is not None:
@@ -362,9 +363,16 @@ class Attempt(object):
 def attempt_spec(spec, body, policy, checkpoint, run_id, n, parent):
     """The spec and command of attempt `n` of a run (`spec` and `body` its first attempt's), made
     to resume from `checkpoint` (None: from the beginning)."""
-    spec = dict(spec, policy=None, parent_job_id=parent, key=None, run={"id": run_id, "attempt": n},
-                resumed_from=checkpoint)
+    return resume_spec(dict(spec, policy=None, parent_job_id=parent, key=None, run={"id": run_id, "attempt": n}),
+                       body, policy, checkpoint)
+
+
+def resume_spec(spec, body, policy, checkpoint):
+    """`spec` and `body` made to resume from `checkpoint` (None: from the beginning) as the run's
+    `policy` says: the checkpoint in GPUOPS_RESUME_FROM and the record, and its --resume-arg."""
+    spec = dict(spec, resumed_from=checkpoint)
     spec["env"] = dict(spec.get("env") or {})
+    spec["env"].pop(runpolicy.RESUME_ENV, None)
     if checkpoint:
         spec["env"][runpolicy.RESUME_ENV] = checkpoint
         if policy.get("resume_arg"):

@@ -143,3 +143,23 @@ def test_a_run_reads_as_one_run_its_attempts_each_as_themselves(box, jobs_dir, t
     again = op.launch(box, command=cmd, jobs_dir=str(jobs_dir), key="K1")
     assert again["data"]["existing"] and again["data"]["job"]["state"] == "COMPLETED", again["summary"]
     assert f"run {run} (COMPLETED)" in again["summary"]
+
+
+def test_a_retry_of_a_run_whose_supervisor_is_gone_keeps_its_policy_and_resumes(box, jobs_dir, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    cmd = (f'if [ -n "$GPUOPS_RESUME_FROM" ]; then echo "resumed from $GPUOPS_RESUME_FROM"; exit 0; fi; '
+           f'for i in 5 10; do mkdir -p {ckpt}/.t; echo x > {ckpt}/.t/data; mv {ckpt}/.t {ckpt}/step-$i; done; '
+           f'echo saved; sleep 600')
+    run = launch(box, jobs_dir, cmd, max_retries="2", checkpoint_dir=str(ckpt), stall_after="10m")
+    wait_line(box, jobs_dir, run, "^saved$", timeout=30)
+    kill_everything(jobs_dir)  # the supervisor and the job, as a reboot would
+    doc = op.retry(box, job=run, jobs_dir=str(jobs_dir))
+    assert doc["ok"] and doc["summary"].endswith(f"resuming from {ckpt}/step-10"), doc["summary"]
+    new = doc["data"]["job"]["job_id"]
+    meta = json.loads((jobs_dir / new / "meta.json").read_text())
+    assert meta["run"] == {"id": new, "attempt": 1} and meta["parent_job_id"] == run
+    assert meta["policy"]["max_retries"] == 2 and meta["policy"]["stall_after_s"] == 600
+    assert meta["resumed_from"] == f"{ckpt}/step-10"
+    done = wait_end(box, jobs_dir, new, timeout=60)
+    assert "resumed" in kinds(done) and (jobs_dir / new / "log").read_text() == f"resumed from {ckpt}/step-10\n"
