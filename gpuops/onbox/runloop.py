@@ -40,6 +40,7 @@ from .jobrecord import EXIT, LOG
 
 BACKOFF_POLL_S = 0.5
 MAKE_RETRY_S = 2.0  # an attempt the disk refused to make is tried again this often
+PENDING_WAIT_S = 3600.0  # a run that ended on a full disk: how long its supervisor waits to record it
 LEFTOVER_GRACE_S = 2.0
 DECISIONS_MAX = 200
 
@@ -84,6 +85,15 @@ class Run(object):
                 continue
             del self.pending[path]
         self.events.flush()
+
+    def drain(self, seconds):
+        """Once the run has ended: write what the disk refused, trying again for up to `seconds`
+        (the run's end is said in its events already; its records say it once the disk takes them)."""
+        until = self.clock() + seconds
+        self.flush()
+        while (self.pending or self.events.pending) and self.clock() < until:
+            time.sleep(MAKE_RETRY_S)
+            self.flush()
 
     def elapsed(self):
         return self.clock() - self.started
@@ -131,6 +141,7 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
         attempt.announce()
         while attempt is not None:
             attempt = attempt.finish()
+        run.drain(PENDING_WAIT_S)
     return supervise
 
 

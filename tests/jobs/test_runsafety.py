@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from gpuops.jobs import runpolicy
-from gpuops.onbox import procs
+from gpuops.onbox import procs, runevents
 from gpuops.ops import diagnose, jobs as op, joblogs, wait as waiting
 from tests.jobs.helpers import event_kinds as kinds, kill_everything, run_record as record, tmpfs, wait_for
 from tests.jobs.helpers import wait_run_end as wait_end
@@ -93,6 +93,19 @@ def test_a_full_disk_costs_the_run_nothing_but_time(box, full_jobs_dir, tmp_path
     assert kinds(doc) == ["attempt-started", "attempt-failed", "retrying", "attempt-started", "completed"]
     told = [json.loads(line)["kind"] for line in heard.read_text().splitlines()]
     assert told == ["attempt-failed", "retrying", "completed"]
+
+
+def test_a_run_that_gives_up_on_a_full_disk_says_so_and_records_it_once_it_can(box, full_jobs_dir, tmp_path):
+    heard, fill = tmp_path / "heard.jsonl", full_jobs_dir / "fill"
+    run = launch(box, full_jobs_dir, f"head -c 4M /dev/zero > {fill}; exit 3", max_retries="0",
+                 notify=f"cat >> {heard}")
+    assert wait_for(lambda: heard.exists() and '"gave-up"' in heard.read_text(), timeout=60)
+    assert record(full_jobs_dir, run)["phase"] == "running"  # what the disk holds: nothing newer fits
+    fill.unlink()
+    assert wait_for(lambda: record(full_jobs_dir, run)["phase"] == "ended", timeout=20)
+    assert json.loads((full_jobs_dir / run / "exit.json").read_text())["exit_code"] == 3
+    assert [e["kind"] for e in runevents.read(str(full_jobs_dir / run))] == ["attempt-started", "attempt-failed",
+                                                                           "gave-up"]
 
 
 def test_a_run_whose_supervisor_died_says_so_and_is_not_vanished_while_it_trains(box, jobs_dir):
