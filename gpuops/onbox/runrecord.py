@@ -118,7 +118,9 @@ def facts(meta):
         return None
     last = runevents.last(jobrecord.job_dir(run_id))
     alive = supervisor_alive(rec)
-    return {"id": run_id, "attempt": (meta.get("run") or {}).get("attempt"), "current": rec.get("current"),
+    # the current attempt is the newest with a start record (as a run's id resolves): one being
+    # handed over to is not yet, so the attempt before it stays the run's (RETRYING) until then
+    return {"id": run_id, "attempt": (meta.get("run") or {}).get("attempt"), "current": jobrecord.current(run_id),
             "attempts": rec.get("attempt"), "max_attempts": rec.get("max_attempts"), "phase": rec.get("phase"),
             "ended": rec.get("phase") == "ended" or not alive, "next_at": rec.get("next_at"),
             "started_at": rec.get("started_at"), "ended_at": rec.get("ended_at"),
