@@ -67,6 +67,10 @@ def test_launch_prints_the_runs_id_and_every_verb_follows_it_to_the_current_atte
     assert logs.stdout.splitlines()[1:] == [f"attempt 2 of {run}: 3e-4 token-ok", "fine"], logs.stdout
     first = (jobs_dir / run / "log").read_text()
     assert first == f"attempt 1 of {run}: 3e-4 token-ok\n"  # --env and the secret reached both attempts
+    assert gpuops("logs", *where, "--job", run, "--attempt", "1", "--raw").stdout == first
+    assert f"attempt 1 {run}: KILLED SIGKILL" in gpuops("status", *where, "--all").stdout
+    rows = doc_of(gpuops("status", *where, "--all", "--json"))["data"]["jobs"]
+    assert [(r["job_id"], [e["job_id"] for e in r["earlier"]]) for r in rows] == [(second, [run])], rows
     diagnosed = doc_of(gpuops("diagnose", *where, "--job", run, "--json"))
     assert diagnosed["data"]["job"] == second
     # ...and it speaks of the attempt that failed, as its supervisor judged it

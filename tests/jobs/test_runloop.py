@@ -101,8 +101,9 @@ def test_a_stopped_rank_is_a_stall_evidence_first_then_the_tree_stopped_and_retr
     ended = json.loads((jobs_dir / first / "exit.json").read_text())
     assert ended["ended_by"] == "stall" and ended["stall_evidence"] == "stall-1.json"
     assert not any(procs.alive(p) for p in stopped.values())  # the whole tree, the stopped rank too
-    rows = op.status(box, jobs_dir=str(jobs_dir))["data"]["jobs"]  # the run's id names its last attempt
-    assert "stalled (class hang)" in next(r for r in rows if r["job_id"] == first)["reason"]
+    rows = op.status(box, jobs_dir=str(jobs_dir), all_attempts=True)["data"]["jobs"]  # the run's row: its last
+    earlier = [e for r in rows for e in r.get("earlier") or []]
+    assert "stalled (class hang)" in next(e for e in earlier if e["job_id"] == first)["reason"]
 
 
 def test_a_python_exception_is_not_retried(box, jobs_dir, ckpt):

@@ -13,7 +13,7 @@ import pytest
 
 from gpuops.jobs import runpolicy
 from gpuops.onbox import procs, runevents
-from gpuops.ops import diagnose, jobs as op, joblogs, wait as waiting
+from gpuops.ops import diagnose, jobs as op, joblogs, triage, wait as waiting
 from tests.jobs.helpers import event_kinds as kinds, kill_everything, run_record as record, tmpfs, wait_for
 from tests.jobs.helpers import wait_run_end as wait_end
 from tests.jobs.test_runloop import launch, wait_line
@@ -153,6 +153,8 @@ def test_a_run_reads_as_one_run_its_attempts_each_as_themselves(box, jobs_dir, t
     waited = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), timeout_s=60)
     assert waited["data"]["job_id"] == run and waited["data"]["job"]["job_id"] != run
     assert waited["summary"].startswith(f"{run}: COMPLETED after ") and waited["data"]["duration_s"] >= 3
+    assert diagnose.diagnose(box, job=run, jobs_dir=str(jobs_dir), attempt=1)["data"]["job"] == run
+    assert triage.triage_remote(box, job=run, jobs_dir=str(jobs_dir), attempt=1)["data"]["run"]["attempt"] == 1
     again = op.launch(box, command=cmd, jobs_dir=str(jobs_dir), key="K1")
     assert again["data"]["existing"] and again["data"]["job"]["state"] == "COMPLETED", again["summary"]
     assert f"run {run} (COMPLETED)" in again["summary"]
