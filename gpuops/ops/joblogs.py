@@ -309,6 +309,8 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
         data["saved_to"] = os.path.join(save, job_id)
         summary += f"; saved to {data['saved_to']}"
     again = ["--from-offset", str(data["next_offset"])] + (["--follow"] if run.opts["follow"] else [])
+    if run.opts.get("attempt"):  # the first attempt's id is the run's: without it, the next page is another log
+        again += ["--attempt", str(run.opts["attempt"])]
     nxt = [] if not ok or ended else [command_line(target.name, "logs", job_id, *again, jobs_dir=jobs_dir)]
     out = envelope("logs", ok=ok and not run.timed_out and not run.interrupted, summary=summary, data=data,
                    next=nxt)

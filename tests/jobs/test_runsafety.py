@@ -150,6 +150,7 @@ def test_a_run_reads_as_one_run_its_attempts_each_as_themselves(box, jobs_dir, t
     assert every[0]["run"]["resumed_from"] == f"{ckpt}/step-5"  # the attempt's own, not the run's latest
     page = joblogs.logs(box, job=run, jobs_dir=str(jobs_dir), attempt=1)
     assert page["data"]["text"].startswith("attempt 1 from nothing\n"), page["data"]
+    assert "--attempt 1 " in " ".join(page["next"][0]["argv"]) + " "  # its next page is the same log's
     waited = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), timeout_s=60)
     assert waited["data"]["job_id"] == run and waited["data"]["job"]["job_id"] != run
     assert waited["summary"].startswith(f"{run}: COMPLETED after ") and waited["data"]["duration_s"] >= 3
