@@ -29,10 +29,6 @@ def read(run_id):
     return rec if isinstance(rec, dict) else None
 
 
-def write(run_id, rec):
-    jobrecord.write_json(jobrecord.path(run_id, RUN), rec)
-
-
 def run_of(meta):
     """The id of the run a job's record names as its own, or None."""
     run = (meta or {}).get("run")
