@@ -26,7 +26,7 @@ SWITCHES = {
     "reap": frozenset({"--all", "--json", "--verbose", "--yes"}),
     "resume": frozenset({"--json"}),
     "retry": frozenset({"--exclusive", "--json", "--ship-workdir"}),
-    "status": frozenset({"--json", "--watch"}),
+    "status": frozenset({"--all", "--json", "--watch"}),
     "stop": frozenset({"--json", "--yes"}),
     "triage": frozenset({"--json", "--verbose"}),
     "verify": frozenset({"--all", "--include-git", "--json", "--rehash", "--verbose"}),

@@ -1,7 +1,7 @@
 """The box verbs: preflight, fleet, reap, diagnose, triage, profiles, gotcha, disconnect, and their
 tools."""
 
-from .common import (ALL, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP,
+from .common import (ALL, ATTEMPT, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP,
                      SEVERAL, VERBOSE, YES_PLAN_TIP, host)
 from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Param, Tool, Verb, a
 
@@ -76,6 +76,7 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the
     host(),
     IDENTITY,
     Param("job", TEXT, "a gpuops job id, --key or --name", tip=JOB.tip),
+    ATTEMPT,
     Param("pid", INT, "a process gpuops did not launch (lower confidence: no launch records)", low=1, high=1 << 22,
           what="a process id", cli_only="a tool diagnoses gpuops jobs, from their records"),
     Param("since", TEXT, "with --pid: when it started (epoch seconds or ISO time); evidence before this is ignored",
@@ -106,6 +107,7 @@ TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status,
                         "user@host:port)", tip="with job: the box it ran on (default 'local')"),
     Param("job", TEXT, "a gpuops job (its id, --key or --name): reads a bounded head and tail of its log on --host",
           tip="a gpuops job: triage its log on host"),
+    ATTEMPT,
     Param("jobs_dir", TEXT, "with --job: " + JOBS_DIR.help, cli_only=JOBS_DIR.cli_only),
     Param("profile", TEXT, "with --job: the platform profile the job was launched with (its job directory applies)",
           cli_only="a tool finds the job by its records"),
