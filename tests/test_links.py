@@ -86,7 +86,10 @@ def test_a_gpu_far_from_the_allowed_cpus_warns(tmp_path, monkeypatch):
     assert {f for f in _found(doc) if f[0] == "gpu.numa"} == {("gpu.numa", "warn", 1)}
 
 
-REAL_P2P = """ \tGPU0\tGPU1\tGPU2\t
+REAL_580 = FAKEGPU.parent / "nvidia-smi-580"
+# Three GPUs in the form driver 580 printed for one (nvidia-smi-580/topo-p2p-r.txt): the header
+# underlined with terminal escapes, a tab after every cell.
+THREE_GPUS = """ \t\x1b[4mGPU0\tGPU1\tGPU2\t\x1b[0m
  GPU0\tX\tOK\tCNS\t
  GPU1\tOK\tX\tNS\t
  GPU2\tCNS\tNS\tX\t
@@ -101,7 +104,10 @@ Legend:
 
 
 def test_the_p2p_matrix_and_nvlink_status_parse():
-    assert gpulinks.parse_p2p(REAL_P2P) == {"0-1": "OK", "0-2": "CNS", "1-2": "NS"}
+    assert gpulinks.parse_p2p(THREE_GPUS) == {"0-1": "OK", "0-2": "CNS", "1-2": "NS"}
+    real = (REAL_580 / "topo-p2p-r.txt").read_text()
+    assert "\x1b[4mGPU0" in real and gpulinks.parse_p2p(real) == {}  # one H200: no pair, and the legend is not one
+    assert gpulinks.parse_nvlink((REAL_580 / "nvlink-s.txt").read_text()) == {}
     text = "GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\nGPU 1: NVIDIA H100 (UUID: GPU-2)\n"
     assert gpulinks.parse_nvlink(text) == {"0": {"active": 1, "inactive": 1, "gbps": 26.562},
                                            "1": {"active": 0, "inactive": 0, "gbps": None}}

@@ -39,6 +39,7 @@ _NEWER = ("pcie.link.gen.gpucurrent", "pcie.link.gen.gpumax", "pcie.link.gen.hos
 OLD_FIELDS = [("pcie.link.gen.current", "gen_current", int) if f == "pcie.link.gen.gpucurrent" else (f, k, t)
               for f, k, t in NEW_FIELDS if f not in _NEWER[1:]]
 KEYS = [k for _, k, _ in NEW_FIELDS] + ["numa_node", "local_cpus"]
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 P2P_WORDS = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")
 
 
@@ -57,7 +58,7 @@ def parse_p2p(text):
     per GPU; the legend below the matrix is not data."""
     header, out = None, {}
     for line in text.splitlines()[:200]:
-        words = line.split()
+        words = _ESCAPE.sub("", line).split()  # driver 580 underlines the header even into a pipe
         if not words:
             continue
         if header is None:
