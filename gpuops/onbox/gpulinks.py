@@ -43,12 +43,12 @@ _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 P2P_WORDS = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")
 
 
-def _query(fields):
+def query(fields):
     return ["nvidia-smi", "--query-gpu=" + ",".join(f for f, _, _ in fields), "--format=csv,noheader,nounits"]
 
 
 def start():
-    return {"csv": runcmd.start(_query(NEW_FIELDS), TIMEOUT_S),
+    return {"csv": runcmd.start(query(NEW_FIELDS), TIMEOUT_S),
             "p2p": runcmd.start(["nvidia-smi", "topo", "-p2p", "r"], TIMEOUT_S),
             "nvlink": runcmd.start(["nvidia-smi", "nvlink", "-s"], TIMEOUT_S)}
 
@@ -141,7 +141,7 @@ def finish(started):
     if r["rc"] not in (0, None) and "field" in (r["err"] + r["out"]).lower():
         doc["notes"].append("driver rejected the newer link fields; asked for the older set")
         fields = OLD_FIELDS
-        r = runcmd.run(_query(fields), TIMEOUT_S)
+        r = runcmd.run(query(fields), TIMEOUT_S)
     if r["error"] or r["rc"] != 0:
         doc["error"] = "nvidia-smi link query: %s" % (r["error"] or (r["err"] or r["out"]).strip()[:200])
     for row in parse_csv(r["out"], fields)[:MAX_GPUS] if r["error"] is None else []:

@@ -234,8 +234,9 @@ def gpus(doc, clock):
         return
     doc["torch"].update(version=torch.__version__, cuda=getattr(torch.version, "cuda", None))
     try:
-        doc["torch"]["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
-    except Exception:
+        v = torch.cuda.nccl.version()  # (2, 28, 9) in recent torch, 22809 in older ones
+        doc["torch"]["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:  # a build without NCCL
         doc["torch"]["nccl"] = None
     count = torch.cuda.device_count()
 
