@@ -156,3 +156,36 @@ def test_qualify_runs_for_real_here_measuring_the_disks_and_naming_what_it_could
     assert list(data.iterdir()) == []
     assert q["verdict"] == "unmeasured" and any("GPU" in n["what"] for n in q["not_measured"])
     assert qualifystore.verdict("local")["verdict"] == "unmeasured"
+
+
+def _fleet_row(host, qualify=None):
+    return {"host": host, "ok": True, "error": None, "qualify": qualify, "jobs_running": 0, "running_jobs": [],
+            "running_gpus": [], "devices": [{"index": 0, "name": "NVIDIA H200", "util_peak_pct": 0.0,
+                                             "memory_used_mib": 0.0, "memory_total_mib": 143771.0}]}
+
+
+def test_placement_passes_over_a_box_that_qualify_returned():
+    from gpuops import placement
+
+    returned = {"verdict": "return", "at": 1000.0, "models": ["NVIDIA H200"], "failed": ["host to device"]}
+    got = placement.place([_fleet_row("riser-box", returned), _fleet_row("good-box", {"verdict": "keep", "at": 1.0})],
+                          placement.request(1))
+    assert got["host"] == "good-box"
+    [passed] = [b for b in got["boxes"] if b["host"] == "riser-box"]
+    assert passed["verdict"] == "passed" and "returned by preflight --qualify (host to device)" in passed["why"]
+    alone = placement.place([_fleet_row("riser-box", returned)], placement.request(1))
+    assert alone["host"] is None
+
+
+def test_fleet_shows_the_kept_verdict_of_each_box(tmp_path, monkeypatch):
+    from gpuops.fleetfile import Box
+    from gpuops.ops import fleet
+    from gpuops.render import fleet as render
+
+    monkeypatch.setenv("GPUOPS_STATE_DIR", str(tmp_path))
+    judged, _ = rules.judge(h200_measured(h2d_gbps=3.1), FACTS)
+    qualifystore.record("riser-box", judged, ["NVIDIA H200"], now=1000.0)
+    row = fleet.row(Box(alias="riser-box"), error={"kind": "unreachable", "message": "no route"})
+    assert row["qualify"]["verdict"] == "return" and fleet.row(Box(alias="other"), error=row["error"])["qualify"] is None
+    shown = dict(row, ok=True, gpu_present=True, gpu_error=None, gpus=[{"model": "NVIDIA H200", "count": 1}])
+    assert render._gpus(shown) == "1x H200 (qualify: return)"
