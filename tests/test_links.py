@@ -41,7 +41,7 @@ def test_a_riser_box_fails_on_its_narrow_link_and_warns_of_no_peer_to_peer(tmp_p
     doc = run()
     assert _found(doc) == {("gpu.pcie", "fail", 1), ("gpu.p2p", "warn", None)}
     [narrow] = [f for f in doc["findings"] if f["id"] == "gpu.pcie"]
-    assert "x4 gen 3 of x16 gen 5" in narrow["title"] and narrow["evidence"]["gbps_now"] == 3.9
+    assert narrow["title"] == "GPU 1 on a x4 gen 3 link of x16 gen 5: copies 3.9 of 63 GB/s" and narrow["evidence"]["bus_id"] == "00000000:3B:00.0"
     assert doc["ok"] is False and "re-rent" in narrow["fix"]
     assert doc["data"]["links"]["p2p_read"] == {"0-1": "NS"}
 

@@ -15,8 +15,9 @@ from ..findings import Finding
 GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # P-states at or below this number with work on the GPU: the link is trained for load.
 LOADED_PSTATE = 2
-RERENT_LINK = ("nvidia-smi -q -d PCIE   # a narrowed or slowed link is the slot, riser or board: a tenant cannot "
-               "re-seat it; re-rent")
+# -q has no PCIE display section to ask for alone (driver 580 refuses `-d PCIE`): grep its link block.
+RERENT_LINK = ("nvidia-smi -q | grep -A9 'GPU Link Info'   # a narrowed or slowed link is the slot, riser or board: "
+               "a tenant cannot re-seat it; re-rent")
 P2P_MEANING = {"NS": "not supported", "CNS": "chipset not supported", "GNS": "GPU not supported",
                "TNS": "topology not supported", "U": "unknown"}
 
@@ -57,16 +58,14 @@ def pcie(facts, t):
             continue
         judged += 1
         now, possible = pcie_gbps(gen, width), pcie_gbps(top, wmax)
-        evidence = {"gpu": d.get("index"), "gen": gen, "gen_max": top, "gen_gpumax": d.get("gen_gpumax"),
+        evidence = {"gpu": d.get("index"), "bus_id": d.get("bus_id"), "gen": gen, "gen_max": top, "gen_gpumax": d.get("gen_gpumax"),
                     "gen_hostmax": d.get("gen_hostmax"), "width": width, "width_max": wmax,
                     "pstate": d.get("pstate"), "util_pct": d.get("util_pct"), "gbps_now": now, "gbps_possible": possible}
         idle = _idle(d)
         if width < wmax or (gen < top and not idle):
             evidence["under_load"] = not idle
-            out.append(Finding("gpu.pcie", "fail",
-                               f"{_label(d)} PCIe link is x{width} gen {gen} of x{wmax} gen {top}: host<->GPU "
-                               f"copies at most {now:g} of {possible:g} GB/s",
-                               evidence, RERENT_LINK))
+            out.append(Finding("gpu.pcie", "fail", f"GPU {d.get('index')} on a x{width} gen {gen} link of x{wmax} "
+                               f"gen {top}: copies {now:g} of {possible:g} GB/s", evidence, RERENT_LINK))
             continue
         gpumax = d.get("gen_gpumax")
         if gpumax and top < gpumax:
@@ -96,9 +95,9 @@ def p2p(facts, t):
     shown = ", ".join(f"{p.replace('-', '<->')} {s}" for p, s in sorted(bad.items())[:8])
     words = sorted({P2P_MEANING.get(s, s) for s in bad.values()})
     return [Finding("gpu.p2p", "warn",
-                    f"no peer-to-peer between {len(bad)} of {len(matrix)} GPU pair(s) ({', '.join(words)}): "
-                    "multi-GPU training goes through host memory",
-                    {"pairs": shown, "matrix": "nvidia-smi topo -p2p r"},
+                    f"no P2P on {len(bad)} of {len(matrix)} GPU pairs ({', '.join(sorted(set(bad.values())))}): "
+                    "NCCL uses host memory",
+                    {"pairs": shown, "meaning": ", ".join(words), "matrix": "nvidia-smi topo -p2p r"},
                     "nvidia-smi topo -p2p r   # the driver or board disables P2P; NCCL falls back to host memory "
                     "(NCCL_P2P_DISABLE shows the cost): for multi-GPU jobs, re-rent")]
 
