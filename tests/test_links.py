@@ -142,3 +142,21 @@ def test_modes_and_p2p_rules():
     assert link.p2p({"links": {"p2p_read": {}}}, {}) == []
     assert [f.severity for f in link.p2p({"links": {"p2p_read": {"0-1": "OK"}}}, {})] == ["ok"]
     assert link.pcie_gbps(5, 16) == 63.0 and link.pcie_gbps(3, 4) == 3.9 and link.pcie_gbps(None, 16) is None
+
+
+def test_a_gang_whose_ends_differ_in_mtu_or_nccl_is_told_so():
+    from tests.gang.test_gang_rules import judge, node_facts, nodes
+
+    def node(i, mtu, nccl):
+        f = node_facts(i, boot=f"boot-{i}", iface="eth0", address=f"10.0.0.{i + 1}")
+        f["interfaces"][0]["mtu"] = mtu
+        f["torch"]["nccl"] = nccl
+        return f
+
+    v = judge(nodes(node(0, 9000, "2.28.9"), node(1, 1500, "2.21.5")))
+    found = {f.id: f for f in v["findings"]}
+    assert found["gang.mtu"].severity == "warn" and found["gang.mtu"].evidence["mtu"] == {"box0": 9000, "box1": 1500}
+    assert "mtu 1500" in found["gang.mtu"].fix
+    assert found["gang.nccl-mismatch"].severity == "fail" and "box1 2.21.5" in found["gang.nccl-mismatch"].title
+    v = judge(nodes(node(0, 9000, "2.28.9"), node(1, 9000, "2.28.9")))
+    assert not {f.id for f in v["findings"]} & {"gang.mtu", "gang.nccl-mismatch"}

@@ -74,6 +74,7 @@ FACTS = {
         "allowed_cpus": "cpulist: this process's affinity", "numa_nodes": "int", "error": "str", "notes": ["str"],
     },
     "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str",
+              "nccl": "'2.28.9': the NCCL torch loads",
               "key": "str", "known": "bool"},
     "trackers": {
         "wandb": {"installed": "bool: python3 finds the wandb package", "mode": "WANDB_MODE as set",
