@@ -195,8 +195,10 @@ def test_the_qualify_step_compares_with_the_datasheet_a_second_opinion_and_the_x
         {"gpu": 0, "what": "matmul bfloat16", "measured": 783.2, "reference": 989.5, "ratio": 0.79, "floor": 0.5,
          "verdict": "keep"},
         {"gpu": 0, "what": "host to device", "measured": 3.1, "reference": 63.0, "ratio": 0.05, "floor": 0.45,
-         "verdict": "return"}]})
-    assert [r["verdict"] for r in rows] == [compare.MATCH, compare.MISMATCH]
+         "verdict": "return"},
+        {"kind": "disk", "gpu": None, "what": "home read (~)", "measured": 90.0, "reference": 200.0, "ratio": 0.45,
+         "floor": 1.0, "verdict": "return"}]})
+    assert [r["verdict"] for r in rows] == [compare.MATCH, compare.MISMATCH, compare.SHOWN]
     measured = {"gpus": [{"matmul_tflops": {"bfloat16": 783.2}, "h2d_gbps": 43.8, "memory_gbps": 4210.2}]}
     second = qualify.opinion_rows(measured, {"bf16_tflops": 760.0, "h2d_gbps": 30.0, "memory_gbps": 4100.0})
     assert [r["verdict"] for r in second] == [compare.MATCH, compare.MISMATCH, compare.MATCH]
@@ -223,4 +225,5 @@ def test_the_qualify_step_runs_to_its_end_without_a_gpu(tmp_path, monkeypatch, r
     got = {c["what"]: c["ok"] for c in rec["checks"]}
     assert got["preflight --qualify printed an envelope"] and got["preflight read every GPU's link"] is False
     assert got["the link CSV query is accepted"] and got["preflight's P2P matrix is what topo -p2p r prints"]
-    assert got["the verdict is keep"] is False and got["every GPU figure was measured"] is False
+    assert got["every GPU figure is at or above its datasheet floor"] is False
+    assert got["every GPU figure was measured"] is False
