@@ -189,3 +189,57 @@ def test_fleet_shows_the_kept_verdict_of_each_box(tmp_path, monkeypatch):
     assert row["qualify"]["verdict"] == "return" and fleet.row(Box(alias="other"), error=row["error"])["qualify"] is None
     shown = dict(row, ok=True, gpu_present=True, gpu_error=None, gpus=[{"model": "NVIDIA H200", "count": 1}])
     assert render._gpus(shown) == "1x H200 (qualify: return)"
+
+
+class CudaOnCpu:
+    """torch as a box with two CUDA devices would show it, every tensor on this machine's CPU: the
+    measuring run's own steps (which GPU, which pair, what it records) are the code under test."""
+
+    def __init__(self, torch):
+        import types
+
+        self._torch = torch
+        self.version = types.SimpleNamespace(cuda="13.0")
+        self.__version__ = torch.__version__
+
+        def all_reduce(tensors):
+            total = sum(tensors)
+            for t in tensors:
+                t.copy_(total)
+
+        self.cuda = types.SimpleNamespace(
+            is_available=lambda: True, device_count=lambda: 2, get_device_name=lambda i: "NVIDIA H200",
+            synchronize=lambda d=None: None, can_device_access_peer=lambda a, b: True, empty_cache=lambda: None,
+            nccl=types.SimpleNamespace(version=lambda: (2, 28, 9), all_reduce=all_reduce))
+
+    def device(self, *args):
+        return self._torch.device("cpu")
+
+    def __getattr__(self, name):
+        real = getattr(self._torch, name)
+        if name in ("empty", "randn", "ones"):
+            return lambda *a, **kw: real(*a, **dict(kw, device="cpu"))
+        return real
+
+
+def test_the_measuring_run_walks_every_gpu_and_pair(monkeypatch):
+    torch = pytest.importorskip("torch")
+    fake = CudaOnCpu(torch)
+    monkeypatch.setattr(onbox, "_torch", lambda: (fake, None))
+    for name, value in (("MATMUL_N", 32), ("MEMORY_BYTES", 1 << 16), ("COPY_BYTES", 1 << 16),
+                        ("ALLREDUCE_FLOATS", 1 << 10), ("MIN_TIMED_S", 0.01)):
+        monkeypatch.setattr(onbox, name, value)
+    doc = {"torch": {"version": None, "cuda": None, "nccl": None, "error": None}, "gpus": [], "peers": [],
+           "allreduce": None, "disks": [], "not_measured": []}
+    onbox.gpus(doc, onbox.Clock(60))
+    assert doc["torch"]["nccl"] == "2.28.9" and [g["index"] for g in doc["gpus"]] == [0, 1]
+    assert set(doc["gpus"][0]["matmul_tflops"]) == set(onbox.DTYPES) and doc["gpus"][1]["memory_gbps"] is not None
+    assert [(p["src"], p["dst"]) for p in doc["peers"]] == [(0, 1), (1, 0)]
+    assert doc["allreduce"]["gpus"] == 2 and doc["allreduce"]["busbw_gbps"] >= 0
+    # A CPU build cannot pin host memory: that one figure is named, the rest still measured.
+    assert {n["what"] for n in doc["not_measured"]} <= {"GPU 0 host copies", "GPU 1 host copies"}
+    ops.checked(dict(doc, seconds=1.0), "box")  # what it writes passes the workstation's bounds
+    spent = onbox.Clock(0)
+    doc2 = dict(doc, gpus=[], peers=[], not_measured=[])
+    onbox.gpus(doc2, spent)
+    assert doc2["gpus"][0]["matmul_tflops"] == {} and any("budget" in n["why"] for n in doc2["not_measured"])

@@ -33,6 +33,9 @@ DEFAULT_DISK_MIB = 256
 MAX_DISK_MIB = 4096
 CHUNK = 8 << 20
 MATMUL_N = 8192
+MEMORY_BYTES = 1 << 30  # per buffer of the device copy: far past any cache
+COPY_BYTES = 256 << 20  # host and peer copies
+ALLREDUCE_FLOATS = 64 << 20  # 256 MiB per GPU
 MAX_PEER_GPUS = 8
 DTYPES = ("float32", "tf32", "bfloat16", "float16")
 
@@ -59,8 +62,10 @@ class Clock(object):
         return self.deadline - time.time()
 
 
-def timed(fn, sync, min_s=MIN_TIMED_S):
-    """(seconds per call, calls) of fn() after one untimed call, repeated until min_s has passed."""
+def timed(fn, sync, min_s=None):
+    """(seconds per call, calls) of fn() after one untimed call, repeated until min_s (MIN_TIMED_S)
+    has passed."""
+    min_s = MIN_TIMED_S if min_s is None else min_s
     fn()
     sync()
     calls, t0 = 0, time.perf_counter()
@@ -154,8 +159,9 @@ def syncer(torch, *devices):
     return sync
 
 
-def matmul(torch, dev, dtype, n=MATMUL_N):
+def matmul(torch, dev, dtype, n=None):
     """Dense matmul TFLOPS of an n x n by n x n product in `dtype` ('tf32' is float32 on tensor cores)."""
+    n = n or MATMUL_N
     kind = torch.float32 if dtype in ("float32", "tf32") else getattr(torch, dtype)
     before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
@@ -169,8 +175,9 @@ def matmul(torch, dev, dtype, n=MATMUL_N):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def memory_bandwidth(torch, dev, n=1 << 30):
+def memory_bandwidth(torch, dev, n=None):
     """GB/s of a device-to-device copy of n bytes, counting the read and the write."""
+    n = n or MEMORY_BYTES
     src = torch.empty(n, dtype=torch.uint8, device=dev)
     dst = torch.empty(n, dtype=torch.uint8, device=dev)
     per, _ = timed(lambda: dst.copy_(src), syncer(torch, dev))
@@ -191,8 +198,9 @@ def _link_read(pending, index):
     return None
 
 
-def host_copies(torch, dev, index, n=256 << 20, pinned=True):
+def host_copies(torch, dev, index, n=None, pinned=True):
     """(H2D GB/s, D2H GB/s, the link as nvidia-smi read it during the H2D copies) with pinned memory."""
+    n = n or COPY_BYTES
     host = torch.empty(n, dtype=torch.uint8)
     host = host.pin_memory() if pinned else host
     gpu = torch.empty(n, dtype=torch.uint8, device=dev)
@@ -206,8 +214,9 @@ def host_copies(torch, dev, index, n=256 << 20, pinned=True):
     return round(n / h2d / 1e9, 1), round(n / d2h / 1e9, 1), link
 
 
-def peer(torch, src, dst, n=256 << 20):
+def peer(torch, src, dst, n=None):
     """GB/s of a copy from device `src` to device `dst`."""
+    n = n or COPY_BYTES
     a = torch.empty(n, dtype=torch.uint8, device=src)
     b = torch.empty(n, dtype=torch.uint8, device=dst)
     per, _ = timed(lambda: b.copy_(a), syncer(torch, src, dst))
@@ -217,11 +226,9 @@ def peer(torch, src, dst, n=256 << 20):
 def allreduce(torch, count):
     """NCCL all-reduce bus bandwidth across `count` GPUs from this one process (torch.cuda.nccl):
     algorithm bandwidth x 2(n-1)/n, as nccl-tests reports it."""
-    n = 64 << 20  # float32 elements: 256 MiB per GPU
+    n = ALLREDUCE_FLOATS
     tensors = [torch.ones(n, dtype=torch.float32, device="cuda:%d" % i) for i in range(count)]
-    from torch.cuda import nccl
-
-    per, _ = timed(lambda: nccl.all_reduce(tensors), syncer(torch, *["cuda:%d" % i for i in range(count)]))
+    per, _ = timed(lambda: torch.cuda.nccl.all_reduce(tensors), syncer(torch, *["cuda:%d" % i for i in range(count)]))
     alg = 4.0 * n / per / 1e9
     return {"gpus": count, "bytes": 4 * n, "busbw_gbps": round(alg * 2.0 * (count - 1) / count, 1)}
 
