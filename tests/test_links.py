@@ -160,3 +160,17 @@ def test_a_gang_whose_ends_differ_in_mtu_or_nccl_is_told_so():
     assert found["gang.nccl-mismatch"].severity == "fail" and "box1 2.21.5" in found["gang.nccl-mismatch"].title
     v = judge(nodes(node(0, 9000, "2.28.9"), node(1, 9000, "2.28.9")))
     assert not {f.id for f in v["findings"]} & {"gang.mtu", "gang.nccl-mismatch"}
+
+
+def test_the_fake_answers_only_subcommands_the_real_help_lists():
+    """`topo -p2p r` and `nvlink -s` as driver 580's own help gives them (nvidia-smi-580/help-*.txt)."""
+    topo, nvlink = (REAL_580 / "help-topo.txt").read_text(), (REAL_580 / "help-nvlink.txt").read_text()
+    assert "[-p2p | --p2pstatus]" in topo and "r - p2p read capabiity" in topo  # sic, the tool's spelling
+    assert "[-s | --status]: Display link state (active/inactive)." in nvlink
+    import subprocess
+
+    def fake(*argv):
+        return subprocess.run([str(FAKEGPU / "riser" / "nvidia-smi"), *argv], capture_output=True, text=True).returncode
+
+    assert fake("topo", "-p2p", "r") == 0 and fake("nvlink", "-s") == 0
+    assert fake("topo", "-p2p", "x") == 2 and fake("nvlink", "--bogus") == 2
