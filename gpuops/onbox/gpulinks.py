@@ -9,7 +9,7 @@ with its other nvidia-smi queries (start now, finish after the /proc reads).
      "allowed_cpus": "0-15", "numa_nodes": int, "error": str, "notes": [str]}
 
 Every field asked is one `nvidia-smi --help-query-gpu` lists on driver 580; a driver that rejects
-the newer ones (gpucurrent, gpumax, hostmax, fabric.*: R520 and later) is asked for the older set.
+one of the newer ones (gpucurrent, gpumax, hostmax, fabric.*) is asked for the older set.
 nvidia-smi documents that the current generation and width "may be reduced when the GPU is not
 in use", so pstate and utilisation travel with them: the checks judge a downshift against load.
 The NUMA node and local CPUs come from sysfs (/sys/bus/pci/devices/<address>/), the CPUs this
@@ -34,10 +34,11 @@ NEW_FIELDS = [
     ("mig.mode.current", "mig_current", str), ("mig.mode.pending", "mig_pending", str),
     ("fabric.state", "fabric_state", str), ("fabric.status", "fabric_status", str),
 ]
-_NEWER = ("pcie.link.gen.gpucurrent", "pcie.link.gen.gpumax", "pcie.link.gen.hostmax", "fabric.state",
-          "fabric.status")
+# What an older driver is asked instead: none of the newer fields, and the current generation by the
+# name --help-query-gpu now calls deprecated.
+_NEWER = ("pcie.link.gen.gpumax", "pcie.link.gen.hostmax", "fabric.state", "fabric.status")
 OLD_FIELDS = [("pcie.link.gen.current", "gen_current", int) if f == "pcie.link.gen.gpucurrent" else (f, k, t)
-              for f, k, t in NEW_FIELDS if f not in _NEWER[1:]]
+              for f, k, t in NEW_FIELDS if f not in _NEWER]
 KEYS = [k for _, k, _ in NEW_FIELDS] + ["numa_node", "local_cpus"]
 _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 P2P_WORDS = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")

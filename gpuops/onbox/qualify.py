@@ -16,7 +16,8 @@ read with nvidia-smi while host-to-device copies run, since it downshifts when t
 
 The disk test writes one file it creates (mkstemp: a new name, O_EXCL, mode 0600) in each
 directory, fsyncs it, asks the kernel to drop its cached pages, reads it back, and removes it in a
-finally: nothing else is touched, and it is skipped where free space is short.
+finally: nothing else is touched, and it is skipped where free space is short. A run killed in the
+middle (its deadline) leaves that one file, named .gpuops-qualify-*, behind.
 """
 
 import json
