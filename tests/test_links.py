@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpuops.checks import link
+from gpuops.checks import link, shape
 from gpuops.checks.thresholds import merged
 from gpuops.onbox import gpulinks
 from gpuops.ops import preflight as op
@@ -71,6 +71,8 @@ def test_nvlink_down_and_an_unregistered_fabric_fail(tmp_path, monkeypatch):
     doc = run()
     assert _found(doc) >= {("gpu.nvlink", "fail", 1), ("gpu.fabric", "fail", 1)}
     assert doc["data"]["links"]["nvlink"]["0"] == {"active": 18, "inactive": 0, "gbps": 26.562}
+    facts = LocalTarget().run_onbox("probe", timeout_s=60)
+    assert shape.undeclared(facts) == [] and facts["links"]["devices"][1]["fabric_state"] == "Not Started"
 
 
 def test_a_gpu_far_from_the_allowed_cpus_warns(tmp_path, monkeypatch):
