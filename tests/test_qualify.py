@@ -243,3 +243,23 @@ def test_the_measuring_run_walks_every_gpu_and_pair(monkeypatch):
     doc2 = dict(doc, gpus=[], peers=[], not_measured=[])
     onbox.gpus(doc2, spent)
     assert doc2["gpus"][0]["matmul_tflops"] == {} and any("budget" in n["why"] for n in doc2["not_measured"])
+
+
+def test_a_riser_box_over_ssh_is_qualified_and_fleet_shows_the_verdict(cli, rig, tmp_path):
+    """The whole path on the sshd rig: the probe finds the narrow link, qualify ships and measures the
+    box's disk (no GPU here), the verdict is kept under the host's name and `fleet` shows it."""
+    from tests.fixtures.fakegpu.boxes import compose
+
+    _, env = compose(tmp_path, "v2-healthy", "riser")
+    box = rig.box("q-riser", env=env)
+    data = tmp_path / "data"
+    data.mkdir()
+    r = cli("preflight", "--host", box.spec, "--qualify", "--path", str(data), "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and any(f["id"] == "gpu.pcie" and f["severity"] == "fail" for f in doc["findings"])
+    q = doc["data"]["qualify"]
+    assert [d["role"] for d in q["measured"]["disks"]] == ["path"] and q["measured"]["disks"][0]["write_mbps"] > 0
+    assert q["verdict"] == "unmeasured" and list(data.iterdir()) == []
+    fleet = json.loads(cli("fleet", "--host", box.spec, "--window", "0", "--json").stdout)
+    [row] = fleet["data"]["hosts"]
+    assert row["qualify"]["verdict"] == "unmeasured" and row["qualify"]["models"] == ["NVIDIA H100 80GB HBM3"]
