@@ -15,7 +15,7 @@ SWITCHES = {
     "fleet": frozenset({"--json", "--watch"}),
     "launch": frozenset({"--exclusive", "--json", "--share-gpu", "--ship-workdir", "--torchrun"}),
     "logs": frozenset({"--follow", "--json", "--raw"}),
-    "preflight": frozenset({"--all", "--json", "--verbose"}),
+    "preflight": frozenset({"--all", "--json", "--qualify", "--verbose"}),
     "profiles": frozenset({"--json"}),
     "pull": frozenset({"--compress", "--delete", "--include-git", "--json", "--no-budget", "--rehash", "--verbose",
                        "--yes"}),

@@ -17,6 +17,10 @@ PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? o
     Param("path", LIST, "extra directory whose free bytes and inodes to check (repeatable); DIR:SIZE (e.g. "
                         "/data/ckpt:200G) sets the free space it needs, else a 1 GiB floor applies",
           tip="dirs the run writes to (free space, inodes); DIR:SIZE needs SIZE free (/data:500G)"),
+    Param("qualify", SWITCH, "measure the box for about a minute against its GPU's datasheet (matmul per dtype, "
+                             "memory, host and peer copies, all-reduce, the run's paths' read and write): keep or "
+                             "return it; the verdict is kept for fleet and placement",
+          cli_only="a minute of measuring on the box; a tool call keeps to the one round trip"),
     Param("timeout", SECS, "seconds the on-box probe may run before it is killed on the box", default=60, low=1,
           high=DAY, what="whole seconds", cli_only=CALLS_OWN_LIMIT),
     ALL,
