@@ -468,9 +468,13 @@ def _cleanup(p):
 
 
 def main(argv):
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: scripts/gpu-proof OUTDIR", file=sys.stderr)
+    """OUTDIR, then the steps to run (all of them when none is named: a rerun of one failed step
+    costs its own minutes of a lent GPU, not the whole proof's)."""
+    names = [n for n, _ in STEPS]
+    if not argv or argv[0].startswith("-") or any(a not in names for a in argv[1:]):
+        print("usage: scripts/gpu-proof OUTDIR [STEP ...]   (steps: %s)" % " ".join(names), file=sys.stderr)
         return 2
+    wanted = set(argv[1:] or names)
     why = gpu_missing()
     if why:
         print("gpu-proof: no NVIDIA GPU on this machine: %s" % why, file=sys.stderr)
@@ -478,6 +482,8 @@ def main(argv):
     p = Proof(argv[0])
     try:
         for name, fn in STEPS:
+            if name not in wanted:
+                continue
             if p.left_s() < 20:
                 p.steps.append({"name": name, "ok": False, "seconds": 0, "checks": [], "rows": [], "notes": [],
                                 "error": "not run: the %ds budget was spent" % BUDGET_S})

@@ -1,7 +1,8 @@
-"""The shape of a rank stuck in a collective: one progress line, then GPU kernels that spin and do no
+"""The shape of a rank stuck in a collective: two steps, then GPU kernels that spin and do no
 arithmetic (torch.cuda._sleep busy-waits on the clock, as NCCL's polling kernels do), so the GPU reads
 100 % busy at near-idle power and the log says nothing more. Exits by itself after LIFETIME seconds so
-no run of the proof can leave it behind."""
+no run of the proof can leave it behind. Two steps, not one: the supervisor counts progress as a count
+that moves, and a run that never moved has the longer start-up allowance (imports, a rendezvous)."""
 
 import os
 import sys
@@ -12,7 +13,8 @@ import torch
 lifetime = float(sys.argv[1]) if len(sys.argv) > 1 else 150.0
 device = os.environ.get("GPUPROOF_DEVICE", "cuda")  # "cpu" lets the tests run it here
 x = torch.ones(1 << 20, device=device)
-print("step 1/1000 loss %.4f" % float(x.sum() / x.numel()), flush=True)
+for step in (1, 2):
+    print("step %d/1000 loss %.4f" % (step, float(x.sum() / x.numel())), flush=True)
 deadline = time.time() + lifetime
 while time.time() < deadline:
     if device == "cuda":
