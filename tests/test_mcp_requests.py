@@ -24,10 +24,10 @@ def test_a_tool_call_is_the_cli_command_its_description_says():
     args = {"host": "b", "local": "/here", "remote": "/there", "exclude": ["*.tmp", "cache/"], "delete": True,
             "yes": True, "plan_id": "9f3a-1", "no_budget": False, "compress": True, "wait_s": 5}
     assert requests.cli_argv("data_push", args) == [
-        "push", "--host", "b", "--src", "/here", "--dst", "/there", "--exclude", "*.tmp", "--exclude", "cache/",
-        "--delete", "--yes", "--plan", "9f3a-1", "--compress"]
+        "push", "--host=b", "--src=/here", "--dst=/there", "--exclude=*.tmp", "--exclude=cache/", "--delete", "--yes",
+        "--plan=9f3a-1", "--compress"]
     assert requests.cli_argv("data_pull", {"host": "b", "remote": "/r", "local": "/l"}) == [
-        "pull", "--host", "b", "--src", "/r", "--dst", "/l"]
+        "pull", "--host=b", "--src=/r", "--dst=/l"]
 
 
 @pytest.fixture

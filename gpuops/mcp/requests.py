@@ -2,7 +2,8 @@
 ids, `gh run watch`).
 
 A push, pull or verify through MCP runs as the CLI verb itself, `gpuops VERB ... --json`, in its
-own process group, its flags made from the tool's arguments by their description (gpuops.surface).
+own process group, its flags made from the tool's arguments by their description (gpuops.surface),
+each as `--flag=VALUE` so that no value is read as a flag, and the level checked on that argv.
 The call waits up to its `wait_s`: the copy's own envelope when it ended by then, else a running
 answer with its request_id, and request_wait on that id waits again (each call bounded, returning
 the moment the copy ends). request_cancel sends the group SIGINT, as Ctrl-C at a terminal does: the
@@ -36,7 +37,9 @@ _lock = threading.Lock()
 
 
 def cli_argv(tool, args) -> list:
-    """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is."""
+    """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is,
+    always `--flag=VALUE` (a switch bare), so no value an agent sends, a list item `--delete`
+    included, is ever read as a flag (both of the CLI's readers take what follows '=' as the value)."""
     spec = surface.tool(tool)
     flags = {a.name: flag for flag, a in surface.flags_of(tool).items()}
     argv = [spec.verb]
@@ -48,14 +51,38 @@ def cli_argv(tool, args) -> list:
         if arg.kind == M.SWITCH:
             argv.append(flag)
         elif arg.kind in (M.LIST, M.STATES):
-            argv += [w for v in value for w in (flag, str(v))]
+            argv += [f"{flag}={v}" for v in value]
         elif arg.kind == M.PAIRS:
-            argv += [w for k, v in value.items() for w in (flag, f"{k}={v}")]
+            argv += [f"{flag}={k}={v}" for k, v in value.items()]
         elif arg.kind == M.CSV:
-            argv += [flag, ",".join(value)]
+            argv.append(f"{flag}={','.join(value)}")
         else:
-            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+            argv.append(f"{flag}={value:g}" if isinstance(value, float) else f"{flag}={value}")
+    if any("\0" in w for w in argv):
+        raise errors.UsageError(f"{tool}: a value holds a NUL byte, which no command line can carry")
     return argv
+
+
+def checked(tool, argv) -> dict:
+    """{flag: [values]} of the command line the copy will run (a switch's value is True), and the
+    server's level held to it. This is where the copy starts, so a deletion its parameters did not
+    show (a flag smuggled in a value) is refused here too, and applying one needs `yes` with the
+    plan it applies. Read as the CLI reads it: a word is `--flag=VALUE` or a bare switch
+    (tests/test_mcp_argv.py holds the CLI's reader to this reading)."""
+    from . import toolsets as sets
+
+    verb = surface.verb(surface.tool(tool).verb)
+    flag_of = {p.name: p.flag for p in verb.params}
+    given = {}
+    for word in argv[1:]:
+        flag, eq, value = word.partition("=")
+        given.setdefault(flag, []).append(value if eq else True)
+    if flag_of.get("delete") in given:
+        sets.refuse(verb.name, M.ENDS)
+        if flag_of["yes"] in given and not given.get(flag_of["plan"]):
+            raise errors.UsageError(f"{tool}: yes applies a plan: call {tool} with delete and without yes, read its "
+                                    "plan, then again with yes and the plan_id it showed")
+    return given
 
 
 class Request:
@@ -147,7 +174,9 @@ def _forget():
 
 
 def start(tool, args, what) -> Request:
-    made = Request(tool, surface.tool(tool).verb, cli_argv(tool, args), what)
+    argv = cli_argv(tool, args)
+    checked(tool, argv)
+    made = Request(tool, surface.tool(tool).verb, argv, what)
     with _lock:
         _forget()
         _requests[made.id] = made
