@@ -69,6 +69,14 @@ def box_path(host, path, environ):
     return local_path(path, environ) if path and here(host) else path
 
 
+def job_dir(host, workdir, environ):
+    """A job's working directory: box_path's, and on this machine the first root when none is
+    given (a job here otherwise starts in the home directory, outside every root)."""
+    if workdir or not here(host):
+        return box_path(host, workdir, environ)
+    return local_path(roots(environ, os.getcwd())[0], environ)
+
+
 def runs_here(tool, hosts, environ):
     """Refused when `hosts` name this machine and its owner has not let jobs run here: a command
     reads and writes whatever this server's user can, so no root binds it."""
