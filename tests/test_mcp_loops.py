@@ -134,3 +134,30 @@ async def test_a_changed_host_key_and_a_refused_key_each_lead_to_the_command_tha
     assert refused["error"]["kind"] == "auth-failed", refused["summary"]
     assert refused["next"][0]["argv"][:2] == ["ssh", "-G"] and refused["next"][0]["argv"][-1] == \
         f"mcp-stranger-{transport}", refused["next"]
+
+
+@pytest.mark.anyio
+async def test_a_wait_goes_on_from_where_it_stopped_its_text_and_its_events(jobs_dir, tmp_path, real_processes):
+    """A timed-out wait's next dropped from_offset, so each wait resent the newest 4,000 bytes; a
+    retried run's next offered only job_logs, not another wait after the last event."""
+    marker = tmp_path / "failed-once"
+    cmd = f"echo first; if [ -e {marker} ]; then sleep 3; echo second; else touch {marker}; kill -9 $$; fi"
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
+        run = json.loads((await c.call_tool("job_launch", {"host": "local", "cmd": cmd, "max_retries": 1}))
+                         .content[0].text)["data"]["job"]["job_id"]
+        with anyio.fail_after(90):
+            step = {"tool": "job_wait", "args": {"host": "local", "job": run, "until": ["event"], "after_event": 0,
+                                                 "timeout_s": 20}}
+            seen = []
+            while step is not None and len(seen) < 12:
+                doc = json.loads((await c.call_tool(step["tool"], step["args"])).content[0].text)
+                seen.append((step["args"], doc["data"]))
+                step = next((s for s in doc["next"] if s.get("tool") == "job_wait"), None)
+    events = [e for _, data in seen for e in data.get("events") or []]
+    kinds = [e["kind"] for e in events]
+    assert kinds == ["attempt-started", "attempt-failed", "retrying", "attempt-started", "completed"], kinds
+    assert [e["seq"] for e in events] == sorted({e["seq"] for e in events})  # none returned twice
+    for (asked, before), (again, _) in zip(seen, seen[1:]):
+        assert again["from_offset"] == before["next_offset"] and again["after_event"] == before["events"][-1]["seq"]
+        assert again["until"] == ["event"] and again["timeout_s"] == 20  # the caller's own choices kept
+    assert seen[-1][1]["state"] == "COMPLETED"

@@ -13,7 +13,10 @@ server, which does, adds what only it can say and takes out what leads nowhere:
   step is the call just made with the same arguments unless something will have changed by then
   (the box may answer after retry_after_s, a live job or copy moves on); at the end of an ended
   job's log the step is log_triage instead;
-- an error with no step says so, and why, in its advice (NO_WAY_ON), so an agent stops there.
+- an error with no step says so, and why, in its advice (NO_WAY_ON), so an agent stops there;
+- a wait that timed out, or returned on a run's event before the run ended, is waited on again
+  from where it stopped: its text from next_offset (not the newest bytes again), its events after
+  the last one it returned (a retried run is followed, not only read).
 """
 
 import re
@@ -95,6 +98,17 @@ def _not_again(tool, args, steps, doc, data):
     return [s for s in steps if not (s.get("tool") == tool and s.get("args") == args)]
 
 
+def _rearmed(args, data) -> dict:
+    """The job_wait `args` again, from where this answer stopped."""
+    out = dict(args)
+    if data.get("next_offset") is not None:
+        out["from_offset"] = data["next_offset"]
+    events = data.get("events") or []
+    if events and isinstance(events[-1], dict) and isinstance(events[-1].get("seq"), int):
+        out["after_event"] = events[-1]["seq"]
+    return out
+
+
 def chained(tool, args, doc, listed) -> dict:
     """`doc` (its `next` already tool calls) with the steps above added and removed."""
     steps = [s for s in doc.get("next") or [] if s.get("tool") not in _BACK.get(tool, ())]
@@ -117,6 +131,11 @@ def chained(tool, args, doc, listed) -> dict:
                                   "how far it got and what it logged"))
         if "data_pull" in listed and PULL_ADVICE not in advice:
             advice.append(PULL_ADVICE)
+    elif tool == "job_wait" and (data.get("timed_out") or (data.get("reason") == "event" and
+                                                           data.get("state") not in states.TERMINAL)):
+        steps = [s for s in steps if s.get("tool") != "job_wait"]
+        if "job_wait" in listed:
+            steps.insert(0, _call("job_wait", _rearmed(args, data), "keep waiting, from where this wait stopped"))
     elif tool == "job_logs" and data.get("ended") and not data.get("more"):
         steps = [s for s in steps if s.get("tool") != "job_logs"]  # the job ended and its log was read to its end
         if not steps and "log_triage" in listed:  # job_diagnose sends here: triage is the way on, not back
