@@ -161,3 +161,21 @@ async def test_a_wait_goes_on_from_where_it_stopped_its_text_and_its_events(jobs
         assert again["from_offset"] == before["next_offset"] and again["after_event"] == before["events"][-1]["seq"]
         assert again["until"] == ["event"] and again["timeout_s"] == 20  # the caller's own choices kept
     assert seen[-1][1]["state"] == "COMPLETED"
+
+
+@pytest.mark.anyio
+async def test_the_cli_and_mcp_give_the_same_way_on_for_a_host_that_does_not_resolve(real_processes):
+    """The CLI said exit 3, unreachable, for a typo'd host; MCP, retryable with the same call."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    cli = subprocess.run([sys.executable, "-m", "gpuops", "status", f"--host={NO_SUCH_HOST}", "--json"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    said = json.loads(cli.stdout)
+    async with Client(server.build(), raise_exceptions=True) as c:
+        doc = json.loads((await c.call_tool("job_status", {"host": NO_SUCH_HOST})).content[0].text)
+    assert cli.returncode == 4 and said["error"]["kind"] == doc["error"]["kind"] == "not-found", cli.stdout
+    assert said["error"]["retryable"] is doc["error"]["retryable"] is False
+    assert [s["argv"] for s in said["next"]] == [s["argv"] for s in doc["next"]] != []
