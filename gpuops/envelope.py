@@ -102,7 +102,7 @@ def error_envelope(command, err, host=None):
     return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict(), next=fixes(err))
 
 
-def fixes(err) -> list:
+def fixes(err: "errors.GpuopsError") -> list:
     """The commands that are a failure's way on: the `ssh-keygen -R` that forgets a changed host
     key (only once the box is known to be re-provisioned), the `ssh -G` that shows what ssh makes
     of a host whose name does not resolve or whose key was refused."""

@@ -108,7 +108,7 @@ class GpuopsProgram(Program):
             sys.exit(130)
 
 
-def _stand_ins(argv):
+def _stand_ins(argv: list) -> tuple:
     """argv with the VALUE of each `--flag=VALUE` that starts with '-' swapped for a stand-in, and
     {stand-in: VALUE}. Invoke splits `--exclude=--delete` in two and reads the half after '=' as
     the flag --delete when the verb has one; a value given after '=' is a value whatever it looks
@@ -128,7 +128,7 @@ def _stand_ins(argv):
     return out, given
 
 
-def _restore(contexts, given):
+def _restore(contexts: list, given: dict) -> None:
     """Each stand-in Invoke parsed, as the value it stands for (in place: a list flag's value is the
     list Invoke keeps)."""
     for ctx in contexts if given else ():

@@ -52,7 +52,7 @@ def main(argv=None):
     server.run()
 
 
-def _sigint_for_copies():
+def _sigint_for_copies() -> None:
     """A server started with SIGINT ignored (nohup, a parent's choice) would hand that on to every
     copy it starts (an ignored signal stays ignored across exec), and request_cancel's SIGINT would
     not stop them. A handler that does nothing keeps this process ignoring it, and is reset to the
@@ -63,5 +63,5 @@ def _sigint_for_copies():
         signal.signal(signal.SIGINT, _ignore)
 
 
-def _ignore(signum, frame):
+def _ignore(signum: int, frame) -> None:
     """SIGINT, ignored by this server as it was when it started (see _sigint_for_copies)."""

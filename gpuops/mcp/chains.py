@@ -80,7 +80,7 @@ def _completed(tool, args, data):
     return None
 
 
-def _moves_on(doc, data) -> bool:
+def _moves_on(doc: dict, data: dict) -> bool:
     """Whether the same call may answer differently later: a box that may answer after a while, a
     wait that ran out of time, a job or a copy that is still going."""
     err = doc.get("error") or {}
@@ -91,14 +91,14 @@ def _moves_on(doc, data) -> bool:
             or (state in states.NAMES and state not in states.TERMINAL))
 
 
-def _not_again(tool, args, steps, doc, data):
+def _not_again(tool: str, args: dict, steps: list, doc: dict, data: dict) -> list:
     """`steps` without the call just made, unless it may answer differently later (_moves_on)."""
     if _moves_on(doc, data):
         return steps
     return [s for s in steps if not (s.get("tool") == tool and s.get("args") == args)]
 
 
-def _rearmed(args, data) -> dict:
+def _rearmed(args: dict, data: dict) -> dict:
     """The job_wait `args` again, from where this answer stopped."""
     out = dict(args)
     if data.get("next_offset") is not None:

@@ -40,7 +40,7 @@ _requests = {}
 _lock = threading.Lock()
 
 
-def cli_argv(tool, args) -> list:
+def cli_argv(tool: str, args: dict) -> list:
     """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is,
     always `--flag=VALUE` (a switch bare), so no value an agent sends, a list item `--delete`
     included, is ever read as a flag (both of the CLI's readers take what follows '=' as the value)."""
@@ -67,7 +67,7 @@ def cli_argv(tool, args) -> list:
     return argv
 
 
-def checked(tool, argv) -> dict:
+def checked(tool: str, argv: list) -> dict:
     """{flag: [values]} of the command line the copy will run (a switch's value is True), and the
     server's level held to it. This is where the copy starts, so a deletion its parameters did not
     show (a flag smuggled in a value) is refused here too, and applying one needs `yes` with the
@@ -154,7 +154,7 @@ class Request:
                             error={"kind": "internal", "message": "the copy gave no envelope"})
         return _with_id(doc, self.id)
 
-    def _after_cancel(self, doc, data) -> dict:
+    def _after_cancel(self, doc: dict | None, data: dict) -> dict:
         """How the copy ended once cancelled: finished and verified before the signal reached it
         (its own answer, which stands), stopped by it (nothing claimed), killed after ignoring it,
         or failed on its own first (its own answer)."""
@@ -179,7 +179,7 @@ class Request:
                         error=(doc or {}).get("error") or {"kind": "internal", "message": "the copy gave no envelope"})
 
 
-def _with_id(doc, request_id, **more) -> dict:
+def _with_id(doc: dict, request_id: str, **more) -> dict:
     if isinstance(doc.get("data"), dict):
         return dict(doc, data=dict(doc["data"], request_id=request_id, **more))
     return doc
@@ -240,7 +240,7 @@ async def waited(ctx, request, timeout_s):
     return request.answer()
 
 
-def _unknown(verb, request_id) -> dict:
+def _unknown(verb: str, request_id: str) -> dict:
     """The answer for an id this server does not know: not-found, and a wait on each request it
     does know (the newest first), since the agent may have mistyped or mixed up an id; with none,
     it says there is no call to make."""

@@ -56,20 +56,20 @@ def local_path(path, environ, cwd=None):
     raise errors.Refused(f"{path}: outside the directories this server reads; its owner lists them in {ROOTS_ENV}")
 
 
-def here(host) -> bool:
+def here(host: str | None) -> bool:
     """Whether `host` (one host, or None for this machine as the CLI reads it) is this machine."""
     from ..remote.hostspec import is_local
 
     return is_local(host or "")
 
 
-def box_path(host, path, environ):
+def box_path(host: str | None, path: str | None, environ) -> str | None:
     """A path on the box `host`: as given on another machine; on this one, a local path under the
     roots (its real path), since there the box's end of a copy is this machine's file system."""
     return local_path(path, environ) if path and here(host) else path
 
 
-def job_dir(host, workdir, environ):
+def job_dir(host: str | None, workdir: str | None, environ) -> str | None:
     """A job's working directory: box_path's, and on this machine the first root when none is
     given (a job here otherwise starts in the home directory, outside every root)."""
     if workdir or not here(host):
@@ -77,7 +77,7 @@ def job_dir(host, workdir, environ):
     return local_path(roots(environ, os.getcwd())[0], environ)
 
 
-def runs_here(tool, hosts, environ):
+def runs_here(tool: str, hosts, environ) -> None:
     """Refused when `hosts` name this machine and its owner has not let jobs run here: a command
     reads and writes whatever this server's user can, so no root binds it."""
     if any(here(h) for h in hosts) and environ.get(LOCAL_ENV, "").strip().lower() not in ("1", "yes", "true"):

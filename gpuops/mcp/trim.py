@@ -82,7 +82,7 @@ def status(doc, wanted, failed_only):
     return _said(doc, row_keys=sorted(gone), jobs=len(rows) - len(kept))
 
 
-def launched(doc):
+def launched(doc: dict) -> dict:
     """A launch's answer with the job row's ROW keys and its meta's META keys, the policy as given
     without the Xid table (meta and row were 2,000 of a launch's 2,600 characters)."""
     data = doc.get("data")

@@ -64,14 +64,14 @@ def _command():
 
 
 @functools.lru_cache(maxsize=1)
-def _bare():
+def _bare() -> re.Pattern:
     """A verb named without `gpuops` ("teardown-check says ..."): only the hyphenated ones, which
     no English word is."""
     named = sorted((v for v in surface.verbs() if "-" in v), key=len, reverse=True)
     return re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, named))})(?![\w-])")
 
 
-def _tool_of(match, listed):
+def _tool_of(match: re.Match, listed: frozenset) -> str:
     spec = surface.verbs()[match.group(1)]
     shown = [t.name for t in spec.tools if t.name in listed]
     return shown[0] if shown else match.group(0)

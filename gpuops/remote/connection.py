@@ -98,7 +98,7 @@ def _open_within(conn, seconds, where):
         raise outcome["error"]
 
 
-def _checked(error, spec):
+def _checked(error: Exception, spec) -> Exception:
     """`error` with the `ssh -G` step that shows what ssh makes of the host (as openssh's)."""
     error.check = tuple(hostspec.check_argv(spec.spec))
     return error

@@ -87,7 +87,7 @@ def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=P
     return argv + [host]
 
 
-def _with_check(error, spec):
+def _with_check(error: Exception, spec: str) -> Exception:
     """`error` with the `ssh -G` step that shows what ssh makes of the host, where that is the way
     on (a name that does not resolve, a key the box refused: gpuops.envelope.error_envelope)."""
     if isinstance(error, (UnknownHost, AuthFailed)):
