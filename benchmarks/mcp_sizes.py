@@ -3,8 +3,8 @@
     python3 benchmarks/mcp_sizes.py [--json]
 
 Through the official MCP client, in-process, on this machine (host 'local'). Definitions are the
-JSON of each listed tool (name, description, input and output schemas), per toolset and for the
-default set. The loop is launch -> wait -> logs -> triage -> diagnose -> stop -> pull -> verify on a
+JSON of each listed tool as the client receives it (name, title, description, input and output
+schemas, annotations, _meta), per toolset and for the default set. The loop is launch -> wait -> logs -> triage -> diagnose -> stop -> pull -> verify on a
 job that writes a log and a checkpoint directory and fails with a CUDA OOM; each answer is the
 length of the text block a client shows the model. Run it on two checkouts (PYTHONPATH) to compare.
 """
@@ -30,8 +30,8 @@ JOB = ("mkdir -p {out}; for i in $(seq 1 300); do echo \"step $i/1000 loss 2.$i 
 
 
 def definition_size(tool) -> int:
-    return len(json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema,
-                           "outputSchema": tool.output_schema}, separators=(",", ":")))
+    """The tool as the client receives it (title, annotations and _meta included), compact JSON."""
+    return len(json.dumps(tool.model_dump(by_alias=True, exclude_none=True, mode="json"), separators=(",", ":")))
 
 
 def _build(toolsets):
@@ -92,7 +92,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "jobs").mkdir()
-        os.environ.update(GPUOPS_JOBS_DIR=str(work / "jobs"), GPUOPS_MCP_ROOTS=str(work))
+        os.environ.update(GPUOPS_JOBS_DIR=str(work / "jobs"), GPUOPS_MCP_ROOTS=str(work), GPUOPS_MCP_LOCAL="1")
         os.environ.pop("GPUOPS_MODE", None)
         try:
             defs = anyio.run(definitions)
@@ -102,7 +102,7 @@ def main():
     if args.json:
         print(json.dumps({"definitions": defs, "loop": answers, "others": others}, indent=2))
         return
-    print("definitions (chars of name, description, input and output schemas):")
+    print("definitions (chars of each tool as the client receives it):")
     for name, row in defs.items():
         if name != "per_tool":
             print(f"  {name:12} {row['tools']:3} tools {row['chars']:7,} chars")

@@ -99,12 +99,22 @@ def dumps(doc) -> str:
 def error_envelope(command, err, host=None):
     """The envelope of an expected failure (a GpuopsError): ok false, its kind and message, whether
     to retry (and when), and the fix when it is a command."""
+    return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict(), next=fixes(err))
+
+
+def fixes(err: "errors.GpuopsError") -> list:
+    """The commands that are a failure's way on: the `ssh-keygen -R` that forgets a changed host
+    key (only once the box is known to be re-provisioned), the `ssh -G` that shows what ssh makes
+    of a host whose name does not resolve or whose key was refused."""
     fix = []
     keygen = _KEYGEN.search(err.message) if err.kind == errors.HostKeyChanged.kind else None
     if keygen:
         fix.append(step("ssh-keygen", "-R", keygen.group(1), "-f", keygen.group(2),
                         why="only if you know the box was re-provisioned: it forgets the key it had"))
-    return envelope(command, ok=False, summary=err.message, host=host, error=err.as_dict(), next=fix)
+    if getattr(err, "check", ()):
+        fix.append(step(*err.check, why="what ssh makes of this host (HostName, User, IdentityFile): fix its entry "
+                                        "in the ssh config"))
+    return fix
 
 
 def again(doc, argv, said="the same"):

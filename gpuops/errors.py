@@ -54,6 +54,14 @@ class NotFound(GpuopsError):
     kind = "not-found"
 
 
+class UnknownHost(NotFound):
+    """The host's name does not resolve (no such alias in the ssh config, no such name in DNS):
+    no wait will change that, so it is not a HostError, which a caller retries. `check` is the
+    command that shows what ssh makes of the name (set where the name is known)."""
+
+    check = ()
+
+
 class Refused(GpuopsError):
     exit_code = REFUSED
     kind = "refused"
@@ -79,6 +87,7 @@ class Unreachable(HostError):
 
 class AuthFailed(HostError):
     kind = "auth-failed"
+    check = ()  # as UnknownHost's
 
 
 class HostKeyChanged(HostError):

@@ -12,7 +12,7 @@ from invoke.exceptions import Exit, ParseError
 
 from gpuops.cli import lite
 from gpuops.cli.flags import words_to_flag
-from gpuops.cli.program import GpuopsProgram, _takes_value, ns
+from gpuops.cli.program import GpuopsProgram, _restore, _stand_ins, _takes_value, ns
 from gpuops.errors import UsageError
 from tests.conftest import ROOT, FIXTURES
 
@@ -21,11 +21,13 @@ def _invoke_reads(argv):
     """[(verb, kwargs)] as Invoke's parser hands them to the tasks; None when it refuses argv or
     answers it itself (--help, --version)."""
     program = GpuopsProgram(namespace=ns, version="0", name="gpuops", binary="gpuops")
+    words, given = _stand_ins(["gpuops"] + words_to_flag(list(argv), _takes_value()))
     try:
         program.create_config()
-        program.parse_core(["gpuops"] + words_to_flag(list(argv), _takes_value()))
+        program.parse_core(words)
         program.parse_collection()
         program.parse_tasks()
+        _restore([*program.core, *program.tasks], given)
         program._refuse_unhonoured_core()
     except (ParseError, UsageError, Exit):
         return None
@@ -90,6 +92,25 @@ def test_the_command_lines_people_type_take_the_fast_path_and_mean_the_same(argv
     mine = _lite_reads(argv)
     assert mine is not None, argv
     assert mine == _invoke_reads(argv)
+
+
+@pytest.mark.parametrize("verb", sorted(lite.VERBS))
+def test_a_value_after_equals_is_a_value_in_both_readers_even_when_it_is_a_flag_of_the_verb(verb):
+    """`--exclude=--delete` read as `--exclude --delete` deleted files for an agent (issue 37): after '='
+    every valued flag of every verb takes the rest of the word, whichever flag it names."""
+    kinds = lite.flag_kinds(lite._body(verb))
+    switches = [f for f, (_, kind, _) in kinds.items() if kind == "switch"]
+    for flag, (name, kind, _) in kinds.items():
+        if kind == "switch":
+            continue
+        for value in switches + ["--", "-x", "--host=evil"]:
+            argv = [verb, f"{flag}={value}"]
+            read = _invoke_reads(argv)
+            assert read is not None, argv
+            (_, kwargs), = read
+            assert kwargs[name] == ([value] if kind == "list" else value), argv
+            assert not any(kwargs[kinds[s][0]] for s in switches), argv
+            assert _lite_reads(argv) == read, argv
 
 
 @pytest.mark.parametrize("argv", [

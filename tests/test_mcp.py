@@ -35,9 +35,11 @@ async def client(real_processes):
 
 @pytest.fixture
 def jobs_dir(tmp_path, monkeypatch):
+    """Jobs on this machine (host local), which the server's owner allows here (gpuops.mcp.scope)."""
     path = tmp_path / "jobs"
     path.mkdir()
     monkeypatch.setenv("GPUOPS_JOBS_DIR", str(path))
+    monkeypatch.setenv("GPUOPS_MCP_LOCAL", "1")
     monkeypatch.delenv("GPUOPS_MODE", raising=False)
     return path
 
@@ -396,7 +398,8 @@ async def test_job_stop_applies_only_the_plan_it_showed(client, jobs_dir):
 async def test_stdio_launch_wait_returns_within_a_second_of_the_exit(tmp_path, real_processes):
     jobs = tmp_path / "jobs"
     params = StdioServerParameters(command=sys.executable, args=["-m", "gpuops.mcp", "--toolsets", "all"],
-                                   cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs)))
+                                   cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT), GPUOPS_JOBS_DIR=str(jobs),
+                                                           GPUOPS_MCP_LOCAL="1"))
     with anyio.fail_after(60):
         async with Client(params, mode="legacy") as c:
             assert c.server_info.name == "gpuops"

@@ -34,9 +34,10 @@ ENDS = {"job_stop", "job_pause", "vram_reap", "gang_stop"}
 
 
 def definitions(tools) -> int:
-    """The JSON of each listed tool: name, description, input and output schemas."""
-    return sum(len(json.dumps({"name": t.name, "description": t.description, "inputSchema": t.input_schema,
-                               "outputSchema": t.output_schema}, separators=(",", ":"))) for t in tools)
+    """The JSON of each listed tool as the client receives it: name, title, description, input and
+    output schemas, annotations and _meta (benchmarks/mcp_sizes.py measures the same)."""
+    return sum(len(json.dumps(t.model_dump(by_alias=True, exclude_none=True, mode="json"), separators=(",", ":")))
+               for t in tools)
 
 
 async def listed(**build):

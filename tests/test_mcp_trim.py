@@ -93,3 +93,16 @@ async def test_a_log_that_is_not_utf8_pages_exactly_as_base64(jobs_dir, real_pro
     assert raw["data"]["text_exact"] is True and "text" not in raw["data"]
     assert base64.b64decode(raw["data"]["bytes_b64"]) == on_disk == b"caf\xe9 latin-1\n\xff\xfe binary\nend\n"
     assert raw["data"]["next_offset"] == len(on_disk) and raw["data"]["text_starts_at"] == 0
+
+
+@pytest.mark.anyio
+async def test_a_launch_answers_in_under_2000_characters_with_the_policy_as_given(jobs_dir, real_processes):
+    """job_launch answered 3,133 characters, 1,491 of them meta with a 494-character Xid table."""
+    async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
+        doc, size = await answer(c, "job_launch", {"host": "local", "cmd": "sleep 1", "max_retries": 2,
+                                                   "stall_after_s": 20})
+    assert size < 2_000, size
+    meta = doc["data"]["meta"]
+    assert meta["policy"]["max_retries"] == 2 and "xid_kinds" not in meta["policy"], meta["policy"]
+    assert "policy.xid_kinds" in doc["data"]["omitted"]["meta_keys"] and "cgroups" not in meta
+    assert doc["data"]["job"]["job_id"] == meta["job_id"] and doc["next"][0]["tool"] == "job_wait"

@@ -46,6 +46,10 @@ def test_a_cli_sentence_reads_in_tools_and_parameters():
     only_jobs = frozenset(surface.toolset("jobs"))  # a tool the server does not list is not named
     said = words.reword("diagnose", "pull it (gpuops pull) first", only_jobs)
     assert said == "pull it (the CLI's `gpuops pull`) first"
+    # a verb named alone, as diagnose's advice after COMPLETED names it (issue 37)
+    assert words.reword("diagnose", "teardown-check says what its stop would delete.") == \
+        "teardown_check says what its stop would delete."
+    assert words.reword("diagnose", "teardown-check says", only_jobs) == "teardown-check says"
 
 
 @pytest.mark.anyio

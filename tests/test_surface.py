@@ -138,7 +138,7 @@ async def test_every_tool_is_its_description_through_the_client(real_processes):
         props = tool.input_schema["properties"]
         assert list(props) == [a.name for a in made], name
         assert sorted(tool.input_schema.get("required", [])) == sorted(a.name for a in made if a.required), name
-        assert tool.description == spec.does and tool.annotations.title == spec.title
+        assert tool.description == spec.does and tool.title == spec.title and tool.annotations.title is None
         assert tool.annotations.read_only_hint is (spec.effect == M.READS)
         for a in made:
             prop = props[a.name]

@@ -73,7 +73,7 @@ EXIT_CODES = (
     ("1", "a check failed (a fail finding, a failed job, a mismatch)"),
     ("2", "usage or configuration error"),
     ("3", "host unreachable, authentication failed, host key changed, timed out, or no python3 on the box"),
-    ("4", "not found (job, file, profile, gotcha)"),
+    ("4", "not found (job, file, profile, gotcha, a host name that does not resolve)"),
     ("5", "refused, or needs `--yes` (every destructive verb is a dry run without it), or a `--plan` that no "
           "longer matches"),
     ("6", "a wait ran out of time first (`wait`, `logs --follow --timeout`); the envelope says where to resume"),

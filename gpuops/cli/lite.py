@@ -8,8 +8,9 @@ switch, a repeatable flag as often as wanted), after the same bare-word rewrite 
 makes, and calls the verb's function with the keyword arguments Invoke's parser would give it,
 loading that verb's module alone. Anything else goes to the full program (gpuops.cli.program),
 which owns every message about it: a verb's --help, --version, a core or short flag, an unknown
-or repeated flag, a value that starts with '-' (Invoke may read it as a flag), a verb name after
-the verb, a stray word, '--'. tests/test_lite.py holds both readers to the same reading.
+or repeated flag, a separate value that starts with '-' (Invoke may read it as a flag; after '='
+it is the value, in both readers), a verb name after the verb, a stray word, '--'.
+tests/test_lite.py holds both readers to the same reading.
 """
 
 import importlib
@@ -107,10 +108,10 @@ def read(argv):
                 return None
             value = True
         else:
-            if not eq:
+            if not eq:  # `--name VALUE`: a VALUE that starts with '-' may be a flag to Invoke
                 value = next(tokens, None)
-            if value is None or value.startswith("-"):
-                return None
+                if value is None or value.startswith("-"):
+                    return None
         if kind == "list":
             kwargs[name].append(value)
         elif name in seen:

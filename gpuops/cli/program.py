@@ -45,12 +45,13 @@ class GpuopsProgram(Program):
     def run(self, argv=None, exit=True):
         argv = list(sys.argv if argv is None else argv)
         valued = _takes_value()
-        argv = argv[:1] + words_to_flag(expand_short(argv[1:], valued), valued)
+        argv, given = _stand_ins(argv[:1] + words_to_flag(expand_short(argv[1:], valued), valued))
         try:
             self.create_config()
             self.parse_core(argv)
             self.parse_collection()
             self.parse_tasks()
+            _restore([*self.core, *self.tasks], given)
             self._refuse_unhonoured_core()
             self.parse_cleanup()
             self.update_config()
@@ -105,6 +106,38 @@ class GpuopsProgram(Program):
                 sys.exit(e.code)
         except KeyboardInterrupt:
             sys.exit(130)
+
+
+def _stand_ins(argv: list) -> tuple:
+    """argv with the VALUE of each `--flag=VALUE` that starts with '-' swapped for a stand-in, and
+    {stand-in: VALUE}. Invoke splits `--exclude=--delete` in two and reads the half after '=' as
+    the flag --delete when the verb has one; a value given after '=' is a value whatever it looks
+    like, so a list item an agent sent (gpuops.mcp.requests) never becomes a flag."""
+    import secrets
+
+    out, given = [], {}
+    for i, word in enumerate(argv):
+        if word == "--":  # Invoke leaves the rest unparsed
+            return out + argv[i:], given
+        flag, eq, value = word.partition("=")
+        if flag.startswith("--") and eq and value.startswith("-"):
+            stand_in = f"gpuops-value-{secrets.token_hex(8)}"
+            given[stand_in] = value
+            word = f"{flag}={stand_in}"
+        out.append(word)
+    return out, given
+
+
+def _restore(contexts: list, given: dict) -> None:
+    """Each stand-in Invoke parsed, as the value it stands for (in place: a list flag's value is the
+    list Invoke keeps)."""
+    for ctx in contexts if given else ():
+        for arg in ctx.args.values():
+            value = arg.value
+            if isinstance(value, list):
+                value[:] = [given.get(v, v) for v in value]
+            elif isinstance(value, str) and value in given:
+                arg.set_value(given[value], cast=False)
 
 
 def _width():

@@ -48,4 +48,20 @@ def main(argv=None):
     except UsageError as e:
         print(f"gpuops-mcp: {e.message}", file=sys.stderr)
         sys.exit(USAGE)
+    _sigint_for_copies()
     server.run()
+
+
+def _sigint_for_copies() -> None:
+    """A server started with SIGINT ignored (nohup, a parent's choice) would hand that on to every
+    copy it starts (an ignored signal stays ignored across exec), and request_cancel's SIGINT would
+    not stop them. A handler that does nothing keeps this process ignoring it, and is reset to the
+    default in each child at exec, where Python makes it Ctrl-C again."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _ignore)
+
+
+def _ignore(signum: int, frame) -> None:
+    """SIGINT, ignored by this server as it was when it started (see _sigint_for_copies)."""

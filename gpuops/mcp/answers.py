@@ -14,7 +14,7 @@ from . import vocab
 _JSON = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "a": "array", "o": "object"}
 _STARTED = "job:o existing:b meta:o first_error:s?"
 _TRIMMED = " omitted:o"  # what a compact answer left out (gpuops.mcp.trim)
-_ASKED = " request_id:s state:s elapsed_s:n"  # a copy as a request (gpuops.mcp.requests)
+_ASKED = " request_id:s state:s elapsed_s:n cancel:s"  # a copy as a request (gpuops.mcp.requests)
 _GANG_STARTED = "gang:o gang_id:s? refused:s preflight:o"
 _SYNC = ("direction:s engine:s local:s remote:s files:i dirs:i symlinks:i payload_bytes:i sent_paths:i "
          "already_equal:i bytes_sent:n bytes_reused:n wire_bytes:n? bytes_verified:i files_verified:i retries:i "
@@ -47,9 +47,9 @@ def known():
     return {
         "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s? engines:o" + _TRIMMED,
         "fleet_status": "hosts:a totals:o",
-        "job_launch": _STARTED,
+        "job_launch": _STARTED + _TRIMMED,
         "fleet_launch": _STARTED + " placement:o",
-        "job_retry": _STARTED,
+        "job_retry": _STARTED + _TRIMMED,
         "job_queue": "queue:s engine:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
         "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i" + _TRIMMED,
         "job_logs": "job_id:s start_offset:i? next_offset:i? bytes:i log_size:i? reconnects:i end:s? timed_out:b "

@@ -2,13 +2,18 @@
 ids, `gh run watch`).
 
 A push, pull or verify through MCP runs as the CLI verb itself, `gpuops VERB ... --json`, in its
-own process group, its flags made from the tool's arguments by their description (gpuops.surface).
+own process group, its flags made from the tool's arguments by their description (gpuops.surface),
+each as `--flag=VALUE` so that no value is read as a flag, and the level checked on that argv.
 The call waits up to its `wait_s`: the copy's own envelope when it ended by then, else a running
 answer with its request_id, and request_wait on that id waits again (each call bounded, returning
 the moment the copy ends). request_cancel sends the group SIGINT, as Ctrl-C at a terminal does: the
 copy stops where it is, partial files kept for the next run to resume, and nothing claimed: no
-verified result, no pull recorded for teardown_check. A request's process is this server's: the
-requests end with it, and the last MOST_KEPT finished ones are remembered for an hour.
+verified result, no pull recorded for teardown_check. Its answer is how the copy ended (its exit
+status and its own envelope: stopped, or already finished and verified, or failed first), never
+what the cancel meant, since a copy may finish a moment before the signal reaches it. (A server
+started with SIGINT ignored would pass that on to its copies: gpuops.mcp.main sees to it that it
+does not.) A request's process is this server's: the requests end with it, and the last MOST_KEPT
+finished ones are remembered for an hour.
 """
 
 import json
@@ -35,8 +40,10 @@ _requests = {}
 _lock = threading.Lock()
 
 
-def cli_argv(tool, args) -> list:
-    """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is."""
+def cli_argv(tool: str, args: dict) -> list:
+    """`gpuops VERB ...` for a tool call: each argument as the flag its description says it is,
+    always `--flag=VALUE` (a switch bare), so no value an agent sends, a list item `--delete`
+    included, is ever read as a flag (both of the CLI's readers take what follows '=' as the value)."""
     spec = surface.tool(tool)
     flags = {a.name: flag for flag, a in surface.flags_of(tool).items()}
     argv = [spec.verb]
@@ -48,14 +55,38 @@ def cli_argv(tool, args) -> list:
         if arg.kind == M.SWITCH:
             argv.append(flag)
         elif arg.kind in (M.LIST, M.STATES):
-            argv += [w for v in value for w in (flag, str(v))]
+            argv += [f"{flag}={v}" for v in value]
         elif arg.kind == M.PAIRS:
-            argv += [w for k, v in value.items() for w in (flag, f"{k}={v}")]
+            argv += [f"{flag}={k}={v}" for k, v in value.items()]
         elif arg.kind == M.CSV:
-            argv += [flag, ",".join(value)]
+            argv.append(f"{flag}={','.join(value)}")
         else:
-            argv += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+            argv.append(f"{flag}={value:g}" if isinstance(value, float) else f"{flag}={value}")
+    if any("\0" in w for w in argv):
+        raise errors.UsageError(f"{tool}: a value holds a NUL byte, which no command line can carry")
     return argv
+
+
+def checked(tool: str, argv: list) -> dict:
+    """{flag: [values]} of the command line the copy will run (a switch's value is True), and the
+    server's level held to it. This is where the copy starts, so a deletion its parameters did not
+    show (a flag smuggled in a value) is refused here too, and applying one needs `yes` with the
+    plan it applies. Read as the CLI reads it: a word is `--flag=VALUE` or a bare switch
+    (tests/test_mcp_argv.py holds the CLI's reader to this reading)."""
+    from . import toolsets as sets
+
+    verb = surface.verb(surface.tool(tool).verb)
+    flag_of = {p.name: p.flag for p in verb.params}
+    given = {}
+    for word in argv[1:]:
+        flag, eq, value = word.partition("=")
+        given.setdefault(flag, []).append(value if eq else True)
+    if flag_of.get("delete") in given:
+        sets.refuse(verb.name, M.ENDS)
+        if flag_of["yes"] in given and not given.get(flag_of["plan"]):
+            raise errors.UsageError(f"{tool}: yes applies a plan: call {tool} with delete and without yes, read its "
+                                    "plan, then again with yes and the plan_id it showed")
+    return given
 
 
 class Request:
@@ -102,27 +133,56 @@ class Request:
         self.done()
 
     def answer(self) -> dict:
-        """The copy's own envelope once it ended (its request_id added), else where it stands."""
+        """The copy's own envelope once it ended (its request_id added), else where it stands; after
+        a cancel, what the copy's end says happened (_after_cancel), never what the cancel meant."""
         data = {"request_id": self.id, "state": "running", "elapsed_s": round(self.elapsed(), 1)}
         if not self.done():
             running = envelope(self.verb, ok=False, data=data,
                                summary=f"{self.what}: still running after {data['elapsed_s']:g}s (request {self.id})")
             return dict(running, next=[_waits(self.id)])
-        if self.cancelled:
-            return envelope(self.verb, ok=False, data=dict(data, state="cancelled"),
-                            summary=f"{self.what}: cancelled after {data['elapsed_s']:g}s; nothing was claimed "
-                                    "(partial files are kept: the same call resumes)")
         try:
             doc = json.loads(bytes(self._out).decode("utf-8", "surrogateescape"))
         except ValueError:
+            doc = None
+        if self.cancelled:
+            return self._after_cancel(doc, data)
+        if doc is None:
             said = bytes(self._err).decode("utf-8", "replace").strip().splitlines()
             return envelope(self.verb, ok=False, data=dict(data, state="failed"),
                             summary=f"{self.what}: ended (exit {self.proc.returncode}) without an answer: "
                                     f"{(said or ['no message'])[-1][:300]}",
                             error={"kind": "internal", "message": "the copy gave no envelope"})
-        if isinstance(doc.get("data"), dict):
-            doc["data"] = dict(doc["data"], request_id=self.id)
-        return doc
+        return _with_id(doc, self.id)
+
+    def _after_cancel(self, doc: dict | None, data: dict) -> dict:
+        """How the copy ended once cancelled: finished and verified before the signal reached it
+        (its own answer, which stands), stopped by it (nothing claimed), killed after ignoring it,
+        or failed on its own first (its own answer)."""
+        code, took = self.proc.returncode, f"{data['elapsed_s']:g}s"
+        verified = bool(doc and isinstance(doc.get("data"), dict) and doc["data"].get("verified"))
+        if doc is not None and (verified or code == errors.OK):
+            out = _with_id(doc, self.id, cancel="too-late")
+            return dict(out, summary=f"{self.what}: it had already finished when the cancel came, so its answer "
+                                     f"stands: {doc.get('summary')}")
+        if code in (errors.INTERRUPTED["SIGINT"], -signal.SIGINT):
+            return envelope(self.verb, ok=False, data=dict(data, state="cancelled", cancel="stopped"),
+                            summary=f"{self.what}: cancelled after {took}: the copy stopped before claiming anything "
+                                    "(no verified result, no pull recorded; partial files are kept: the same call "
+                                    "resumes)")
+        if code == -signal.SIGKILL:
+            return envelope(self.verb, ok=False, data=dict(data, state="cancelled", cancel="killed"),
+                            summary=f"{self.what}: killed {CANCEL_WAIT_S:g}s after a cancel it did not stop on; "
+                                    "nothing is verified: data_verify says where the destination stands")
+        said = doc.get("summary") if doc else f"exit {code} without an answer"
+        return envelope(self.verb, ok=False, data=dict(data, state="failed", cancel="failed-first"),
+                        summary=f"{self.what}: it had failed on its own before the cancel: {said}",
+                        error=(doc or {}).get("error") or {"kind": "internal", "message": "the copy gave no envelope"})
+
+
+def _with_id(doc: dict, request_id: str, **more) -> dict:
+    if isinstance(doc.get("data"), dict):
+        return dict(doc, data=dict(doc["data"], request_id=request_id, **more))
+    return doc
 
 
 def _signal(pid, sig):
@@ -147,7 +207,9 @@ def _forget():
 
 
 def start(tool, args, what) -> Request:
-    made = Request(tool, surface.tool(tool).verb, cli_argv(tool, args), what)
+    argv = cli_argv(tool, args)
+    checked(tool, argv)
+    made = Request(tool, surface.tool(tool).verb, argv, what)
     with _lock:
         _forget()
         _requests[made.id] = made
@@ -178,12 +240,34 @@ async def waited(ctx, request, timeout_s):
     return request.answer()
 
 
+def _unknown(verb: str, request_id: str) -> dict:
+    """The answer for an id this server does not know: not-found, and a wait on each request it
+    does know (the newest first), since the agent may have mistyped or mixed up an id; with none,
+    it says there is no call to make."""
+    with _lock:
+        known = sorted(_requests.values(), key=lambda r: r.started, reverse=True)[:MOST_KEPT]
+    err = errors.NotFound(f"no request {request_id!r} on this server (a request lives in the server that started "
+                          "it, and a finished one is kept for an hour)")
+    doc = envelope(verb, ok=False, summary=err.message, error=err.as_dict(), advice=[] if known else [
+        "No next step: this server holds no copy now; the same data_push, data_pull or data_verify call again "
+        "starts it anew (a push or pull resumes from the files already there)"])
+    return dict(doc, next=[dict(_waits(r.id), why=f"{r.what} ({'ended' if r.done() else 'running'})")
+                           for r in known])
+
+
 async def request_wait(ctx: Context, request_id, timeout_s):
-    return await waited(ctx, find(request_id), timeout_s)
+    try:
+        found = find(request_id)
+    except errors.NotFound:
+        return _unknown("request_wait", request_id)
+    return await waited(ctx, found, timeout_s)
 
 
 def request_cancel(request_id):
-    found = find(request_id)
+    try:
+        found = find(request_id)
+    except errors.NotFound:
+        return _unknown("request_cancel", request_id)
     if found.done() and not found.cancelled:
         return dict(found.answer(), summary=f"{found.what}: it had already ended, so there was nothing to cancel; "
                                             "its answer follows: " + found.answer()["summary"])

@@ -3,8 +3,10 @@ agent acts on typed: gpuops.mcp.answers) and the finishing touches on its input 
 enums, log_triage's oneOf, no null defaults).
 
 Every listed tool costs an agent its definition on every turn, so an output schema says what a
-model branches on, with each closed vocabulary as an enum (states, verdicts, classes, severities,
-error kinds), and no more: other keys are allowed (consumers ignore keys they do not know, the
+model branches on, with each closed vocabulary as an enum (states, verdicts, classes, severities),
+and no more (error kinds are said once, in the server's instructions: an error is an is_error
+result, which clients do not check against this schema, and 16 kinds on every tool cost 4,000
+characters a turn): other keys are allowed (consumers ignore keys they do not know, the
 envelope's own rule), none is required but the envelope's own (the budget may drop a data key:
 gpuops.mcp.budget). Clients validate a successful result against it (the official client does);
 tests/test_mcp_contract.py holds each tool's answers to every key it may carry (answers.KNOWN).
@@ -20,12 +22,11 @@ FAR = 100_000  # a maximum past this (a year of seconds) says nothing a model ne
 WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
                  "data_pull", "gang_launch", "gang_retry")
 FINDING = {"properties": {"id": _S, "severity": vocab.enum(SEVERITIES)}}
-ERROR = {"properties": {"kind": vocab.enum(vocab.ERROR_KINDS)}}
 
 
 def output_schema(tool):
     """The envelope as `tool` returns it."""
-    props = {"data": {"properties": ADVERTISED[tool]}, "error": ERROR}
+    props = {"data": {"properties": ADVERTISED[tool]}}
     if tool in WITH_FINDINGS:
         props["findings"] = {"type": "array", "items": FINDING}
     return {"type": "object", "required": ["summary", "ok", "command"], "properties": props}

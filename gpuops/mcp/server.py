@@ -26,7 +26,7 @@ from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
 from . import (budget, chains, nextsteps, params, requests, resources, schemas, tools_box, tools_gang, tools_jobs,
-               words)
+               vocab, words)
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -39,7 +39,8 @@ FUNCTIONS = {fn.__name__: fn for fn in (*tools_box.TOOLS, *tools_jobs.TOOLS, *to
 _HOW = """\
 gpuops operates rented GPU boxes over SSH. host is 'local', an ssh_config alias or user@host:port.
 Every result is one JSON envelope: summary, ok, data, findings, next (tool calls to make next, exact
-arguments), advice. ok=false with no error is an answer (a failed check, a failed job, a dry run)."""
+arguments), advice. ok=false with no error is an answer (a failed check, a failed job, a dry run).
+error.kind is one of: """ + ", ".join(vocab.ERROR_KINDS) + "; retryable says whether the same call may succeed later."
 _SETS = {
     "jobs": "Jobs run detached: job_launch, then job_wait (again while timed_out); job_stop only plans unless "
             "yes=true with the plan_id its plan showed.",
@@ -56,11 +57,12 @@ def instructions(offered):
 def annotations(tool) -> ToolAnnotations:
     """The hints a client reads: a tool that only reads is read-only; one that runs a command the
     caller wrote is as destructive as a shell; a copy is destructive only through its `dangerous`
-    arguments; ending processes is destructive and idempotent."""
+    arguments; ending processes is destructive and idempotent. The title is the tool's own (a
+    client shows it before the annotations' one), not said twice on every turn."""
     world = not tool.local
     if tool.effect == READS:
-        return ToolAnnotations(title=tool.title, read_only_hint=True, open_world_hint=world)
-    return ToolAnnotations(title=tool.title, read_only_hint=False, open_world_hint=world,
+        return ToolAnnotations(read_only_hint=True, open_world_hint=world)
+    return ToolAnnotations(read_only_hint=False, open_world_hint=world,
                            destructive_hint=tool.effect in (RUNS, ENDS) or bool(tool.dangerous),
                            idempotent_hint=tool.effect in (CHANGES, ENDS))
 

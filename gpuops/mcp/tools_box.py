@@ -4,8 +4,9 @@ verify, push, pull.
 Each returns the operation's envelope (the same gpuops.ops call the CLI makes; a copy runs as the
 CLI verb itself, as a request: gpuops.mcp.requests) or raises a GpuopsError; gpuops.mcp.server
 makes the result. Local paths (push's source, pull's destination, verify's reference) must lie
-under the owner's roots (gpuops.mcp.scope), since a model steered by hostile text could otherwise
-send this machine's secrets to a box, or overwrite them.
+under the owner's roots (gpuops.mcp.scope), and so must the box's end when the box is this machine,
+since a model steered by hostile text could otherwise send this machine's secrets to a box, or
+overwrite them.
 """
 
 import os
@@ -77,7 +78,7 @@ async def _copy(ctx, tool, host, args, what, wait_s):
 
 
 async def data_verify(ctx: Context, host, local, remote, exclude, include_git, rehash, wait_s):
-    real = scope.local_path(local, os.environ)
+    real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)
     return await _copy(ctx, "data_verify", host, dict(local=real, remote=remote, exclude=exclude,
                                                       include_git=include_git, rehash=rehash),
                        f"verify {real} against {host}:{remote}", wait_s)
@@ -86,7 +87,7 @@ async def data_verify(ctx: Context, host, local, remote, exclude, include_git, r
 async def data_push(ctx: Context, host, local, remote, exclude, include_git, delete, yes, plan_id, no_budget, compress,
                     rehash, wait_s, fix_crlf, profile):
     _check_plan("data_push", delete, yes, plan_id)
-    real = scope.local_path(local, os.environ)
+    real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)
     return await _copy(ctx, "data_push", host, dict(
         local=real, remote=remote, exclude=exclude, include_git=include_git, delete=delete, yes=yes, plan_id=plan_id,
         no_budget=no_budget, compress=compress, rehash=rehash, fix_crlf=fix_crlf, profile=profile),
@@ -96,7 +97,7 @@ async def data_push(ctx: Context, host, local, remote, exclude, include_git, del
 async def data_pull(ctx: Context, host, remote, local, exclude, include_git, delete, yes, plan_id, no_budget, compress,
                     rehash, wait_s):
     _check_plan("data_pull", delete, yes, plan_id)
-    real = scope.local_path(local, os.environ)
+    real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)
     return await _copy(ctx, "data_pull", host, dict(
         remote=remote, local=real, exclude=exclude, include_git=include_git, delete=delete, yes=yes, plan_id=plan_id,
         no_budget=no_budget, compress=compress, rehash=rehash), f"pull {host}:{remote} to {real}", wait_s)

@@ -5,9 +5,12 @@ only plans unless yes; status, logs and diagnose read. The gang id gang_launch r
 handle of every other call. Each returns the operation's envelope or raises a GpuopsError.
 """
 
+import os
+
 from mcp.server.mcpserver import Context
 
 from .. import errors
+from . import scope
 from .adapter import applies_plan, with_progress
 from .tools_jobs import _envs
 
@@ -24,6 +27,7 @@ def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, w
 
     if bool(hosts) == bool(fleet):
         raise errors.UsageError("give hosts or fleet (a [fleet.NAME] group): one of them names the gang's boxes")
+    scope.runs_here("gang_launch", hosts or (), os.environ)
     envs, secrets = _envs(env, secret_env)
     policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
                              resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,

@@ -60,6 +60,8 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
 
     if bool(cmd) == bool(script):
         raise errors.UsageError("job_launch: give one of cmd or script")
+    scope.runs_here("job_launch", [host], os.environ)
+    workdir, checkpoint_dir = scope.job_dir(host, workdir, os.environ), scope.box_path(host, checkpoint_dir, os.environ)
     if progress_regex:
         check_regex("progress_regex", progress_regex)
     envs, secrets = _envs(env, secret_env)
@@ -72,10 +74,10 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
     policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
                              resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
                              keep_checkpoints=keep_checkpoints, keep_best=keep_best)
-    return on_host("launch", host, lambda t: op.launch(
+    return trim.launched(on_host("launch", host, lambda t: op.launch(
         t, command=cmd, script=real, name=name, labels=tags, env=envs, secrets=secrets, workdir=workdir, gpus=pinned,
         key=key, progress_regex=progress_regex, profile=prof, engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S,
-        share_gpu=share_gpu, policy=policy))
+        share_gpu=share_gpu, policy=policy)))
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env):
@@ -91,13 +93,15 @@ def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resou
     from ..ops import jobs as op
 
     _words("resume_arg", resume_arg)
+    scope.runs_here("job_retry", [host], os.environ)
+    checkpoint_dir = scope.box_path(host, checkpoint_dir, os.environ)
     envs, secrets = _envs(env, secret_env)
     asked = dict(resources or {})
     if asked:
         engines.refuse_unknown(engines.owner(asked) or engines.get(None), asked, "retry", "resources")
-    return on_host("retry", host, lambda t: op.retry(t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg,
-                                                     key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
-                                                     checkpoint_dir=checkpoint_dir))
+    return trim.launched(on_host("retry", host, lambda t: op.retry(
+        t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg, key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
+        checkpoint_dir=checkpoint_dir)))
 
 
 def _words(name, text):
@@ -116,6 +120,8 @@ def job_queue(host, name, commands, cancel, wait_s, workdir, gpus, env, secret_e
     if commands is not None and not all(c.strip() and "\n" not in c for c in commands):
         raise errors.UsageError("commands: each is one non-empty line")
     content = "".join(c + "\n" for c in commands) if commands else None
+    scope.runs_here("job_queue", [host], os.environ)  # its runner runs the queue's lines
+    workdir = scope.job_dir(host, workdir, os.environ)
     envs, secrets = _envs(env, secret_env)
     asked = _resources(engine, resources, "queue")
     return on_host("queue", host, lambda t: op.queue(
@@ -180,6 +186,7 @@ def job_resume(host, job, resume_arg, env, secret_env, key):
     from ..ops import pause as op
 
     _words("resume_arg", resume_arg)
+    scope.runs_here("job_resume", [host], os.environ)
     envs, secrets = _envs(env, secret_env)
     return on_host("resume", host, lambda t: op.resume(t, job=job, resume_arg=resume_arg, env=envs, secrets=secrets,
                                                        key=key))

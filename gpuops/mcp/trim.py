@@ -21,6 +21,10 @@ COMPACT = {
 ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
        "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
+# a launch's meta keys an agent may act on; the others are the box's bookkeeping (pids' start
+# ticks, cgroups, the boot id), and the policy's Xid table is gpuops.xid's, the same for every run
+META = ("job_id", "name", "kind", "command", "workdir", "log", "engine", "host", "gpus", "labels", "key", "policy",
+        "run", "parent_job_id", "launched_at", "pid", "profile", "queue")
 
 
 def _keep(mapping, wanted, default):
@@ -76,3 +80,20 @@ def status(doc, wanted, failed_only):
         gone.update(left)
     doc = dict(doc, data=dict(doc["data"], jobs=kept))
     return _said(doc, row_keys=sorted(gone), jobs=len(rows) - len(kept))
+
+
+def launched(doc: dict) -> dict:
+    """A launch's answer with the job row's ROW keys and its meta's META keys, the policy as given
+    without the Xid table (meta and row were 2,000 of a launch's 2,600 characters)."""
+    data = doc.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) or doc.get("error"):
+        return doc
+    meta, gone = _keep(data["meta"], None, META)
+    policy = meta.get("policy")
+    if isinstance(policy, dict) and "xid_kinds" in policy:
+        meta["policy"] = {k: v for k, v in policy.items() if k != "xid_kinds"}
+        gone.append("policy.xid_kinds")
+    # its pid too: what a caller checks the job by before any status (a plan's targets, a kill in a test)
+    row, row_gone = _keep(data["job"], None, ROW + ("pid",)) if isinstance(data.get("job"), dict) \
+        else (data.get("job"), [])
+    return _said(dict(doc, data=dict(data, meta=meta, job=row)), meta_keys=gone, row_keys=row_gone)

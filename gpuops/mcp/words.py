@@ -63,11 +63,26 @@ def _command():
     return re.compile(rf"`?\bgpuops ({verbs})\b((?:[ =]--[a-z][a-z-]*(?:[ =](?!--)[^\s`;,()]+)?)*)`?")
 
 
+@functools.lru_cache(maxsize=1)
+def _bare() -> re.Pattern:
+    """A verb named without `gpuops` ("teardown-check says ..."): only the hyphenated ones, which
+    no English word is."""
+    named = sorted((v for v in surface.verbs() if "-" in v), key=len, reverse=True)
+    return re.compile(rf"(?<![\w-])({'|'.join(map(re.escape, named))})(?![\w-])")
+
+
+def _tool_of(match: re.Match, listed: frozenset) -> str:
+    spec = surface.verbs()[match.group(1)]
+    shown = [t.name for t in spec.tools if t.name in listed]
+    return shown[0] if shown else match.group(0)
+
+
 def reword(verb, text, listed=None):
     """`text` as an MCP caller should read it (see the module docstring)."""
     listed = frozenset(surface.tools()) if listed is None else listed
     text = _APPLY.sub(r"call again with yes=true and plan_id \1", text)
     text = _command().sub(lambda m: _call(m, listed), text)
+    text = _bare().sub(lambda m: _tool_of(m, listed), text)
     names = _flags(verb)
     return _FLAG.sub(lambda m: names.get(m.group(), m.group()), text)
 

@@ -12,7 +12,7 @@ import time
 from .. import engines, errors
 from ..boundary import expect
 from ..engines.base import command_line
-from ..envelope import CODE_KEY, envelope
+from ..envelope import CODE_KEY, envelope, fixes
 from ..jobs import answers, errorline, lastseen, state, states
 from ..jobs.rows import run_tag
 from ..onbox import plans, steps
@@ -227,7 +227,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         if seen:
             message += f" (job last seen {seen['state']} {duration(time.time() - seen['seen_at'])} ago)"
         error = dict(e.as_dict(), message=message)
-        return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
+        return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error,
+                        next=fixes(e))
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
     if not job:

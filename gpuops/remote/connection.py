@@ -4,8 +4,8 @@ paramiko transport's, and the one the SFTP engine uses under either transport.""
 import socket
 import threading
 
-from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
-from . import patience
+from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, UnknownHost, Unreachable
+from . import hostspec, patience
 
 MAX_HOPS = 8
 # paramiko bounds each step of a handshake, not the whole: a server that trickles a byte every
@@ -52,13 +52,18 @@ def open_connection(spec, _hops=0):
             f"entry with: ssh-keygen -R '{spec.known_hosts_name}' -f {policy.record_path}"
         ) from None
     except paramiko.AuthenticationException as e:
-        raise AuthFailed(f"{where}: authentication failed for user {spec.user!r}: {e}") from None
+        raise _checked(AuthFailed(f"{where}: authentication failed for user {spec.user!r}: {e}"), spec) from None
     except (socket.timeout, TimeoutError):
         raise TimedOut(f"{where}: no SSH answer within {spec.connect_timeout}s") from None
     except paramiko.SSHException as e:
         if "authentication" in str(e).lower():
-            raise AuthFailed(f"{where}: authentication failed for user {spec.user!r}: {e}") from None
+            raise _checked(AuthFailed(f"{where}: authentication failed for user {spec.user!r}: {e}"), spec) from None
         raise Unreachable(f"{where}: SSH handshake failed: {e}") from None
+    except socket.gaierror as e:
+        if e.errno == socket.EAI_AGAIN:  # the resolver did not answer: a network's failure, worth a retry
+            raise Unreachable(f"{where}: cannot resolve the name now: {e.strerror}") from None
+        raise _checked(UnknownHost(f"{spec.spec}: no such host: {e.strerror}; check the name, or its Host entry "
+                                   "in the ssh config"), spec) from None
     except (OSError, EOFError) as e:
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         raise Unreachable(f"{where}: cannot connect: {reason}") from None
@@ -91,3 +96,9 @@ def _open_within(conn, seconds, where):
         raise TimedOut(f"{where}: the SSH handshake did not finish within {seconds:g}s")
     if "error" in outcome:
         raise outcome["error"]
+
+
+def _checked(error: Exception, spec) -> Exception:
+    """`error` with the `ssh -G` step that shows what ssh makes of the host (as openssh's)."""
+    error.check = tuple(hostspec.check_argv(spec.spec))
+    return error

@@ -95,6 +95,12 @@ def prefetch(spec):
         _prefetched[key] = _spawn(_ssh_g_argv(*key))
 
 
+def check_argv(spec: str) -> list:
+    """The `ssh -G` command line that shows what ssh makes of `spec` (its HostName, User,
+    IdentityFile): the step after a name that does not resolve or a key the box refused."""
+    return _ssh_g_argv(*_lookup_key(spec))
+
+
 def _ssh_g_argv(user, host, port, config_path):
     argv = ["ssh", "-G"]
     if config_path:

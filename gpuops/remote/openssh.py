@@ -29,7 +29,7 @@ import re
 import threading
 import time
 
-from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, Unreachable
+from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, UnknownHost, Unreachable
 from . import hostspec, mux, patience, resident, wrap
 from .base import GRACE_S, Target
 
@@ -42,6 +42,8 @@ _FAILURES = (
     (HostKeyChanged, re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed")),
     (AuthFailed, re.compile(r"Permission denied|Too many authentication failures|no mutual signature")),
     (TimedOut, re.compile(r"timed out|Timeout, server .* not responding")),
+    # a name no resolver knows; "Temporary failure in name resolution" is a network's, worth a retry
+    (UnknownHost, re.compile(r"Could not resolve hostname .*: (?!Temporary failure)")),
     (Unreachable, re.compile(r"^ssh: |Connection refused|Connection closed by|Connection reset|kex_exchange_identification|"
                              r"No route to host|Network is unreachable|Could not resolve|banner exchange|"
                              r"Control socket connect|mux_client", re.M)),
@@ -83,6 +85,14 @@ def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=P
     if port:
         argv += ["-p", str(port)]
     return argv + [host]
+
+
+def _with_check(error: Exception, spec: str) -> Exception:
+    """`error` with the `ssh -G` step that shows what ssh makes of the host, where that is the way
+    on (a name that does not resolve, a key the box refused: gpuops.envelope.error_envelope)."""
+    if isinstance(error, (UnknownHost, AuthFailed)):
+        error.check = tuple(hostspec.check_argv(spec))
+    return error
 
 
 class _Process:
@@ -303,7 +313,8 @@ class OpenSSHTarget(Target):
         for cls, pattern in _FAILURES:
             if pattern.search(text):
                 message = self._message(cls, text)
-                raise cls(message + during if during and cls in (Unreachable, TimedOut) else message)
+                raise _with_check(cls(message + during if during and cls in (Unreachable, TimedOut) else message),
+                                  self.spec.spec)
         if during:
             raise Unreachable(self._message(Unreachable, text) + during)
 
@@ -325,6 +336,9 @@ class OpenSSHTarget(Target):
                       f"ssh-keygen -R '{self.spec.known_hosts_name}' -f {known}")
         if cls is AuthFailed:
             return f"{where}: authentication failed for user {self.spec.user!r}: {last[-1] if last else ''}"
+        if cls is UnknownHost:
+            said = last[-1].removeprefix("ssh: ") if last else "its name does not resolve"
+            return f"{self.name}: no such host: {said}; check the name, or its Host entry in the ssh config"
         return f"{where}: {last[-1] if last else 'ssh failed'}"
 
     def sftp(self):
