@@ -63,7 +63,7 @@ def known():
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
-                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o telemetry:o? run:o?",
+                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o telemetry:o? run:o? gotcha:s?",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "
