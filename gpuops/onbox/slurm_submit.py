@@ -51,10 +51,13 @@ def _submit(spec, body, job_id, jdir, workdir, options):
         if not spec.get("resume_helper"):
             raise JobError("usage", "a run policy under Slurm needs the resume helper gpuops ships with it")
         jobrecord.atomic_write(os.path.join(jdir, "resume.py"), spec["resume_helper"], 0o500)
+        if spec.get("watch_helper"):
+            jobrecord.atomic_write(os.path.join(jdir, "watch.py"), spec["watch_helper"], 0o500)
     script = slurm_script.render({"job_id": job_id, "job_dir": jdir, "kind": spec.get("kind"),
                                   "args": spec.get("args"), "env": spec.get("env"), "pre": spec.get("pre"),
                                   "signal": spec.get("signal"), "rdzv_port": spec.get("rdzv_port"),
-                                  "resume": policy is not None})
+                                  "resume": policy is not None,
+                                  "watch": policy is not None and bool(spec.get("watch_helper"))})
     jobrecord.atomic_write(os.path.join(jdir, BATCH), script, 0o500)
     log = os.path.join(jdir, LOG)
     argv = ["sbatch", "--parsable", "--job-name", (spec.get("name") or job_id)[:128], "--output", log,
