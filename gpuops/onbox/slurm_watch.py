@@ -33,7 +33,8 @@ Who ends an allocation decides:
 
 Each attempt's own record (meta.json, exit.json, telemetry, the stall's evidence) is kept in
 attempt-N/ inside the job's directory, whose log is the job's: Slurm's record of the job is the
-job directory's own, never overwritten by an attempt's.
+job directory's own, never overwritten by an attempt's. The watcher writes no run.json (see
+WatchedRun.save): what status says of the run comes from the events (events.jsonl).
 """
 
 import os
@@ -100,6 +101,12 @@ class WatchedRun(runloop.Run):
                              None, sup)
         self.jdir = jdir
         self.slurm_id = str(meta.get("slurm_job_id") or os.environ.get("SLURM_JOB_ID") or "")
+
+    def save(self, **changes):
+        """Kept in this process only: no run.json. The job's record is Slurm's and its events
+        (slurm_resume.run_facts), and a run.json naming this process as the run's supervisor would
+        be judged on the login node, where it never lives."""
+        self.rec.update(changes)
 
 
 class Requeued(runloop.Attempt):

@@ -145,6 +145,21 @@ def test_a_healthy_job_is_never_stopped_and_a_stop_during_it_is_never_retried(bo
     assert heard(tmp_path) == ["stopped"]
 
 
+def test_a_stop_while_the_watcher_handles_a_stall_wins_over_its_requeue(box, slurm, jobs_dir, tmp_path):
+    """Whatever the order (the stop before the watcher's look, between it and its requeue, or
+    after: Slurm requeues a cancelled job too), the job ends cancelled and never starts again."""
+    job, slurm_id = launched(box, jobs_dir, tmp_path, JOB, argv=["stop", "-"], max_retries="3")
+    assert wait_for(lambda: "stalled" in kinds(jobs_dir, job), timeout=DETECT_S + 60), said(jobs_dir, job, slurm)
+    stopped = op.stop(box, job=job, yes=True, jobs_dir=str(jobs_dir))
+    assert stopped["ok"], stopped["summary"] + said(jobs_dir, job, slurm)
+    time.sleep(5)  # long enough for a requeue to show
+    assert slurm.state(slurm_id) in ("CANCELLED", None), slurm.run("scontrol", "show", "job", slurm_id).stdout
+    row = op.status(box, job=job, jobs_dir=str(jobs_dir))["data"]["jobs"][0]
+    assert row["state"] == states.CANCELLED, row
+    log = log_of(jobs_dir, job)
+    assert "requeued by Slurm" not in log and log.count("step 1\n") == 1, log
+
+
 def test_under_the_watcher_the_batch_shells_checkpoint_signal_still_reaches_the_command(tmp_path):
     """Real bash, no scheduler: pause's `scancel --batch --signal` reaches the batch shell, which
     hands it to the watcher's group; the watcher hands it to the command and ends nothing."""
@@ -169,3 +184,4 @@ def test_under_the_watcher_the_batch_shells_checkpoint_signal_still_reaches_the_
     # exit 3 is a failure no policy retries by default: the run gives up, it is not requeued
     assert kinds(tmp_path, "job") == ["attempt-started", "attempt-started", "attempt-failed", "gave-up"]
     assert heard(tmp_path) == ["attempt-failed", "gave-up"]
+    assert not (jdir / "run.json").exists()  # the run's record is Slurm's and the events
