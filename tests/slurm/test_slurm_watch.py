@@ -22,7 +22,8 @@ STALL_S = 6
 # The bound the watcher keeps: a stall is seen, its evidence taken and the tree stopped within it.
 DETECT_S = STALL_S + 30
 
-# Steps, then (first start only) a hang: `stop` SIGSTOPs itself, `busy` spins printing nothing.
+# Steps, then (first start only) a hang: `stop` SIGSTOPs itself, `busy` spins printing nothing;
+# or `raise`: a Python exception.
 JOB = r"""exec python3 - "$@" <<'EOF'
 import os, signal, sys, time
 hang, ckpt = sys.argv[1], sys.argv[2]
@@ -33,6 +34,8 @@ for step in range(1, 7):
         os.makedirs(os.path.join(ckpt, ".tmp"), exist_ok=True)
         os.rename(os.path.join(ckpt, ".tmp"), os.path.join(ckpt, "step-%d" % step))
     time.sleep(0.3)
+if first and hang == "raise":
+    raise RuntimeError("the first start fails")
 if first:
     print("hanging at %.3f" % time.time(), flush=True)
     if hang == "stop":
@@ -107,6 +110,23 @@ def test_a_sigstopped_job_is_stopped_with_evidence_requeued_and_its_next_start_c
     assert (row["run"]["attempt"], row["run"]["of"], row["restarts"]) == (2, 2, 1)
     assert wait_for(lambda: "completed" in heard(tmp_path), timeout=10), heard(tmp_path)
     assert heard(tmp_path) == ["stalled", "attempt-failed", "retrying", "completed"]
+
+
+def test_a_failure_retry_on_names_is_requeued_and_one_it_does_not_name_is_not(box, slurm, jobs_dir, tmp_path):
+    job, slurm_id = launched(box, jobs_dir, tmp_path, JOB, argv=["raise", "-"], max_retries="1",
+                             retry_on="python-exception")
+    assert wait_for(lambda: "retrying" in kinds(jobs_dir, job), timeout=90), said(jobs_dir, job, slurm)
+    failed = [e for e in events(jobs_dir, job) if e["kind"] == "attempt-failed"]
+    assert [e["class"] for e in failed] == ["python-exception"] and "stalled" not in kinds(jobs_dir, job)
+    start_requeued(slurm, slurm_id)
+    row = wait.wait(box, job=job, timeout_s=120, jobs_dir=str(jobs_dir))["data"]["job"]
+    assert row["state"] == states.COMPLETED and (row["run"]["attempt"], row["restarts"]) == (2, 1), \
+        said(jobs_dir, job, slurm)
+    # by default a Python exception would fail again: the job ends FAILED, nothing requeued
+    other, _ = launched(box, jobs_dir, tmp_path, JOB, argv=["raise", "-"], max_retries="1")
+    row = wait.wait(box, job=other, timeout_s=90, jobs_dir=str(jobs_dir))["data"]["job"]
+    assert row["state"] == states.FAILED and row["restarts"] in (0, None), said(jobs_dir, other, slurm)
+    assert "not a failure retried by default" in row["reason"] and "retrying" not in kinds(jobs_dir, other)
 
 
 def test_a_silent_busy_loop_past_its_retries_is_failed_and_retention_prunes_only_checkpoints(box, slurm, jobs_dir,
