@@ -173,3 +173,7 @@ def test_a_runs_row_says_its_attempt_last_event_and_what_its_telemetry_reads_now
     text = con.file.getvalue()
     assert "j2: attempt 2/4 of run j1; last event: resumed 10s ago (from /ck/checkpoint-40)" in text
     assert "j2: now: GPU0 97% 250/400 W 30.1 GiB, CPU 180% of 8 cores, RSS 3.0 GiB, 5 processes" in text
+    row["run"]["activity"] = {"phase": "saving checkpoint", "since": 40.0, "step": 120}
+    con = Console(file=io.StringIO(), width=160, color_system=None)
+    jobs.status({"data": {"jobs": [row], "box_now": 100.0}, "summary": "j2: RUNNING", "ok": True}, con)
+    assert "(from /ck/checkpoint-40); phase: saving checkpoint for 1m" in con.file.getvalue()

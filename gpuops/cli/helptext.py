@@ -89,8 +89,9 @@ FLAG_GROUPS = {
     "launch": (
         ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
         ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
-        ("Runs that look after themselves", ("max-retries", "retry-on", "checkpoint-dir", "resume-arg", "stall-after",
-                                             "max-runtime", "keep-checkpoints", "notify")),
+        ("Runs that look after themselves", ("max-retries", "retry-on", "checkpoint-dir", "checkpoint-glob",
+                                             "resume-arg", "stall-after", "max-runtime", "keep-checkpoints",
+                                             "keep-best", "share-checkpoint-dir", "notify")),
         ENGINE_FLAGS,
         ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
     ),

@@ -34,8 +34,8 @@ def _env_and_secrets(env, secret_env):
 @verb("launch")
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
-           engine, share_gpu, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after, max_runtime,
-           keep_checkpoints, notify, max_restarts, nnodes, engine_flags):
+           engine, share_gpu, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
+           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, max_restarts, nnodes, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -65,8 +65,9 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
         labels = spec.pairs(label, "--label")
         envs, secrets = _env_and_secrets(env, secret_env)
         policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
-                                 resume_arg=resume_arg, stall_after=stall_after, max_runtime=max_runtime,
-                                 keep_checkpoints=keep_checkpoints, notify=notify)
+                                 checkpoint_glob=checkpoint_glob, resume_arg=resume_arg, stall_after=stall_after,
+                                 max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, keep_best=keep_best,
+                                 share_checkpoint_dir=share_checkpoint_dir, notify=notify)
         prof = None
         if profile:
             from .. import profiles

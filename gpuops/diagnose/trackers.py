@@ -14,7 +14,8 @@ reads them too, in the run's first minutes (gpuops.onbox.trackwatch), so this mo
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+from ..onbox import escapes
+
 _SYNCING = re.compile(r"wandb: (?:Syncing|Resuming) run (\S[^\r\n]*)")
 _URL = re.compile(r"wandb: \S* ?View run at (\S+)")
 _LOCAL = re.compile(r"wandb: Run data is saved locally in (\S+)")
@@ -27,7 +28,7 @@ TEXT_MAX = 300
 def wandb(head, tail, env=None):
     """{id, state (syncing|offline|no-key|not-syncing|disabled), run, url, dir, gotcha}, or None when
     the log shows no sign of W&B and the job was not told to use it."""
-    text = _ANSI.sub("", (head or "") + "\n" + (tail or ""))
+    text = escapes.strip_text((head or "") + "\n" + (tail or ""))
     mode = ((env or {}).get("WANDB_MODE") or "").strip().lower()
     syncing, url, local = _SYNCING.search(text), _URL.search(text), _LOCAL.search(text)
     out = {"id": "tracker.wandb-log", "state": None, "run": None, "url": url.group(1)[:TEXT_MAX] if url else None,

@@ -92,7 +92,12 @@ class Ray(Engine):
         """A run's driver is its supervisor (gpuops.onbox.ray_run, a bundle of the run loop and
         triage's classifier); a job without a policy keeps the small driver."""
         from .. import onbox
+        from ..onbox.runpolicy import PLACEHOLDER
 
+        if policy.get("checkpoint_dir") and PLACEHOLDER in (opts.get("command") or ""):
+            # the driver starts attempt 1 from the submitted command as it is: nothing fills its {checkpoint}
+            raise errors.UsageError(f"under Ray, {PLACEHOLDER} cannot stand in --cmd: give --resume-arg "
+                                    f"'--resume {PLACEHOLDER}' (added at the end of the command)")
         opts.update(policy=policy, driver_b64=base64.b64encode(onbox.script("ray_run")).decode("ascii"))
         return []
 

@@ -10,6 +10,7 @@ import json
 import re
 
 from .. import engines
+from ..onbox import progress
 from ..boundary import expect
 from ..errors import BadAnswer
 from . import curves
@@ -34,7 +35,8 @@ _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (
 _RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
         "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
         "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
-        "failed": (list, NONE)}
+        "failed": (list, NONE), "activity": (dict, NONE)}
+_ACTIVITY = {"phase": (str, NONE), "since": NUMBER + (NONE,), "step": (int, NONE)}
 _FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
            "step": (int, NONE)}
 _RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
@@ -101,6 +103,11 @@ def _run_facts(doc, host):
             job_id(run["current"], host)
         if run.get("last_event") is not None:
             run_event(run["last_event"], host)
+        if run.get("activity") is not None:
+            expect(run["activity"], _ACTIVITY, host, "run's activity")
+            if run["activity"].get("phase") not in progress.PHASES:
+                raise BadAnswer(f"{host}: the box's run's activity is not gpuops's: phase "
+                                f"{str(run['activity'].get('phase'))[:40]!r}")
         for entry in run.get("failed") or []:
             expect(entry if isinstance(entry, dict) else {}, _FAILED, host, "run record's failed attempt")
         if run.get("final") is not None:

@@ -1,5 +1,6 @@
 """A run's policy from what a person or an agent asked for (launch's --max-retries, --retry-on,
---checkpoint-dir, --resume-arg, --stall-after, --max-runtime, --keep-checkpoints, --notify; MCP
+--checkpoint-dir, --resume-arg, --stall-after, --max-runtime, --keep-checkpoints, --keep-best,
+--share-checkpoint-dir, --notify; MCP
 job_launch's fields of the same names), checked here before anything is sent, into the document
 the box's supervisor enforces (gpuops.onbox.runpolicy, which checks it again against the box: a
 checkpoint directory the job cannot write).
@@ -19,9 +20,11 @@ DAY = 86400.0
 # The policy's fields the run loop enforces (gpuops.onbox.runloop), for an engine that runs it
 # (gpuops.engines.base Engine.policy_fields)
 ENFORCED = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after_s",
-            "max_runtime_s", "keep_checkpoints", "notify", "checkpoint_every_s", "grace_s", "backoff_s")
-FLAGS = ("max_retries", "retry_on", "checkpoint_dir", "resume_arg", "stall_after", "max_runtime", "keep_checkpoints",
-         "notify")  # launch's flags and MCP job_launch's fields (gpuops.surface.jobs RUN_POLICY)
+            "max_runtime_s", "keep_checkpoints", "keep_best", "share_checkpoint_dir", "notify", "checkpoint_every_s",
+            "grace_s", "backoff_s")
+# launch's flags and MCP job_launch's fields (gpuops.surface.jobs RUN_POLICY)
+FLAGS = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after", "max_runtime",
+         "keep_checkpoints", "keep_best", "share_checkpoint_dir", "notify")
 
 
 def _duration(flag, value, low=1.0, high=onbox_policy.MAX_S):
@@ -46,11 +49,14 @@ def _whole(flag, value, low, high):
 
 
 def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None, stall_after=None,
-          max_runtime=None, keep_checkpoints=None, notify=None, **extra):
+          max_runtime=None, keep_checkpoints=None, notify=None, keep_best=None, share_checkpoint_dir=None,
+          checkpoint_glob=None, **extra):
     """The policy document, or None when nothing of a run was asked for (a plain job). `extra` are
     the document's own keys passed through (checkpoint_every_s)."""
     asked = dict(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir, resume_arg=resume_arg,
-                 stall_after=stall_after, max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, notify=notify)
+                 stall_after=stall_after, max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, notify=notify,
+                 keep_best=keep_best, share_checkpoint_dir=share_checkpoint_dir or None,
+                 checkpoint_glob=checkpoint_glob)
     if all(v in (None, "") for v in asked.values()) and not extra:
         return None
     max_retries = None if max_retries is None else str(max_retries)
@@ -64,11 +70,17 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
         except ValueError as e:
             raise UsageError(str(e)) from None
     directory, glob = split_checkpoint_dir(checkpoint_dir)
+    if checkpoint_glob:
+        if glob:
+            raise UsageError("give the glob once: --checkpoint-dir DIR:GLOB or --checkpoint-glob GLOB")
+        glob = _glob("--checkpoint-glob", checkpoint_glob)
     if resume_arg is not None:
         _resume_words(resume_arg)
-    if (resume_arg or keep_checkpoints) and not directory:
-        raise UsageError("--resume-arg and --keep-checkpoints need --checkpoint-dir DIR[:GLOB]: where the job "
-                         "writes its checkpoints")
+    if (resume_arg or keep_checkpoints or keep_best or share_checkpoint_dir or glob) and not directory:
+        raise UsageError("--resume-arg, --keep-checkpoints, --keep-best, --share-checkpoint-dir and --checkpoint-glob "
+                         "need --checkpoint-dir DIR[:GLOB]: where the job writes its checkpoints")
+    if keep_best:
+        _glob("--keep-best", keep_best)
     if notify is not None and not str(notify).strip():
         raise UsageError("--notify takes a command line run on the box with each event on its stdin, e.g. "
                          "'curl -d @- https://ntfy.sh/TOPIC'")
@@ -76,9 +88,17 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
                   stall_after_s=_duration("--stall-after", stall_after),
                   max_runtime_s=_duration("--max-runtime", max_runtime),
                   keep_checkpoints=_whole("--keep-checkpoints", keep_checkpoints, 1, onbox_policy.MAX_KEEP),
+                  keep_best=keep_best or None, share_checkpoint_dir=True if share_checkpoint_dir else None,
                   notify=notify, xid_kinds={str(code): x.kind for code, x in xid.TABLE.items() if x.kind != xid.OTHER})
     policy.update(extra)
     return {k: v for k, v in policy.items() if v is not None}
+
+
+def _glob(flag, pattern):
+    try:
+        return checkpoints.check_glob(pattern)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {e}") from None
 
 
 def split_checkpoint_dir(text):
@@ -97,6 +117,15 @@ def split_checkpoint_dir(text):
     except ValueError as e:
         raise UsageError(f"--checkpoint-dir {text!r}: {e}") from None
     return directory or ".", glob
+
+
+def check_command(kind, command, policy):
+    """UsageError when the policy's --resume-arg cannot reach the command's program (appended after a
+    pipe, into a comment ...: gpuops.onbox.cmdtail); the box checks the same again."""
+    try:
+        onbox_policy.placed(kind, command, None, (policy or {}).get("resume_arg"))
+    except onbox_policy.JobError as e:
+        raise UsageError(str(e)) from None
 
 
 def _resume_words(text):

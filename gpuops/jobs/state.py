@@ -12,6 +12,7 @@ job look stalled.
 
 from .. import engines
 from ..onbox import steps
+from ..onbox.progress import SAVING
 from . import curves
 from .rows import add_hint, code_hint, dated_progress, progress, since, step_time  # noqa: F401 (callers read them here)
 from .states import RETRYING, RUNNING, STALLED, STARTING, TERMINAL, UNREACHABLE, VANISHED
@@ -62,7 +63,11 @@ def _run(row, run, now):
         return
     row["run"] = {"id": run.get("id"), "attempt": run.get("attempt"), "of": run.get("max_attempts"),
                   "phase": run.get("phase"), "ended": bool(run.get("ended")), "last_event": run.get("last_event"),
-                  "resumed_from": run.get("resumed_from"), "final": run.get("final")}
+                  "resumed_from": run.get("resumed_from"), "final": run.get("final"), "activity": run.get("activity")}
+    if row["state"] == STALLED and (run.get("activity") or {}).get("phase") == SAVING:
+        # its supervisor sees the checkpoint directory change: a long save, not a hang
+        row.update(state=RUNNING, reason="no progress line, but a checkpoint is being written (its supervisor "
+                                         "sees the checkpoint directory change)")
     if row["state"] in TERMINAL and not run.get("ended"):
         ended = row["state"] + (f" ({row['signal']})" if row.get("signal") else
                                 f" (exit {row['exit_code']})" if row.get("exit_code") else "")

@@ -17,7 +17,7 @@ LAUNCH_WINDOW_S = 10.0
 
 def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env,
                 max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
-                keep_checkpoints):
+                keep_checkpoints, keep_best):
     from .. import fleetfile
     from ..jobs import runpolicy
     from ..ops import gang
@@ -27,7 +27,7 @@ def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, w
     envs, secrets = _envs(env, secret_env)
     policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
                              resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
-                             keep_checkpoints=keep_checkpoints)
+                             keep_checkpoints=keep_checkpoints, keep_best=keep_best)
     return gang.launch(list(hosts) if hosts else fleetfile.aliases(fleet), cmd=cmd, nproc_per_node=nproc_per_node,
                        port=rdzv_port, rdzv_host=rdzv_host, code=code, workdir=workdir, name=name, env=envs,
                        secrets=secrets, window_s=LAUNCH_WINDOW_S, policy=policy, max_restarts=max_restarts,

@@ -53,7 +53,7 @@ def _resources(engine, resources, verb):
 
 def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
                engine, resources, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
-               keep_checkpoints):
+               keep_checkpoints, keep_best):
     from .. import profiles
     from ..jobs import spec
     from ..ops import jobs as op
@@ -71,7 +71,7 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
     engines.refuse_unknown(chosen, asked, "launch", "resources")
     policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
                              resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
-                             keep_checkpoints=keep_checkpoints)
+                             keep_checkpoints=keep_checkpoints, keep_best=keep_best)
     return on_host("launch", host, lambda t: op.launch(
         t, command=cmd, script=real, name=name, labels=tags, env=envs, secrets=secrets, workdir=workdir, gpus=pinned,
         key=key, progress_regex=progress_regex, profile=prof, engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S,

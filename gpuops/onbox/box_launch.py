@@ -4,7 +4,7 @@ a run: the same supervisor runs its attempts (gpuops.onbox.runloop), each made b
 
 import os
 
-from . import command, gpu_pins, runloop, runpolicy, supervised, wrapper
+from . import command, gpu_pins, jobrecord, runloop, runpolicy, runrecord, supervised, wrapper
 
 NAME = "box"
 
@@ -20,15 +20,34 @@ def create(spec, body):
     policy = runpolicy.check(spec.get("policy"), command.workdir(spec.get("workdir")))
     if policy is not None:
         spec = dict(spec, policy=policy)
+        runpolicy.placed(spec.get("kind"), spec.get("command"), spec.get("args"), policy.get("resume_arg"))
+        runpolicy.check_sharing(policy, live_runs())
     if spec.get("gpus"):  # judged once, at launch: a run's later attempts take back its own GPUs
         spec = dict(spec, gpu_check=gpu_pins.admit(spec))
-    job_id, jdir, argv, env, workdir, meta = prepare(spec, body)
+    # the run keeps `spec` and `body` as given: each attempt's {checkpoint} is filled in from them,
+    # attempt 1's as a fresh start
+    first, first_body = spec, body
+    if policy is not None and policy.get("checkpoint_dir"):
+        first_body, args, cmd = runpolicy.resumed(spec.get("kind"), body, spec.get("args"), spec.get("command"),
+                                                  policy.get("resume_arg"), None)
+        first = dict(spec, args=args, command=cmd)
+    job_id, jdir, argv, env, workdir, meta = prepare(first, first_body)
     if policy is None:
         wrapper.start(jdir, argv, env, workdir, meta)
     else:
         wrapper.start(jdir, argv, env, workdir, meta, supervise=runloop.supervisor(spec, body, prepare),
                       log_path=os.path.join(jdir, SUPERVISOR_LOG))
     return job_id
+
+
+def live_runs():
+    """[(run id, policy)] of the runs whose supervisor is still at work."""
+    out = []
+    for job_id in jobrecord.all_ids():
+        rec = runrecord.read(job_id)
+        if rec and not runrecord.ended(rec):
+            out.append((job_id, rec.get("policy")))
+    return out
 
 
 SUPERVISOR_LOG = "supervisor.log"  # a run's supervisor's own output (its attempts' go to their logs)

@@ -1,7 +1,9 @@
 """Reading a job log on the box: tail offsets, training-progress lines, and when a line was written.
 
 Progress is judged from step lines, never from the log's mtime: a hung run can keep printing
-warnings while no step advances. Which lines are steps is the progress policy's (gpuops.onbox.steps).
+warnings while no step advances. Which lines are steps is the progress policy's (gpuops.onbox.steps),
+read with the line's escape sequences removed (gpuops.onbox.escapes: a coloured `step 5` is a step
+line) and a backspace taken for the redraw it is; the offsets stay the log's own.
 
 The time a line was written comes from the supervisor's `growth` samples ("epoch size" lines):
 the first sample whose size covers the line's end offset is an upper bound on its write time.
@@ -15,7 +17,7 @@ import os
 import re
 import struct
 
-from . import steps
+from . import escapes, steps
 
 HEAD_BYTES = 256 << 10
 _LINE_END = re.compile(br"[\r\n]")
@@ -63,7 +65,7 @@ def form(data, patterns, user=False):
     lines is judged by them alone, so its noise (`iteration 1234` in a busy-wait warning) never
     passes for progress."""
     head, defaults = (patterns[:1], patterns[1:]) if user else ([], patterns)
-    return head + [steps.pick(data, defaults) or defaults[0]] if defaults else head
+    return head + [steps.pick(escapes.plain(data), defaults) or defaults[0]] if defaults else head
 
 
 def progress(path, patterns, window, keep=8, user=False):
@@ -81,8 +83,8 @@ def progress(path, patterns, window, keep=8, user=False):
     end = len(data)
     while end > 0 and len(found) < keep:
         m = None
-        begin = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1
-        line = data[begin:end]
+        begin = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end), data.rfind(b"\x08", 0, end)) + 1
+        line = escapes.plain(data[begin:end])
         for pat in patterns:
             m = pat.search(line)
             if m:
@@ -108,7 +110,7 @@ def first_step(path, patterns, head=HEAD_BYTES, user=False):
     from it)."""
     data = read_range(path, 0, head)
     patterns = form(data, patterns, user)
-    for line in _LINE_END.split(data):
+    for line in _LINE_END.split(escapes.plain(data)):
         for pat in patterns:
             m = pat.search(line)
             if m:

@@ -23,6 +23,10 @@ OOM evidence on the box is a kill from outside, its cancelled without a gpuops s
 then an application Xid (cuda-error), another signal (signal-kill), and any other exit
 (subprocess-fail).
 
+A checkpoint-load-fail is final, but for an attempt that resumed from a checkpoint while the run
+has fallbacks left (`fallback`, MAX_FALLBACKS a run): then it is retried, and the supervisor
+resumes the next attempt from the complete checkpoint before the one that failed.
+
 OOM evidence is the box's, not the log's: the cgroup's OOM-kill counter rose during the attempt,
 or a kernel OOM line names one of the job's processes. triage routes a bare SIGKILL to oom-host
 because a log cannot tell more; the supervisor can, so a SIGKILL with the counter unchanged is a
@@ -47,6 +51,8 @@ OWN = frozenset(("cancelled", "timeout", "hang", "node-fail", "oom-host", "gpu-f
 MAX_RETRIES = 100
 BACKOFF_BASE_S, BACKOFF_FACTOR, BACKOFF_CAP_S, BACKOFF_JITTER = 10.0, 2.0, 300.0, 0.1
 AFTER_PROGRESS_S = 1.0  # the backoff after an attempt that went past the run's best step
+LOAD_FAIL = "checkpoint-load-fail"  # retried, when the attempt resumed, from the checkpoint before
+MAX_FALLBACKS = 2                   # ... at most this many times a run
 _CLASS_NAME = re.compile(r"[a-z][a-z0-9-]{0,40}$")
 # What ended an attempt when its own supervisor did (gpuops.onbox.runwatch; the exit record's ended_by).
 STOP, MAX_RUNTIME, STALL, PEER_LOST = "stop", "max-runtime", "stall", "peer-lost"
@@ -177,7 +183,7 @@ def schedule(max_retries, **kw):
 
 
 def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runtime_s=None, streak=None,
-           rand=random.random, base_s=BACKOFF_BASE_S, progressed_to=None):
+           rand=random.random, base_s=BACKOFF_BASE_S, progressed_to=None, fallback=False):
     """Whether to start another attempt after attempt number `attempt` (1-based) ended as `facts`
     say. {retry, class, why, transient, attempt, attempts_left, backoff_s}; `why` explains the
     decision in one sentence, the class's reason first. `streak` counts the attempts in a row that
@@ -186,7 +192,9 @@ def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runti
     once. `base_s` is the first backoff (the run policy's backoff_s). `progressed_to`, the step an
     attempt reached past the run's best before it failed (True for progress lines without step
     numbers), caps the backoff at AFTER_PROGRESS_S: that failure is no loop, and every second
-    waited is a second of the run lost."""
+    waited is a second of the run lost. `fallback`: the attempt resumed from a checkpoint and the
+    run may still fall back from one, so a checkpoint-load-fail is retried (from the one before:
+    the supervisor's choice) whatever --retry-on says."""
     retry_on = TRANSIENT if retry_on is None else frozenset(retry_on)
     klass, reason = failure_class(facts)
     left = max(0, int(max_retries) - (int(attempt) - 1))
@@ -196,7 +204,7 @@ def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runti
         out["why"] = "completed: %s" % reason
     elif klass in NEVER:
         out["why"] = "%s (%s): never retried" % (reason, klass)
-    elif klass not in retry_on:
+    elif klass not in retry_on and not (fallback and klass == LOAD_FAIL):
         out["why"] = "%s (%s): not a failure retried %s" % (
             reason, klass, "by default" if retry_on == TRANSIENT else "by --retry-on")
     elif left <= 0:

@@ -29,7 +29,8 @@ from . import ringlog
 FILE = "events.jsonl"
 MAX_BYTES, MAX_ROWS = 256 << 10, 2000
 KINDS = ("attempt-started", "attempt-failed", "retrying", "stalled", "resumed", "completed", "gave-up",
-         "timed-out", "stopped", "disk-low", "checkpoint-skipped", "notify-failed", "peer-lost", "tracker-warning")
+         "timed-out", "stopped", "disk-low", "checkpoint-skipped", "notify-failed", "peer-lost", "tracker-warning",
+         "retention-refused", "checkpoint-fallback")
 # The kinds a --notify command hears by default: what a person wants to be woken for, and the
 # run's ends. Routine ones are only recorded, and a failed notification is never notified (it
 # would loop on a broken command).

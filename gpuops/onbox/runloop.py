@@ -1,7 +1,9 @@
 """The supervisor of a run: the attempts of one job under its policy (gpuops.onbox.runpolicy), each
 started, watched (gpuops.onbox.runwatch), judged and, when the failure is worth it, retried from the
-newest complete checkpoint. All of it on the box, in the one detached process that outlives the
-SSH session (gpuops.onbox.wrapper), so the policy holds while the workstation sleeps.
+newest complete checkpoint (one that failed to load is passed over for the one before it, at
+most retrypolicy.MAX_FALLBACKS times a run). All of it on the box, in the one detached process
+that outlives the SSH session (gpuops.onbox.wrapper), so the policy holds while the workstation
+sleeps.
 
 After each attempt the supervisor gathers what it knows first hand (how the attempt ended, whether
 the watch or a `gpuops stop` ended it, the cgroup's OOM counter before and after, kernel OOM and
@@ -22,7 +24,7 @@ run's directory, handed to the --notify command in order; run.json says where th
 import os
 import time
 
-from . import cgroup, checkpoints, evidence, ganglink, jobrecord, procs, retrypolicy, runevents, runpolicy
+from . import cgroup, checkpoints, evidence, ganglink, jobrecord, procs, retention, retrypolicy, runevents, runpolicy
 from . import runrecord, runwatch, trackwatch, wrapper
 from .jobrecord import EXIT, LOG
 
@@ -42,6 +44,7 @@ class Run(object):
         self.deadline = self.started_at + limit if limit else None
         self.checkpoint_every_s = float(self.policy.get("checkpoint_every_s") or runwatch.CHECKPOINT_EVERY_S)
         self.best, self.streak, self.pruned, self.skipped = None, 0, [], set()
+        self.failed, self.refusals = [], set()  # checkpoints that failed to load; retention's refusals told
         self.gang = None  # a gang node's link to the others (gpuops.onbox.ganglink)
         self.events = runevents.Events(jobrecord.job_dir(run_id), run=run_id)
         self.notifier = runevents.Notifier(self.events, self.policy.get("notify"), cwd=meta.get("workdir"))
@@ -67,11 +70,22 @@ class Run(object):
         policy = self.policy
         if not policy.get("keep_checkpoints") or not policy.get("checkpoint_dir"):
             return
-        verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+        verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"),
+                                              failed=self.failed)
         self.skip_unsafe(verdict, attempt, job)
-        plan = checkpoints.prune_plan(verdict, policy["keep_checkpoints"])
-        if plan:
-            self.note_pruned(checkpoints.prune(policy["checkpoint_dir"], plan))
+        self.retention(verdict, attempt, job)
+
+    def retention(self, verdict, attempt, job, spared=()):
+        """Retention over one verdict (gpuops.onbox.retention); a refusal is an event once per reason."""
+        policy = self.policy
+        done = retention.apply(policy["checkpoint_dir"], verdict, policy["keep_checkpoints"], spared,
+                               policy.get("keep_best"))
+        if done["refused"] and done["refused"] not in self.refusals:
+            self.refusals.add(done["refused"])
+            self.publish("retention-refused", attempt, job, dir=policy["checkpoint_dir"],
+                         why="deleting nothing: %s" % done["refused"])
+        if done["deleted"]:
+            self.note_pruned(done)
 
     def skip_unsafe(self, verdict, attempt, job):
         """A checkpoint-skipped event for each name from the box that is unsafe, once a run."""
@@ -192,6 +206,8 @@ class Attempt(object):
                 told = got
             else:
                 node, facts = got
+        # a checkpoint that failed to load: the one before it, a bounded number of times
+        fallback = bool(self.checkpoint) and len(run.failed) < retrypolicy.MAX_FALLBACKS
         best = self.watch.max_step if self.watch else None
         if best is None:  # progress lines without step numbers are progress too
             went_on = bool(self.watch and self.watch.progressed)
@@ -202,7 +218,13 @@ class Attempt(object):
         decision = told or retrypolicy.decide(
             facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"), time.time() - run.started_at,
             run.policy.get("max_runtime_s"), run.streak, base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S,
-            progressed_to=(True if best is None else best) if went_on else None)
+            progressed_to=(True if best is None else best) if went_on else None, fallback=fallback)
+        if fallback and decision["retry"] and decision["class"] == retrypolicy.LOAD_FAIL:
+            run.failed.append(os.path.basename(self.checkpoint))
+            run.publish("checkpoint-fallback", self.number, self.job_id, checkpoint=self.checkpoint,
+                        why="attempt %d failed to load %s: the next resumes from the complete checkpoint before it "
+                            "(fallback %d of %d)" % (self.number, self.checkpoint, len(run.failed),
+                                                     retrypolicy.MAX_FALLBACKS))
         if node is not None:
             decision["why"] = "node %d: %s" % (node, decision["why"])
         entry = {"attempt": self.number, "job": self.job_id, "class": decision["class"], "why": decision["why"],
@@ -228,7 +250,8 @@ class Attempt(object):
         run.publish("attempt-failed", n, self.job_id, **fields)
         run.publish("retrying", n, self.job_id, backoff_s=decision["backoff_s"], next_attempt=n + 1, **fields)
         run.save(phase="backoff", next_at=time.time() + decision["backoff_s"])
-        first = checkpoints.look(run.policy["checkpoint_dir"]) if run.policy.get("checkpoint_dir") else None
+        first = (checkpoints.look(run.policy["checkpoint_dir"], run.policy.get("checkpoint_glob"))
+                 if run.policy.get("checkpoint_dir") else None)
         if not self.backoff(decision["backoff_s"]):
             run.publish("stopped", n, self.job_id, why="gpuops stop ended the run while it waited to retry")
             if run.gang is not None:
@@ -258,7 +281,8 @@ class Attempt(object):
         run, policy, n = self.run, self.run.policy, self.number + 1
         checkpoint, verdict = None, None
         if first is not None:
-            verdict = checkpoints.judge(first, checkpoints.look(policy["checkpoint_dir"]), policy.get("checkpoint_glob"))
+            glob = policy.get("checkpoint_glob")
+            verdict = checkpoints.judge(first, checkpoints.look(policy["checkpoint_dir"], glob), glob, run.failed)
             run.skip_unsafe(verdict, n, self.job_id)
             checkpoint = verdict["path"]
         if run.gang is not None:  # every node resumes from the head's pick
@@ -269,17 +293,20 @@ class Attempt(object):
         body = run.body
         if checkpoint:
             spec["env"][runpolicy.RESUME_ENV] = checkpoint
-            if policy.get("resume_arg"):
-                body, spec["args"], spec["command"] = runpolicy.resumed(
-                    spec.get("kind"), body, spec.get("args"), spec.get("command"), policy["resume_arg"], checkpoint)
+        if policy.get("checkpoint_dir"):
+            body, spec["args"], spec["command"] = runpolicy.resumed(
+                spec.get("kind"), body, spec.get("args"), spec.get("command"), policy.get("resume_arg"), checkpoint)
         job_id, jdir, argv, env, workdir, meta = run.make(spec, body)
         run.rec["attempts"].append(job_id)
         run.save(phase="running", current=job_id, attempt=n, next_at=None, resumed_from=checkpoint)
         said = "attempt %d/%d of run %s" % (n, run.rec["max_attempts"], run.id)
         if checkpoint:
-            runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one)" % (said, checkpoint))
+            failed = "; %s failed to load" % ", ".join(run.failed) if run.failed else ""
+            runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one%s)" % (
+                said, checkpoint, failed))
             run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(os.path.basename(checkpoint)),
-                        skipped=(verdict or {}).get("incomplete", [])[:20], why="from the newest complete checkpoint")
+                        skipped=(verdict or {}).get("incomplete", [])[:20],
+                        why="from the newest complete checkpoint" + failed)
         else:
             why = "no complete checkpoint in %s" % policy["checkpoint_dir"] if first is not None else "no --checkpoint-dir"
             runwatch.log_line(jdir, "%s starts from the beginning (%s)" % (said, why))

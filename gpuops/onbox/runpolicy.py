@@ -6,11 +6,16 @@ The policy (the workstation checks the same rules first; gpuops.jobs.runpolicy w
     max_retries       attempts after the first, 0 to retrypolicy.MAX_RETRIES
     retry_on          failure classes retried (triage's names; default: retrypolicy.TRANSIENT)
     checkpoint_dir    where the job writes checkpoints (relative to its workdir), with
-    checkpoint_glob   the names that are checkpoints in it (default: names with a step number)
+    checkpoint_glob   the names that are checkpoints in it (default: the names the libraries
+                      write, gpuops.onbox.ckptnames)
     resume_arg        text with {checkpoint}, added to the command of each attempt that resumes
     stall_after_s     no progress line for this long ends the attempt (class hang)
     max_runtime_s     the whole run's wall clock, retries included: then TIMEOUT, never retried
-    keep_checkpoints  complete checkpoints kept (older ones pruned; never the newest complete)
+    keep_checkpoints  complete checkpoints kept (older ones pruned; never the newest complete,
+                      never the best: gpuops.onbox.retention)
+    keep_best         a glob of checkpoint names retention never deletes
+    share_checkpoint_dir  true: another live run may use the same checkpoint directory (refused
+                      at launch otherwise: each run's retention would prune the other's)
     notify            a command run on the box with each event as JSON on its stdin
     xid_kinds         {Xid code: fatal | application | other}, from the workstation's table
     grace_s           seconds between SIGTERM and SIGKILL when the supervisor ends an attempt
@@ -29,7 +34,7 @@ never through a shell unquoted; checkpoints.unsafe names are never returned at a
 import os
 import shlex
 
-from . import checkpoints, retrypolicy
+from . import checkpoints, cmdtail, retrypolicy
 from .jobrecord import JobError
 
 PLACEHOLDER = "{checkpoint}"
@@ -84,8 +89,9 @@ def check(policy, workdir):
         out["max_retries"] = retrypolicy.check_max_retries(policy.get("max_retries") or 0)
         if policy.get("retry_on") is not None:
             out["retry_on"] = sorted(retrypolicy.parse_retry_on(",".join(map(str, policy["retry_on"]))))
-        if policy.get("checkpoint_glob"):
-            checkpoints.check_glob(policy["checkpoint_glob"])
+        for key in ("checkpoint_glob", "keep_best"):
+            if policy.get(key) is not None:
+                checkpoints.check_glob(policy[key])
     except (ValueError, TypeError) as e:
         raise _usage(str(e))
     for key in _DURATIONS:
@@ -102,6 +108,8 @@ def check(policy, workdir):
         raise _usage("--notify takes a command line of at most %d characters" % NOTIFY_MAX)
     if policy.get("gang") is not None:
         out["gang"] = check_gang(policy["gang"])
+    if not isinstance(policy.get("share_checkpoint_dir", False), bool):
+        raise _usage("run policy: share_checkpoint_dir is true or false")
     where = policy.get("checkpoint_dir")
     if where is not None:
         if not isinstance(where, str) or not where or "\0" in where:
@@ -112,6 +120,27 @@ def check(policy, workdir):
             raise _usage("--checkpoint-dir %s: the job cannot write checkpoints there (%s)" % (where, why))
         out["checkpoint_dir"] = where
     return out
+
+
+def check_sharing(policy, live):
+    """JobError("usage") when a live run of `live` [(run id, its policy)] has this policy's checkpoint
+    directory, one holding it or one inside it, unless both runs said they share it. The nodes of
+    one gang (the same gang token) are one run: they share it by design."""
+    mine = (policy or {}).get("checkpoint_dir")
+    if not mine:
+        return
+    gang = (policy.get("gang") or {}).get("token")
+    for run_id, other in live:
+        theirs = (other or {}).get("checkpoint_dir")
+        if not theirs or (policy.get("share_checkpoint_dir") and other.get("share_checkpoint_dir")):
+            continue
+        if gang and (other.get("gang") or {}).get("token") == gang:
+            continue
+        inside = os.path.commonpath([mine, theirs]) in (mine, theirs)
+        if inside:
+            raise _usage("--checkpoint-dir %s: run %s is using %s, and each run's resume and retention would take "
+                         "the other's checkpoints for its own; give this run a directory of its own, or pass "
+                         "--share-checkpoint-dir to both" % (mine, run_id, theirs))
 
 
 def _gang_value(gang, key, kind, ok):
@@ -152,12 +181,37 @@ def resume_words(text, checkpoint):
     return [w.replace(PLACEHOLDER, checkpoint) for w in words]
 
 
+def placed(kind, command, args, resume_arg):
+    """JobError("usage") when a run's resume cannot reach its program: --resume-arg appended to a
+    command line whose end is not its program's (gpuops.onbox.cmdtail), unless --cmd says where
+    with {checkpoint}."""
+    if not resume_arg:
+        return
+    if kind == "script" or PLACEHOLDER in (command or ""):
+        return
+    why = cmdtail.problem(command or "")
+    if why:
+        raise _usage("--resume-arg cannot be added to the end of --cmd: %s. Put %s in --cmd where the resume "
+                     "argument goes, e.g. 'python3 train.py %s | tee out.log'" % (why, PLACEHOLDER, PLACEHOLDER))
+
+
 def resumed(kind, body, args, command, resume_arg, checkpoint):
-    """(body, args, command) of an attempt that resumes from `checkpoint` with `resume_arg`: a
-    command line gets the words quoted at its end (bash reads each as one word, whatever the
-    name holds), a script gets them as arguments."""
-    words = resume_words(resume_arg, checkpoint)
-    if kind == "script":
-        return body, list(args or []) + words, command
+    """(body, args, command) of an attempt that resumes from `checkpoint` (None: one that starts
+    fresh). Where a command line holds {checkpoint}, that is where it goes: the --resume-arg's words
+    (none on a fresh start), or without one the checkpoint's path ('' on a fresh start, so
+    `--resume {checkpoint}` stays two words). Elsewhere the --resume-arg's words go at the end of
+    a command line, or after a script's arguments. Each word reaches bash quoted (one word,
+    whatever the name holds)."""
+    if resume_arg:
+        words = resume_words(resume_arg, checkpoint) if checkpoint else []
+    else:
+        words = [checkpoint or ""]
+    if kind == "script":  # a script's own text is the user's file: its arguments take the words
+        return body, list(args or []) + (words if resume_arg else []), command
     text = " ".join(shlex.quote(w) for w in words)
+    if PLACEHOLDER.encode() in body:
+        placed = body.replace(PLACEHOLDER.encode(), text.encode("utf-8"))
+        return placed, args, (command or "").replace(PLACEHOLDER, text)
+    if not (resume_arg and checkpoint):
+        return body, args, command
     return body.rstrip(b"\n") + b" " + text.encode("utf-8") + b"\n", args, (command or "").rstrip("\n") + " " + text

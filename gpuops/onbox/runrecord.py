@@ -4,7 +4,9 @@ that runs them all (gpuops.onbox.runloop), and read by every job action that is 
     <jobs_dir>/<run id>/        the first attempt's directory: the run's id is that job's id
         run.json       {run_id, policy, attempts: [job ids], current, attempt, max_attempts,
                         phase: running | backoff | ended, started_at, next_at, ended_at,
-                        resumed_from, final: {class, why, job}, supervisor: {pid, start_ticks, boot_id}}
+                        resumed_from, final: {class, why, job}, supervisor: {pid, start_ticks, boot_id},
+                        activity: {phase, since, job, step}: the phase its attempt `job` is in, as
+                        its watch judged it (gpuops.onbox.progress.PHASES)}
         events.jsonl   what the supervisor decided and saw (gpuops.onbox.runevents)
     Each attempt is a job of its own (meta.json, log, exit.json, telemetry.jsonl) whose meta.json
     names its run, run: {id, attempt}; an attempt's parent_job_id is the attempt before it.
@@ -67,7 +69,19 @@ def facts(meta):
             "attempts": rec.get("attempt"), "max_attempts": rec.get("max_attempts"), "phase": rec.get("phase"),
             "ended": ended(rec), "next_at": rec.get("next_at"), "started_at": rec.get("started_at"),
             "resumed_from": rec.get("resumed_from"), "final": rec.get("final"),
-            "last_event": brief(last) if last else None, "failed": failed_attempts(rec)}
+            "last_event": brief(last) if last else None, "failed": failed_attempts(rec),
+            "activity": activity(rec) if meta.get("job_id") == rec.get("current") else None}
+
+
+def activity(rec):
+    """The phase the run's current attempt is in (training, saving checkpoint ...), while it runs;
+    None between attempts, after the run, or when its supervisor is gone."""
+    act = rec.get("activity")
+    if not isinstance(act, dict) or rec.get("phase") != "running" or act.get("job") != rec.get("current"):
+        return None
+    if not supervisor_alive(rec):
+        return None
+    return dict((k, act.get(k)) for k in ("phase", "since", "step"))
 
 
 FAILED_SHOWN = 5

@@ -1,13 +1,14 @@
 """What a run's supervisor watches while one attempt runs, each round of its loop (about a second;
 gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
 
-  * progress: the attempt's log read as it grows, its progress lines found by the rules status
-    uses (gpuops.onbox.steps: a user --progress-regex first, then the first built-in form the log
-    prints at all), and the highest step number;
-  * a stall (--stall-after): no progress line for that long (before the attempt's first one, for
-    STARTUP_S or the limit, whichever is longer: importing torch and a rendezvous are no stall):
-    the evidence first (gpuops.onbox.stallevidence), then the whole tree is stopped; the attempt
-    ended by a stall (class hang);
+  * progress: the attempt's log read as it grows and judged by gpuops.onbox.progress (a count
+    that moves, in any of the shapes trainers print), and the highest step number;
+  * a stall (--stall-after): no count moved for that long (before the attempt's first move, for
+    STARTUP_S or the limit, whichever is longer: importing torch and a rendezvous are no stall),
+    and the checkpoint directory (--checkpoint-dir) did not change meanwhile: a save is a phase,
+    not a stall (gpuops.onbox.savewatch). Then the evidence first (gpuops.onbox.stallevidence),
+    then the whole tree is stopped; the attempt ended by a stall (class hang). The phase the
+    attempt is in (gpuops.onbox.progress.phase) is kept in run.json's `activity` as it changes;
   * the run's --max-runtime, retries included: the tree stopped (SIGTERM, the grace, SIGKILL);
     the attempt ends as TIMEOUT and the run with it;
   * a gang's other nodes (gpuops.onbox.ganglink): when one's process ended badly or the node is
@@ -15,9 +16,10 @@ gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
     "peer-lost" (class node-fail), and the gang is retried as a whole;
   * a `gpuops stop` (its stop.json, written before its first signal): the attempt ended by the
     stop, never retried; the stop itself signals the processes;
-  * the checkpoint directory, every checkpoint_every_s: retention (keep_checkpoints: never the
-    newest complete one, never one that changed since the look before, never the one the attempt
-    resumed from) and the disk watch (free space below what the next checkpoint needs: disk-low).
+  * the checkpoint directory, every checkpoint_every_s: retention (gpuops.onbox.retention: never
+    the newest complete one, nor the best, nor one that changed since the look before, nor the one
+    the attempt resumed from; nothing at all when that is ambiguous) and the disk watch (free space
+    below what the next checkpoint needs: disk-low).
 
 The tree is every process of the attempt: the leader, its group and descendants, what the
 supervisor adopted as a child subreaper (torchrun starts each worker in a session of its own, so
@@ -29,7 +31,7 @@ import os
 import signal
 import time
 
-from . import checkpoints, logscan, procs, signals, stallevidence, steps, telemetry
+from . import checkpoints, logscan, procs, progress, savewatch, signals, stallevidence, telemetry
 from .jobrecord import LOG, STOP
 
 STARTUP_S = 300.0
@@ -85,10 +87,11 @@ class Watch(object):
         # past what the supervisor wrote before the start: `log_from`, its size then, since the job
         # may have printed its first progress line before this watch began
         self.pos = log_from if log_from is not None else (logscan.size_of(self.log) or 0)
-        user = meta.get("progress_regex")
-        self.user = [steps.compile_patterns(user)[0]] if user else []
-        self.forms = None
         self.started_at = self.last_progress = time.time()
+        ckpt_dir = self.policy.get("checkpoint_dir")
+        self.tracker = progress.Tracker(self.started_at, self.policy.get("stall_after_s"), STARTUP_S,
+                                        meta.get("progress_regex"), savewatch.Watch(ckpt_dir) if ckpt_dir else None)
+        self.activity = None
         self.progressed, self.max_step = False, None
         self.pids, self.pids_at = set(), 0.0
         self.ended_by, self.evidence = None, None
@@ -115,7 +118,7 @@ class Watch(object):
             self.run.publish("timed-out", self.attempt, self.job_id,
                              why="the run reached its --max-runtime of %gs: stopping it" % self.policy["max_runtime_s"])
             self._end("max-runtime", self.policy.get("grace_s") or 10.0)
-        elif self._stalled(now):
+        elif self._judge(now):
             self._stall(now)
         elif self.policy.get("checkpoint_dir") and now - self.look_at >= self.run.checkpoint_every_s:
             self.checkpoints()
@@ -124,13 +127,13 @@ class Watch(object):
         self.ended_by = why
         stop_tree(self.job_id, self.leader, grace_s)
 
-    def _stalled(self, now):
-        limit = self.policy.get("stall_after_s")
-        if not limit:
-            return False
-        if not self.progressed:
-            limit = max(limit, STARTUP_S)
-        return now - self.last_progress > limit
+    def _judge(self, now):
+        """Whether the attempt has stalled; the phase it is in kept in run.json as it changes."""
+        phase, stalled = self.tracker.check(now)
+        if phase != (self.activity or {}).get("phase"):
+            self.activity = {"phase": phase, "since": round(now, 3), "job": self.job_id, "step": self.max_step}
+            self.run.save(activity=self.activity)
+        return stalled
 
     def _stall(self, now):
         silent = now - self.last_progress
@@ -141,8 +144,8 @@ class Watch(object):
         except (OSError, IOError):
             self.evidence = None
         self.run.publish("stalled", self.attempt, self.job_id, evidence=self.evidence, silent_s=round(silent, 1),
-                         why="no progress line for %.0fs (--stall-after %gs): evidence saved, stopping the attempt"
-                             % (silent, self.policy["stall_after_s"]))
+                         why="no progress for %.0fs (--stall-after %gs) and no checkpoint being written: evidence "
+                             "saved, stopping the attempt" % (silent, self.policy["stall_after_s"]))
         self._end("stall", STALL_GRACE_S)
 
     # ------------------------------------------------------------ progress
@@ -156,21 +159,9 @@ class Watch(object):
             if len(data) < READ_MAX:
                 return  # the line is not finished yet
             cut = len(data)
-        chunk = data[:cut]
         self.pos += cut
-        forms = self.forms
-        if forms is None:
-            picked = steps.pick(chunk)
-            forms = self.user + ([picked] if picked else [])
-            if picked:
-                self.forms = forms  # a log is judged by the first form it prints (steps.FORMS)
-        found = [s for s in (f.last(chunk) for f in forms) if s is not None]
-        if not found:
-            return
-        self.progressed, self.last_progress = True, now
-        numbered = [s.step for s in found if s.step is not None]
-        if numbered:
-            self.max_step = max(numbered + ([self.max_step] if self.max_step is not None else []))
+        if self.tracker.read(data[:cut], now):
+            self.progressed, self.last_progress, self.max_step = True, now, self.tracker.judge.max_step
 
     # ------------------------------------------------------------ checkpoints
 
@@ -179,18 +170,15 @@ class Watch(object):
         between them is being written: never pruned, never counted). The verdict, or None on the
         first look."""
         now = time.time()
-        first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"]), now
+        glob = self.policy.get("checkpoint_glob")
+        first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"], glob), now
         if first is None:
             return None
-        verdict = checkpoints.judge(first, self.look, self.policy.get("checkpoint_glob"))
+        verdict = checkpoints.judge(first, self.look, glob, self.run.failed)
         self.run.skip_unsafe(verdict, self.attempt, self.job_id)
-        keep = self.policy.get("keep_checkpoints")
-        if keep:
-            spared = [os.path.basename(self.resumed_from)] if self.resumed_from else []
-            plan = checkpoints.prune_plan(verdict, keep, spared)
-            if plan:
-                done = checkpoints.prune(self.policy["checkpoint_dir"], plan)
-                self.run.note_pruned(done)
+        if self.policy.get("keep_checkpoints"):
+            self.run.retention(verdict, self.attempt, self.job_id,
+                               [os.path.basename(self.resumed_from)] if self.resumed_from else [])
         disk = checkpoints.disk_watch(self.policy["checkpoint_dir"], verdict)
         if disk["low"] and not self.disk_low:
             self.run.publish("disk-low", self.attempt, self.job_id, free_bytes=disk["free_bytes"],

@@ -97,26 +97,28 @@ def _lower_time_limit(seconds):
         _say("time limit lowered to %d minutes: what is left of the run's --max-runtime" % minutes)
 
 
-def _resume_from(jdir, meta, policy, events, attempt):
-    """The newest complete checkpoint's path (None: none yet) and, with a --resume-arg, the
-    resumed command written beside cmd."""
+def _resume_from(meta, policy, events, attempt):
+    """The newest complete checkpoint's path (None: none yet)."""
     verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
     for e in verdict["unsafe"][:20]:
         why = "skipped checkpoint %r: %s" % (e["name"], e["why"])
         _say(why)
         events.emit("checkpoint-skipped", attempt=attempt, job=meta.get("job_id"), why=why)
-    path = verdict["path"]
-    if path and policy.get("resume_arg"):
-        with open(os.path.join(jdir, CMD), "rb") as f:
-            body = f.read()
-        kind, args = meta.get("kind"), list(meta.get("args") or [])
-        new_body, new_args, _ = runpolicy.resumed(kind, body, args, meta.get("command"), policy["resume_arg"], path)
-        if kind == "script":
-            extra = "".join(a + "\0" for a in new_args[len(args):])
-            jobrecord.atomic_write(os.path.join(jdir, RESUME_ARGS), extra.encode("utf-8"))
-        else:
-            jobrecord.atomic_write(os.path.join(jdir, RESUME_SH), new_body, 0o500)
-    return path
+    return verdict["path"]
+
+
+def _write_resumed(jdir, meta, policy, path):
+    """The command resumed from `path` (None: a fresh start) written beside cmd, where it differs:
+    a --resume-arg added, or the command's {checkpoint} filled in."""
+    with open(os.path.join(jdir, CMD), "rb") as f:
+        body = f.read()
+    kind, args = meta.get("kind"), list(meta.get("args") or [])
+    new_body, new_args, _ = runpolicy.resumed(kind, body, args, meta.get("command"), policy.get("resume_arg"), path)
+    if kind == "script" and new_args != args:
+        extra = "".join(a + "\0" for a in new_args[len(args):])
+        jobrecord.atomic_write(os.path.join(jdir, RESUME_ARGS), extra.encode("utf-8"))
+    elif new_body != body:
+        jobrecord.atomic_write(os.path.join(jdir, RESUME_SH), new_body, 0o500)
 
 
 def main(argv):
@@ -140,7 +142,9 @@ def main(argv):
         _lower_time_limit(d["time_left_s"])
     path = None
     if restart > 0 and policy.get("checkpoint_dir"):
-        path = _resume_from(jdir, meta, policy, events, d["attempt"])
+        path = _resume_from(meta, policy, events, d["attempt"])
+    if policy.get("checkpoint_dir"):
+        _write_resumed(jdir, meta, policy, path)
     said = "attempt %d of at most %d" % (d["attempt"], int(policy.get("max_retries") or 0) + 1)
     if restart > 0:
         said = "requeued by Slurm (restart %d): %s" % (restart, said)

@@ -3,8 +3,11 @@
 `gpuops status`, `logs`, `diagnose` and `triage` all judge progress with these rules, so a job
 that status calls STALLED is one triage calls hanging, and the other way round.
 
-Step lines (FORMS, in this order; a log is judged by the first form it prints at all, so the
-noise of a MaxText log, `iteration 1234` in a busy-wait warning, never passes for progress):
+Step lines (FORMS, in this order; status judges a log by the first of them it prints at all, so
+the noise of a MaxText log, `iteration 1234` in a busy-wait warning, never passes for progress;
+lines are read with their escape sequences removed, gpuops.onbox.escapes). A run's supervisor
+stalls by a rule built on these forms and more shapes (gpuops.onbox.progress: a count that moves,
+a stronger form taking over when it moves):
     maxtext     `completed step: N, seconds: X` (triage's procedure is written for it)
     tqdm        a training progress bar `NN%|###  | N/M [elapsed<left, R it/s]`: HF Trainer's and
                 Accelerate scripts' bars have no description, Lightning's reads `Epoch E: ` (its
@@ -54,12 +57,18 @@ SECONDS_RX = re.compile(SECONDS_PATTERN)
 
 class Step:
     """One step line found: where its match starts and ends, the step number (None for a form
-    without numbers), the total the line names, and the step's own duration."""
+    without numbers, or a bar of other work), the total the line names, and the step's own
+    duration. For the progress judge (gpuops.onbox.progress): `count`, what the line counts (a
+    bar's N even where the step is E x M + N, or a bar of other work's N); `series`, which count it
+    is (a bar's description and total: a validation bar counts apart from the training bar);
+    `done`, whether the count reached the total the line names."""
 
-    __slots__ = ("start", "end", "step", "total", "seconds")
+    __slots__ = ("start", "end", "step", "total", "seconds", "count", "series", "done")
 
-    def __init__(self, start, end, step, total=None, seconds=None):
+    def __init__(self, start, end, step, total=None, seconds=None, count=None, series=None, done=False):
         self.start, self.end, self.step, self.total, self.seconds = start, end, step, total, seconds
+        self.count = step if count is None else count
+        self.series, self.done = series, done
 
 
 class Form:
@@ -98,7 +107,8 @@ class Form:
         return self.first(data)
 
 
-def _line_end(buf, pos, end):
+def line_end(buf, pos, end):
+    """Where the line (or the bar's draw) holding `pos` ends: at \n, at \r, or at `end`."""
     stop = len(buf) if end is None else end
     for sep in (b"\n", b"\r"):
         found = buf.find(sep, pos, stop)
@@ -126,7 +136,7 @@ def _regex_form(name, pattern, literal, counts=False):
 
     def read(buf, pos, end, rx=rx):
         seg = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\r", 0, pos)) + 1
-        stop = _line_end(buf, pos, end)
+        stop = line_end(buf, pos, end)
         m = rx.search(buf, max(seg, pos - 16), stop)
         if m is None or m.start() > pos + len(literal):
             return None
@@ -137,35 +147,49 @@ def _regex_form(name, pattern, literal, counts=False):
     return Form(name, literal, read, counts)
 
 
-def _read_bar(buf, pos, end):
+def read_bar(buf, pos, end, work=False):
+    """A tqdm bar's Step: a training bar's, or with `work` a bar of any work (its step None when
+    the work is not training)."""
     seg = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\r", 0, pos)) + 1
     if pos - seg > 120:
         return None
-    stop = _line_end(buf, pos, end)
+    stop = line_end(buf, pos, end)
     m = _BAR.match(buf, seg, stop)
     if m is None:
         return None
-    desc = _BAR_DESC.match(m.group("desc").strip())
-    if desc is None:
+    label, count, total = m.group("desc").strip(), int(m.group("n")), int(m.group("m"))
+    training = bar_step(label, count, total)
+    if training is None and not work:
         return None  # a bar of other work: loading shards, validation, a download
-    n, total = int(m.group("n")), int(m.group("m"))
+    n, shown = training or (None, None)
+    return Step(seg, m.end(), n, shown, _rate_seconds(buf, m.end(), stop), count, label[:80] + b"/%d" % total,
+                count >= total)
+
+
+def bar_step(label, n, total):
+    """(step, total) of a bar labelled `label` at n of total, or None for a bar of other work
+    (loading checkpoint shards, validation, a download). Lightning's count restarts each epoch
+    (`Epoch 2`, its rich bar's `Epoch 2/9`), so its step is E x total + n."""
+    desc = _BAR_DESC.match(label.strip())
+    if desc is None:
+        return None
     if desc.group("epoch") is not None:
-        n, total = int(desc.group("epoch")) * total + n, None  # Lightning's count restarts each epoch
-    return Step(seg, m.end(), n, total, _rate_seconds(buf, m.end(), stop))
+        return int(desc.group("epoch")) * total + n, None
+    return n, total
 
 
 def _read_maxtext(buf, pos, end):
     m = _MAXTEXT.match(buf, pos)
     if m is None:
         return None
-    stop = _line_end(buf, m.end(), end)
+    stop = line_end(buf, m.end(), end)
     return Step(pos, m.end(), int(m.group(1)), None, seconds_on(buf, m.end(), stop))
 
 
 _MAXTEXT = re.compile(STEP_PATTERN)
 FORMS = (
     Form("maxtext", STEP_LITERAL, _read_maxtext),
-    Form("tqdm", b"%|", _read_bar, counts=True),
+    Form("tqdm", b"%|", read_bar, counts=True),
     # `(?!\.?\d)`: a number followed by a dot and digits is an id or a version (Slurm's
     # `*** STEP 5120.0`), not a step.
     _regex_form("step", rb"(?i)(?<![a-z0-9])(?:global[_ ])?step\b\s*[:=#]?\s*(\d+)(?!\.?\d)(?:\s*/\s*(\d+))?", b"tep"),
@@ -192,7 +216,7 @@ class _UserForm(Form):
                     step = int(m.group(1))
                 except (TypeError, ValueError):
                     step = None
-            yield Step(m.start(), m.end(), step, None, seconds_on(buf, m.end(), _line_end(buf, m.end(), end)))
+            yield Step(m.start(), m.end(), step, None, seconds_on(buf, m.end(), line_end(buf, m.end(), end)))
 
     def last(self, buf, start=0, end=None):
         found = None

@@ -116,6 +116,9 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         opts.update(kind="cmd", command=command)
     asked = eng.submission(opts, dict(resources or {}), torchrun)
     if policy:
+        from ..jobs import runpolicy
+
+        runpolicy.check_command(opts["kind"], command, policy)
         eng.check_policy(policy)
         notes = notes + eng.with_policy(opts, policy, given)
     try:

@@ -62,7 +62,8 @@ def status_view(doc, width):
 
 
 def run_line(run, now=None):
-    """'attempt 2/4 of run R; last event: resumed 3m ago (from /ckpt/step-40)'."""
+    """'attempt 2/4 of run R; last event: resumed 3m ago (from /ckpt/step-40); phase: saving checkpoint
+    for 4m' (the phase its supervisor sees the attempt in)."""
     text = f"attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}"
     last = run.get("last_event") or {}
     if last:
@@ -71,6 +72,10 @@ def run_line(run, now=None):
         text += f"; last event: {last.get('kind')}{ago}" + (f" ({said})" if said else "")
     if run.get("resumed_from") and last.get("checkpoint") != run["resumed_from"]:
         text += f"; resumed from {run['resumed_from']}"
+    act = run.get("activity") or {}
+    if act.get("phase"):
+        since = f" for {duration(now - act['since'])}" if now and act.get("since") else ""
+        text += f"; phase: {act['phase']}{since}"
     return text
 
 

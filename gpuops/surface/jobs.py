@@ -29,21 +29,36 @@ RUN_POLICY = (
                               "OOM); default 0", tip="retries of a transient failure", low=0, high=100),
     Param("retry_on", TEXT, "failure classes to retry, comma-separated, instead of the transient ones ('default' adds "
                             "them): triage's class names, e.g. python-exception",
-          tip="classes to retry, comma-separated ('default': the transient ones)"),
+          tip="classes to retry ('default': transient)"),
     Param("checkpoint_dir", TEXT, "DIR[:GLOB] where the job writes checkpoints (relative to --workdir): each retry "
-                                  "resumes from the newest complete one",
-          tip="DIR[:GLOB]; retries resume from the newest"),
+                                  "resumes from the newest complete one. Its checkpoints are the names the "
+                                  "libraries write (checkpoint-N, global_stepN, iter_NNNNNNN, epoch=E-step=S.ckpt, "
+                                  "ckpt-N, step_N ...), or what GLOB matches; nothing else in DIR is ever resumed "
+                                  "from or deleted",
+          tip="DIR[:GLOB] resumed from"),
+    Param("checkpoint_glob", TEXT, "the names in --checkpoint-dir that are checkpoints (e.g. 'model_*.pt'), instead "
+                                   "of the names the libraries write; the same as DIR:GLOB",
+          cli_only="checkpoint_dir takes DIR:GLOB"),
     Param("resume_arg", TEXT, "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
-                              "'--resume {checkpoint}' (without it the job reads $GPUOPS_RESUME_FROM)",
+                              "'--resume {checkpoint}', where the command holds {checkpoint}, else at its end "
+                              "(refused when the end is a comment or after a pipe, ';' or '&&'); without it a "
+                              "{checkpoint} in the command is the path, and the job can read $GPUOPS_RESUME_FROM",
           tip="on resuming, e.g. '--resume {checkpoint}'"),
     Param("stall_after", SECS, "no progress line for this long (90, 15s, 10m): capture stacks and state, stop the "
-                               "attempt, retry it as a hang", tip="no progress this long: evidence, stop, retry",
+                               "attempt, retry it as a hang", tip="no progress this long: stop, retry",
           low=1, high=366 * DAY),
     Param("max_runtime", SECS, "the whole run's limit, retries included (4h, 1h30m): then TIMEOUT, never retried",
           tip="whole run's limit: then TIMEOUT", low=1, high=366 * DAY),
     Param("keep_checkpoints", INT, "keep the K newest complete checkpoints, delete older ones (never the newest "
-                                   "complete), and warn when the disk cannot hold the next",
+                                   "complete nor the best; nothing while which to delete is ambiguous), and warn "
+                                   "when the disk cannot hold the next",
           tip="keep K newest checkpoints", low=1, high=100000),
+    Param("keep_best", TEXT, "with --keep-checkpoints: a GLOB of checkpoint names never deleted (besides HF's "
+                             "best_model_checkpoint, Lightning's best_model_path and best* names, always kept)",
+          tip="glob never pruned"),
+    Param("share_checkpoint_dir", SWITCH, "let this run use a checkpoint directory another live run uses (refused "
+                                          "otherwise: each would resume from and prune the other's checkpoints)",
+          cli_only="a person's call: an agent's run gets a checkpoint directory of its own"),
     Param("notify", TEXT, "a command run on the box for each event (retrying, stalled, resumed, completed, gave up, "
                           "disk low), the event as JSON on its stdin, e.g. 'curl -d @- https://ntfy.sh/TOPIC'",
           cli_only="a person's alert: an agent hears each event from job_wait until event"),
@@ -65,7 +80,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
     Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
           tip="bash command line, run as given"),
     Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
-          tip="instead of cmd: a local script to copy and run (under GPUOPS_MCP_ROOTS)"),
+          tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
     Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
     LABEL,
     Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
@@ -109,7 +124,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
                         "compared)", tip="directory that must be identical on every box"),
     ENGINE,
     Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
-                               "(else refused)", tip="with gpus: start even on a GPU a running job is pinned to"),
+                               "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
     *RUN_POLICY,
     Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
                                "workers on every node after a worker fails (default 0: a failed node ends the "

@@ -7,15 +7,13 @@ match of an AUX_* signature; `text(start)` gives the evidence text of the line a
 
 import re
 
+from ..onbox import escapes
 from . import signatures as S
 from .facts import MAX_TRACKED, Occ
 
 SUMMARY_SPAN_LINES = 200
 
 _NUM = re.compile(rb"-?\d+")
-# Terminal colour and cursor codes (tput / ANSI escapes): a summary printed in colour must read
-# as the same summary.
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
 _STATUS_RX = re.compile(rb"Status:[ \t]*(?P<word>[A-Z]+)(?P<rest>[^\r\n]*)")
 STATUS_EXIT = re.compile(rb"(?:exit(?: code| status)?|rc|code)[ =:]*(-?\d+)")
 _PT_STEPS = re.compile(rb"(?<![\w.])steps=(\d+)")
@@ -36,7 +34,9 @@ _ANYWHERE = re.compile(rb"(?:^|(?<=[\s\]:]))=*== (?P<stage>[A-Za-z0-9][A-Za-z0-9
 
 
 def strip_ansi(data):
-    return _ANSI.sub(b"", data) if b"\x1b" in data else data
+    """Terminal colour and cursor codes (tput / ANSI escapes) removed: a summary printed in colour
+    must read as the same summary."""
+    return escapes.strip(data)
 
 
 def banner(line):

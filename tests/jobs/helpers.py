@@ -80,3 +80,26 @@ def run_record(jobs_dir, run):
 
 def event_kinds(doc):
     return [e["kind"] for e in doc["data"]["events"]]
+
+
+def launch_shape(target, jobs_dir, work, name, limit_s):
+    """One output shape of tests/fixtures/progress/shapes.py started as a run under --stall-after
+    `limit_s` (no retry), its checkpoint directory the run's for the shapes that save; the run's
+    id. The shape's player writes when it began to hang into work/hang-at-NAME."""
+    import sys
+
+    from gpuops.jobs import runpolicy
+    from gpuops.ops import jobs as op
+    from tests.conftest import FIXTURES
+    from tests.fixtures.progress import shapes
+
+    ckpt = Path(work) / ("ckpt-" + name)
+    ckpt.mkdir()
+    policy = {"max_retries": "0", "stall_after": "%gs" % limit_s}
+    if name in shapes.SAVES:
+        policy["checkpoint_dir"] = str(ckpt)
+    env = {"CKPT": str(ckpt), "HANG_AT": str(Path(work) / ("hang-at-" + name)), "PYTHONUNBUFFERED": "1"}
+    doc = op.launch(target, command=f"{sys.executable} {FIXTURES / 'progress' / 'play.py'} {name}",
+                    jobs_dir=str(jobs_dir), env=env, policy=runpolicy.build(**policy))
+    assert doc["ok"], doc["summary"]
+    return doc["data"]["job"]["job_id"]

@@ -141,3 +141,17 @@ def test_a_job_whose_supervisor_was_lost_at_launch_says_so_when_it_vanishes():
     lost = "the job's gpuops supervisor ended before it recorded the start (a job that kills its parent kills it)"
     row = state.derive(facts(liveness="gone", wrapper_alive=None, meta={"supervisor_lost": lost, "wrapper_pid": None}))
     assert row["state"] == "VANISHED" and row["reason"].startswith(lost)
+
+
+def test_a_run_saving_a_checkpoint_is_not_stalled_and_a_training_one_still_is():
+    """Its supervisor sees the checkpoint directory change (gpuops.onbox.progress): the save is a
+    phase, however long; the status rule's silence alone does not make it STALLED."""
+    events = [ev(10, at=NOW - 32, seconds=2.0), ev(11, at=NOW - 30, seconds=2.0)]
+    run = {"id": "j1", "attempt": 1, "max_attempts": 2, "phase": "running", "ended": False}
+    saving = dict(run, activity={"phase": "saving checkpoint", "since": NOW - 25, "step": 11})
+    row = state.derive(facts(progress={"events": events}, run=saving), stall_factor=10, stall_min_s=5)
+    assert row["state"] == "RUNNING" and "checkpoint is being written" in row["reason"]
+    assert row["run"]["activity"]["phase"] == "saving checkpoint"
+    training = dict(run, activity={"phase": "training", "since": NOW - 300, "step": 11})
+    assert state.derive(facts(progress={"events": events}, run=training), stall_factor=10,
+                        stall_min_s=5)["state"] == "STALLED"

@@ -32,7 +32,7 @@ def doc_of(proc):
     (["--max-retries", "1000"], "--max-retries takes a whole number from 0 to 100, not '1000'"),
     (["--retry-on", "python-exception,bogus"], "--retry-on: 'bogus' is not a failure class"),
     (["--retry-on", "timeout"], "--retry-on: timeout is never retried"),
-    (["--keep-checkpoints", "2"], "--resume-arg and --keep-checkpoints need --checkpoint-dir"),
+    (["--keep-checkpoints", "2"], "--resume-arg, --keep-checkpoints, --keep-best, --share-checkpoint-dir and"),
     (["--checkpoint-dir", "ck:..*"], "a checkpoint glob matches names in the checkpoint directory"),
     (["--checkpoint-dir", "/etc/hostname/ckpt"], "the job cannot write checkpoints there (/etc/hostname is not a "
                                                  "directory)"),
@@ -76,3 +76,35 @@ def test_launch_prints_the_runs_id_and_every_verb_follows_it_to_the_current_atte
     for path in jobs_dir.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), f"the secret is in {path}"
+
+
+@pytest.mark.parametrize("cmd,said", [
+    ("python3 train.py  # sweep", "it ends in a comment"),
+    ("python3 train.py | tee out.log", "it has a pipe"),
+])
+def test_a_resume_arg_appended_where_it_would_miss_the_program_is_exit_2(jobs_box, jobs_dir, cmd, said):
+    """Issue 34: appended to `... # sweep` or `... | tee out.log`, the resume argument never reached
+    the trainer, and every retry started from step 1."""
+    p = gpuops("launch", "--host", jobs_box.spec, "--jobs-dir", str(jobs_dir), "--cmd", cmd, "--checkpoint-dir", "ck",
+               "--resume-arg", "--resume {checkpoint}")
+    assert p.returncode == 2 and said in p.stderr and "Put {checkpoint} in --cmd" in p.stderr, p.stderr
+    assert not list(jobs_dir.glob("*/cmd")), "nothing was started"
+
+
+def test_a_second_run_on_a_live_runs_checkpoint_directory_is_exit_2_unless_both_share(jobs_box, jobs_dir, tmp_path):
+    """Issue 34: two runs on one checkpoint directory resumed from and pruned each other's checkpoints."""
+    where = ["--host", jobs_box.spec, "--jobs-dir", str(jobs_dir)]
+    ck = str(tmp_path / "ck")
+
+    def launch(*extra):
+        return gpuops("launch", *where, "--cmd", "sleep 600", "--checkpoint-dir", ck, "--keep-checkpoints", "2",
+                      *extra, "--json")
+
+    first = doc_of(launch())["data"]["job"]["job_id"]
+    p = launch("--share-checkpoint-dir")
+    assert p.returncode == 2 and f"run {first} is using {ck}" in p.stdout, p.stdout  # the --json envelope
+    assert len(list(jobs_dir.glob("*/cmd"))) == 1
+    assert gpuops("stop", *where, "--job", first, "--yes").returncode == 0
+    shared = doc_of(launch("--share-checkpoint-dir"))["data"]["job"]["job_id"]
+    assert launch("--share-checkpoint-dir").returncode == 0, "both said they share"
+    assert shared != first

@@ -212,8 +212,9 @@ touch {tmp_path}/m
 mkdir '{ckpt}/step-99$(touch PWNED)' {ckpt}/$'step-100\\nx' '{ckpt}/step-101..x'
 kill -9 $$
 """)
-    run = launch(box, jobs_dir, f"bash {script}", workdir=str(tmp_path), max_retries="1", checkpoint_dir=str(ckpt),
-                 resume_arg="--resume {checkpoint}")
+    # a glob: `step-99$(touch PWNED)` is no name a library writes, so without one it is no checkpoint at all
+    run = launch(box, jobs_dir, f"bash {script}", workdir=str(tmp_path), max_retries="1",
+                 checkpoint_dir=f"{ckpt}:step-*", resume_arg="--resume {checkpoint}")
     doc = wait_end(box, jobs_dir, run, timeout=60)
     log = (jobs_dir / record(jobs_dir, run)["attempts"][1] / "log").read_text()
     assert f"arg[--resume]\narg[{ckpt}/step-99$(touch PWNED)]\n" in log

@@ -237,6 +237,11 @@ def test_a_box_answer_out_of_shape_is_a_bad_answer_not_a_crash():
     stop = {"requested_at": 1.0, "signals": [{"signal": "SIGTERM", "pids": ["1; rm -rf ~"], "at": 1.0}]}
     with pytest.raises(errors.BadAnswer):
         answers.facts({"job_id": "j1", "meta": None, "stop": stop}, "box")
+    run = {"id": "j1", "activity": {"phase": "saving checkpoint", "since": 1.0, "step": 3}}
+    assert answers.facts({"job_id": "j1", "meta": None, "run": run}, "box")
+    for activity in ({"phase": "\x1b[2Jowned"}, {"phase": "training", "step": "3"}):
+        with pytest.raises(errors.BadAnswer):
+            answers.facts({"job_id": "j1", "meta": None, "run": dict(run, activity=activity)}, "box")
     facts = {"holders": [], "actions": [], "gpus": [], "applied": False, "nested_pid_namespace": False, "gpu": None,
              "gpu_error": None, "unreadable": 0, "nvml_unverified": []}
     assert reap.checked(dict(facts, plan_targets=[[1, 2]]), "box")

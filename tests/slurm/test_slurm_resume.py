@@ -234,7 +234,9 @@ def test_a_checkpoint_name_reaches_the_command_as_one_quoted_word_never_through_
     ckpt.mkdir()
     for name in ("step-3", "step-7 $(touch pwned)", "step-9.tmp", "step-8\x07"):
         (ckpt / name).mkdir()
-    policy = {"max_retries": 1, "checkpoint_dir": str(ckpt), "resume_arg": "--resume={checkpoint}"}
+    # a glob: names no library writes are checkpoints only when the user says so
+    policy = {"max_retries": 1, "checkpoint_dir": str(ckpt), "checkpoint_glob": "step-*",
+              "resume_arg": "--resume={checkpoint}"}
     assert batch(tmp_path, 0, policy)[:2] == (0, "['a']\nNone\n")  # the first start resumes from nothing
     rc, out, err = batch(tmp_path, 1, policy)
     path = f"{ckpt}/step-7 $(touch pwned)"
@@ -252,7 +254,8 @@ def test_a_script_job_gets_the_resume_words_as_arguments(tmp_path):
     ckpt = tmp_path / "ckpt"
     (ckpt / "step-4 'q'").mkdir(parents=True)
     body = "#!/bin/bash\nprintf '<%s>\\n' \"$@\"\n"
-    policy = {"max_retries": 3, "checkpoint_dir": str(ckpt), "resume_arg": "--from {checkpoint} --strict"}
+    policy = {"max_retries": 3, "checkpoint_dir": str(ckpt), "checkpoint_glob": "step-*",
+              "resume_arg": "--from {checkpoint} --strict"}
     rc, out, err = batch(tmp_path, 1, policy, kind="script", body=body, args=["x y"])
     assert (rc, out) == (0, f"<x y>\n<--from>\n<{ckpt}/step-4 'q'>\n<--strict>\n"), err
     rc, out, err = batch(tmp_path, 1, dict(policy, checkpoint_dir=str(tmp_path / "none")), kind="script",
