@@ -48,8 +48,11 @@ class Slurm(Engine):
     # with one of them the batch script runs the command under it (gpuops.onbox.slurm_watch), which
     # kills a stall with evidence, notifies, prunes, and requeues the job for a failure --retry-on
     # names (a requeue, so the job's state stays Slurm's word and resume.py counts the retry).
-    WATCHED = ("stall_after_s", "notify", "keep_checkpoints", "retry_on", "checkpoint_every_s")
-    policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s") + WATCHED
+    # --share-checkpoint-dir: the submission refuses a checkpoint directory another live Slurm run
+    # of the jobs directory uses (gpuops.onbox.slurm_submit) unless both share it.
+    WATCHED = ("stall_after_s", "notify", "keep_checkpoints", "keep_best", "retry_on", "checkpoint_every_s")
+    policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s",
+                     "share_checkpoint_dir") + WATCHED
 
     def flags_for(self, verb):
         return dict(self.flags) if verb == "launch" else dict(RESOURCES)

@@ -97,9 +97,10 @@ def _lower_time_limit(seconds):
         _say("time limit lowered to %d minutes: what is left of the run's --max-runtime" % minutes)
 
 
-def _resume_from(meta, policy, events, attempt):
-    """The newest complete checkpoint's path (None: none yet)."""
-    verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+def _resume_from(meta, policy, events, attempt, failed):
+    """The newest complete checkpoint's path (None: none yet), passing over those `failed` (names
+    an attempt failed to load)."""
+    verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"), failed=failed)
     for e in verdict["unsafe"][:20]:
         why = "skipped checkpoint %r: %s" % (e["name"], e["why"])
         _say(why)
@@ -142,7 +143,7 @@ def main(argv):
         _lower_time_limit(d["time_left_s"])
     path = None
     if restart > 0 and policy.get("checkpoint_dir"):
-        path = _resume_from(meta, policy, events, d["attempt"])
+        path = _resume_from(meta, policy, events, d["attempt"], failed_checkpoints(runevents.read(jdir)))
     if policy.get("checkpoint_dir"):
         _write_resumed(jdir, meta, policy, path)
     said = "attempt %d of at most %d" % (d["attempt"], int(policy.get("max_retries") or 0) + 1)
@@ -165,6 +166,13 @@ def own_starts(events):
     """The starts this helper recorded, oldest first: the watcher's attempt-started events
     (gpuops.onbox.slurm_watch) carry no restart count, and count no retry."""
     return [e for e in events if e.get("kind") in STARTS and "restart" in e]
+
+
+def failed_checkpoints(events):
+    """The names of the checkpoints an attempt failed to load (the watcher's checkpoint-fallback
+    events: gpuops.onbox.runloop), oldest first: never resumed from again."""
+    return [os.path.basename(str(e.get("checkpoint"))) for e in events
+            if e.get("kind") == "checkpoint-fallback" and e.get("checkpoint")]
 
 
 def last_start(jdir):

@@ -44,7 +44,7 @@ import signal
 import sys
 import time
 
-from . import command, jobrecord, runloop, slurm, slurm_resume, wrapper
+from . import command, jobrecord, runevents, runloop, slurm, slurm_resume, wrapper
 from .jobrecord import EXIT, LOG, META, STOP
 
 ATTEMPT_DIR = "attempt-%d"
@@ -101,6 +101,8 @@ class WatchedRun(runloop.Run):
                              None, sup)
         self.jdir = jdir
         self.slurm_id = str(meta.get("slurm_job_id") or os.environ.get("SLURM_JOB_ID") or "")
+        # checkpoints earlier attempts failed to load: passed over, and the fallback's bound kept, across requeues
+        self.failed = slurm_resume.failed_checkpoints(runevents.read(jdir))
 
     def save(self, **changes):
         """Kept in this process only: no run.json. The job's record is Slurm's and its events

@@ -10,7 +10,10 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from gpuops import onbox
+from gpuops.errors import UsageError
 from gpuops.jobs import runpolicy, states
 from gpuops.onbox import runevents, slurm_script
 from gpuops.ops import jobs as op
@@ -136,6 +139,9 @@ def test_a_silent_busy_loop_past_its_retries_is_failed_and_retention_prunes_only
     (ckpt / "notes-v2.txt").write_text("the user's own")
     job, _ = launched(box, jobs_dir, tmp_path, JOB, argv=["busy", str(ckpt)], max_retries="0",
                       checkpoint_dir=f"{ckpt}:step-*", keep_checkpoints="2", checkpoint_every_s=1)
+    # a second run on the same directory would prune and resume from this one's checkpoints
+    with pytest.raises(UsageError, match=f"run {job} is using {ckpt}"):
+        launched(box, jobs_dir, tmp_path, JOB, argv=["busy", str(ckpt)], checkpoint_dir=str(ckpt))
     done = wait.wait(box, job=job, timeout_s=DETECT_S + 90, jobs_dir=str(jobs_dir))
     row = done["data"]["job"]
     log = log_of(jobs_dir, job)
