@@ -8,6 +8,8 @@ name nvidia-smi gives) with at least the asked memory each. Of the boxes that fi
 is chosen (the smallest share of busy GPUs, then the fewest gpuops jobs, then the fleet's order),
 and its lowest-numbered free matching GPUs are pinned. Every other box gets its reason.
 
+A box whose last `preflight --qualify` on this workstation returned it is passed over with that reason.
+
 When nothing fits, the answer says so plainly, seed 000 style: "asked for 4x H100; fleet has 8x
 A100 free, 2x H100 busy".
 """
@@ -107,6 +109,16 @@ def _why_not(gpus, req):
     return f"{len(free)} of {len(kind)} matching GPU(s) free" + (f" ({busy})" if busy else "")
 
 
+def returned(row):
+    """Why a box its last `preflight --qualify` returned is passed over (None when it was not):
+    it measured below its datasheet, and placing a job there pays for that."""
+    q = row.get("qualify") or {}
+    if q.get("verdict") != "return":
+        return None
+    failed = ", ".join(q.get("failed") or []) or "figures below the datasheet"
+    return f"returned by preflight --qualify ({failed}); qualify it again once the provider fixed it"
+
+
 def place(rows, req) -> dict:
     """{host, gpus: [indices], summary, boxes: [{host, verdict: chosen|fits|passed, why}]}; host is
     None when nothing fits."""
@@ -117,7 +129,7 @@ def place(rows, req) -> dict:
                            "why": f"not answering ({row['error']['kind']}): {row['error']['message']}"})
             continue
         gpus = gpu_states(row)
-        why = _why_not(gpus, req)
+        why = _why_not(gpus, req) or returned(row)
         entry = {"host": row["host"], "verdict": "passed" if why else "fits", "why": why, "gpu_states": gpus}
         judged.append(entry)
         if not why:

@@ -11,7 +11,7 @@ import json
 import os
 import time
 
-from .pullindex import state_dir, write_state
+from .pullindex import state_dir, write_per_host
 
 _KEEP = 200  # hosts
 _MAX_BYTES = 1 << 20
@@ -72,11 +72,4 @@ def merged(host, torch, kept):
 def _remember(host, key, facts):
     data = _load()
     data[host] = {"key": key, "facts": facts, "seen_at": time.time()}
-    if len(data) > _KEEP:
-        by_age = sorted(data, key=lambda h: (data[h] or {}).get("seen_at", 0) if isinstance(data[h], dict) else 0)
-        for old in by_age[: len(data) - _KEEP]:
-            del data[old]
-    try:
-        write_state(_NAME, data)
-    except OSError:
-        pass
+    write_per_host(_NAME, data, _KEEP, "seen_at")

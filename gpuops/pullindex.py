@@ -38,6 +38,19 @@ def write_state(name, doc) -> None:
     Root(state_dir()).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
 
 
+def write_per_host(name, data, keep, stamp) -> None:
+    """`data` ({host: entry}) kept as by write_state, only the `keep` entries newest by their `stamp`
+    key: best effort, like the caches that use it (a file that cannot be written is as good as none)."""
+    if len(data) > keep:
+        by_age = sorted(data, key=lambda h: (data[h] or {}).get(stamp, 0) if isinstance(data[h], dict) else 0)
+        for old in by_age[: len(data) - keep]:
+            del data[old]
+    try:
+        write_state(name, data)
+    except OSError:
+        pass
+
+
 def index_path() -> str:
     return os.path.join(state_dir(), "pulls.jsonl")
 

@@ -51,6 +51,8 @@ ANSWERS = {
     "job_pause": {"pause": _AFTER, "resume": _AFTER},
     "logclass": {"answers": list, "now": NUMBER},
     "engine_facts": {"facts": {"engine": str, "facts": (dict, NONE)}},
+    "qualify": {"seconds": NUMBER, "torch": dict, "gpus": list, "peers": list, "allreduce": (dict, NONE),
+                "disks": list, "not_measured": list},
 }
 
 

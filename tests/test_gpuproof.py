@@ -186,3 +186,44 @@ def test_the_facts_step_asks_the_fake_for_the_fields_gpuops_reads(tmp_path, monk
     assert rec["error"] is None, rec["error"]
     csv = [c for c in rec["checks"] if "CSV query" in c["what"]]
     assert len(csv) == 3 and all(c["ok"] for c in csv), csv
+
+
+def test_the_qualify_step_compares_with_the_datasheet_a_second_opinion_and_the_xml(h200):
+    from gpuproof import qualify
+
+    rows = qualify.datasheet_rows({"rows": [
+        {"gpu": 0, "what": "matmul bfloat16", "measured": 783.2, "reference": 989.5, "ratio": 0.79, "floor": 0.5,
+         "verdict": "keep"},
+        {"gpu": 0, "what": "host to device", "measured": 3.1, "reference": 63.0, "ratio": 0.05, "floor": 0.45,
+         "verdict": "return"},
+        {"kind": "disk", "gpu": None, "what": "home read (~)", "measured": 90.0, "reference": 200.0, "ratio": 0.45,
+         "floor": 1.0, "verdict": "return"}]})
+    assert [r["verdict"] for r in rows] == [compare.MATCH, compare.MISMATCH, compare.SHOWN]
+    measured = {"gpus": [{"matmul_tflops": {"bfloat16": 783.2}, "h2d_gbps": 43.8, "memory_gbps": 4210.2}]}
+    second = qualify.opinion_rows(measured, {"bf16_tflops": 760.0, "h2d_gbps": 30.0, "memory_gbps": 4100.0})
+    assert [r["verdict"] for r in second] == [compare.MATCH, compare.MISMATCH, compare.MATCH]
+    links = {"devices": [{"index": 0, "gen_max": 5, "gen_gpumax": 5, "width_max": 16}]}
+    xml = (REAL_580 / "q-x.xml").read_text()
+    assert {r["field"]: r["verdict"] for r in qualify.link_rows(links, xml)} == {
+        "gen_max": compare.MATCH, "gen_gpumax": compare.MATCH, "width_max": compare.MATCH}
+    links["devices"][0]["width_max"] = 4
+    assert compare.failures(qualify.link_rows(links, xml))
+
+
+def test_the_qualify_step_runs_to_its_end_without_a_gpu(tmp_path, monkeypatch, real_processes):
+    """Here preflight --qualify measures only the disk: the step must record that, not break (a step
+    that raises on the GPU costs device minutes to find)."""
+    from gpuproof import qualify, run
+    from tests.fixtures.fakegpu.boxes import compose
+
+    _, env = compose(tmp_path, "v2-healthy", "healthy")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    p = run.Proof(tmp_path / "proof")
+    rec = p.step("qualify", lambda rec: qualify.step_qualify(p, rec, run.check, run.WORKLOADS))
+    assert rec["error"] is None, rec["error"]
+    got = {c["what"]: c["ok"] for c in rec["checks"]}
+    assert got["preflight --qualify printed an envelope"] and got["preflight read every GPU's link"] is False
+    assert got["the link CSV query is accepted"] and got["preflight's P2P matrix is what topo -p2p r prints"]
+    assert got["every GPU figure is at or above its datasheet floor"] is False
+    assert got["every GPU figure was measured"] is False

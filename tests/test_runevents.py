@@ -156,3 +156,18 @@ def test_the_events_file_stays_bounded_and_shows_what_it_dropped(tmp_path):
     kept = runevents.read(str(tmp_path))
     assert os.path.getsize(tmp_path / runevents.FILE) <= 8192 and len(kept) <= 40
     assert kept[-1]["seq"] == 500 and kept[0]["seq"] > 1, "a follower sees the gap in seq"
+
+
+def test_events_a_disk_refused_are_written_in_order_once_it_takes_them(tmp_path):
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    events = runevents.Events(str(job_dir))
+    events.emit("attempt-started")
+    shutil.rmtree(job_dir)  # the write fails as on a full disk: the file cannot be opened
+    refused = [events.emit("attempt-failed"), events.emit("retrying")]
+    assert all(e.get("unrecorded") for e in refused) and len(events.pending) == 2
+    job_dir.mkdir()
+    events.emit("completed")
+    assert [(e["seq"], e["kind"]) for e in runevents.read(str(job_dir))] == [
+        (2, "attempt-failed"), (3, "retrying"), (4, "completed")]
+    assert events.pending == [] and events.error is None

@@ -29,6 +29,7 @@ RENDERED = {
     "preflight-local": preflight.render,
     "preflight-healthy": preflight.render,
     "preflight-sick": preflight.render,
+    "preflight-riser": preflight.render,  # a GPU on an x4 riser, no P2P (issue 39)
     "preflight-two-hosts": preflight.render,
     "status": jobs.status,
     "stop-dry-run": jobs.stop,

@@ -6,10 +6,10 @@ absent (another finding says why they are absent). Thresholds come from `thresho
 """
 
 from ..findings import Finding, worst_first
-from . import box, cpu, disk, gpu, kernlog, memory, software, trackers
+from . import box, cpu, disk, gpu, kernlog, link, memory, software, trackers
 from .thresholds import merged
 
-ALL = (gpu.CHECKS + kernlog.CHECKS + memory.CHECKS + cpu.CHECKS + disk.CHECKS + software.CHECKS + box.CHECKS
+ALL = (gpu.CHECKS + link.CHECKS + kernlog.CHECKS + memory.CHECKS + cpu.CHECKS + disk.CHECKS + software.CHECKS + box.CHECKS
        + trackers.CHECKS)
 
 

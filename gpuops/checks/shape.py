@@ -63,7 +63,18 @@ FACTS = {
         "driver_gpus": [{"bus_id": "PCI address", "minor": "int", "node": "bool: /dev/nvidia<minor> exists here"}],
         "holders": [dict(_PROC, devices=["path"])], "holders_unreadable": "int",
     },
+    "links": {
+        "devices": [{"index": "int", "bus_id": "PCI address", "gen_current": "int", "gen_max": "int: GPU and host",
+                     "gen_gpumax": "int", "gen_hostmax": "int", "width_current": "lanes", "width_max": "lanes",
+                     "pstate": "P0..P12", "util_pct": "%", "persistence": "Enabled|Disabled",
+                     "mig_current": "Enabled|Disabled", "mig_pending": "Enabled|Disabled",
+                     "fabric_state": "str", "fabric_status": "str", "numa_node": "int", "local_cpus": "cpulist"}],
+        "p2p_read": {"*": "OK|NS|CNS|GNS|TNS|U: `nvidia-smi topo -p2p r` for a pair 'i-j'"},
+        "nvlink": {"*": {"active": "int", "inactive": "int", "gbps": "GB/s per link"}},
+        "allowed_cpus": "cpulist: this process's affinity", "numa_nodes": "int", "error": "str", "notes": ["str"],
+    },
     "torch": {"installed": "bool", "version": "str", "cuda": "str", "arch_list": ["str"], "error": "str",
+              "nccl": "'2.28.9': the NCCL torch loads",
               "key": "str", "known": "bool"},
     "trackers": {
         "wandb": {"installed": "bool: python3 finds the wandb package", "mode": "WANDB_MODE as set",

@@ -6,7 +6,7 @@ from .flags import number, verb
 
 
 @verb("diagnose")
-def diagnose(c, host, identity, job, pid, since, jobs_dir, json, timeout, gang):
+def diagnose(c, host, identity, job, attempt, pid, since, jobs_dir, json, timeout, gang):
     """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
     from ..ops import diagnose as op
     from ..render import diagnose as render
@@ -20,7 +20,7 @@ def diagnose(c, host, identity, job, pid, since, jobs_dir, json, timeout, gang):
             return several.diagnose(gang, identity)
         when = _epoch(since)
         return on_hosts("diagnose", host, lambda t: op.diagnose(
-            t, job=job, pid=pid, since=when, jobs_dir=jobs_dir, timeout_s=timeout), identity)
+            t, job=job, pid=pid, since=when, jobs_dir=jobs_dir, timeout_s=timeout, attempt=attempt), identity)
 
     run("diagnose", json, produce, render.render_gang if gang else render.render)
 

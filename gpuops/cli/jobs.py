@@ -115,7 +115,8 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
 
 
 @verb("status")
-def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, jobs_dir, json, gang, watch):
+def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, jobs_dir, json, gang,
+           watch):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
@@ -134,7 +135,7 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
         labels = spec.pairs(label, "--label")
         ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=stall_factor, stall_min_s=stall_min,
-            limit=limit, jobs_dir=jobs_dir), identity)
+            limit=limit, jobs_dir=jobs_dir, all_attempts=all), identity)
         return watched(watch, ask, render.status_view, f"asking {where} for its jobs")
 
     from ..render import gang as several_render
@@ -143,8 +144,8 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
 
 @verb("logs")
-def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir, json, raw,
-         gang, cursors):
+def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir,
+         json, raw, gang, cursors):
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
@@ -177,7 +178,7 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
             with sigterm_interrupts(follow):
                 doc = op.logs(target, job=job, tail=tail, follow=follow, from_offset=from_offset, save=save,
                               jobs_dir=jobs_dir, sink=sink, reconnect_s=reconnect, max_bytes=max_bytes, timeout_s=timeout,
-                              notice=lambda m: print(m, file=sys.stderr, flush=True))
+                              notice=lambda m: print(m, file=sys.stderr, flush=True), attempt=attempt)
         finally:
             target.close()
             shown(None)

@@ -35,6 +35,11 @@ class Box(Engine):
             row["state"] = RUNNING
             if facts.get("wrapper_alive") is False:
                 row["hint"] = "the gpuops supervisor of this job is gone: its exit will not be recorded"
+        elif facts.get("live_pids"):  # VANISHED only once no process of the job lives
+            pids = facts["live_pids"]
+            row.update(state=RUNNING, reason=f"its leader (pid {meta.get('pid')}) and its gpuops supervisor are gone "
+                                             f"unrecorded, but {len(pids)} process(es) of the job still run (pids "
+                                             f"{', '.join(map(str, pids))}): gpuops stop --job {row['job_id']} ends them")
         else:
             row.update(state=VANISHED, reason=_vanish_reason(facts))
 

@@ -23,7 +23,8 @@ _FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit"
           "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
           "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
           "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
-          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE)}
+          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE), "live_pids": (list, NONE)}
+LIVE_MAX = 20  # gpuops.onbox.box_engine.LIVE_SHOWN
 _META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
          "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
          "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
@@ -35,8 +36,10 @@ _EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (
 _RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
         "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
         "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
-        "failed": (list, NONE), "activity": (dict, NONE)}
+        "failed": (list, NONE), "activity": (dict, NONE), "ended_at": NUMBER + (NONE,), "unsupervised": (bool, NONE),
+        "attempt_ids": (list, NONE)}
 _ACTIVITY = {"phase": (str, NONE), "since": NUMBER + (NONE,), "step": (int, NONE)}
+ATTEMPTS_MAX = 101  # a run's attempts: at most retrypolicy.MAX_RETRIES + 1
 _FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
            "step": (int, NONE)}
 _RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
@@ -101,6 +104,10 @@ def _run_facts(doc, host):
         job_id(run["id"], host)
         if run.get("current") is not None:
             job_id(run["current"], host)
+        if len(run.get("attempt_ids") or []) > ATTEMPTS_MAX:
+            raise BadAnswer(f"{host}: the box's run record is not gpuops's: more than {ATTEMPTS_MAX} attempts")
+        for attempt in run.get("attempt_ids") or []:
+            job_id(attempt, host)
         if run.get("last_event") is not None:
             run_event(run["last_event"], host)
         if run.get("activity") is not None:
@@ -146,6 +153,9 @@ def facts(doc, host):
         expect(step if isinstance(step, dict) else {}, _STOP_ROUND, host, "stop record's signal")
         if not all(isinstance(p, int) and not isinstance(p, bool) for p in step["pids"]):
             raise BadAnswer(f"{host}: the box's stop record is not gpuops's: a pid is not a number")
+    live = doc.get("live_pids") or []
+    if len(live) > LIVE_MAX or not all(isinstance(p, int) and not isinstance(p, bool) for p in live):
+        raise BadAnswer(f"{host}: the box's answer is not gpuops's: its live pids are not a short list of numbers")
     _run_facts(doc, host)
     curves.checked(doc.get("trackers"), host)
     for event in (doc.get("progress") or {}).get("events") or []:

@@ -24,7 +24,7 @@ CLOCK_TOLERANCE_S = 5.0
 SHOWN_PATHS = 10
 
 NUMBER, NONE = (int, float), type(None)
-_IFACE = {"name": str, "ipv4": (str, NONE), "up": bool, "loopback": bool}
+_IFACE = {"name": str, "ipv4": (str, NONE), "up": bool, "loopback": bool, "mtu": (int, NONE)}
 _ROUTE = {"address": (str, NONE), "interface": (str, NONE)}
 _HEAD = {"role": str, "port": int, "free": bool, "error": (str, NONE), "holders": list, "heard": list,
          "strangers": int, "interface": (str, NONE)}
@@ -35,7 +35,7 @@ _WORKER = {"role": str, "connected": bool, "answered": bool, "error": (str, NONE
 _CODE = {"dir": str, "exists": bool, "files": int, "bytes": int, "digest": str, "entries": list, "truncated": bool,
          "errors": int}
 _GPU = {"driver": (str, NONE), "cuda_max": (str, NONE), "error": (str, NONE), "count": int, "names": list}
-_TORCH = {"installed": bool, "version": (str, NONE), "cuda": (str, NONE), "error": (str, NONE)}
+_TORCH = {"installed": bool, "version": (str, NONE), "cuda": (str, NONE), "error": (str, NONE), "nccl": (str, NONE)}
 MAX_TEXT, MAX_LIST = 512, 4096
 
 
@@ -63,6 +63,7 @@ def checked(doc, host):
         shaped(entry, _IFACE, host, "gang answer's interface")
         _address(entry["ipv4"], host, "interface address")
         _texts(host, entry["name"])
+        bounded(entry["mtu"], 0, 1 << 20, host, "an interface's MTU", "gang answer")
     rdzv = shaped(doc["rendezvous"], _HEAD if doc["rendezvous"].get("role") == "head" else _WORKER, host,
                   "gang answer's rendezvous")
     for holder in rdzv.get("holders") or []:
@@ -86,7 +87,7 @@ def checked(doc, host):
     bounded(len(doc["gpu"]["names"]), 0, 64, host, "the number of GPUs", "gang answer")
     _texts(host, doc["hostname"], doc["python"], doc["boot_id"], doc["netns"], doc["gpu"]["driver"],
            doc["gpu"]["cuda_max"], doc["gpu"]["error"], doc["torch"]["version"], doc["torch"]["cuda"],
-           doc["torch"]["error"], rdzv.get("error"), rdzv.get("interface"), doc["route"]["interface"],
+           doc["torch"]["error"], doc["torch"]["nccl"], rdzv.get("error"), rdzv.get("interface"), doc["route"]["interface"],
            *[n for n in doc["gpu"]["names"] if isinstance(n, str)])
     bounded(doc["now"], 0, 1e11, host, "now", "gang answer")
     return doc
@@ -110,7 +111,7 @@ def table(nodes):
         torch = f["torch"]
         rows.append({"node": n["index"], "host": n["host"],
                      "torch": torch.get("version") or ("import failed" if torch.get("error") else "not installed"),
-                     "torch_cuda": torch.get("cuda"), "driver": f["gpu"]["driver"], "cuda_max": f["gpu"]["cuda_max"],
+                     "torch_cuda": torch.get("cuda"), "nccl": torch.get("nccl"), "driver": f["gpu"]["driver"], "cuda_max": f["gpu"]["cuda_max"],
                      "python": f["python"], "gpus": f["gpu"]["count"],
                      "gpu_model": f["gpu"]["names"][0] if f["gpu"]["names"] else None})
     return rows
@@ -136,6 +137,12 @@ def _software(nodes, rows, nproc):
         out.append(Finding("gang.torch-mismatch", "fail", "the nodes run different torch builds: " + ", ".join(
             f"{r['host']} {r['torch']} (CUDA {r['torch_cuda'] or 'none'})" for r in rows),
             {"table": rows}, "install one torch build on every node, then launch again"))
+    elif not missing and _differ(rows, "nccl"):
+        # One torch, yet another NCCL: an LD_LIBRARY_PATH or nvidia-nccl wheel of its own on a node.
+        out.append(Finding("gang.nccl-mismatch", "fail", "the nodes load different NCCL versions: " + ", ".join(
+            f"{r['host']} {r['nccl'] or 'none'}" for r in rows), {"table": rows},
+            "python3 -c 'import torch; print(torch.cuda.nccl.version())'   # on each node: one NCCL everywhere "
+            "(unset LD_LIBRARY_PATH or pip install the same nvidia-nccl-cu* wheel)"))
     for n, r in zip(nodes, rows):
         need, have = _version(r.get("torch_cuda")), _version(r.get("cuda_max"))
         if need and have and need > have:
@@ -233,7 +240,24 @@ def _interfaces(nodes, head, multi_host):
                                f"{name or 'nothing'}: {problem}", {"host": n["host"], "interface": name,
                                                                    "address": address},
                                "--rdzv-host with the head's address on the network the boxes share"))
-    return out, chosen
+    return out + _mtus(nodes, chosen), chosen
+
+
+def _mtus(nodes, chosen):
+    """The MTU of each node's gang interface: ends that differ lose jumbo frames between them."""
+    mtus = {}
+    for n in nodes:
+        name = chosen[n["index"]][0]
+        entry = next((i for i in n["facts"]["interfaces"] if i["name"] == name), None)
+        if entry and entry.get("mtu"):
+            mtus[n["host"]] = (name, entry["mtu"])
+    if len({m for _, m in mtus.values()}) <= 1:
+        return []
+    low = min(m for _, m in mtus.values())
+    return [Finding("gang.mtu", "warn", "the nodes' gang interfaces have different MTUs: " + ", ".join(
+        f"{h} {name} {m}" for h, (name, m) in mtus.items()) + ": frames larger than the smaller end's are dropped",
+        {"mtu": {h: m for h, (_, m) in mtus.items()}},
+        f"ip link set dev IFACE mtu {low}   # on the nodes above {low} (root), or ask the provider for one MTU")]
 
 
 def _clocks(nodes):

@@ -56,19 +56,34 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
     return _resumed(row, facts)
 
 
+UNSUPERVISED = ("unsupervised: retries, stall kill, time limit and retention are off (the run's gpuops "
+                "supervisor died before the run ended)")
+
+
 def _run(row, run, now):
-    """A run's attempt: the row says which of how many, and the run's last event. An attempt that
-    ended while its run goes on is RETRYING: the run has not ended, so neither has a wait on it."""
+    """A run's attempt: the row says which of how many, and the run's last event. The run's current
+    attempt that ended while its run goes on is RETRYING (the run has not ended, so neither has a
+    wait on it); an earlier attempt keeps the state it ended in, retried as the current one."""
     if not run:
         return
+    current = run.get("current") or row["job_id"]
     row["run"] = {"id": run.get("id"), "attempt": run.get("attempt"), "of": run.get("max_attempts"),
                   "phase": run.get("phase"), "ended": bool(run.get("ended")), "last_event": run.get("last_event"),
-                  "resumed_from": run.get("resumed_from"), "final": run.get("final"), "activity": run.get("activity")}
+                  "resumed_from": run.get("resumed_from"), "final": run.get("final"), "current": current,
+                  "activity": run.get("activity"),
+                  "current_attempt": run.get("attempts"), "attempts": run.get("attempt_ids") or [],
+                  "unsupervised": bool(run.get("unsupervised")),
+                  "duration_s": since(run.get("ended_at"), run.get("started_at"))}
     if row["state"] == STALLED and (run.get("activity") or {}).get("phase") == SAVING:
         # its supervisor sees the checkpoint directory change: a long save, not a hang
         row.update(state=RUNNING, reason="no progress line, but a checkpoint is being written (its supervisor "
                                          "sees the checkpoint directory change)")
-    if row["state"] in TERMINAL and not run.get("ended"):
+    if run.get("unsupervised"):
+        add_hint(row, UNSUPERVISED)
+    if current != row["job_id"]:
+        add_hint(row, f"retried: attempt {run.get('attempts')}/{run.get('max_attempts')} of run {run.get('id')} is "
+                      f"{current}")
+    elif row["state"] in TERMINAL and not run.get("ended"):
         ended = row["state"] + (f" ({row['signal']})" if row.get("signal") else
                                 f" (exit {row['exit_code']})" if row.get("exit_code") else "")
         wait = since(run.get("next_at"), now) if run.get("phase") == "backoff" else None

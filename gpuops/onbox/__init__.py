@@ -38,7 +38,7 @@ BEYOND = ("triage", "jobs.states", "xid", "findings", "envelope", "errors", "uni
 # site-packages on every path, an exec channel's `python3` and the resident helper's worker alike
 # (gpuops.onbox.resident runs site.main() for them). Every other entry runs with `python3 -S`,
 # which spares the site-packages scan and its .pth files on every call.
-NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts"))
+NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts", "qualify"))
 # Entries whose children (the user's jobs, the resident helper's workers) inherit the
 # interpreter's environment: always run over an exec channel, as the login shell resolves python3
 # (see gpuops.remote.base.Target.ship).

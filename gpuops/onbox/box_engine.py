@@ -18,14 +18,22 @@ stop = box_stop.stop
 chain = None
 
 
+LIVE_SHOWN = 20  # pids of a job whose leader is gone named in its facts
+
+
 def observe(out, jdir, meta, detail=True):
-    """Liveness of the recorded process (same pid, start time and boot) and of its supervisor."""
+    """Liveness of the recorded process (same pid, start time and boot) and of its supervisor; for
+    a leader gone without an exit record, the job's processes that still live (`live_pids`: its
+    group, its descendants and what carries its GPUOPS_JOB_ID), so a job whose supervisor and
+    leader were killed while its workers train on is not said to have vanished."""
     out["liveness"] = jobrecord.liveness(meta) if meta.get("pid") else "gone"
     out["pid_reused"] = box_stop.pid_reused(meta)
     out["wrapper_alive"] = box_stop.wrapper_alive(meta)
     if out["liveness"] == "gone" and out["wrapper_alive"]:
         box_stop.wait_exit_record(jdir, meta, box_stop.EXIT_SETTLE_S)
         out["wrapper_alive"] = box_stop.wrapper_alive(meta)
+    if out["liveness"] == "gone" and not out["wrapper_alive"] and not os.path.exists(os.path.join(jdir, EXIT)):
+        out["live_pids"] = sorted(box_stop.job_processes(meta.get("job_id"), meta))[:LIVE_SHOWN]
 
 
 def paused(jdir):

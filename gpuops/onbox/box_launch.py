@@ -25,12 +25,11 @@ def create(spec, body):
     if spec.get("gpus"):  # judged once, at launch: a run's later attempts take back its own GPUs
         spec = dict(spec, gpu_check=gpu_pins.admit(spec))
     # the run keeps `spec` and `body` as given: each attempt's {checkpoint} is filled in from them,
-    # attempt 1's as a fresh start
+    # attempt 1's as a fresh start, or from the checkpoint a retried run resumes from
     first, first_body = spec, body
-    if policy is not None and policy.get("checkpoint_dir"):
-        first_body, args, cmd = runpolicy.resumed(spec.get("kind"), body, spec.get("args"), spec.get("command"),
-                                                  policy.get("resume_arg"), None)
-        first = dict(spec, args=args, command=cmd)
+    if policy is not None and (spec.get("resumed_from") or policy.get("checkpoint_dir")):
+        first, first_body = runloop.resume_spec(spec, body, policy, spec.get("resumed_from"))
+        spec = dict(spec, resumed_from=None)  # each later attempt resumes from its own checkpoint
     job_id, jdir, argv, env, workdir, meta = prepare(first, first_body)
     if policy is None:
         wrapper.start(jdir, argv, env, workdir, meta)

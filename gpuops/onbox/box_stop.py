@@ -149,16 +149,11 @@ def _made(jdir, plan, plan_age_s):
     return None if up is None else up - min(max(0.0, plan_age_s), float(plans.TTL_S))
 
 
-def _run_going(meta):
-    run = runrecord.read(runrecord.run_of(meta)) if runrecord.run_of(meta) else None
-    return run is not None and not runrecord.ended(run)
-
-
 def _wait_run_end(meta):
     """A run's attempt stopped: wait for its supervisor to record that the run ended (it never
     retries a stop), so the answer's state is the run's."""
     if runrecord.run_of(meta):
-        signals.wait_until(lambda: not _run_going(meta), RUN_SETTLE_S)
+        signals.wait_until(lambda: runrecord.going(meta) is None, RUN_SETTLE_S)
 
 
 def stop(opts, job_id, meta):
@@ -191,8 +186,7 @@ def stop(opts, job_id, meta):
     if not opts.get("yes") or not targets:
         if not opts.get("yes") and targets:
             _remember(jdir, job_id, doc["targets"], opts.get("expires"))
-        if opts.get("yes") and _run_going(meta):  # between attempts: the stop ends the run
-            jobrecord.write_json(stop_path, record)
+        if opts.get("yes"):  # a run between attempts: its stop record (gpuops.onbox.job_stop) ends it
             _wait_run_end(meta)
         doc.update(dry_run=not opts.get("yes"), signalled=[], all_gone=not targets)
         return doc

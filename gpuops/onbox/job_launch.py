@@ -48,8 +48,8 @@ def _started(spec, body, make, confirm_s):
     root = jobrecord.ensure_root()
     with jobrecord.Locked(os.path.join(root, jobrecord.LOCK)):
         existing = jobrecord.by_key(spec["key"]) if spec.get("key") else None
-        if existing:
-            return {"existing": True, "job": job_facts.facts(existing)}
+        if existing:  # a run's key answers with where the run stands: its current attempt
+            return {"existing": True, "job": job_facts.facts(jobrecord.current(existing))}
         job_id = make(spec, body)
     return dict(confirmed(job_id, float(confirm_s or 0)), existing=False)
 
@@ -74,16 +74,10 @@ def retry(opts):
     if run is not None and not runrecord.ended(run):
         raise JobError("refused", "run %s is still going (attempt %s of %s): its supervisor retries it; stop it "
                                   "first" % (run.get("run_id"), run.get("attempt"), run.get("max_attempts")))
-    missing = sorted(set(parent.get("secret_env_names") or []) - set(opts.get("secrets") or {}))
-    if missing:
-        raise JobError("usage", "job %s was launched with secrets %s: pass --secret-env for each" %
-                       (parent_id, ", ".join(missing)))
-    with open(os.path.join(pdir, CMD), "rb") as f:
-        body = f.read()
-    spec = dict((k, parent.get(k)) for k in INHERITED + engine.INHERITED)
-    spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
-    spec["secrets"] = opts.get("secrets") or {}
-    spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
+    policy = (run or {}).get("policy")
+    if isinstance(policy, dict) and not policy.get("gang"):  # a run: its retry is a run of its own
+        return _retry_run(opts, engine, parent_id, run, policy)
+    body, spec = _from(parent_id, pdir, parent, engine, opts)
     resume = opts.get("resume_arg")
     found = None
     if resume and runpolicy.PLACEHOLDER in resume:
@@ -104,6 +98,45 @@ def retry(opts):
     out = dict(_started(spec, body, engine.submit, opts.get("confirm_s")), parent_job_id=parent_id)
     if found is not None:
         out["checkpoint"] = {"path": found["path"], "skipped": found["incomplete"][:20], "unsafe": found["unsafe"][:20]}
+    return out
+
+
+def _from(parent_id, pdir, parent, engine, opts):
+    """(command, spec) of a retry of the job in `pdir` (its record `parent`), as it was launched."""
+    missing = sorted(set(parent.get("secret_env_names") or []) - set(opts.get("secrets") or {}))
+    if missing:
+        raise JobError("usage", "job %s was launched with secrets %s: pass --secret-env for each" %
+                       (parent_id, ", ".join(missing)))
+    with open(os.path.join(pdir, CMD), "rb") as f:
+        body = f.read()
+    spec = dict((k, parent.get(k)) for k in INHERITED + engine.INHERITED)
+    spec["env"] = dict(parent.get("env") or {}, **(opts.get("env") or {}))
+    spec["secrets"] = opts.get("secrets") or {}
+    spec["parent_job_id"], spec["key"] = parent_id, opts.get("key")
+    return body, spec
+
+
+def _retry_run(opts, engine, parent_id, run, policy):
+    """A retry of a run (its supervisor gone: a reboot, a kill, or the run ended): a new run under
+    the same policy, from the run's first command, its first attempt resuming from the newest
+    complete checkpoint of the run's checkpoint directory (from the beginning when there is none)."""
+    first_id = run.get("run_id")
+    fdir = jobrecord.job_dir(first_id)
+    first = jobrecord.read_json(os.path.join(fdir, META)) or {}
+    body, spec = _from(parent_id, fdir, first, engine, opts)
+    policy = dict(policy, resume_arg=opts.get("resume_arg") or policy.get("resume_arg"))
+    verdict, checkpoint = None, None
+    if policy.get("checkpoint_dir"):
+        try:
+            verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+        except ValueError as e:
+            raise JobError("usage", str(e))
+        checkpoint = verdict["path"]
+    spec.update(policy=policy, resumed_from=checkpoint)
+    engine.retried(spec, first, opts)
+    out = dict(_started(spec, body, engine.submit, opts.get("confirm_s")), parent_job_id=parent_id)
+    if checkpoint:
+        out["checkpoint"] = {"path": checkpoint, "skipped": verdict["incomplete"][:20], "unsafe": verdict["unsafe"][:20]}
     return out
 
 

@@ -17,6 +17,8 @@
         run.json    in the first attempt's directory of a run (a job launched with a run policy):
                     its attempts and where it stands (gpuops.onbox.runrecord); each attempt's
                     meta.json names its run as run: {id, attempt}
+        run-stop.json  beside run.json: `gpuops stop` of any attempt of the run, written under
+                    run.lock before any signal; no attempt starts once it exists
 meta.json's `engine` names who runs the job (gpuops.onbox.engines; records older than the field
 are the supervisor's). A job of another engine has the same directory where that engine's client
 runs (a Slurm login node's shared filesystem, a Ray head): cmd, meta.json (with the engine's own
@@ -45,6 +47,9 @@ from . import procs
 
 CMD, META, LOG, EXIT, GROWTH, STOP = "cmd", "meta.json", "log", "exit.json", "growth", "stop.json"
 PAUSE, BATCH, RUN = "pause.json", "batch.sh", "run.json"
+# In a run's directory: the stop of the whole run (written under RUN_LOCK, before any signal), and
+# the lock a stop and the supervisor's hand-over to the next attempt take in turn.
+RUN_STOP, RUN_LOCK = "run-stop.json", "run.lock"
 DEFAULT_ENGINE = "box"  # meta["engine"] of records older than the field: the supervisor's
 QUEUES, LOCK = ".queues", ".lock"
 SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for 4 too)
@@ -163,9 +168,25 @@ def resolve(ref, follow=True):
     20261122-101500-a1b2c3). A name several jobs share is
     refused (kind "ambiguous", listing them), unless they are one line of retries: then the newest
     attempt is the job; so is a piece of an id that several ids share. A run's id (its first
-    attempt's) names its current attempt, unless `follow` is false."""
+    attempt's) names its current attempt, unless `follow` is false, or the call names an attempt
+    (its `attempt` option, N from 1: that attempt of the run, the first one's id being the run's)."""
     jid = _resolve(ref)
+    if CALL.get("attempt") is not None:
+        return attempt_of(jid, CALL["attempt"])
     return current(jid) if follow else jid
+
+
+def attempt_of(job_id, number):
+    """The id of attempt `number` (1: the first) of the run job `job_id` belongs to."""
+    meta = read_json(path(job_id, META)) or {}
+    run_id = (meta.get("run") or {}).get("id") if isinstance(meta.get("run"), dict) else None
+    rec = read_json(path(run_id, RUN)) if isinstance(run_id, str) else None
+    if not isinstance(rec, dict):
+        raise JobError("usage", "--attempt is for a run's attempts, and %s is a job of no run" % job_id)
+    ids = [a for a in rec.get("attempts") or [] if isinstance(a, str)]
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(ids):
+        raise JobError("not-found", "run %s has %d attempt(s), not an attempt %r" % (run_id, len(ids), number))
+    return ids[number - 1]
 
 
 def current(job_id):

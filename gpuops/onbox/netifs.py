@@ -11,7 +11,7 @@ import os
 import socket
 import struct
 
-_SIOCGIFFLAGS, _SIOCGIFADDR = 0x8913, 0x8915
+_SIOCGIFFLAGS, _SIOCGIFADDR, _SIOCGIFMTU = 0x8913, 0x8915, 0x8921
 _IFF_UP, _IFF_LOOPBACK = 0x1, 0x8
 MAX_INTERFACES = 64
 
@@ -22,8 +22,9 @@ def _ioctl(sock, request, name):
 
 
 def interfaces():
-    """[{name, ipv4, up, loopback}] of this network namespace; ipv4 is the interface's primary
-    address (None without one)."""
+    """[{name, ipv4, up, loopback, mtu}] of this network namespace; ipv4 is the interface's primary
+    address (None without one). A gang's two ends must agree on the MTU: jumbo frames one end sends
+    are dropped where the other end's (or a switch's) MTU is smaller."""
     out = []
     try:
         names = [n for _, n in socket.if_nameindex()][:MAX_INTERFACES]
@@ -32,7 +33,7 @@ def interfaces():
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         for name in names:
-            entry = {"name": name[:15], "ipv4": None, "up": False, "loopback": False}
+            entry = {"name": name[:15], "ipv4": None, "up": False, "loopback": False, "mtu": None}
             try:
                 flags = struct.unpack("H", _ioctl(sock, _SIOCGIFFLAGS, name)[16:18])[0]
                 entry["up"], entry["loopback"] = bool(flags & _IFF_UP), bool(flags & _IFF_LOOPBACK)
@@ -40,6 +41,10 @@ def interfaces():
                 pass
             try:
                 entry["ipv4"] = socket.inet_ntoa(_ioctl(sock, _SIOCGIFADDR, name)[20:24])
+            except (OSError, IOError):
+                pass
+            try:
+                entry["mtu"] = struct.unpack("i", _ioctl(sock, _SIOCGIFMTU, name)[16:20])[0]
             except (OSError, IOError):
                 pass
             out.append(entry)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from . import cgroup, disk, gpu, kernlog, netports, procs, runcmd, sysroot, torchinfo, wandbkey
+from . import cgroup, disk, gpu, gpulinks, kernlog, netports, procs, runcmd, sysroot, torchinfo, wandbkey
 
 PROBE_VERSION = 2
 DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
@@ -133,6 +133,7 @@ def main(argv):
     # --torch-known KEY: the torch install whose facts the caller kept (gpuops.onbox.torchinfo).
     torch_pending = torchinfo.begin(_option(argv, "--torch-known"))
     gpu_state = gather("gpu", gpu.begin)
+    link_state = gather("links", gpulinks.start)
     gather("host", host)
     gather("boot", boot)
     gather("memory", memory)
@@ -154,6 +155,8 @@ def main(argv):
             gpu_doc["kernel_module"] = (sysroot.read("/proc/driver/nvidia/version") or "").split("\n")[0] or None
             gpu_doc["holders"], gpu_doc["holders_unreadable"] = found
     facts.pop("holders", None)
+    if link_state is not None:
+        gather("links", gpulinks.finish, link_state)
     gather("torch", torchinfo.end, torch_pending)
     facts["probe"] = {"pid": os.getpid(), "seconds": round(time.time() - started, 3)}
     sys.stdout.write(json.dumps(facts))

@@ -84,19 +84,30 @@ class Events(object):
         newest = ringlog.last(self.path)
         self.seq = int(newest.get("seq") or 0) if newest else 0  # a restarted supervisor goes on counting
         self.error = None
+        self.pending = []  # refused by the disk, oldest first (a run's events are few: no bound needed)
 
     def emit(self, kind, attempt=None, job=None, **fields):
         """Append one event and return it. A disk that refuses the write does not stop the run:
-        the event comes back with `unrecorded` (so it can still be notified) and `error` says why."""
+        the event comes back with `unrecorded` (so it can still be notified), `error` says why,
+        and it is kept to be written, in order, once the disk takes it (`flush`)."""
         self.seq += 1
         event = make(kind, self.seq, self.run, attempt, job, **fields)
-        try:
-            self.ring.append(event)
-            self.error = None
-        except (OSError, IOError) as e:
-            self.error = str(e)
-            event = dict(event, unrecorded=str(e)[:300])
+        self.pending.append(event)
+        self.flush()
+        if self.pending and self.pending[-1] is event:
+            event = dict(event, unrecorded=str(self.error)[:300])
         return event
+
+    def flush(self):
+        """Write the events the disk refused so far, oldest first, until it refuses one again."""
+        while self.pending:
+            try:
+                self.ring.append(self.pending[0])
+            except (OSError, IOError) as e:
+                self.error = str(e)
+                return
+            self.pending.pop(0)
+            self.error = None
 
 
 def read(job_dir, after_seq=0):

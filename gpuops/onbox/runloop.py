@@ -18,17 +18,31 @@ before, the resume argument added for the checkpoint it resumes from, and GPUOPS
 its environment. Secrets stay in this process's memory: each attempt's environment is made from
 them again, never written anywhere. Every decision is an event (gpuops.onbox.runevents) in the
 run's directory, handed to the --notify command in order; run.json says where the run stands
-(gpuops.onbox.runrecord).
+(gpuops.onbox.runrecord). What happens next is decided by gpuops.onbox.runrules (pure); this
+module carries it out.
+
+A stop always wins over a retry: the hand-over to the next attempt (make it, record it as the
+current one, spawn it, write its start record) happens under the run's lock, after one last look
+at the stop records (gpuops.onbox.runrecord.stop), so a `gpuops stop` either lands before it and no
+attempt starts, or finds the new attempt recorded and stops it. Events, and so the --notify
+command, come after the attempt has started, never inside the hand-over.
+
+A full disk does not end the supervisor: a record it cannot write is kept in memory and written
+once it can (each round of the watch tries again), events are still handed to --notify, and an
+attempt that cannot be made yet is tried again until the disk takes it, a stop, or the run's time
+limit.
 """
 
 import os
 import time
 
 from . import cgroup, checkpoints, evidence, ganglink, jobrecord, procs, retention, retrypolicy, runevents, runpolicy
-from . import runrecord, runwatch, trackwatch, wrapper
+from . import runrecord, runrules, runwatch, trackwatch, wrapper
 from .jobrecord import EXIT, LOG
 
 BACKOFF_POLL_S = 0.5
+MAKE_RETRY_S = 2.0  # an attempt the disk refused to make is tried again this often
+PENDING_WAIT_S = 3600.0  # a run that ended on a full disk: how long its supervisor waits to record it
 LEFTOVER_GRACE_S = 2.0
 DECISIONS_MAX = 200
 
@@ -39,9 +53,11 @@ class Run(object):
     def __init__(self, run_id, meta, spec, body, make, sup):
         self.id, self.spec, self.body, self.make, self.sup = run_id, spec, body, make, sup
         self.policy = meta["policy"]
-        self.started_at = time.time()
-        limit = self.policy.get("max_runtime_s")
-        self.deadline = self.started_at + limit if limit else None
+        self.started_at = time.time()  # shown; every limit is judged on `clock`
+        self.clock = time.monotonic
+        self.started = self.clock()
+        self.deadline = runrules.deadline(self.started, self.policy.get("max_runtime_s"))
+        self.pending = {}  # {path: record} the disk refused, written again each round
         self.checkpoint_every_s = float(self.policy.get("checkpoint_every_s") or runwatch.CHECKPOINT_EVERY_S)
         self.best, self.streak, self.pruned, self.skipped = None, 0, [], set()
         self.failed, self.refusals = [], set()  # checkpoints that failed to load; retention's refusals told
@@ -56,7 +72,34 @@ class Run(object):
 
     def save(self, **changes):
         self.rec.update(changes)
-        runrecord.write(self.id, self.rec)
+        self.write(jobrecord.path(self.id, jobrecord.RUN), self.rec)
+
+    def write(self, path, record):
+        """Write a record, or keep it for the next round when the disk refuses it."""
+        self.pending[path] = record
+        self.flush()
+
+    def flush(self):
+        """Every record and event the disk refused so far, written now where it takes them."""
+        for path in list(self.pending):
+            try:
+                jobrecord.write_json(path, self.pending[path])
+            except (OSError, IOError):
+                continue
+            del self.pending[path]
+        self.events.flush()
+
+    def drain(self, seconds):
+        """Once the run has ended: write what the disk refused, trying again for up to `seconds`
+        (the run's end is said in its events already; its records say it once the disk takes them)."""
+        until = self.clock() + seconds
+        self.flush()
+        while (self.pending or self.events.pending) and self.clock() < until:
+            time.sleep(MAKE_RETRY_S)
+            self.flush()
+
+    def elapsed(self):
+        return self.clock() - self.started
 
     def publish(self, kind, attempt=None, job=None, **fields):
         return self.notifier.publish(kind, attempt=attempt, job=job, **fields)
@@ -106,10 +149,13 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
         if isinstance(run.gang, ganglink.Head):  # the launcher hands the port to the other nodes
             meta = dict(meta, gang_port=run.gang.port)
         run.save()
-        attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, None)
-        attempt.start(notify_fd)
+        # the first attempt of a run `gpuops retry` started from a checkpoint resumes from it
+        attempt = Attempt(run, 1, meta["job_id"], job_dir, argv, env, workdir, meta, meta.get("resumed_from"))
+        attempt.spawn(notify_fd)  # the launch's own: nothing can name the run before it returns
+        attempt.announce()
         while attempt is not None:
             attempt = attempt.finish()
+        run.drain(PENDING_WAIT_S)
     return supervise
 
 
@@ -118,8 +164,11 @@ class Attempt(object):
         self.run, self.number, self.job_id, self.jdir = run, number, job_id, jdir
         self.argv, self.env, self.workdir, self.meta, self.checkpoint = argv, env, workdir, meta, checkpoint
         self.child = self.watch = None
+        self.skipped = []  # the incomplete checkpoints passed over for `checkpoint`
 
-    def start(self, notify_fd=None):
+    def spawn(self, notify_fd=None):
+        """Start the attempt's program and write its start record (the launcher told, for the
+        first); the caller holds the run's hand-over lock for every later attempt."""
         run = self.run
         self.meta = dict(self.meta, **run.sup.ident)
         self.oom_before = cgroup.oom_kills()
@@ -128,13 +177,22 @@ class Attempt(object):
         try:
             self.child = run.sup.spawn(self.argv, self.env, self.workdir, out)
         except OSError as e:
-            wrapper.spawn_failed(self.jdir, self.meta, e)
+            wrapper.spawn_failed(self.jdir, self.meta, e, write=run.write)
         else:
-            wrapper.started(self.jdir, self.meta, self.child)
+            wrapper.started(self.jdir, self.meta, self.child, write=run.write)
         finally:
             os.close(out)
             if notify_fd is not None:
                 wrapper.notify_launcher(notify_fd, self.meta)
+
+    def announce(self):
+        """The attempt's events, once it has started (a --notify command may take seconds)."""
+        run = self.run
+        if self.checkpoint:
+            failed = "; %s failed to load" % ", ".join(run.failed) if run.failed else ""
+            run.publish("resumed", self.number, self.job_id, checkpoint=self.checkpoint,
+                        step=checkpoints.step_of(os.path.basename(self.checkpoint)),
+                        skipped=self.skipped, why="from the newest complete checkpoint" + failed)
         run.publish("attempt-started", self.number, self.job_id, of=run.rec["max_attempts"],
                     checkpoint=self.checkpoint, pid=self.meta.get("pid"))
 
@@ -151,12 +209,14 @@ class Attempt(object):
                                         self.checkpoint, self.log_from)
             run.sup.outside = None
             curves = trackwatch.Check(self.jdir, self.env, self.child.pid, self.meta.get("tb_logdir"), self.warn)
-            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"), self.watch.tick, curves)
+            record = run.sup.wait(self.child, self.jdir, self.meta.get("gpus"),
+                                  lambda: (run.flush(), self.watch.tick()), curves)
             if run.gang is not None:  # first: the other nodes must not wait on this one's collectives
                 run.gang.down(self.number, record)
             # a stop's record comes before its first signal: an attempt that died of it before the
             # watch's next round was still ended by the stop
-            ended_by = self.watch.ended_by or ("stop" if runwatch.stopped(self.jdir) else None)
+            ended_by = self.watch.ended_by or (
+                retrypolicy.STOP if runrecord.stop_asked(run.id, self.jdir) is not None else None)
             pids = sorted(self.watch.pids)
             left = runwatch.stop_tree(self.job_id, self.child.pid, LEFTOVER_GRACE_S)
             if left:  # workers a dead launcher left: they must not train on beside the next attempt
@@ -165,7 +225,7 @@ class Attempt(object):
                 record["ended_by"] = ended_by
             if self.watch.evidence:
                 record["stall_evidence"] = os.path.basename(self.watch.evidence)
-            jobrecord.write_json(os.path.join(self.jdir, EXIT), record)
+            run.write(os.path.join(self.jdir, EXIT), record)
         decision = self.decide(record, ended_by, pids)
         return self.next(decision)
 
@@ -209,16 +269,12 @@ class Attempt(object):
         # a checkpoint that failed to load: the one before it, a bounded number of times
         fallback = bool(self.checkpoint) and len(run.failed) < retrypolicy.MAX_FALLBACKS
         best = self.watch.max_step if self.watch else None
-        if best is None:  # progress lines without step numbers are progress too
-            went_on = bool(self.watch and self.watch.progressed)
-        else:
-            went_on = run.best is None or best > run.best
-            run.best = max(best, run.best if run.best is not None else best)
-        run.streak = 1 if went_on else run.streak + 1
+        account = runrules.progress_account(run.best, run.streak, best, bool(self.watch and self.watch.progressed))
+        run.best, run.streak = account["best"], account["streak"]
         decision = told or retrypolicy.decide(
-            facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"), time.time() - run.started_at,
+            facts, self.number, run.policy["max_retries"], run.policy.get("retry_on"), run.elapsed(),
             run.policy.get("max_runtime_s"), run.streak, base_s=run.policy.get("backoff_s") or retrypolicy.BACKOFF_BASE_S,
-            progressed_to=(True if best is None else best) if went_on else None, fallback=fallback)
+            progressed_to=account["progressed_to"], fallback=fallback)
         if fallback and decision["retry"] and decision["class"] == retrypolicy.LOAD_FAIL:
             run.failed.append(os.path.basename(self.checkpoint))
             run.publish("checkpoint-fallback", self.number, self.job_id, checkpoint=self.checkpoint,
@@ -236,48 +292,61 @@ class Attempt(object):
         run, n = self.run, self.number
         fields = {"class": decision["class"], "why": decision["why"]}
         if not decision["retry"]:
-            kind = {None: "completed", "cancelled": "stopped", "timeout": "timed-out"}.get(decision["class"], "gave-up")
-            if kind == "gave-up":
+            kind = runrules.end_kind(decision["class"])
+            if kind == runrules.GAVE_UP:
                 run.publish("attempt-failed", n, self.job_id, **fields)
-            if not (kind == "timed-out" and self.watch and self.watch.ended_by == "max-runtime"):  # said already
-                run.publish(kind, n, self.job_id, **fields)
-            run.retain(n, self.job_id)
-            if run.gang is not None:
-                run.gang.finish(decision)
-            run.save(phase="ended", ended_at=time.time(), next_at=None,
-                     final=dict(fields, job=self.job_id, attempt=n))
-            return None
+            if not (kind == runrules.TIMED_OUT and self.watch and self.watch.ended_by == retrypolicy.MAX_RUNTIME):
+                run.publish(kind, n, self.job_id, **fields)  # else said already, as the watch ended it
+            return self.end_run(decision, fields)
         run.publish("attempt-failed", n, self.job_id, **fields)
         run.publish("retrying", n, self.job_id, backoff_s=decision["backoff_s"], next_attempt=n + 1, **fields)
         run.save(phase="backoff", next_at=time.time() + decision["backoff_s"])
         first = (checkpoints.look(run.policy["checkpoint_dir"], run.policy.get("checkpoint_glob"))
                  if run.policy.get("checkpoint_dir") else None)
-        if not self.backoff(decision["backoff_s"]):
-            run.publish("stopped", n, self.job_id, why="gpuops stop ended the run while it waited to retry")
-            if run.gang is not None:
-                run.gang.finish({"class": "cancelled", "why": "gpuops stop ended the run while it waited to retry"})
-            run.save(phase="ended", ended_at=time.time(), next_at=None,
-                     final={"class": "cancelled", "why": "stopped while waiting to retry", "job": self.job_id,
-                            "attempt": n})
-            return None
-        return self.successor(first)
+        ended = self.backoff(decision["backoff_s"])
+        return self.end_stopped(ended) if ended else self.successor(first)
+
+    def end_run(self, decision, fields):
+        run = self.run
+        run.retain(self.number, self.job_id)
+        if run.gang is not None:
+            run.gang.finish(decision)
+        run.save(phase="ended", ended_at=time.time(), next_at=None,
+                 final=dict(fields, job=self.job_id, attempt=self.number))
+        run.flush()
+        return None
+
+    def end_stopped(self, ended):
+        """The run ended between attempts (runrules.handover's decision): a stop, or its time limit."""
+        kind = runrules.end_kind(ended["class"])
+        self.run.publish(kind, self.number, self.job_id, **ended)
+        return self.end_run(ended, ended)
+
+    def handover(self):
+        """runrules.handover now: None when the next attempt may start."""
+        run = self.run
+        return runrules.handover(runrecord.stop_asked(run.id, self.jdir) is not None, run.clock(), run.deadline)
 
     def backoff(self, seconds):
         """Wait out the backoff (at least long enough for the checkpoint directory's second look);
-        False when a `gpuops stop` arrived meanwhile."""
-        until = time.time() + max(seconds, checkpoints.INTERVAL_S if self.run.policy.get("checkpoint_dir") else 0)
+        the run's end when a stop or its time limit came meanwhile, else None."""
+        run = self.run
+        until = run.clock() + max(seconds, checkpoints.INTERVAL_S if run.policy.get("checkpoint_dir") else 0)
         while True:
-            if self.run.gang is not None:
-                self.run.gang.pump()
-            if runwatch.stopped(self.jdir):
-                return False
-            left = until - time.time()
+            if run.gang is not None:
+                run.gang.pump()
+            run.flush()
+            ended = self.handover()
+            if ended:
+                return ended
+            left = until - run.clock()
             if left <= 0:
-                return True
+                return None
             time.sleep(min(BACKOFF_POLL_S, left))
 
     def successor(self, first):
-        """The next attempt, made and started: from the newest complete checkpoint when there is one."""
+        """The next attempt, made and started: from the newest complete checkpoint when there is one;
+        None when the run ended instead (a stop or its time limit during the hand-over)."""
         run, policy, n = self.run, self.run.policy, self.number + 1
         checkpoint, verdict = None, None
         if first is not None:
@@ -288,28 +357,63 @@ class Attempt(object):
         if run.gang is not None:  # every node resumes from the head's pick
             checkpoint = run.gang.announce(n, checkpoint, run.rec["decisions"][-1])
             verdict = verdict if checkpoint and verdict and checkpoint == verdict["path"] else None
-        spec = dict(run.spec, policy=None, parent_job_id=self.job_id, key=None, run={"id": run.id, "attempt": n})
-        spec["env"] = dict(run.spec.get("env") or {})
-        body = run.body
-        if checkpoint:
-            spec["env"][runpolicy.RESUME_ENV] = checkpoint
-        if policy.get("checkpoint_dir"):
-            body, spec["args"], spec["command"] = runpolicy.resumed(
-                spec.get("kind"), body, spec.get("args"), spec.get("command"), policy.get("resume_arg"), checkpoint)
-        job_id, jdir, argv, env, workdir, meta = run.make(spec, body)
-        run.rec["attempts"].append(job_id)
-        run.save(phase="running", current=job_id, attempt=n, next_at=None, resumed_from=checkpoint)
+        spec, body = attempt_spec(run.spec, run.body, policy, checkpoint, run.id, n, self.job_id)
         said = "attempt %d/%d of run %s" % (n, run.rec["max_attempts"], run.id)
         if checkpoint:
             failed = "; %s failed to load" % ", ".join(run.failed) if run.failed else ""
-            runwatch.log_line(jdir, "%s resumes from checkpoint %s (the newest complete one%s)" % (
-                said, checkpoint, failed))
-            run.publish("resumed", n, job_id, checkpoint=checkpoint, step=checkpoints.step_of(os.path.basename(checkpoint)),
-                        skipped=(verdict or {}).get("incomplete", [])[:20],
-                        why="from the newest complete checkpoint" + failed)
+            line = "%s resumes from checkpoint %s (the newest complete one%s)" % (said, checkpoint, failed)
         else:
             why = "no complete checkpoint in %s" % policy["checkpoint_dir"] if first is not None else "no --checkpoint-dir"
-            runwatch.log_line(jdir, "%s starts from the beginning (%s)" % (said, why))
-        attempt = Attempt(run, n, job_id, jdir, argv, env, workdir, meta, checkpoint)
-        attempt.start()
+            line = "%s starts from the beginning (%s)" % (said, why)
+        while True:
+            with runrecord.HandOver(run.id):
+                ended = self.handover()
+                if ended:
+                    return self.end_stopped(ended)
+                attempt = self.made(spec, body, n, checkpoint, line)
+                if attempt is not None:
+                    attempt.spawn()
+                    break
+            time.sleep(MAKE_RETRY_S)
+            run.flush()
+        attempt.skipped = (verdict or {}).get("incomplete", [])[:20]
+        attempt.announce()
         return attempt
+
+    def made(self, spec, body, n, checkpoint, line):
+        """The next attempt made and recorded as the run's current one, or None when the disk
+        refused its directory (tried again after MAKE_RETRY_S)."""
+        run = self.run
+        try:
+            job_id, jdir, argv, env, workdir, meta = run.make(spec, body)
+        except (OSError, IOError):
+            return None
+        try:
+            runwatch.log_line(jdir, line)
+        except (OSError, IOError):
+            pass  # the line is the supervisor's note; the attempt goes on without it
+        run.rec["attempts"].append(job_id)
+        run.save(phase="running", current=job_id, attempt=n, next_at=None, resumed_from=checkpoint)
+        return Attempt(run, n, job_id, jdir, argv, env, workdir, meta, checkpoint)
+
+
+def attempt_spec(spec, body, policy, checkpoint, run_id, n, parent):
+    """The spec and command of attempt `n` of a run (`spec` and `body` its first attempt's), made
+    to resume from `checkpoint` (None: from the beginning)."""
+    return resume_spec(dict(spec, policy=None, parent_job_id=parent, key=None, run={"id": run_id, "attempt": n}),
+                       body, policy, checkpoint)
+
+
+def resume_spec(spec, body, policy, checkpoint):
+    """`spec` and `body` made to resume from `checkpoint` (None: from the beginning) as the run's
+    `policy` says: the checkpoint in GPUOPS_RESUME_FROM and the record, and its --resume-arg or
+    the command's `{checkpoint}` filled in (with nothing, on a fresh start)."""
+    spec = dict(spec, resumed_from=checkpoint)
+    spec["env"] = dict(spec.get("env") or {})
+    spec["env"].pop(runpolicy.RESUME_ENV, None)
+    if checkpoint:
+        spec["env"][runpolicy.RESUME_ENV] = checkpoint
+    if policy.get("checkpoint_dir"):
+        body, spec["args"], spec["command"] = runpolicy.resumed(
+            spec.get("kind"), body, spec.get("args"), spec.get("command"), policy.get("resume_arg"), checkpoint)
+    return spec, body

@@ -8,6 +8,7 @@ that runs them all (gpuops.onbox.runloop), and read by every job action that is 
                         activity: {phase, since, job, step}: the phase its attempt `job` is in, as
                         its watch judged it (gpuops.onbox.progress.PHASES)}
         events.jsonl   what the supervisor decided and saw (gpuops.onbox.runevents)
+        run-stop.json  `gpuops stop` of the run, whichever attempt it named (see `stop`)
     Each attempt is a job of its own (meta.json, log, exit.json, telemetry.jsonl) whose meta.json
     names its run, run: {id, attempt}; an attempt's parent_job_id is the attempt before it.
 
@@ -18,7 +19,8 @@ nothing will start another attempt, and the last attempt's state is the run's.
 import os
 
 from . import jobrecord, procs, runevents
-from .jobrecord import RUN
+from .jobrecord import RUN, RUN_LOCK, RUN_STOP, STOP
+from .runpolicy import RESUME_ENV
 
 PHASES = ("running", "backoff", "ended")
 EVENTS_MAX = 50  # events a wait answer carries
@@ -29,14 +31,60 @@ def read(run_id):
     return rec if isinstance(rec, dict) else None
 
 
-def write(run_id, rec):
-    jobrecord.write_json(jobrecord.path(run_id, RUN), rec)
-
-
 def run_of(meta):
     """The id of the run a job's record names as its own, or None."""
     run = (meta or {}).get("run")
     return run.get("id") if isinstance(run, dict) and isinstance(run.get("id"), str) else None
+
+
+class HandOver(object):
+    """The lock a stop of the run and its supervisor's start of an attempt take in turn, so a stop
+    either lands before the start (and no attempt starts) or finds the started attempt recorded as
+    the current one (and signals it). A lock file that cannot be made (a full disk that refuses
+    even an inode) is no lock: the stop record is still looked at before every start."""
+
+    def __init__(self, run_id: str) -> None:
+        self.lock = jobrecord.Locked(jobrecord.path(run_id, RUN_LOCK))
+        self.held = False
+
+    def __enter__(self) -> "HandOver":
+        try:
+            self.lock.__enter__()
+            self.held = True
+        except (OSError, IOError):
+            pass
+        return self
+
+    def __exit__(self, *_) -> None:
+        if self.held:
+            self.lock.__exit__()
+            self.held = False
+
+
+def stop(run_id: str, record: dict) -> str:
+    """Record that `gpuops stop` ends the run (before any signal), and return the attempt to
+    signal: the current one once no hand-over is half done."""
+    with HandOver(run_id):
+        jobrecord.write_json(jobrecord.path(run_id, RUN_STOP), record)
+        return jobrecord.current(run_id)
+
+
+def stop_asked(run_id: str, attempt_dir: object = None) -> object:
+    """The run's stop record, or a stop of the attempt in `attempt_dir` (one signalled under a plan,
+    gpuops.onbox.box_stop), or None."""
+    rec = jobrecord.read_json(jobrecord.path(run_id, RUN_STOP))
+    if rec is None and os.path.exists(jobrecord.path(run_id, RUN_STOP)):
+        rec = {}  # being written, or unreadable: a stop all the same
+    if rec is None and attempt_dir and os.path.exists(os.path.join(attempt_dir, STOP)):
+        rec = jobrecord.read_json(os.path.join(attempt_dir, STOP)) or {}
+    return rec
+
+
+def going(meta: dict) -> object:
+    """The id of the run a job's record names, while that run goes on; else None."""
+    run_id = run_of(meta)
+    rec = read(run_id) if run_id else None
+    return run_id if rec is not None and not ended(rec) else None
 
 
 def supervisor_alive(rec):
@@ -59,16 +107,24 @@ def phase(rec, attempt_phase):
 
 
 def facts(meta):
-    """What status shows of the run a job's record belongs to, or None for a job of no run."""
+    """What status shows of the run a job's record belongs to, or None for a job of no run: the
+    run's place and phase, this attempt's own resume checkpoint, and whether anything still
+    supervises the run (`unsupervised`: its supervisor died before the run ended)."""
     run_id = run_of(meta)
     rec = read(run_id) if run_id else None
     if rec is None:
         return None
     last = runevents.last(jobrecord.job_dir(run_id))
-    return {"id": run_id, "attempt": (meta.get("run") or {}).get("attempt"), "current": rec.get("current"),
+    alive = supervisor_alive(rec)
+    # the current attempt is the newest with a start record (as a run's id resolves): one being
+    # handed over to is not yet, so the attempt before it stays the run's (RETRYING) until then
+    return {"id": run_id, "attempt": (meta.get("run") or {}).get("attempt"), "current": jobrecord.current(run_id),
             "attempts": rec.get("attempt"), "max_attempts": rec.get("max_attempts"), "phase": rec.get("phase"),
-            "ended": ended(rec), "next_at": rec.get("next_at"), "started_at": rec.get("started_at"),
-            "resumed_from": rec.get("resumed_from"), "final": rec.get("final"),
+            "ended": rec.get("phase") == "ended" or not alive, "next_at": rec.get("next_at"),
+            "started_at": rec.get("started_at"), "ended_at": rec.get("ended_at"),
+            "resumed_from": resumed_from(meta), "final": rec.get("final"),
+            "unsupervised": rec.get("phase") != "ended" and not alive,
+            "attempt_ids": list(rec.get("attempts") or [])[-ATTEMPTS_SHOWN:],
             "last_event": brief(last) if last else None, "failed": failed_attempts(rec),
             "activity": activity(rec) if meta.get("job_id") == rec.get("current") else None}
 
@@ -82,6 +138,16 @@ def activity(rec):
     if not supervisor_alive(rec):
         return None
     return dict((k, act.get(k)) for k in ("phase", "since", "step"))
+
+
+ATTEMPTS_SHOWN = 101  # a run has at most retrypolicy.MAX_RETRIES + 1 attempts
+
+
+def resumed_from(meta):
+    """The checkpoint this attempt resumed from: its own record's (older records: its environment's)."""
+    if "resumed_from" in meta:
+        return meta["resumed_from"]
+    return (meta.get("env") or {}).get(RESUME_ENV)
 
 
 FAILED_SHOWN = 5

@@ -15,11 +15,16 @@ gpuops.onbox.wrapper.Supervisor.wait calls `Watch.tick`):
     lost, this node's tree is stopped at once (SIGTERM, GANG_GRACE_S, SIGKILL), ended by
     "peer-lost" (class node-fail), and the gang is retried as a whole;
   * a `gpuops stop` (its stop.json, written before its first signal): the attempt ended by the
-    stop, never retried; the stop itself signals the processes;
+    stop, never retried; the stop itself signals the processes. A stop of the run that named
+    another attempt (run-stop.json: gpuops.onbox.runrecord.stop) is carried out here: the tree
+    stopped with the stop's grace;
   * the checkpoint directory, every checkpoint_every_s: retention (gpuops.onbox.retention: never
     the newest complete one, nor the best, nor one that changed since the look before, nor the one
     the attempt resumed from; nothing at all when that is ambiguous) and the disk watch (free space
     below what the next checkpoint needs: disk-low).
+
+The order of those looks is gpuops.onbox.runrules.watch_action's; every time is the run's monotonic
+clock (`run.clock`), so a wall clock step neither ends a run at its limit nor reads as a stall.
 
 The tree is every process of the attempt: the leader, its group and descendants, what the
 supervisor adopted as a child subreaper (torchrun starts each worker in a session of its own, so
@@ -31,7 +36,8 @@ import os
 import signal
 import time
 
-from . import checkpoints, logscan, procs, progress, savewatch, signals, stallevidence, telemetry
+from . import checkpoints, logscan, procs, progress, retrypolicy, runrecord, runrules, savewatch
+from . import signals, stallevidence, telemetry
 from .jobrecord import LOG, STOP
 
 STARTUP_S = 300.0
@@ -87,7 +93,7 @@ class Watch(object):
         # past what the supervisor wrote before the start: `log_from`, its size then, since the job
         # may have printed its first progress line before this watch began
         self.pos = log_from if log_from is not None else (logscan.size_of(self.log) or 0)
-        self.started_at = self.last_progress = time.time()
+        self.started_at = self.last_progress = run.clock()
         ckpt_dir = self.policy.get("checkpoint_dir")
         self.tracker = progress.Tracker(self.started_at, self.policy.get("stall_after_s"), STARTUP_S,
                                         meta.get("progress_regex"), savewatch.Watch(ckpt_dir) if ckpt_dir else None)
@@ -101,7 +107,7 @@ class Watch(object):
     # ------------------------------------------------------------ each round
 
     def tick(self):
-        now = time.time()
+        now = self.run.clock()
         self._read_progress(now)
         if now - self.pids_at >= telemetry.INTERVAL_S and len(self.pids) < PIDS_MAX:
             self.pids.update(p for p, _ in tree(self.job_id, self.leader))
@@ -109,18 +115,25 @@ class Watch(object):
         gang = self.run.gang.tick(self.attempt) if self.run.gang is not None else None  # its beat, every round
         if self.ended_by:
             return
-        if os.path.exists(os.path.join(self.jdir, STOP)):
-            self.ended_by = "stop"
-        elif gang:
+        own = os.path.exists(os.path.join(self.jdir, STOP))
+        run_stop = None if own else runrecord.stop_asked(self.run.id)
+        action = runrules.watch_action(own or run_stop is not None, gang, now, self.run.deadline, self._judge(now),
+                                       bool(self.policy.get("checkpoint_dir"))
+                                       and now - self.look_at >= self.run.checkpoint_every_s)
+        if action == retrypolicy.STOP and own:
+            self.ended_by = retrypolicy.STOP  # the stop signals the processes itself
+        elif action == retrypolicy.STOP:
+            self._end(retrypolicy.STOP, float(run_stop.get("grace_s") or self.policy.get("grace_s") or 10.0))
+        elif action == retrypolicy.PEER_LOST:
             self.run.publish("peer-lost", self.attempt, self.job_id, why=gang + ": stopping this node")
-            self._end("peer-lost", GANG_GRACE_S)
-        elif self.run.deadline is not None and now >= self.run.deadline:
+            self._end(retrypolicy.PEER_LOST, GANG_GRACE_S)
+        elif action == retrypolicy.MAX_RUNTIME:
             self.run.publish("timed-out", self.attempt, self.job_id,
                              why="the run reached its --max-runtime of %gs: stopping it" % self.policy["max_runtime_s"])
-            self._end("max-runtime", self.policy.get("grace_s") or 10.0)
-        elif self._judge(now):
+            self._end(retrypolicy.MAX_RUNTIME, self.policy.get("grace_s") or 10.0)
+        elif action == retrypolicy.STALL:
             self._stall(now)
-        elif self.policy.get("checkpoint_dir") and now - self.look_at >= self.run.checkpoint_every_s:
+        elif action == runrules.CHECKPOINTS:
             self.checkpoints()
 
     def _end(self, why, grace_s):
@@ -131,7 +144,9 @@ class Watch(object):
         """Whether the attempt has stalled; the phase it is in kept in run.json as it changes."""
         phase, stalled = self.tracker.check(now)
         if phase != (self.activity or {}).get("phase"):
-            self.activity = {"phase": phase, "since": round(now, 3), "job": self.job_id, "step": self.max_step}
+            # `since` is read on the workstation: the wall clock's, where the judging is the monotonic one's
+            self.activity = {"phase": phase, "since": round(time.time(), 3), "job": self.job_id,
+                             "step": self.max_step}
             self.run.save(activity=self.activity)
         return stalled
 
@@ -146,7 +161,7 @@ class Watch(object):
         self.run.publish("stalled", self.attempt, self.job_id, evidence=self.evidence, silent_s=round(silent, 1),
                          why="no progress for %.0fs (--stall-after %gs) and no checkpoint being written: evidence "
                              "saved, stopping the attempt" % (silent, self.policy["stall_after_s"]))
-        self._end("stall", STALL_GRACE_S)
+        self._end(retrypolicy.STALL, STALL_GRACE_S)
 
     # ------------------------------------------------------------ progress
 
@@ -169,7 +184,7 @@ class Watch(object):
         """Retention and the disk watch over two looks a round apart (an entry that changed
         between them is being written: never pruned, never counted). The verdict, or None on the
         first look."""
-        now = time.time()
+        now = self.run.clock()
         glob = self.policy.get("checkpoint_glob")
         first, self.look, self.look_at = self.look, checkpoints.look(self.policy["checkpoint_dir"], glob), now
         if first is None:
@@ -196,8 +211,3 @@ def log_line(jdir, text):
         os.write(fd, ("[gpuops] %s\n" % text).encode("utf-8", "replace"))
     finally:
         os.close(fd)
-
-
-def stopped(jdir):
-    """Whether `gpuops stop` was asked to end this attempt (its stop.json)."""
-    return os.path.exists(os.path.join(jdir, STOP))

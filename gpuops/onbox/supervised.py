@@ -39,6 +39,18 @@ def _job_env(spec, job_id, jdir):
     return env, sorted(added), ({"values": caps, "cgroup_quota_cores": quota} if caps else None)
 
 
+def _unmake(jdir: str) -> None:
+    """Remove a job directory this process just made and never started: its command and its
+    temp files only, then the directory if that left it empty."""
+    for name in os.listdir(jdir):
+        if name == CMD or name.startswith(CMD + ".tmp."):
+            os.unlink(os.path.join(jdir, name))
+    try:
+        os.rmdir(jdir)
+    except OSError:
+        pass
+
+
 def prepare(spec, body, engine_meta):
     """A job's directory, immutable command and start record's fields, for a supervisor to start:
     (job id, its dir, argv, environment, workdir, meta); `engine_meta` names the engine whose job
@@ -50,7 +62,11 @@ def prepare(spec, body, engine_meta):
     jdir = jobrecord.job_dir(job_id)
     os.mkdir(jdir, 0o700)
     cmd_path = os.path.join(jdir, CMD)
-    jobrecord.atomic_write(cmd_path, body, 0o500)
+    try:
+        jobrecord.atomic_write(cmd_path, body, 0o500)
+    except (OSError, IOError):
+        _unmake(jdir)  # a full disk: nothing half made is left to read as a job
+        raise
     argv, line_buffered = command.interpreter_argv(cmd_path, body, spec.get("args"), spec.get("pre"))
     env, env_names, caps = _job_env(spec, job_id, jdir)
     meta = {
@@ -79,6 +95,7 @@ def prepare(spec, body, engine_meta):
         "oom_kills_at_launch": cgroup.oom_kills(),
         "cgroups": cgroup.memory_memberships(),
         "parent_job_id": spec.get("parent_job_id"),
+        "resumed_from": spec.get("resumed_from"),  # the checkpoint this job (a run's attempt) resumes from
         "key": spec.get("key"),
         "queue": spec.get("queue"),
         "log": os.path.join(jdir, LOG),

@@ -31,6 +31,11 @@ try:
     out["arch_list"] = arch.split() if arch else []
 except Exception as e:
     out["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+try:  # the NCCL torch loads: (2, 28, 9) in recent torch, 22809 in older; a CPU build has none
+    v = torch.cuda.nccl.version()
+    out["nccl"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+except Exception:
+    pass
 print(json.dumps(out))
 """
 

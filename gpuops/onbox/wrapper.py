@@ -249,11 +249,12 @@ def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
                                                                          curves=curves))
 
 
-def started(job_dir, meta, child):
-    """Write the start record of the job `child` leads (before anyone is told it started)."""
+def started(job_dir, meta, child, write=jobrecord.write_json):
+    """Write the start record of the job `child` leads (before anyone is told it started); `write`:
+    a run's supervisor's, which keeps what a full disk refuses for later."""
     st = procs.stat(child.pid) or {}
     meta.update(pid=child.pid, pgid=child.pid, start_ticks=st.get("start_ticks"))
-    jobrecord.write_json(os.path.join(job_dir, jobrecord.META), meta)
+    write(os.path.join(job_dir, jobrecord.META), meta)
 
 
 def _group_members(pgid):
@@ -266,14 +267,14 @@ def _group_members(pgid):
     return out
 
 
-def spawn_failed(job_dir, meta, err):
+def spawn_failed(job_dir, meta, err, write=jobrecord.write_json):
     """The start and exit records of a job whose command could not start (126: not executable, 127:
     not found, as a shell says)."""
     code = 126 if err.errno in (errno.EACCES, errno.ENOEXEC) else 127
     meta.update(pid=None, pgid=None, start_ticks=None, spawn_error=str(err))
-    jobrecord.write_json(os.path.join(job_dir, jobrecord.META), meta)
-    jobrecord.write_json(os.path.join(job_dir, jobrecord.EXIT),
-                         {"exit_code": code, "signal": None, "ended_at": time.time(), "error": str(err)})
+    write(os.path.join(job_dir, jobrecord.META), meta)
+    write(os.path.join(job_dir, jobrecord.EXIT), {"exit_code": code, "signal": None, "ended_at": time.time(),
+                                                  "error": str(err)})
 
 
 def notify_launcher(fd, meta):
@@ -321,11 +322,14 @@ def _sample(job_dir, growth, force=False):
     if size == growth.get("size"):
         return
     growth.update(at=now, size=size)
-    fd = os.open(os.path.join(job_dir, jobrecord.GROWTH), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        os.write(fd, ("%.2f %d\n" % (now, size)).encode("ascii"))
-    finally:
-        os.close(fd)
+        fd = os.open(os.path.join(job_dir, jobrecord.GROWTH), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, ("%.2f %d\n" % (now, size)).encode("ascii"))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a full disk: the log's dating has a gap, the job and its supervisor go on
 
 
 def _nonblocking(fd):

@@ -13,13 +13,14 @@ from .jobs import payload
 
 
 
-def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0):
+def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60.0, attempt=None):
+    """Why the job stopped; with `attempt`, that attempt of the run `job` names (1: the first)."""
     if bool(job) == bool(pid):
         raise errors.UsageError("diagnose needs exactly one of --job J or --pid P")
     args = ["--job", job] if job else ["--pid", str(int(pid))] + (["--since", str(since)] if since else [])
     if jobs_dir:
         args += ["--jobs-dir", jobs_dir]
-    ev = target.run_onbox("diagnose", args, stdin=payload({}), timeout_s=timeout_s)
+    ev = target.run_onbox("diagnose", args, stdin=payload({"attempt": attempt}), timeout_s=timeout_s)
     if ev.get("error"):
         err = expect(ev, {"error": dict}, target.name)["error"]
         raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
@@ -44,6 +45,9 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         summary += rows.run_tag(run)
         failed = ((ev.get("job") or {}).get("run") or {}).get("failed")
         d["data"]["evidence"] = list(d["data"].get("evidence") or []) + rows.earlier_attempts(failed, row["job_id"])
+        if run.get("unsupervised"):
+            d["data"]["evidence"].append(f"run: {state.UNSUPERVISED}")
+            summary += f"; {state.UNSUPERVISED.split(' (')[0]}"
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
                     findings=runtelemetry.findings(judged) + curves.findings((ev.get("job") or {}).get("trackers")))
 

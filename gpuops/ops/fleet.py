@@ -9,7 +9,7 @@ others are still shown, and the exit code is the worst row's (gpuops.errors).
 import re
 from collections import Counter
 
-from .. import errors, profiles, shapes
+from .. import errors, profiles, qualifystore, shapes
 from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..jobs.answers import job_id
@@ -135,7 +135,8 @@ def _sum(values):
 def row(box, facts=None, error=None):
     """One box as the fleet view shows it; `error` (a dict kind/message) when it could not be asked."""
     out = {"host": box.alias, "ok": error is None, "error": error, "profile": box.profile or None,
-           "usd_per_hour": box.usd_per_hour, "labels": dict(box.labels)}
+           "usd_per_hour": box.usd_per_hour, "labels": dict(box.labels),
+           "qualify": qualifystore.verdict(box.alias)}  # its last `preflight --qualify`, kept here
     if error is not None:
         return out
     gpu, disk = facts["gpu"], facts["disk"]

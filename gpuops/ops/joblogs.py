@@ -98,7 +98,7 @@ def stream_once(target, opts, s, timeout_s=None):
 
 
 def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jobs_dir=None, sink=None,
-         reconnect_s=120.0, notice=None, max_bytes=None, timeout_s=None, encoding="text"):
+         reconnect_s=120.0, notice=None, max_bytes=None, timeout_s=None, encoding="text", attempt=None):
     """Print (via `sink`) or keep (no sink: --json) a page from a tail or an offset, or follow
     until the job ends or `timeout_s` passes.
 
@@ -107,13 +107,14 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
     (with backoff, up to `reconnect_s`) and resumes at the next undelivered byte. `--save DIR`
     mirrors the whole log to DIR/<job>/log, resuming a previous partial copy. A kept page is text
     (decoded as UTF-8; text_exact says whether nothing was replaced), or with encoding "base64" its
-    exact bytes (bytes_b64), for a log that is not UTF-8.
+    exact bytes (bytes_b64), for a log that is not UTF-8. With `attempt` (N from 1), the log of
+    that attempt of the run `job` names, not of its current one.
     """
     notice = notice or (lambda msg: None)
     keep = int(max_bytes or (TEXT_BYTES if sink is None else PAGE_BYTES))
     save_file = None
     if save:
-        save_file, from_offset = _open_save(target, job, save, jobs_dir)
+        save_file, from_offset = _open_save(target, job, save, jobs_dir, attempt)
     kept = bytearray()
 
     def deliver(data):
@@ -126,7 +127,7 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
             if len(kept) > keep:  # a follow keeps the newest bytes; text_starts_at says where they begin
                 del kept[:len(kept) - keep]
 
-    opts = {"job": job, "jobs_dir": jobs_dir, "follow": bool(follow)}
+    opts = {"job": job, "jobs_dir": jobs_dir, "follow": bool(follow), "attempt": attempt}
     if from_offset is not None:
         opts["from_offset"] = int(from_offset)
     else:
@@ -235,9 +236,9 @@ def _split_character(buf):
     return 0
 
 
-def _open_save(target, job, save, jobs_dir):
+def _open_save(target, job, save, jobs_dir, attempt=None):
     """The local mirror file (append mode) and the offset to resume from; saves meta/exit too."""
-    doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir})
+    doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir, "attempt": attempt})
     if not doc["jobs"]:
         raise errors.BadAnswer(f"{target.name}: the box's answer is not gpuops's: no record of job {job!r}")
     return save_records(save, doc["jobs"][0])
@@ -308,6 +309,8 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
         data["saved_to"] = os.path.join(save, job_id)
         summary += f"; saved to {data['saved_to']}"
     again = ["--from-offset", str(data["next_offset"])] + (["--follow"] if run.opts["follow"] else [])
+    if run.opts.get("attempt"):  # the first attempt's id is the run's: without it, the next page is another log
+        again += ["--attempt", str(run.opts["attempt"])]
     nxt = [] if not ok or ended else [command_line(target.name, "logs", job_id, *again, jobs_dir=jobs_dir)]
     out = envelope("logs", ok=ok and not run.timed_out and not run.interrupted, summary=summary, data=data,
                    next=nxt)

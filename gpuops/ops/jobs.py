@@ -125,7 +125,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
         raise eng.blamed(e, asked) from None
-    out = _started("launch", target, doc, jobs_dir=jobs_dir)
+    out = _started("launch", target, doc, jobs_dir=jobs_dir, key=key)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
 
@@ -163,7 +163,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
     return out
 
 
-def _started(verb, target, doc, parent=None, jobs_dir=None):
+def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
     facts = doc["job"]
     row = state.derive(facts)
     meta = facts.get("meta") or {}
@@ -176,7 +176,10 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
     else:
         nxt = [command_line(target.name, "logs", jid, "--tail", "50", jobs_dir=jobs_dir)]
     if doc.get("existing"):
-        summary = f"job with key {meta.get('key')!r} already exists: {jid} ({row['state']}); nothing started"
+        run = row.get("run")
+        said = f"run {run['id']}" if run else jid
+        # a run answers with its current attempt, whose own record holds no key (its first's does)
+        summary = f"job with key {key or meta.get('key')!r} already exists: {said} ({row['state']}); nothing started"
     elif meta.get("spawn_error"):
         summary = f"{jid} could not start: {meta['spawn_error']}"
     elif row["state"] in states.TERMINAL:
@@ -210,7 +213,9 @@ def _started(verb, target, doc, parent=None, jobs_dir=None):
 
 
 def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=steps.STALL_STEPS,
-           stall_min_s=steps.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0):
+           stall_min_s=steps.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0, all_attempts=False):
+    """The jobs' rows, a run's as one (its current attempt's; with `all_attempts`, its earlier
+    attempts in `earlier`, each in the state it ended in); or the one job asked for."""
     opts = {"job": job, "labels": labels or {}, "progress_regex": progress_regex, "limit": limit,
             "jobs_dir": jobs_dir}
     try:
@@ -225,6 +230,8 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error)
     rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
+    if not job:
+        rows = one_row_per_run(rows, all_attempts)
     data = {"jobs": rows, "box_now": doc.get("now"), "jobs_dir": doc.get("jobs_dir"), "total": doc.get("total"),
             "more": max(0, doc.get("more") or 0)}
     if job:
@@ -244,6 +251,23 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         summary += f", {data['more']} older)" if data["more"] else ")"
         nxt = []
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
+
+
+def one_row_per_run(rows, earlier=False):
+    """Rows (newest first) with each run as one: its current attempt's row, counting its earlier
+    attempts (`earlier_attempts`) and, with `earlier`, holding their rows (`earlier`, newest first)."""
+    by_id = {r["job_id"]: r for r in rows}
+    out = []
+    for r in rows:
+        current = (r.get("run") or {}).get("current")
+        head = by_id.get(current) if current and current != r["job_id"] else None
+        if head is None:
+            out.append(r)
+            continue
+        head["earlier_attempts"] = head.get("earlier_attempts", 0) + 1
+        if earlier:
+            head.setdefault("earlier", []).append(r)
+    return out
 
 
 def job_steps(host, row, jobs_dir=None):
@@ -322,6 +346,10 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     if stale or doc.get("plan_refused"):
         return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
     what, alive = eng.stop_texts(jid, targets, opts["signal"], float(grace))
+    run = doc.get("run_stopped")
+    if not targets and isinstance(run, str) and not doc.get("dry_run"):
+        return envelope("stop", ok=True, summary=f"stopped run {run} between attempts: no attempt starts after a "
+                                                 f"stop; {jid} is {after['state']}", data=dict(data, run=run))
     if not targets:
         return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
     if doc.get("dry_run"):

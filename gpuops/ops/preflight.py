@@ -112,8 +112,9 @@ def _engines(target, facts, data, timeout_s):
     return found
 
 
-def preflight(target, profile=None, paths=(), timeout_s=60.0):
-    """`paths` are --path arguments: a directory, or `DIR:SIZE` for one that needs SIZE free."""
+def preflight(target, profile=None, paths=(), timeout_s=60.0, qualify=False):
+    """`paths` are --path arguments: a directory, or `DIR:SIZE` for one that needs SIZE free;
+    `qualify` measures the box against its datasheet too (gpuops.ops.qualify)."""
     overrides, profile_dirs, inode_caps, tb_logdir = profile_inputs(profile)
     thresholds = merged(overrides)
     sized = [sized_path(p) for p in paths]
@@ -141,6 +142,11 @@ def preflight(target, profile=None, paths=(), timeout_s=60.0):
     findings = checks.evaluate(facts, thresholds)
     data = dict(facts, thresholds=thresholds, profile=profile)
     findings = worst_first(findings + _engines(target, facts, data, timeout_s))
+    if qualify:
+        from .qualify import qualify as measure
+
+        data["qualify"], measured = measure(target, facts, host)
+        findings = worst_first(findings + measured)
     nxt, advice = next_steps(findings, getattr(target, "name", None), profile, list(paths), bool(all_paths))
     return envelope("preflight", ok=not any_failed(findings), summary=summarize(findings), data=data,
                     findings=findings, next=nxt, advice=advice)

@@ -69,13 +69,13 @@ def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_
     return build(result)
 
 
-def read_excerpt(target, job, jobs_dir=None, head=None, tail=None):
+def read_excerpt(target, job, jobs_dir=None, head=None, tail=None, attempt=None):
     """(job facts, [(first line number, bytes)] pieces, log size, box clock, telemetry judgements)
     from one round trip."""
     from ..jobs import runtelemetry
     from .jobs import call
 
-    doc = call(target, "excerpt", {"job": job, "jobs_dir": jobs_dir, "head": head, "tail": tail})
+    doc = call(target, "excerpt", {"job": job, "jobs_dir": jobs_dir, "head": head, "tail": tail, "attempt": attempt})
     return (doc["job"], [_piece(p, target.name) for p in doc["pieces"]], doc["size"], doc["now"],
             runtelemetry.checked(doc.get("telemetry"), target.name))
 
@@ -91,11 +91,11 @@ def _piece(piece, host):
     raise BadAnswer(f"{host}: the box's log excerpt is not gpuops's: a piece {str(piece)[:80]!r}")
 
 
-def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None):
+def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None, attempt=None):
     from ..jobs import curves, platform, runtelemetry, state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
-    facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir)
+    facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir, attempt=attempt)
     row = state.derive(facts)
     if now is None and box_now:
         now = datetime.fromtimestamp(float(box_now))

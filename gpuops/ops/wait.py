@@ -15,6 +15,7 @@ from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
 from ..jobs import answers, state, states
+from ..units import duration
 from .jobs import call, command_line, job_steps, state_now
 
 TEXT_BYTES = 64 << 10
@@ -129,9 +130,24 @@ def _checked(doc, host, max_bytes):
     return dict(doc, text=text)
 
 
+def named(job, row):
+    """The id a wait answers about: the run's, when it followed a run to its current attempt
+    (asked by the run's id, a key or a name); else the job's own."""
+    run = row.get("run") or {}
+    return run["id"] if run.get("id") and job != row["job_id"] else row["job_id"]
+
+
+def ran_for(row):
+    """How long the job ran, or its run, attempts and backoffs included, once it ended; None before."""
+    if row["state"] not in states.TERMINAL:
+        return None
+    run = row.get("run") or {}
+    return run.get("duration_s") if run.get("ended") and run.get("duration_s") is not None else row.get("duration_s")
+
+
 def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waited, jobs_dir):
     timed_out = not reached and row["state"] not in states.TERMINAL
-    data = {"job_id": row["job_id"], "state": row["state"], "until": list(until), "reached": reached,
+    data = {"job_id": named(job, row), "state": row["state"], "until": list(until), "reached": reached,
             "timed_out": timed_out, "reason": "match" if doc["reason"] == "match" else
             ("state" if reached else ("timeout" if timed_out else "ended")),
             "new_text": kept.decode("utf-8", "replace"), "text_starts_at": doc["next"] - len(kept),
@@ -143,7 +159,9 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
         data["events"] = doc["events"]
         if doc["reason"] == "event":
             data["reason"] = "event"
-    jid = row["job_id"]
+    jid, ran = data["job_id"], ran_for(row)
+    if ran is not None:
+        data["duration_s"] = round(ran, 3)
     wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
     said = f"{jid}: {row['state']}"
     if row.get("exit_code") or row.get("signal"):  # a COMPLETED row's 0 goes without saying
@@ -154,7 +172,7 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
         last = doc["events"][-1]
         summary = f"{said}; run event {last['kind']}" + (f": {last['why'][:200]}" if last.get("why") else "")
     elif reached:
-        summary = f"{said} after {waited:.1f}s"
+        summary = f"{said} after {duration(ran)}" if ran is not None else f"{said} after waiting {waited:.1f}s"
     elif timed_out:
         summary = f"{said}; still not {wanted} after {waited:.1f}s (timed out)"
     else:

@@ -20,7 +20,13 @@ def _gpus(r):
     shown = ", ".join(f"{g['count']}x {g['model'].replace('NVIDIA ', '')}" for g in r["gpus"])
     if r["gpu_error"]:
         shown = (shown + " " if shown else "") + "(GPU reading failed)"
-    return shown or "0"
+    return (shown or "0") + _qualified(r)
+
+
+def _qualified(r):
+    """' (qualify: return)': the verdict of the box's last `preflight --qualify` on this workstation."""
+    q = r.get("qualify")
+    return f" (qualify: {q['verdict']})" if q else ""
 
 
 def _mib(value):

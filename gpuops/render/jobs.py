@@ -56,6 +56,13 @@ def status_view(doc, width):
                 parts.append(Text(f"  {r['job_id']}: {label}: {r[key]}"))
         if r.get("run"):
             parts.append(Text(f"  {r['job_id']}: {run_line(r['run'], doc['data'].get('box_now'))}"))
+            for e in r.get("earlier") or []:
+                said = e.get("reason") or e.get("hint") or ""
+                parts.append(Text(f"    attempt {(e.get('run') or {}).get('attempt')} {e['job_id']}: {state_text(e)}"
+                                  + (f": {said}" if said else ""), style="dim"))
+            if r.get("earlier_attempts") and not r.get("earlier"):
+                parts.append(Text(f"    {r['earlier_attempts']} earlier attempt(s): status --all lists them",
+                                  style="dim"))
         if r.get("telemetry") and r.get("state") in ALIVE:
             parts.append(Text(f"  {r['job_id']}: now: {telemetry_line(r['telemetry'])}", style="dim"))
     return Group(*parts)

@@ -1,7 +1,7 @@
 """The box verbs: preflight, fleet, reap, diagnose, triage, profiles, gotcha, disconnect, and their
 tools."""
 
-from .common import (ALL, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP,
+from .common import (ALL, ATTEMPT, DAY, FAILED_ONLY, FIELDS, GANG, HOST1, HOST_TIP, IDENTITY, JOB, JOBS_DIR, JSON, PLAN_TIP,
                      SEVERAL, VERBOSE, YES_PLAN_TIP, host)
 from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Param, Tool, Verb, a
 
@@ -17,6 +17,10 @@ PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? o
     Param("path", LIST, "extra directory whose free bytes and inodes to check (repeatable); DIR:SIZE (e.g. "
                         "/data/ckpt:200G) sets the free space it needs, else a 1 GiB floor applies",
           tip="dirs the run writes to (free space, inodes); DIR:SIZE needs SIZE free (/data:500G)"),
+    Param("qualify", SWITCH, "measure the box for about a minute against its GPU's datasheet (matmul per dtype, "
+                             "memory, host and peer copies, all-reduce, the run's paths' read and write): keep or "
+                             "return it; the verdict is kept for fleet and placement",
+          cli_only="a minute of measuring on the box; a tool call keeps to the one round trip"),
     Param("timeout", SECS, "seconds the on-box probe may run before it is killed on the box", default=60, low=1,
           high=DAY, what="whole seconds", cli_only=CALLS_OWN_LIMIT),
     ALL,
@@ -76,6 +80,7 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the
     host(),
     IDENTITY,
     Param("job", TEXT, "a gpuops job id, --key or --name", tip=JOB.tip),
+    ATTEMPT,
     Param("pid", INT, "a process gpuops did not launch (lower confidence: no launch records)", low=1, high=1 << 22,
           what="a process id", cli_only="a tool diagnoses gpuops jobs, from their records"),
     Param("since", TEXT, "with --pid: when it started (epoch seconds or ISO time); evidence before this is ignored",
@@ -106,6 +111,7 @@ TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status,
                         "user@host:port)", tip="with job: the box it ran on (default 'local')"),
     Param("job", TEXT, "a gpuops job (its id, --key or --name): reads a bounded head and tail of its log on --host",
           tip="a gpuops job: triage its log on host"),
+    ATTEMPT,
     Param("jobs_dir", TEXT, "with --job: " + JOBS_DIR.help, cli_only=JOBS_DIR.cli_only),
     Param("profile", TEXT, "with --job: the platform profile the job was launched with (its job directory applies)",
           cli_only="a tool finds the job by its records"),

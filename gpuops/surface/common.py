@@ -1,6 +1,6 @@
 """Parameters several verbs share, and the words each side uses for them."""
 
-from .model import LIST, PAIRS, SWITCH, TEXT, Param, a
+from .model import INT, LIST, PAIRS, SWITCH, TEXT, Param, a
 
 DAY = 86400
 WAIT_S = 45.0      # one MCP call that waits: clients give up near 60 s, so a longer wait is several calls
@@ -32,6 +32,10 @@ WATCH = Param("watch", SWITCH, "redraw the table in place, asking again each sec
                                "the last one)", cli_only="a table redrawn for people; a tool answers once")
 WHICH = "the job's id or a unique part of it, its --key or its --name"
 JOB_TIP = "job id, idempotency key or name"
+# A run's attempt by its number (gpuops.onbox.jobrecord.attempt_of); no tool takes it yet.
+ATTEMPT = Param("attempt", INT, "with --job naming a run: its attempt N (1: the first, whose id is the run's), "
+                                "not the run's current attempt", low=1, high=101, what="an attempt number",
+                cli_only="the tools speak of a run's current attempt; each attempt's id names it")
 GANG = Param("gang", TEXT, "a gang id (launch --torchrun prints it): every node at once; --host is not needed",
              tip="the gang id gang_launch returned")
 ENV = Param("env", PAIRS, "KEY=VALUE set in the job's environment (repeatable)",

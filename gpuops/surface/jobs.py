@@ -2,7 +2,7 @@
 
 from .. import engines
 from ..jobs import states
-from .common import (CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
+from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
                      JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
                      YES_PLAN_TIP, host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
@@ -170,6 +170,8 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
                              "and 1800)", tip="and at least this long (1800 without a step time)",
           default=600, low=0, high=30 * DAY),
     Param("limit", INT, "list at most this many jobs, newest first (0: all of them)", default=20, low=0, high=100000),
+    Param("all", SWITCH, "a run is one row, its current attempt's: list its earlier attempts under it too, each in "
+                         "the state it ended in", cli_only="job_status answers a run's row; each attempt's id names it"),
     JOBS_DIR,
     JSON,
     GANG,
@@ -189,6 +191,7 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
+    ATTEMPT,
     Param("tail", INT, "show the last N lines (default 100)", tip=TAIL_LINES, default=100, low=0, high=1000000),
     Param("follow", SWITCH, "keep streaming until the job ends; survives a dropped link by resuming at the last byte",
           cli_only="a call ends within a minute: job_wait waits, job_logs pages on from next_offset"),

@@ -17,13 +17,13 @@ import time
 import traceback
 from pathlib import Path
 
-from . import compare, report, smixml
+from . import compare, qualify, report, smixml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 WORKLOADS = HERE / "workloads"
 NO_GPU = 4
-BUDGET_S = 420.0
+BUDGET_S = 540.0
 SMI_QUERIES = {
     "help-query-gpu": ["nvidia-smi", "--help-query-gpu"],
     "help-query-compute-apps": ["nvidia-smi", "--help-query-compute-apps"],
@@ -453,7 +453,8 @@ def step_telemetry(p, rec):
 
 STEPS = (
     ("facts", step_facts), ("preflight-nvml", step_preflight_nvml), ("preflight-smi", step_preflight_smi),
-    ("nvml-vs-smi", step_nvml_vs_smi), ("train", step_train), ("oom", step_oom), ("reap", step_reap),
+    ("nvml-vs-smi", step_nvml_vs_smi),
+    ("qualify", lambda p, rec: qualify.step_qualify(p, rec, check, WORKLOADS)), ("train", step_train), ("oom", step_oom), ("reap", step_reap),
     ("telemetry", step_telemetry),
 )
 

@@ -1,10 +1,14 @@
 """Helpers shared by the jobs tests."""
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from gpuops.onbox import procs
 
@@ -103,3 +107,17 @@ def launch_shape(target, jobs_dir, work, name, limit_s):
                     jobs_dir=str(jobs_dir), env=env, policy=runpolicy.build(**policy))
     assert doc["ok"], doc["summary"]
     return doc["data"]["job"]["job_id"]
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str):
+    """A tmpfs of `size` mounted on `where` (a new directory) while the block runs: a disk a job can
+    fill. Skips the test where no tmpfs can be mounted."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a tmpfs cannot be mounted here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)])

@@ -59,14 +59,18 @@ def test_launch_prints_the_runs_id_and_every_verb_follows_it_to_the_current_atte
     assert f"run {run}, up to 2 retries" in launched["summary"]
     waited = doc_of(gpuops("wait", *where, "--job", run, "--timeout", "1m", "--json"))
     assert waited["data"]["state"] == "COMPLETED", waited["summary"]
-    second = waited["data"]["job_id"]
-    assert second != run and waited["data"]["job"]["run"]["attempt"] == 2
+    second = waited["data"]["job"]["job_id"]  # the attempt that completed; the answer names the run
+    assert waited["data"]["job_id"] == run and second != run and waited["data"]["job"]["run"]["attempt"] == 2
     shown = gpuops("status", *where, "--job", run)
     assert f"attempt 2/3 of run {run}; last event: completed" in shown.stdout, shown.stdout
     logs = gpuops("logs", *where, "--job", run)
     assert logs.stdout.splitlines()[1:] == [f"attempt 2 of {run}: 3e-4 token-ok", "fine"], logs.stdout
     first = (jobs_dir / run / "log").read_text()
     assert first == f"attempt 1 of {run}: 3e-4 token-ok\n"  # --env and the secret reached both attempts
+    assert gpuops("logs", *where, "--job", run, "--attempt", "1", "--raw").stdout == first
+    assert f"attempt 1 {run}: KILLED SIGKILL" in gpuops("status", *where, "--all").stdout
+    rows = doc_of(gpuops("status", *where, "--all", "--json"))["data"]["jobs"]
+    assert [(r["job_id"], [e["job_id"] for e in r["earlier"]]) for r in rows] == [(second, [run])], rows
     diagnosed = doc_of(gpuops("diagnose", *where, "--job", run, "--json"))
     assert diagnosed["data"]["job"] == second
     # ...and it speaks of the attempt that failed, as its supervisor judged it

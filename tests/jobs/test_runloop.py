@@ -7,7 +7,6 @@ a log line, an event, the run's end; no sleep decides an outcome."""
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from gpuops.jobs import runpolicy
 from gpuops.ops import jobs as op, wait as waiting
 from gpuops.onbox import procs, retrypolicy, runevents
 from tests.conftest import FIXTURES
-from tests.jobs.helpers import event_kinds as kinds, run_record as record, wait_run_end as wait_end
+from tests.jobs.helpers import event_kinds as kinds, run_record as record, tmpfs, wait_run_end as wait_end
 
 DDP = FIXTURES / "runs" / "ddp_resume.py"
 FAST = {"backoff_s": 0.5}
@@ -102,8 +101,9 @@ def test_a_stopped_rank_is_a_stall_evidence_first_then_the_tree_stopped_and_retr
     ended = json.loads((jobs_dir / first / "exit.json").read_text())
     assert ended["ended_by"] == "stall" and ended["stall_evidence"] == "stall-1.json"
     assert not any(procs.alive(p) for p in stopped.values())  # the whole tree, the stopped rank too
-    rows = op.status(box, jobs_dir=str(jobs_dir))["data"]["jobs"]  # the run's id names its last attempt
-    assert "stalled (class hang)" in next(r for r in rows if r["job_id"] == first)["reason"]
+    rows = op.status(box, jobs_dir=str(jobs_dir), all_attempts=True)["data"]["jobs"]  # the run's row: its last
+    earlier = [e for r in rows for e in r.get("earlier") or []]
+    assert "stalled (class hang)" in next(e for e in earlier if e["job_id"] == first)["reason"]
 
 
 def test_a_python_exception_is_not_retried(box, jobs_dir, ckpt):
@@ -181,13 +181,8 @@ def test_retention_keeps_the_k_newest_complete_checkpoints(box, jobs_dir, ckpt):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    where = tmp_path / "small"
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"a tmpfs cannot be mounted here: {mounted.stderr.decode().strip()}")
-    yield where
-    subprocess.run(["umount", "-l", str(where)])
+    with tmpfs(tmp_path / "small", "1m") as where:
+        yield where
 
 
 def test_a_filling_checkpoint_disk_is_a_disk_low_event(box, jobs_dir, small_disk):
