@@ -48,6 +48,9 @@ from . import command, jobrecord, runevents, runloop, slurm, slurm_resume, wrapp
 from .jobrecord import EXIT, LOG, META, STOP
 
 ATTEMPT_DIR = "attempt-%d"
+# How long a watcher whose attempt has ended keeps trying to write what a full disk refused: Slurm
+# holds the allocation until the batch script ends, so not the box's hour.
+DRAIN_S = 30.0
 # What the watcher leaves to Slurm: --max-runtime is the job's --time, lowered at each requeue.
 NOT_WATCHED = ("max_runtime_s",)
 
@@ -245,6 +248,8 @@ def main(argv):
              "restart": start.get("restart"), "node": os.uname()[1], "launched_at": time.time(),
              "progress_regex": meta.get("progress_regex"), "log": os.path.join(jdir, LOG), "argv": run_argv}
     attempt = Requeued(run, number, job_id, adir, run_argv, env, meta.get("workdir") or None, ameta, checkpoint)
-    attempt.start()
+    attempt.spawn()
+    attempt.announce()
     attempt.finish()
+    run.drain(DRAIN_S)
     return exit_status(jobrecord.read_json(os.path.join(adir, EXIT)) or {})
