@@ -62,7 +62,7 @@ def test_every_entry_that_answers_has_its_shape_and_an_empty_answer_is_refused_a
     box, write = lying
     streamed = {"job_stream"}  # its header and end are checked as they stream (gpuops.ops.joblogs)
     run_by_ray = {"ray_driver", "ray_run"}  # a Ray job's entrypoint on the head: it answers Ray, not gpuops
-    run_by_slurm = {"slurm_resume"}  # the batch script's, at each start on the compute node: it answers the script
+    run_by_slurm = {"slurm_resume", "slurm_watch"}  # the batch script's, on the compute node: it answers the script
     assert set(shapes.ANSWERS) == set(onbox.entries()) - streamed - run_by_ray - run_by_slurm
     write({"now": 1})
     t = target_for(box.spec)

@@ -44,10 +44,15 @@ class Slurm(Engine):
     # Enforced through Slurm's own requeue (a preemption, a node failure, `scontrol requeue`), by
     # the batch script at each start (gpuops.onbox.slurm_resume): requeues counted against
     # --max-retries, each from the newest complete checkpoint; --max-runtime is the job's --time,
-    # lowered at each requeue to what is left of the whole run. A failed exit is Slurm's to end the
-    # job with (it requeues none), so --retry-on has nothing to choose from; --stall-after,
-    # --keep-checkpoints and --notify need the box's supervisor, which a Slurm job does not have.
-    policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s")
+    # lowered at each requeue to what is left of the whole run. WATCHED need the box's supervisor:
+    # with one of them the batch script runs the command under it (gpuops.onbox.slurm_watch), which
+    # kills a stall with evidence, notifies, prunes, and requeues the job for a failure --retry-on
+    # names (a requeue, so the job's state stays Slurm's word and resume.py counts the retry).
+    # --share-checkpoint-dir: the submission refuses a checkpoint directory another live Slurm run
+    # of the jobs directory uses (gpuops.onbox.slurm_submit) unless both share it.
+    WATCHED = ("stall_after_s", "notify", "keep_checkpoints", "keep_best", "retry_on", "checkpoint_every_s")
+    policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s",
+                     "share_checkpoint_dir") + WATCHED
 
     def flags_for(self, verb):
         return dict(self.flags) if verb == "launch" else dict(RESOURCES)
@@ -75,11 +80,15 @@ class Slurm(Engine):
 
     def with_policy(self, opts, policy, given):
         """The policy, the program the batch script runs at each start (gpuops.onbox.slurm_resume,
-        shipped whole: a compute node has only what the job directory holds), and --max-runtime
-        as the job's --time (UsageError beside a --time `given` that says otherwise)."""
+        shipped whole: a compute node has only what the job directory holds) and, for a policy
+        that needs watching, the watcher the command runs under (gpuops.onbox.slurm_watch, shipped
+        the same way), and --max-runtime as the job's --time (UsageError beside a --time `given`
+        that says otherwise)."""
         from .. import onbox
 
         opts.update(policy=policy, resume_helper=onbox.script("slurm_resume").decode("utf-8"))
+        if any(policy.get(k) for k in self.WATCHED):
+            opts["watch_helper"] = onbox.script("slurm_watch").decode("utf-8")
         budget = policy.get("max_runtime_s")
         if not budget:
             return []

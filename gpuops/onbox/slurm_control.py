@@ -77,7 +77,10 @@ def stop(opts, job_id, meta):
         doc.update(dry_run=not opts.get("yes"), all_gone=not targets)
         return doc
     slurm_id = meta["slurm_job_id"]
+    # on record before the first signal: the job's watcher (gpuops.onbox.slurm_watch) reads it, and
+    # never requeues a job whose stop it saw (Slurm requeues a cancelled job too)
     record = {"requested_at": time.time(), "signals": []}
+    jobrecord.write_json(jobrecord.path(job_id, STOP), record)
     if opts.get("signal") and phase == "alive":
         _scancel("--batch", "--signal=" + opts["signal"], slurm_id)
         record["signals"].append({"signal": "SIG" + opts["signal"], "pids": [], "at": time.time()})
@@ -87,6 +90,10 @@ def stop(opts, job_id, meta):
         _scancel(slurm_id)
         record["signals"].append({"signal": "scancel", "pids": [], "at": time.time()})
     gone = _until(job_id, meta, ("ended",), SETTLE_S)
+    if not gone and slurm.phase(job_id, meta) == "starting":  # pending again: a requeue came after the cancel
+        _scancel(slurm_id)
+        record["signals"].append({"signal": "scancel", "pids": [], "at": time.time()})
+        gone = _until(job_id, meta, ("ended",), SETTLE_S)
     record.update(all_gone=gone, finished_at=time.time())
     jobrecord.write_json(jobrecord.path(job_id, STOP), record)
     doc.update(dry_run=False, signals=record["signals"], all_gone=gone)

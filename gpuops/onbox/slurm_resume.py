@@ -97,9 +97,10 @@ def _lower_time_limit(seconds):
         _say("time limit lowered to %d minutes: what is left of the run's --max-runtime" % minutes)
 
 
-def _resume_from(meta, policy, events, attempt):
-    """The newest complete checkpoint's path (None: none yet)."""
-    verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"))
+def _resume_from(meta, policy, events, attempt, failed):
+    """The newest complete checkpoint's path (None: none yet), passing over those `failed` (names
+    an attempt failed to load)."""
+    verdict = checkpoints.newest_complete(policy["checkpoint_dir"], policy.get("checkpoint_glob"), failed=failed)
     for e in verdict["unsafe"][:20]:
         why = "skipped checkpoint %r: %s" % (e["name"], e["why"])
         _say(why)
@@ -131,7 +132,7 @@ def main(argv):
         if os.path.exists(os.path.join(jdir, stale)):
             os.unlink(os.path.join(jdir, stale))
     events = runevents.Events(jdir, run=job)
-    starts = [e for e in runevents.read(jdir) if e.get("kind") in STARTS]
+    starts = own_starts(runevents.read(jdir))
     d = decide(restart, policy, starts, jobrecord.read_json(os.path.join(jdir, PAUSE)), time.time())
     common = dict(attempt=d["attempt"], job=job, restart=restart, retry=d["retry"])
     if d["end"]:
@@ -142,7 +143,7 @@ def main(argv):
         _lower_time_limit(d["time_left_s"])
     path = None
     if restart > 0 and policy.get("checkpoint_dir"):
-        path = _resume_from(meta, policy, events, d["attempt"])
+        path = _resume_from(meta, policy, events, d["attempt"], failed_checkpoints(runevents.read(jdir)))
     if policy.get("checkpoint_dir"):
         _write_resumed(jdir, meta, policy, path)
     said = "attempt %d of at most %d" % (d["attempt"], int(policy.get("max_retries") or 0) + 1)
@@ -161,6 +162,25 @@ def main(argv):
     return 0
 
 
+def own_starts(events):
+    """The starts this helper recorded, oldest first: the watcher's attempt-started events
+    (gpuops.onbox.slurm_watch) carry no restart count, and count no retry."""
+    return [e for e in events if e.get("kind") in STARTS and "restart" in e]
+
+
+def failed_checkpoints(events):
+    """The names of the checkpoints an attempt failed to load (the watcher's checkpoint-fallback
+    events: gpuops.onbox.runloop), oldest first: never resumed from again."""
+    return [os.path.basename(str(e.get("checkpoint"))) for e in events
+            if e.get("kind") == "checkpoint-fallback" and e.get("checkpoint")]
+
+
+def last_start(jdir):
+    """The start this helper recorded last (the watcher's attempt and checkpoint), or None."""
+    starts = own_starts(runevents.read(jdir))
+    return starts[-1] if starts else None
+
+
 def run_facts(job_id, jdir, meta, scheduler):
     """What status shows of a Slurm job's attempts under a run policy (the shape of gpuops.onbox.
     runrecord.facts), from the events its starts recorded and what the scheduler says; None for a
@@ -169,11 +189,14 @@ def run_facts(job_id, jdir, meta, scheduler):
     if not isinstance(policy, dict):
         return None
     events = runevents.read(jdir)
-    starts = [e for e in events if e.get("kind") in STARTS]
+    starts = own_starts(events)
     last = events[-1] if events else None
+    since = [e for e in events if e.get("seq", 0) > (starts[-1].get("seq", 0) if starts else 0)]
+    ends = [e for e in since if e.get("kind") in ENDS]  # this start's, or the watcher's after it
     final = None
-    if last is not None and last.get("kind") in ENDS:
-        final = {"class": last["kind"], "why": last.get("why"), "job": job_id, "attempt": last.get("attempt")}
+    if ends:
+        end = ends[-1]
+        final = {"class": end["kind"], "why": end.get("why"), "job": job_id, "attempt": end.get("attempt")}
     attempt = (starts[-1] if starts else {}).get("attempt") or 1  # the last that ran: a refused one did not
     ended = slurm.phase_of(scheduler or {}) == "ended"
     resumed = starts[-1].get("checkpoint") if starts and starts[-1].get("kind") == "resumed" else None

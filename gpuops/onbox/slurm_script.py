@@ -48,7 +48,9 @@ def _resume(spec):
 def render(spec):
     """The script for `spec`: job_id, job_dir, kind ('cmd' or 'script'), args, env {name: value},
     pre (a hook line or None), signal (the checkpoint signal's name, e.g. 'USR1'), rdzv_port
-    (torchrun jobs: the port to try first) and resume (a run policy: see _resume)."""
+    (torchrun jobs: the port to try first), resume (a run policy: see _resume) and watch (with
+    resume: the command runs under watch.py, gpuops.onbox.slurm_watch, which the shell's signals
+    reach as they reach the command without it)."""
     q = shlex.quote
     sig = (spec.get("signal") or "USR1").upper().replace("SIG", "", 1)
     lines = [
@@ -76,6 +78,8 @@ def render(spec):
         lines += _resume(spec)
         run = 'exec %s%s "${extra[@]}"' % (cmd, "".join(" " + q(a) for a in spec.get("args") or [])) \
             if spec.get("kind") == "script" else '. "$cmdfile"'
+        if spec.get("watch"):
+            run = 'exec python3 -S %s/watch.py "$cmdfile" "${extra[@]}"' % q(spec["job_dir"])
     lines += [
         "set -m",
         "( trap : %s; %s ) &" % (sig, run),

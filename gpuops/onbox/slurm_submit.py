@@ -48,13 +48,17 @@ def _submit(spec, body, job_id, jdir, workdir, options):
     jobrecord.atomic_write(os.path.join(jdir, CMD), body, 0o500)
     policy = runpolicy.check(spec.get("policy"), workdir)
     if policy is not None:
+        runpolicy.check_sharing(policy, live_runs())  # this job's record is not written yet
         if not spec.get("resume_helper"):
             raise JobError("usage", "a run policy under Slurm needs the resume helper gpuops ships with it")
         jobrecord.atomic_write(os.path.join(jdir, "resume.py"), spec["resume_helper"], 0o500)
+        if spec.get("watch_helper"):
+            jobrecord.atomic_write(os.path.join(jdir, "watch.py"), spec["watch_helper"], 0o500)
     script = slurm_script.render({"job_id": job_id, "job_dir": jdir, "kind": spec.get("kind"),
                                   "args": spec.get("args"), "env": spec.get("env"), "pre": spec.get("pre"),
                                   "signal": spec.get("signal"), "rdzv_port": spec.get("rdzv_port"),
-                                  "resume": policy is not None})
+                                  "resume": policy is not None,
+                                  "watch": policy is not None and bool(spec.get("watch_helper"))})
     jobrecord.atomic_write(os.path.join(jdir, BATCH), script, 0o500)
     log = os.path.join(jdir, LOG)
     argv = ["sbatch", "--parsable", "--job-name", (spec.get("name") or job_id)[:128], "--output", log,
@@ -86,6 +90,19 @@ def _submit(spec, body, job_id, jdir, workdir, options):
     }
     jobrecord.write_json(os.path.join(jdir, META), meta)
     return job_id
+
+
+def live_runs():
+    """[(job id, policy)] of the Slurm runs of this jobs directory with a checkpoint directory that
+    Slurm has not ended: their watchers prune and resume from it (gpuops.onbox.slurm_watch)."""
+    out = []
+    for job_id in jobrecord.all_ids():
+        meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
+        policy = meta.get("policy")
+        if meta.get("engine") == slurm.NAME and isinstance(policy, dict) and policy.get("checkpoint_dir") \
+                and slurm.phase(job_id, meta) != "ended":
+            out.append((job_id, policy))
+    return out
 
 
 # What a Slurm job's retry takes from its parent besides what every retry takes (job_launch).

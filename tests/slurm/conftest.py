@@ -11,13 +11,22 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from gpuops.remote.targets import target_for
+from tests.jobs.helpers import wait_for
 from tests.rig.slurm import SlurmError, SlurmRig, accounting_unavailable, unavailable
 
+# A command line that says it got the checkpoint signal (USR1) and exits 3 a few seconds after it starts.
+CHECKPOINTING = ("python3 -c '\n"
+                 "import signal, sys, time\n"
+                 "signal.signal(signal.SIGUSR1, lambda s, f: print(\"checkpoint\", flush=True))\n"
+                 "print(\"ready\", flush=True)\n"
+                 "time.sleep(3)\n"
+                 "sys.exit(3)'\n")
 # The controller forgets an ended job this many seconds after it ended (on its 60 s purge cycle),
 # so a test that runs longer sees status answered from sacct.
 MIN_JOB_AGE_S = 2
@@ -88,3 +97,15 @@ def cancel_recorded(slurm, jobs_dir):
                 slurm.wait_state(job, ("CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", None), timeout=30)
             except SlurmError:
                 pass
+
+
+def start_requeued(slurm, slurm_id):
+    """Start a requeued job now: Slurm keeps one back two minutes (its begin time), which a test
+    need not wait out. Waits for the node to have let go of the run before, as those two minutes
+    do: a start sooner can meet slurmd still ending it ("Job N already killed, do not launch batch
+    job", and the job FAILED)."""
+    slurm.wait_state(slurm_id, ("PENDING",))
+    idle = lambda: slurm.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split() == ["idle"]  # noqa: E731
+    assert wait_for(idle, timeout=30), slurm.log_tail(25)
+    time.sleep(1.0)
+    slurm.run("scontrol", "update", f"JobId={slurm_id}", "StartTime=now")

@@ -7,7 +7,6 @@ with no scheduler, and the pure rules on their own."""
 
 import json
 import subprocess
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from gpuops.ops import pause
 from gpuops.ops import wait
 from gpuops.render.jobs import run_line
 from tests.jobs.helpers import wait_for
+from tests.slurm.conftest import start_requeued
 
 TRAIN = r"""exec python3 - "$@" <<'EOF'
 import os, signal, sys, time
@@ -52,16 +52,9 @@ def launched(box, jobs_dir, tmp_path, ckpt, **policy):
 
 
 def requeue(slurm, slurm_id):
-    """`scontrol requeue`, as a preemption or a node failure requeues a job; Slurm then keeps it
-    back two minutes (its begin time), which a test need not wait out. It waits for the node to
-    have let go of the first run, as those two minutes do: a start sooner can meet slurmd still
-    ending it ("Job N already killed, do not launch batch job", and the job FAILED)."""
+    """`scontrol requeue`, as a preemption or a node failure requeues a job, and its start."""
     slurm.run("scontrol", "requeue", slurm_id)
-    slurm.wait_state(slurm_id, ("PENDING",))
-    idle = lambda: slurm.run("sinfo", "-h", "-N", "-o", "%T", check=False).stdout.split() == ["idle"]  # noqa: E731
-    assert wait_for(idle, timeout=30), slurm.log_tail(25)
-    time.sleep(1.0)
-    slurm.run("scontrol", "update", f"JobId={slurm_id}", "StartTime=now")
+    start_requeued(slurm, slurm_id)
 
 
 def test_a_requeued_job_resumes_from_its_newest_complete_checkpoint(box, slurm, jobs_dir, tmp_path):
@@ -139,24 +132,19 @@ def test_a_pause_and_resume_is_no_retry_and_resumes_from_the_checkpoint(box, slu
     assert done["data"]["job"]["run"]["attempt"] == 1
 
 
-def test_what_slurm_cannot_enforce_is_refused_before_anything_starts(box, jobs_dir):
-    with pytest.raises(UsageError, match="Slurm does not enforce --notify, --stall-after of a run policy"):
-        op.launch(box, command="true", engine="slurm", jobs_dir=str(jobs_dir),
-                  policy=runpolicy.build(stall_after="20s", notify="cat"))
-    assert not jobs_dir.exists() or not list(jobs_dir.iterdir())
-
-
 # ---------------------------------------------------------------- the pure parts, and bash
 
 
-@pytest.mark.parametrize("asked", [dict(retry_on="nccl-timeout"), dict(keep_checkpoints="3", checkpoint_dir="c"),
-                                   dict(stall_after="1m"), dict(notify="cat")])
-def test_a_policy_field_slurm_cannot_enforce_is_a_usage_error(asked):
-    with pytest.raises(UsageError, match="Slurm does not enforce --") as e:
-        slurm_engine.ENGINE.check_policy(runpolicy.build(**asked))
-    assert e.value.exit_code == 2 and "\n" not in str(e.value)
-    slurm_engine.ENGINE.check_policy(runpolicy.build(max_retries="3", checkpoint_dir="c:step-*",
-                                                     resume_arg="--resume {checkpoint}", max_runtime="4h"))
+def test_every_policy_field_holds_under_slurm_and_only_one_that_needs_watching_ships_the_watcher():
+    watched = dict(retry_on="nccl-timeout", keep_checkpoints="3", checkpoint_dir="c", stall_after="1m", notify="cat")
+    slurm_engine.ENGINE.check_policy(runpolicy.build(**watched))
+    for field in ("retry_on", "keep_checkpoints", "stall_after", "notify"):
+        asked = dict((k, watched[k]) for k in (field, "checkpoint_dir"))
+        opts, _ = submitted(runpolicy.build(**asked))
+        assert "slurm_watch" in opts["watch_helper"] and "slurm_resume" in opts["resume_helper"], field
+    plain, _ = submitted(runpolicy.build(max_retries="3", checkpoint_dir="c:step-*", resume_arg="--resume {checkpoint}",
+                                         max_runtime="4h"))
+    assert "watch_helper" not in plain and plain["resume_helper"]
 
 
 def submitted(policy, given=None):
@@ -207,12 +195,13 @@ def test_status_says_the_attempt_the_checkpoint_and_what_ended_a_run(tmp_path):
     running = {"known": True, "job": {"JobState": "RUNNING"}}
     assert slurm_resume.run_facts("j1", str(tmp_path), {"job_id": "j1"}, running) is None
     events = runevents.Events(str(tmp_path), run="j1")
-    events.emit("attempt-started", attempt=1, job="j1", retry=0)
-    events.emit("resumed", attempt=2, job="j1", retry=1, checkpoint="/c/step-5")
+    events.emit("attempt-started", attempt=1, job="j1", restart=0, retry=0)
+    events.emit("resumed", attempt=2, job="j1", restart=1, retry=1, checkpoint="/c/step-5")
+    events.emit("attempt-started", attempt=2, job="j1", checkpoint="/c/step-5")  # the watcher's, no retry counted
     run = slurm_resume.run_facts("j1", str(tmp_path), meta, running)
     assert (run["attempt"], run["max_attempts"], run["resumed_from"], run["ended"], run["final"]) == \
         (2, 3, "/c/step-5", False, None)
-    events.emit("timed-out", attempt=3, job="j1", retry=2, why="the run's --max-runtime of 60s was spent")
+    events.emit("timed-out", attempt=3, job="j1", restart=2, retry=2, why="the run's --max-runtime of 60s was spent")
     run = slurm_resume.run_facts("j1", str(tmp_path), meta, {"known": False})
     assert run["ended"] and run["final"]["class"] == "timed-out" and run["attempt"] == 2
     failed = {"scheduler": {"known": True, "job": {"JobState": "FAILED", "ExitCode": "4:0"}}, "run": run}

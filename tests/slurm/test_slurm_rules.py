@@ -15,6 +15,7 @@ from gpuops.engines import slurm_state as slurmstate
 from gpuops.jobs import spec, states
 from gpuops.onbox import slurm_script
 from gpuops.triage import signatures
+from tests.slurm.conftest import CHECKPOINTING
 
 
 def test_every_slurm_state_triage_knows_is_a_row_of_the_table():
@@ -137,13 +138,7 @@ def test_memory_in_slurms_units():
 def test_the_batch_script_hands_the_checkpoint_signal_to_the_command_and_keeps_its_exit(tmp_path):
     jdir = tmp_path / "job"
     jdir.mkdir()
-    (jdir / "cmd").write_text(
-        "python3 -c '\n"
-        "import signal, sys, time\n"
-        "signal.signal(signal.SIGUSR1, lambda s, f: print(\"checkpoint\", flush=True))\n"
-        "print(\"ready\", flush=True)\n"
-        "time.sleep(3)\n"
-        "sys.exit(3)'\n")
+    (jdir / "cmd").write_text(CHECKPOINTING)
     script = jdir / "batch.sh"
     script.write_text(slurm_script.render({"job_id": "j", "job_dir": str(jdir), "env": {"ODD": "$(touch x) 'q'"}}))
     proc = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
