@@ -51,6 +51,10 @@ ANSWERS = {
     "job_pause": {"pause": _AFTER, "resume": _AFTER},
     "logclass": {"answers": list, "now": NUMBER},
     "engine_facts": {"facts": {"engine": str, "facts": (dict, NONE)}},
+    "keeper_facts": {"where": {"workdir": str, "checkpoint_dir": (str, NONE), "boot_id": (str, NONE), "now": NUMBER},
+                     "run": {"now": NUMBER, "boot_id": (str, NONE), "run_id": str, "current": str,
+                             "phase": (str, NONE), "ended": bool, "supervisor_alive": bool,
+                             "attempt_liveness": str, "checkpoints": (dict, NONE)}},
 }
 
 
