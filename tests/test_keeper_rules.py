@@ -15,8 +15,8 @@ def answer(phase="running", sup=True, live="alive", boot=BOOT, complete=(), best
                             "best": best}}
 
 
-def facts(ans, last_ok=100.0, held=(), error=None, **more):
-    return dict({"answer": ans, "error": error, "last_ok": last_ok, "boot_id": BOOT, "held": list(held)}, **more)
+def facts(ans, failing_since=100.0, held=(), error=None, **more):
+    return dict({"answer": ans, "error": error, "failing_since": failing_since, "boot_id": BOOT, "held": list(held)}, **more)
 
 
 def test_a_silence_shorter_than_lost_after_is_waited_out_and_a_longer_one_is_a_loss():

@@ -35,7 +35,7 @@ def _env_and_secrets(env, secret_env):
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
            engine, share_gpu, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after, max_runtime,
-           keep_checkpoints, notify, max_restarts, nnodes, engine_flags):
+           keep_checkpoints, notify, max_restarts, nnodes, vault, lost_after, stop_when_done, output, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -85,6 +85,9 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                 progress_regex=progress_regex, engine=eng.name, resources=asked, policy=policy,
                 torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s,
                 share_gpu=share_gpu, **common), identity)
+        if vault or lost_after or stop_when_done or output:
+            return _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after,
+                         stop_when_done, output, common, identity)
         if share_gpu and (torchrun or fleet):
             raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
         if (max_restarts is not None or nnodes) and not (torchrun and (host or fleet) and eng.composes):
@@ -113,12 +116,48 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
     run("launch", json, produce, shown)
 
 
+def _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after, stop_when_done,
+          output, common, identity):
+    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start)."""
+    from .. import placement
+    from ..keeper import start
+
+    if not vault:
+        raise UsageError("--lost-after, --stop-when-done and --output go with --vault DIR")
+    if not fleet or host or torchrun or script:
+        raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (not --host, "
+                         "--torchrun or --script)")
+    if common.get("profile") is not None or common.get("secrets"):
+        raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
+    req = placement.request(int(gpus) if gpus and str(gpus).isdigit() else 1, gpu_type, min_vram_gib)
+    spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req,
+                         lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
+                         name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),
+                         jobs_dir=common.get("jobs_dir"))
+    return start.launch(spec, identity)
+
+
+def _kept_run(job, host, gang):
+    """The keeper's record of `job` when it names a kept run and no --host or --gang was given."""
+    if host or gang or not job:
+        return None
+    from ..keeper import view
+
+    return view.kept(job)
+
+
 @verb("status")
 def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, jobs_dir, json, gang, watch):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a run a keeper looks after (launch --vault): its record here says where it is
+        from ..keeper import view
+
+        return run("status", json, lambda: view.status(kept), view.show)
 
     def produce():
         if watch and (json or gang):
@@ -201,6 +240,16 @@ def wait(c, host, identity, job, until, after_event, log_regex, from_offset, tim
     from ..ops import wait as op
     from ..render import jobs as render
     from ..render import gang as several_render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run ends when its keeper has done all it was asked
+        from ..keeper import view
+
+        def waited():
+            with sigterm_interrupts(True), spinner.show(countdown(f"waiting for run {job}", timeout)):
+                return view.wait(kept, timeout)
+
+        return run("wait", json, waited, view.show, waiting=None)
 
     def produce():
         wanted = op.parse_until(until)

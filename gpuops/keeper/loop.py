@@ -34,6 +34,9 @@ class Keeper(object):
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
         self.vault = vault.Vault(self.spec["vault"], run_id)
         self.last_ok, self.last_ok_wall, self.error, self.note = clock(), time.time(), None, None
+        self.failing_since = None  # when the box first failed to answer, of the failures in a row
+        # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
+        self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
 
     @property
     def attempt(self) -> dict:
@@ -57,7 +60,8 @@ class Keeper(object):
     def tick(self) -> None:
         answer = self.observe()
         held = [h["name"] for h in self.vault.held()]
-        facts = {"answer": answer, "error": self.error, "last_ok": self.last_ok, "boot_id": self.attempt["boot_id"],
+        facts = {"answer": answer, "error": self.error, "failing_since": self.failing_since,
+                 "boot_id": self.attempt["boot_id"],
                  "held": held, "outputs_done": self.rec.get("outputs_done")}
         policy = {"lost_after_s": self.spec["lost_after_s"], "keep": self.spec["keep"],
                   "outputs": self.spec.get("outputs")}
@@ -65,6 +69,7 @@ class Keeper(object):
         try:
             getattr(self, "do_" + action["do"])(action, answer)
         except errors.HostError as e:  # the box went away mid-action: the next tick judges it
+            self.failing_since = self.failing_since or self.clock()
             self.say("action-failed", action=action["do"], why=e.message)
 
     def observe(self):
@@ -82,10 +87,11 @@ class Keeper(object):
             if self.error is None:
                 self.say("unreachable", box=att["box"], why=e.message)
             self.error = e.message
+            self.failing_since = self.failing_since or self.clock()
             return None
         if self.error is not None:
             self.say("answering", box=att["box"], why=f"answered again after {self.clock() - self.last_ok:.0f}s")
-        self.error, self.last_ok, self.last_ok_wall = None, self.clock(), time.time()
+        self.error, self.failing_since, self.last_ok, self.last_ok_wall = None, None, self.clock(), time.time()
         seen = att.setdefault("seen", {})
         for c in (answer.get("checkpoints") or {}).get("complete") or []:
             seen.setdefault(c["name"], time.time())
@@ -117,11 +123,11 @@ class Keeper(object):
             self.say("checkpoint-skipped", name=inert.text(str(name))[:200], why="not a plain name")
             return
         where = self.vault.incoming(name)
-        doc = pull.pull(target, f"{box_dir}/{name}", where, S.Options(retry_for=PULL_RETRY_S))
+        doc = pull.pull(target, f"{box_dir}/{name}", where, S.Options(retry_for=self.pull_retry_s))
         if not doc["ok"]:
             self.say("evacuation-failed", name=name, why=doc["summary"])
             return
-        self.vault.claim(name)
+        self.vault.claim(name, where)
         self.say("evacuated", name=name, box=self.attempt["box"], files=doc["data"]["files"],
                  bytes=doc["data"]["payload_bytes"])
 
@@ -139,7 +145,7 @@ class Keeper(object):
             if not where:
                 continue
             local = self.vault.path(vault.BOXES, f"{n}-{self.attempt['box']}", os.path.basename(where))
-            doc = pull.pull(target, where, local, S.Options(retry_for=PULL_RETRY_S))
+            doc = pull.pull(target, where, local, S.Options(retry_for=self.pull_retry_s))
             if not doc["ok"]:
                 self.say("log-copy-failed", why=doc["summary"])
 
@@ -148,7 +154,7 @@ class Keeper(object):
             for rel in self.spec["outputs"]:
                 src = rel if rel.startswith("/") else f"{self.attempt['workdir']}/{rel}"
                 local = self.vault.path(vault.OUTPUTS, os.path.basename(rel.rstrip("/")))
-                doc = pull.pull(target, src, local, S.Options(retry_for=PULL_RETRY_S))
+                doc = pull.pull(target, src, local, S.Options(retry_for=self.pull_retry_s))
                 if not doc["ok"]:
                     self.say("output-copy-failed", path=rel, why=doc["summary"])
                     return
@@ -223,7 +229,7 @@ class Keeper(object):
                 self.rec["marks"].append({"kind": "running", "at": att["launched_at"], "box": box.alias,
                                           "usd_per_hour": box.usd_per_hour})
                 self.rec["phase"] = record.RUNNING
-                self.last_ok, self.last_ok_wall, self.error = self.clock(), time.time(), None
+                self.last_ok, self.last_ok_wall, self.error, self.failing_since = self.clock(), time.time(), None, None
                 self.say("relaunched", box=box.alias, job=att["job"], resumed_from=resume,
                          why=f"on {box.alias}" + (f" from vault checkpoint {resume}" if resume else " from the start"))
                 return

@@ -4,7 +4,9 @@ Times are the keeper's monotonic clock, passed in.
 
 A box is lost only on time or on proof (do no harm: a second copy of a run that still runs would
 fight the first over its checkpoints and its GPUs):
-  * time: it has not answered for `lost_after_s` (a network blip shorter than that is waited out);
+  * time: every call to it failed for `lost_after_s`, counted from the first failure in a row (a
+    network blip shorter than that is waited out; a keeper busy copying never makes a box look
+    silent for longer than it failed);
   * proof: it answers with another boot id than the attempt started under (it rebooted: every
     process of the run is gone), or its run record says the run goes on while its supervisor is
     gone and the attempt's process too (nothing on the box will ever finish or retry it).
@@ -47,7 +49,7 @@ def lost(now, facts, lost_after_s) -> tuple:
     """(why the box is lost, or None; a note on what is being waited out, or None)."""
     answer = facts.get("answer")
     if answer is None:
-        silent = now - facts["last_ok"]
+        silent = now - facts["failing_since"]
         if silent >= lost_after_s:
             return (f"unreachable for {silent:.0f}s (past --lost-after {lost_after_s:g}s): "
                     f"{facts.get('error') or 'no answer'}"), None
@@ -62,7 +64,7 @@ def lost(now, facts, lost_after_s) -> tuple:
 
 
 def decide(now, facts, policy) -> dict:
-    """The next action: {do, why, names?}. `facts`: answer (the box's, or None), error, last_ok,
+    """The next action: {do, why, names?}. `facts`: answer (the box's, or None), error, failing_since,
     boot_id (the attempt's), held (names the vault holds verified), outputs_done (bool).
     `policy`: lost_after_s, keep, outputs (paths the run must leave in the vault)."""
     why, note = lost(now, facts, policy.get("lost_after_s", LOST_AFTER_S))

@@ -3,7 +3,7 @@
     VAULT/RUN/
       checkpoints/NAME                          a checkpoint, complete and verified
       checkpoints/.NAME.gpuops-manifest.json    its manifest (the verified pull's: path, size, sha256)
-      .incoming/NAME                            a copy under way: never complete, whatever it holds
+      .incoming/NAME~TOKEN                      a copy under way: never complete, whatever it holds
       boxes/N-ALIAS/JOB/                        attempt N's job directory (log, events, records)
       outputs/NAME                              what the run must leave behind (--output)
 
@@ -19,12 +19,14 @@ Names come from the box: only a plain name (no '/', not hidden, no control chara
 import hashlib
 import json
 import os
+import secrets
 
 from .. import contained, errors
 from ..pullindex import manifest_for
 
 CHECKPOINTS, INCOMING, BOXES, OUTPUTS = "checkpoints", ".incoming", "boxes", "outputs"
 MAX_NAME = 255
+TOKEN = "~"  # .incoming/NAME~TOKEN: one copy's own place
 
 
 def plain(name) -> bool:
@@ -58,22 +60,21 @@ class Vault:
         return out
 
     def incoming(self, name) -> str:
-        """A clean place to copy checkpoint `name` into (what a killed copy left there is removed)."""
+        """A fresh place to copy checkpoint `name` into: a name of its own (a copy a killed keeper
+        left running cannot write into it), after what earlier copies of `name` left is removed."""
         self._check(name)
-        where = self.path(INCOMING, name)
-        contained.Root(self.path(INCOMING)).remove(name)
-        try:
-            os.unlink(manifest_for(where))
-        except FileNotFoundError:
-            pass
-        return where
+        base = self.path(INCOMING)
+        for left in os.listdir(base):
+            if left.split(TOKEN, 1)[0] in (name, f".{name}"):
+                contained.Root(base).remove(left)
+        return os.path.join(base, f"{name}{TOKEN}{secrets.token_hex(4)}")
 
-    def claim(self, name) -> None:
-        """Checkpoint `name`, verified in .incoming/ by its pull, becomes held: the manifest first,
-        the directory last (the rename that makes it complete)."""
+    def claim(self, name, src) -> None:
+        """Checkpoint `name`, verified at `src` (from incoming()) by its pull, becomes held: the
+        manifest first, the directory last (the rename that makes it complete)."""
         self._check(name)
-        src, dst = self.path(INCOMING, name), self.path(CHECKPOINTS, name)
-        if _manifest(src) is None:
+        dst = self.path(CHECKPOINTS, name)
+        if os.path.dirname(src) != self.path(INCOMING) or _manifest(src) is None:
             raise errors.BadAnswer(f"vault: {name} has no verified manifest; not claimed")
         if os.path.lexists(dst):
             self.drop(name)

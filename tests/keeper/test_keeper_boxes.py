@@ -3,8 +3,12 @@ copies each complete checkpoint into the vault, moves the run to another box of 
 box is killed outright, waits out a blip, never holds a half-copied checkpoint, stops the box only
 after the vault holds the end, and its ledger adds up to the wall time."""
 
+import json
+import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 from gpuops.jobs import runpolicy
 from gpuops.keeper import record, start
@@ -14,10 +18,11 @@ from tests.conftest import FIXTURES
 from tests.jobs.helpers import wait_for
 
 DDP = FIXTURES / "runs" / "ddp_resume.py"
+BULKY = FIXTURES / "runs" / "bulky.py"
 LOST_AFTER_S = 6.0
 
 
-def command(steps=40, every=5, step_s=0.25):
+def command(steps=30, every=5, step_s=0.25):
     return (f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 1 {DDP} --ckpt ckpt "
             f"--steps {steps} --every {every} --step-seconds {step_s}")
 
@@ -67,4 +72,35 @@ def test_a_box_killed_outright_mid_run_finishes_on_another_from_the_vault(fleet)
     box_log = next((fleet.jobs(b)).glob("*/log")).read_text()
     step = int(resumed.rsplit("-", 1)[1])
     assert f"resumed from {fleet.home(b)}/ckpt/{resumed} at step {step + 1}" in box_log, box_log[-2000:]
-    assert "final step 40" in box_log
+    assert "final step 30" in box_log
+
+
+def test_a_blip_shorter_than_lost_after_is_waited_out_without_a_relaunch(fleet):
+    a, _ = fleet.box(2.0), fleet.box(3.0)
+    run, _ = launch(fleet, command(steps=30))
+    assert wait_for(lambda: held(fleet, run), timeout=90, every=0.5)
+    fleet.boxes[a].stop()  # the box's network goes; its processes run on
+    assert wait_for(lambda: "unreachable" in kinds(rec(run)), timeout=20, every=0.2)
+    fleet.boxes[a].start()
+    r = ended(run, 120)
+    assert r["phase"] == record.FINISHED, r.get("why")
+    assert [x["box"] for x in r["attempts"]] == [a] and r["lost"] == {}
+    assert "answering" in kinds(r) and "lost" not in kinds(r) and "relaunched" not in kinds(r)
+    assert "checkpoint-30" in held(fleet, run)
+
+
+def test_a_keeper_killed_mid_copy_leaves_no_checkpoint_that_looks_complete(fleet):
+    fleet.box(1.0)
+    run, _ = launch(fleet, f"{sys.executable} {BULKY} --ckpt ckpt --steps 5 --every 5 --mb 200")
+    incoming = fleet.vault / run / vaultmod.INCOMING
+    assert wait_for(lambda: list(incoming.glob("checkpoint-5~*")), timeout=90, every=0.005)
+    keeper = json.loads(Path(record.path(run, record.PID)).read_text())
+    os.kill(keeper["pid"], signal.SIGKILL)  # the keeper alone: the copy it started may run on
+    box = fleet.vault / run / vaultmod.CHECKPOINTS
+    assert "checkpoint-5" not in os.listdir(box) and held(fleet, run) == []
+    start.spawn(run)  # a new keeper picks up where the killed one was: the copy starts again
+    r = ended(run, 90)
+    assert r["phase"] == record.FINISHED, r.get("why")
+    v = vaultmod.Vault(str(fleet.vault), run)
+    assert held(fleet, run) == ["checkpoint-5"] and v.verify("checkpoint-5") == []
+    assert os.path.getsize(box / "checkpoint-5" / "state.pt") > 200 << 20
