@@ -72,9 +72,13 @@ def claim_pid(run_id) -> bool:
     held = _read(path(run_id, PID))
     if held and held.get("pid") != os.getpid() and procs.alive(held.get("pid"), held.get("start_ticks")):
         return False
-    me = procs.stat(os.getpid()) or {}
-    _write(run_dir(run_id), PID, {"pid": os.getpid(), "start_ticks": me.get("start_ticks")})
+    name_keeper(run_id, os.getpid())
     return True
+
+
+def name_keeper(run_id, pid) -> None:
+    """The pid file names process `pid` (with its start time, so a reused pid is not taken for it)."""
+    _write(run_dir(run_id), PID, {"pid": pid, "start_ticks": (procs.stat(pid) or {}).get("start_ticks")})
 
 
 def keeper_alive(run_id):

@@ -10,8 +10,9 @@ import time
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope
-from . import attempt, record, rules, vault
+from . import attempt, loop, record, rules, vault
 
+MIN_POLL_S = 1.0
 GPUOPS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -29,8 +30,8 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
             "policy": policy, "request": request, "lost_after_s": lost_after_s or rules.LOST_AFTER_S,
             "keep": keep or policy.get("keep_checkpoints") or rules.KEEP, "stop_when_done": bool(stop_when_done),
             "outputs": list(outputs), "name": name, "env": env or {}, "workdir": workdir, "jobs_dir": jobs_dir}
-    if poll_s:
-        spec["poll_s"] = poll_s
+    # at least four looks within --lost-after, at most one each POLL_S
+    spec["poll_s"] = poll_s or max(MIN_POLL_S, min(loop.POLL_S, spec["lost_after_s"] / 4))
     return spec
 
 
@@ -63,10 +64,13 @@ def launch(spec, identity=None) -> dict:
 
 def spawn(run_id) -> int:
     """The keeper of `run_id` as a detached process (its own session, stdin closed, output to its
-    log); its pid."""
+    log), named in the pid file before this returns; its pid. Refused while another keeper lives."""
+    if (record.keeper_alive(run_id) or {}).get("alive"):
+        raise errors.Refused(f"run {run_id} already has a live keeper")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (GPUOPS_ROOT, env.get("PYTHONPATH")) if p)
     with open(record.path(run_id, record.LOG), "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "gpuops.keeper", run_id], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd="/")
+    record.name_keeper(run_id, proc.pid)
     return proc.pid

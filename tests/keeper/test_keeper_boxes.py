@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gpuops.jobs import runpolicy
 from gpuops.keeper import record, start
 from gpuops.keeper import vault as vaultmod
@@ -30,7 +32,7 @@ def command(steps=30, every=5, step_s=0.25):
 def launch(fleet, cmd, **kw):
     policy = runpolicy.build(checkpoint_dir="ckpt", resume_arg="--resume {checkpoint}")
     spec = start.spec_of(command=cmd, fleet=str(fleet.file), vault_dir=str(fleet.vault), policy=policy,
-                         request=request(1), lost_after_s=LOST_AFTER_S, poll_s=1.0, **kw)
+                         request=request(1), lost_after_s=LOST_AFTER_S, **kw)
     doc = start.launch(spec)
     assert doc["ok"], doc["summary"]
     return doc["data"]["job"]["job_id"], doc["host"]
@@ -96,6 +98,7 @@ def test_a_keeper_killed_mid_copy_leaves_no_checkpoint_that_looks_complete(fleet
     assert wait_for(lambda: list(incoming.glob("checkpoint-5~*")), timeout=90, every=0.005)
     keeper = json.loads(Path(record.path(run, record.PID)).read_text())
     os.kill(keeper["pid"], signal.SIGKILL)  # the keeper alone: the copy it started may run on
+    assert wait_for(lambda: not record.keeper_alive(run)["alive"], timeout=10)
     box = fleet.vault / run / vaultmod.CHECKPOINTS
     assert "checkpoint-5" not in os.listdir(box) and held(fleet, run) == []
     start.spawn(run)  # a new keeper picks up where the killed one was: the copy starts again
@@ -104,3 +107,48 @@ def test_a_keeper_killed_mid_copy_leaves_no_checkpoint_that_looks_complete(fleet
     v = vaultmod.Vault(str(fleet.vault), run)
     assert held(fleet, run) == ["checkpoint-5"] and v.verify("checkpoint-5") == []
     assert os.path.getsize(box / "checkpoint-5" / "state.pt") > 200 << 20
+
+
+def cli_launch(cli, fleet, cmd, *extra):
+    r = cli("launch", "--fleet", str(fleet.file), "--vault", str(fleet.vault), "--gpus", "1", "--cmd", cmd,
+            "--checkpoint-dir", "ckpt", "--resume-arg=--resume {checkpoint}", "--lost-after", "6", *extra, "--json",
+            env=fleet.env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def test_stop_when_done_stops_the_box_only_after_the_vault_holds_the_end_and_the_ledger_adds_up(cli, fleet):
+    stopped = fleet.base / "stopped"
+    a = fleet.box(3.6, stop=f'ls "$GPUOPS_VAULT/checkpoints" "$GPUOPS_VAULT/outputs/ckpt" > {stopped}')
+    doc = cli_launch(cli, fleet, command(steps=10), "--stop-when-done", "--output", "ckpt")
+    run = doc["data"]["job"]["job_id"]
+    assert doc["host"] == a and record.keeper_alive(run)["alive"]  # the launch has exited; its keeper runs on
+    r = cli("wait", "--job", run, "--timeout", "120", "--json", env=fleet.env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    kept = json.loads(r.stdout)["data"]["kept"]
+    assert kept["phase"] == record.FINISHED
+    said = [(e["kind"], e.get("name") or e.get("path")) for e in rec(run)["events"]]
+    stopping = said.index(("stopping", None))
+    assert said.index(("evacuated", "checkpoint-10")) < stopping and said.index(("output-evacuated", "ckpt")) < stopping
+    assert said[stopping + 1][0] == "stopped"
+    listed = stopped.read_text().split()
+    assert "checkpoint-10" in listed and "trainer_state.json" not in listed[:listed.index("checkpoint-10")]
+    money = kept["ledger"]
+    assert sum(t["seconds"] for t in money["totals"].values()) == pytest.approx(money["wall_s"])
+    assert money["usd"] == pytest.approx(3.6 * money["wall_s"] / 3600)
+    assert money["totals"]["useful"]["seconds"] > 0 and money["totals"]["idle"]["seconds"] > 0
+    assert money["totals"]["redone"]["seconds"] == 0 and money["totals"]["detection"]["seconds"] == 0
+    shown = cli("status", run, env=fleet.env())
+    assert shown.returncode == 0 and f"attempt 1: {a} job {run}" in shown.stdout and "useful" in shown.stdout
+
+
+def test_a_failing_stop_command_is_an_event_and_a_non_zero_exit_never_done(cli, fleet):
+    fleet.box(1.0, stop='echo "no such instance: 123" >&2; exit 3')
+    run = cli_launch(cli, fleet, command(steps=5), "--stop-when-done")["data"]["job"]["job_id"]
+    r = cli("wait", "--job", run, "--timeout", "120", "--json", env=fleet.env())
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["data"]["kept"]["phase"] == record.STOP_FAILED
+    failed = next(e for e in rec(run)["events"] if e["kind"] == "stop-failed")
+    assert "stop command exited 3" in failed["why"] and "no such instance: 123" in failed["why"]
+    assert "stopped" not in kinds(rec(run)) and "checkpoint-5" in held(fleet, run)
