@@ -189,6 +189,14 @@ def logs(c, host, identity, job, tail, follow, from_offset, max_bytes, timeout, 
     from ..render import jobs as render
 
     shown = _stdout_sink(raw)
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run's log is its current attempt's, on the box it runs on now
+        now = kept["attempts"][-1]
+        from ..render import inert
+
+        print(inert.text(f"run {job}: attempt {len(kept['attempts'])} on {now['box']} (job {now['job']})"),
+              file=sys.stderr)
+        host, job, jobs_dir = now["box"], now["job"], jobs_dir or kept["spec"].get("jobs_dir")
 
     def produce():
         if gang:

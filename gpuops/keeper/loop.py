@@ -92,9 +92,11 @@ class Keeper(object):
         if self.error is not None:
             self.say("answering", box=att["box"], why=f"answered again after {self.clock() - self.last_ok:.0f}s")
         self.error, self.failing_since, self.last_ok, self.last_ok_wall = None, None, self.clock(), time.time()
-        seen = att.setdefault("seen", {})
+        seen, skew = att.setdefault("seen", {}), time.time() - answer["now"]
         for c in (answer.get("checkpoints") or {}).get("complete") or []:
-            seen.setdefault(c["name"], time.time())
+            # when it was written, on this machine's clock: the work after it is redone if the box is lost
+            written = c.get("mtime") + skew if isinstance(c.get("mtime"), (int, float)) else time.time()
+            seen.setdefault(c["name"], min(written, time.time()))
         if answer.get("phase") == "ended" and not (answer.get("final") or {}).get("class") \
                 and not any(m["kind"] == "idle" for m in self.rec["marks"]):
             self.rec["marks"].append({"kind": "idle", "at": time.time(), "box": att["box"],

@@ -50,7 +50,7 @@ def run(opts):
         complete = verdict.get("complete") or []
         out["checkpoints"] = {"dir": verdict.get("dir"), "error": verdict.get("error"),
                               "complete": [{"name": e["name"], "step": checkpoints.step_of(e["name"]),
-                                            "size": e.get("size")} for e in complete[:MAX_LISTED]],
+                                            "size": e.get("size"), "mtime": e.get("mtime")} for e in complete[:MAX_LISTED]],
                               "protected": list(verdict.get("protected") or [])[:MAX_LISTED],
                               "best": _best(verdict)}
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuops.jobs import runpolicy
-from gpuops.keeper import record, start
+from gpuops.keeper import record, start, view
 from gpuops.keeper import vault as vaultmod
 from gpuops.placement import request
 from tests.conftest import FIXTURES
@@ -75,6 +75,21 @@ def test_a_box_killed_outright_mid_run_finishes_on_another_from_the_vault(fleet)
     step = int(resumed.rsplit("-", 1)[1])
     assert f"resumed from {fleet.home(b)}/ckpt/{resumed} at step {step + 1}" in box_log, box_log[-2000:]
     assert "final step 30" in box_log
+    money = view.status(r)["data"]["kept"]["ledger"]
+    seconds = {k: t["seconds"] for k, t in money["totals"].items()}
+    assert sum(seconds.values()) == pytest.approx(money["wall_s"])
+    assert all(seconds[k] > 0 for k in ("useful", "redone", "detection", "launch", "relaunch"))
+    assert seconds["detection"] >= LOST_AFTER_S  # from box a's last answer until it was called lost
+    assert money["usd"] == pytest.approx(sum(r["seconds"] * {a: 2.0, b: 3.0}[r["box"]] / 3600 for r in money["rows"]))
+
+
+def test_logs_of_a_kept_run_follow_it_to_the_box_it_runs_on(cli, fleet):
+    a = fleet.box(1.0)
+    run, _ = launch(fleet, command(steps=5))
+    ended(run, 90)
+    r = cli("logs", run, "--tail", "5", env=fleet.env())
+    assert r.returncode == 0 and "final step 5" in r.stdout, r.stdout + r.stderr
+    assert f"run {run}: attempt 1 on {a} (job {run})" in r.stderr
 
 
 def test_a_blip_shorter_than_lost_after_is_waited_out_without_a_relaunch(fleet):
