@@ -52,7 +52,11 @@ class Keeper(object):
     def run(self) -> int:
         """Tick until the run has ended; the exit status (0: finished as asked)."""
         while self.rec["phase"] not in record.ENDED:
-            self.tick()
+            try:
+                self.tick()
+            except Exception as e:  # the record says why this keeper stopped looking after the run
+                self.say("keeper-error", why=f"{type(e).__name__}: {e}"[:TAIL])
+                raise
             if self.rec["phase"] not in record.ENDED:
                 self.sleep(self.spec.get("poll_s", POLL_S))
         return 0 if self.rec["phase"] == record.FINISHED else 1
@@ -70,6 +74,8 @@ class Keeper(object):
             getattr(self, "do_" + action["do"])(action, answer)
         except errors.HostError as e:  # the box went away mid-action: the next tick judges it
             self.failing_since = self.failing_since or self.clock()
+            self.say("action-failed", action=action["do"], why=e.message)
+        except errors.GpuopsError as e:  # a fleet file being edited, a vault disk full: said, tried again
             self.say("action-failed", action=action["do"], why=e.message)
 
     def observe(self):

@@ -26,6 +26,8 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
     for out in outputs:
         if not out or "\0" in out or not vault.plain(os.path.basename(out.rstrip("/"))):
             raise errors.UsageError(f"--output {out!r}: a path on the box whose last part is a plain name")
+    if os.sep in fleet or fleet.endswith(".toml"):  # a fleet file of its own: the keeper runs elsewhere (cwd /)
+        fleet = os.path.abspath(os.path.expanduser(fleet))
     spec = {"command": command, "fleet": fleet, "vault": os.path.abspath(os.path.expanduser(vault_dir)),
             "policy": policy, "request": request, "lost_after_s": lost_after_s or rules.LOST_AFTER_S,
             "keep": keep or policy.get("keep_checkpoints") or rules.KEEP, "stop_when_done": bool(stop_when_done),

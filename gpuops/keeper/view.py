@@ -74,7 +74,8 @@ def show(doc, con) -> None:
     k = (doc.get("data") or {}).get("kept")
     if k:
         for a in k["attempts"]:
-            ended = f"ended: {a['why']}" if a.get("why") else ("running" if a["n"] == len(k["attempts"]) else "")
+            last = a["n"] == len(k["attempts"])
+            ended = f"ended: {a['why']}" if a.get("why") else (k["phase"] if last else "")
             frm = f", resumed from {a['resumed_from']}" if a.get("resumed_from") else ""
             con.print(inert.text(f"  attempt {a['n']}: {a['box']} job {a['job']}{frm}; {ended}"), markup=False)
         con.print(inert.text(f"  vault {k['vault']['root']}: {', '.join(k['vault']['held']) or 'nothing yet'}"),
