@@ -72,3 +72,26 @@ def test_a_kept_launch_needs_checkpoints_and_a_resume_arg_and_resolves_its_fleet
     named = start.spec_of(command="x", fleet="train", vault_dir="v", request={}, lost_after_s=6.0,
                           policy={"checkpoint_dir": "c", "resume_arg": "--resume {checkpoint}"})
     assert named["fleet"] == "train" and named["poll_s"] == 1.5
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--vault", "v", "--host", "a"], "--vault keeps a run across the boxes of a --fleet"),
+    (["--lost-after", "30", "--host", "a"], "go with --vault DIR"),
+    (["--vault", "v", "--fleet", "f.toml"], "give --checkpoint-dir DIR[:GLOB] and --resume-arg"),
+    (["--vault", "v", "--fleet", "f.toml", "--gpus", "0,1", "--checkpoint-dir", "c",
+      "--resume-arg=--resume {checkpoint}"], "--gpus is how many GPUs the job needs"),
+])
+def test_a_kept_launch_asked_wrongly_is_a_usage_error_before_anything_starts(cli_inproc, args, words):
+    r = cli_inproc("launch", "--cmd", "python train.py", *args)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+def test_what_a_box_says_of_its_checkpoints_is_kept_only_where_the_keeper_may_act_on_it():
+    from gpuops.keeper.attempt import checked_run
+
+    answer = checked_run({"checkpoints": {"dir": "/c", "best": "../x", "complete": [
+        {"name": "c-2", "step": 2, "mtime": 1.5}, {"name": "../x", "step": 1}, {"name": "c-1", "step": "1"},
+        {"name": ".tmp-3", "step": 3}, "junk"]}, "run_dir": "/jobs/..", "attempt_dir": "/jobs/20261128-1"})
+    assert answer["checkpoints"] == {"dir": "/c", "best": None, "complete": [{"name": "c-2", "step": 2, "mtime": 1.5}]}
+    assert answer["run_dir"] is None and answer["attempt_dir"] == "/jobs/20261128-1"
+    assert checked_run({"checkpoints": {"dir": "relative", "complete": []}})["checkpoints"] is None

@@ -129,7 +129,7 @@ def _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cm
                          "--torchrun or --script)")
     if common.get("profile") is not None or common.get("secrets"):
         raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
-    req = placement.request(int(gpus) if gpus and str(gpus).isdigit() else 1, gpu_type, min_vram_gib)
+    req = placement.request(1 if gpus is None else int(gpus) if str(gpus).isdigit() else gpus, gpu_type, min_vram_gib)
     spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req,
                          lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
                          name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),

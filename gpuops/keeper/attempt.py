@@ -12,8 +12,10 @@ from ..onbox import runpolicy as onbox_policy
 from ..ops import fleet, jobs, push
 from ..ops import sync as S
 from ..remote.targets import target_for
+from . import vault
 
 CALL_S = 30.0
+MAX_LISTED = 200  # checkpoints of one answer looked at
 PUSH_RETRY_S = 60.0
 
 
@@ -23,6 +25,30 @@ def ask(target, action, opts, timeout_s=CALL_S) -> dict:
     if doc.get("error"):
         jobs.raise_reported(target, doc["error"])
     return doc
+
+
+def checked_run(answer) -> dict:
+    """The box's `run` answer with only what a keeper may act on: checkpoints with a plain name, a
+    whole step (or none) and a number for an mtime (others dropped, never copied); the best only when
+    it is one of them; directories that are absolute paths with a plain last part."""
+    ck = answer.get("checkpoints")
+    if isinstance(ck, dict):
+        complete = [c for c in ck.get("complete") or [] if isinstance(c, dict) and vault.plain(c.get("name"))
+                    and (c.get("step") is None or type(c.get("step")) is int)
+                    and (c.get("mtime") is None or type(c.get("mtime")) in (int, float))][:MAX_LISTED]
+        names = {c["name"] for c in complete}
+        where = ck.get("dir")
+        answer["checkpoints"] = {"dir": where if isinstance(where, str) and where.startswith("/") else None,
+                                 "complete": complete, "best": ck.get("best") if ck.get("best") in names else None}
+        if answer["checkpoints"]["dir"] is None:
+            answer["checkpoints"] = None
+    else:
+        answer["checkpoints"] = None
+    for key in ("run_dir", "attempt_dir"):
+        path = answer.get(key)
+        if not (isinstance(path, str) and path.startswith("/") and vault.plain(path.rsplit("/", 1)[-1])):
+            answer[key] = None
+    return answer
 
 
 def candidates(spec, lost) -> list:
@@ -59,6 +85,8 @@ def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> dict:
         where = ask(target, "where", {"workdir": spec.get("workdir"), "checkpoint_dir":
                                       spec["policy"].get("checkpoint_dir")})
         command = spec["command"]
+        if not str(where.get("checkpoint_dir") or "").startswith("/"):
+            raise errors.BadAnswer(f"{box.alias}: the box named no absolute checkpoint directory for the run")
         if resume:
             bad = vault.verify(resume)
             if bad:

@@ -33,7 +33,7 @@ class Keeper(object):
             raise errors.NotFound(f"no kept run {run_id}")
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
         self.vault = vault.Vault(self.spec["vault"], run_id)
-        self.last_ok, self.last_ok_wall, self.error, self.note = clock(), time.time(), None, None
+        self.last_ok, self.last_ok_wall, self.error = clock(), time.time(), None
         self.failing_since = None  # when the box first failed to answer, of the failures in a row
         # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
         self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
@@ -84,9 +84,9 @@ class Keeper(object):
         try:
             target = target_for(att["box"])
             try:
-                answer = attempt.ask(target, "run", {"run": att["job"], "jobs_dir": self.spec.get("jobs_dir"),
+                answer = attempt.checked_run(attempt.ask(target, "run", {"run": att["job"], "jobs_dir": self.spec.get("jobs_dir"),
                                                      "interval_s": self.spec.get("look_s", checkpoints.INTERVAL_S)},
-                                     timeout_s=max(10.0, min(60.0, self.spec["lost_after_s"])))
+                                     timeout_s=max(10.0, min(60.0, self.spec["lost_after_s"]))))
             finally:
                 target.close()
         except errors.HostError as e:
@@ -114,10 +114,10 @@ class Keeper(object):
     # ------------------------------------------------------------------ actions
 
     def do_wait(self, action, answer) -> None:
-        if action["why"] != self.note and answer is None:
-            self.rec["waiting"] = action["why"]
+        waiting = action["why"] if answer is None else None  # what status shows while the box is silent
+        if waiting != self.rec.get("waiting"):
+            self.rec["waiting"] = waiting
             self.save()
-        self.note = action["why"]
 
     def do_evacuate(self, action, answer) -> None:
         with self._target() as target:
@@ -127,9 +127,6 @@ class Keeper(object):
         self._prune(answer["checkpoints"].get("best"))
 
     def _copy_checkpoint(self, target, box_dir, name) -> None:
-        if not vault.plain(name):
-            self.say("checkpoint-skipped", name=inert.text(str(name))[:200], why="not a plain name")
-            return
         where = self.vault.incoming(name)
         doc = pull.pull(target, f"{box_dir}/{name}", where, S.Options(retry_for=self.pull_retry_s))
         if not doc["ok"]:
@@ -152,7 +149,7 @@ class Keeper(object):
         for where in dict.fromkeys((answer.get("run_dir"), answer.get("attempt_dir"))):
             if not where:
                 continue
-            local = self.vault.path(vault.BOXES, f"{n}-{self.attempt['box']}", os.path.basename(where))
+            local = self.vault.path(vault.BOXES, f"{n}-{self.attempt['box']}", where.rsplit("/", 1)[-1])
             doc = pull.pull(target, where, local, S.Options(retry_for=self.pull_retry_s))
             if not doc["ok"]:
                 self.say("log-copy-failed", why=doc["summary"])

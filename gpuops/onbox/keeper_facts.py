@@ -5,7 +5,7 @@
           working directory's, as gpuops.onbox.runpolicy.check makes it), so a checkpoint from
           the vault is pushed where the resumed run looks for it.
   run     the run's record as its supervisor keeps it (phase, ended, final, the current attempt's
-          liveness and exit), this boot's id, and the verdict on its checkpoint directory by the
+          liveness, the run's and the attempt's directories), this boot's id, and the verdict on its checkpoint directory by the
           run's own definition of complete (gpuops.onbox.checkpoints): what the keeper may copy.
 
 Only facts; the keeper judges them (gpuops.keeper.rules).
@@ -15,7 +15,7 @@ import os
 import time
 
 from . import checkpoints, command, jobrecord, procs, runpolicy, runrecord
-from .jobrecord import EXIT, META, JobError
+from .jobrecord import META, JobError
 
 MAX_LISTED = 200  # complete checkpoints named in one answer, newest first
 
@@ -37,11 +37,8 @@ def run(opts):
     out = {"now": time.time(), "boot_id": procs.boot_id(), "run_id": run_id, "current": current,
            "phase": rec.get("phase"), "ended": runrecord.ended(rec), "final": rec.get("final"),
            "supervisor_alive": runrecord.supervisor_alive(rec),
-           "supervisor_boot_id": (rec.get("supervisor") or {}).get("boot_id"),
-           "attempt": rec.get("attempt"), "attempt_liveness": jobrecord.liveness(meta) if meta else "gone",
-           "exit": jobrecord.read_json(jobrecord.path(current, EXIT)), "log": meta.get("log"),
-           "run_dir": jobrecord.job_dir(run_id), "attempt_dir": jobrecord.job_dir(current),
-           "checkpoints": None}
+           "attempt_liveness": jobrecord.liveness(meta) if meta else "gone",
+           "run_dir": jobrecord.job_dir(run_id), "attempt_dir": jobrecord.job_dir(current), "checkpoints": None}
     policy = rec.get("policy") or {}
     if policy.get("checkpoint_dir"):
         interval = min(max(float(opts.get("interval_s") or 0), 0.0), 10.0)

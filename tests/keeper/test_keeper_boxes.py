@@ -17,7 +17,7 @@ from gpuops.keeper import record, start, view
 from gpuops.keeper import vault as vaultmod
 from gpuops.placement import request
 from tests.conftest import FIXTURES
-from tests.jobs.helpers import wait_for
+from tests.jobs.helpers import kill_everything, wait_for
 
 DDP = FIXTURES / "runs" / "ddp_resume.py"
 BULKY = FIXTURES / "runs" / "bulky.py"
@@ -29,10 +29,10 @@ def command(steps=30, every=5, step_s=0.25):
             f"--steps {steps} --every {every} --step-seconds {step_s}")
 
 
-def launch(fleet, cmd, **kw):
+def launch(fleet, cmd, lost_after_s=LOST_AFTER_S, **kw):
     policy = runpolicy.build(checkpoint_dir="ckpt", resume_arg="--resume {checkpoint}")
     spec = start.spec_of(command=cmd, fleet=str(fleet.file), vault_dir=str(fleet.vault), policy=policy,
-                         request=request(1), lost_after_s=LOST_AFTER_S, **kw)
+                         request=request(1), lost_after_s=lost_after_s, **kw)
     doc = start.launch(spec)
     assert doc["ok"], doc["summary"]
     return doc["data"]["job"]["job_id"], doc["host"]
@@ -167,3 +167,24 @@ def test_a_failing_stop_command_is_an_event_and_a_non_zero_exit_never_done(cli, 
     failed = next(e for e in rec(run)["events"] if e["kind"] == "stop-failed")
     assert "stop command exited 3" in failed["why"] and "no such instance: 123" in failed["why"]
     assert "stopped" not in kinds(rec(run)) and "checkpoint-5" in held(fleet, run)
+
+
+def test_proof_of_loss_moves_the_run_at_once_and_never_back_to_the_box_that_still_answers(fleet):
+    """Box a stays up and idle; first its run's supervisor and processes die (no live process and
+    nothing to retry), then on box b the box reboots (a new boot id): each is a loss at once, well
+    before a --lost-after of 10 minutes, and the run never returns to a box it lost."""
+    a, b, c = fleet.box(1.0), fleet.box(1.0), fleet.box(1.0)
+    run, _ = launch(fleet, command(steps=30), lost_after_s=600.0)
+    assert wait_for(lambda: held(fleet, run), timeout=90, every=0.5)
+    kill_everything(fleet.jobs(a))
+    assert wait_for(lambda: len(rec(run)["attempts"]) == 2, timeout=60, every=0.5), kinds(rec(run))
+    assert rec(run)["attempts"][1]["box"] == b
+    assert wait_for(lambda: "relaunched" in kinds(rec(run)) and len(held(fleet, run)) > 0, timeout=30)
+    boot = fleet.base / f"root-{b}" / "proc/sys/kernel/random/boot_id"
+    boot.write_text("0123456789abcdef0123456789abcdef\n")
+    kill_everything(fleet.jobs(b))
+    r = ended(run, 120)
+    assert r["phase"] == record.FINISHED, r.get("why")
+    assert [x["box"] for x in r["attempts"]] == [a, b, c]
+    assert r["lost"][a] == "the run's supervisor is gone and no process of the attempt lives"
+    assert r["lost"][b].startswith("rebooted (boot id 01234567")
