@@ -95,3 +95,9 @@ def test_what_a_box_says_of_its_checkpoints_is_kept_only_where_the_keeper_may_ac
     assert answer["checkpoints"] == {"dir": "/c", "best": None, "complete": [{"name": "c-2", "step": 2, "mtime": 1.5}]}
     assert answer["run_dir"] is None and answer["attempt_dir"] == "/jobs/20261128-1"
     assert checked_run({"checkpoints": {"dir": "relative", "complete": []}})["checkpoints"] is None
+
+
+def test_a_flag_a_kept_run_would_drop_at_its_relaunch_is_refused(cli_inproc):
+    r = cli_inproc("launch", "--cmd", "python train.py", "--vault", "v", "--fleet", "f.toml", "--key", "k")
+    assert r.returncode == 2 and "--key does not apply here: a run kept with --vault is relaunched without it" in \
+        r.stderr, r.stderr

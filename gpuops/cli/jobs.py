@@ -75,6 +75,11 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
         eng = engineflags.chosen(engine, prof, engine_flags)
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
+        if vault or lost_after or stop_when_done or output:
+            several.refuse({"--key": key, "--label": label, "--progress-regex": progress_regex,
+                            "--share-gpu": share_gpu, "--code": code, "--rdzv-host": rdzv_host}, KEPT_ONLY)
+            return _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
+                         lost_after, stop_when_done, output, common, identity)
         if not eng.composes:
             several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
                            {"--fleet": f"{eng.title} places the job on its own nodes",
@@ -85,9 +90,6 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
                 progress_regex=progress_regex, engine=eng.name, resources=asked, policy=policy,
                 torchrun=engineflags.torchrun(torchrun, nproc_per_node, rdzv_port), timeout_s=timeout_s,
                 share_gpu=share_gpu, **common), identity)
-        if vault or lost_after or stop_when_done or output:
-            return _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after,
-                         stop_when_done, output, common, identity)
         if share_gpu and (torchrun or fleet):
             raise UsageError("--share-gpu applies to one --host box's --gpus, not to --fleet or --torchrun")
         if (max_restarts is not None or nnodes) and not (torchrun and (host or fleet) and eng.composes):
@@ -116,7 +118,12 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
     run("launch", json, produce, shown)
 
 
-def _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after, stop_when_done,
+# What a kept run (launch --vault) does not carry to the boxes it is relaunched on.
+KEPT_ONLY = dict.fromkeys(("--key", "--label", "--progress-regex", "--share-gpu", "--code", "--rdzv-host"),
+                          "a run kept with --vault is relaunched without it")
+
+
+def _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after, stop_when_done,
           output, common, identity):
     """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start)."""
     from .. import placement
@@ -124,9 +131,9 @@ def _kept(vault, fleet, torchrun, host, gpus, gpu_type, min_vram_gib, policy, cm
 
     if not vault:
         raise UsageError("--lost-after, --stop-when-done and --output go with --vault DIR")
-    if not fleet or host or torchrun or script:
+    if not fleet or host or torchrun or script or engine:
         raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (not --host, "
-                         "--torchrun or --script)")
+                         "--torchrun, --script or --engine)")
     if common.get("profile") is not None or common.get("secrets"):
         raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
     req = placement.request(1 if gpus is None else int(gpus) if str(gpus).isdigit() else gpus, gpu_type, min_vram_gib)
