@@ -9,10 +9,10 @@ POLICY = {"lost_after_s": 60.0, "keep": 2}
 BOOT = "b" * 32
 
 
-def answer(phase="running", sup=True, live="alive", boot=BOOT, complete=(), best=None, final=None):
+def answer(phase="running", sup=True, live="alive", boot=BOOT, complete=(), best=(), final=None):
     return {"boot_id": boot, "phase": phase, "supervisor_alive": sup, "attempt_liveness": live, "final": final,
             "checkpoints": {"dir": "/c", "complete": [{"name": n, "step": int(n.split("-")[1])} for n in complete],
-                            "best": best}}
+                            "best": list(best)}}
 
 
 def facts(ans, failing_since=100.0, held=(), error=None, **more):
@@ -38,7 +38,7 @@ def test_a_gone_supervisor_is_a_loss_only_when_no_process_of_the_attempt_lives()
 
 
 def test_new_complete_checkpoints_are_copied_newest_first_keeping_k_and_the_best():
-    out = rules.decide(101.0, facts(answer(complete=("ckpt-30", "ckpt-20", "ckpt-10"), best="ckpt-10"),
+    out = rules.decide(101.0, facts(answer(complete=("ckpt-30", "ckpt-20", "ckpt-10"), best=["ckpt-10"]),
                                     held=("ckpt-20",)), POLICY)
     assert out == {"do": rules.EVACUATE, "why": "2 new complete checkpoint(s) on the box",
                    "names": ["ckpt-30", "ckpt-10"]}
@@ -60,7 +60,7 @@ def test_a_completed_run_finishes_only_once_its_final_checkpoint_and_outputs_are
 
 def test_the_vault_prunes_past_the_k_newest_by_step_never_the_best():
     held = [{"name": f"c-{s}", "step": s} for s in (10, 20, 5, 30)]
-    assert rules.prunable(held, 2, best="c-5") == ["c-10"]
+    assert rules.prunable(held, 2, best=["c-5"]) == ["c-10"]
     assert rules.prunable(held, 2) == ["c-10", "c-5"]
 
 

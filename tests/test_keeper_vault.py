@@ -89,10 +89,10 @@ def test_a_kept_launch_asked_wrongly_is_a_usage_error_before_anything_starts(cli
 def test_what_a_box_says_of_its_checkpoints_is_kept_only_where_the_keeper_may_act_on_it():
     from gpuops.keeper.attempt import checked_run
 
-    answer = checked_run({"checkpoints": {"dir": "/c", "best": "../x", "complete": [
+    answer = checked_run({"checkpoints": {"dir": "/c", "best": ["../x", "c-2", "gone"], "complete": [
         {"name": "c-2", "step": 2, "mtime": 1.5}, {"name": "../x", "step": 1}, {"name": "c-1", "step": "1"},
         {"name": ".tmp-3", "step": 3}, "junk"]}, "run_dir": "/jobs/..", "attempt_dir": "/jobs/20261128-1"})
-    assert answer["checkpoints"] == {"dir": "/c", "best": None, "complete": [{"name": "c-2", "step": 2, "mtime": 1.5}]}
+    assert answer["checkpoints"] == {"dir": "/c", "best": ["c-2"], "complete": [{"name": "c-2", "step": 2, "mtime": 1.5}]}
     assert answer["run_dir"] is None and answer["attempt_dir"] == "/jobs/20261128-1"
     assert checked_run({"checkpoints": {"dir": "relative", "complete": []}})["checkpoints"] is None
 
@@ -101,3 +101,11 @@ def test_a_flag_a_kept_run_would_drop_at_its_relaunch_is_refused(cli_inproc):
     r = cli_inproc("launch", "--cmd", "python train.py", "--vault", "v", "--fleet", "f.toml", "--key", "k")
     assert r.returncode == 2 and "--key does not apply here: a run kept with --vault is relaunched without it" in \
         r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("best, names", [(None, []), ("/c/checkpoint-7", ["checkpoint-7"]),
+                                         (["checkpoint-2", "", 3], ["checkpoint-2"]), ({"name": "c-1"}, ["c-1"])])
+def test_the_best_checkpoints_are_read_however_the_checkpoint_rules_name_them(best, names):
+    from gpuops.onbox import keeper_facts
+
+    assert keeper_facts._best({"best": best}) == names

@@ -38,8 +38,9 @@ def checked_run(answer) -> dict:
                     and (c.get("mtime") is None or type(c.get("mtime")) in (int, float))][:MAX_LISTED]
         names = {c["name"] for c in complete}
         where = ck.get("dir")
+        best = ck.get("best") if isinstance(ck.get("best"), list) else []
         answer["checkpoints"] = {"dir": where if isinstance(where, str) and where.startswith("/") else None,
-                                 "complete": complete, "best": ck.get("best") if ck.get("best") in names else None}
+                                 "complete": complete, "best": [b for b in best if b in names]}
         if answer["checkpoints"]["dir"] is None:
             answer["checkpoints"] = None
     else:

@@ -27,22 +27,21 @@ def _step_key(item):
 
 def wanted(checkpoints, held, keep) -> list:
     """Names of the box's complete checkpoints the vault should hold and does not: the `keep`
-    newest (the box lists them newest first) and the best, newest first."""
+    newest (the box lists them newest first), then the best ones."""
     if not checkpoints:
         return []
-    names = [c["name"] for c in checkpoints.get("complete") or []][:max(1, keep)]
-    best = checkpoints.get("best")
-    if best and best not in names and best in {c["name"] for c in checkpoints.get("complete") or []}:
-        names.append(best)
+    complete = [c["name"] for c in checkpoints.get("complete") or []]
+    names = complete[:max(1, keep)]
+    names += [b for b in checkpoints.get("best") or [] if b in complete and b not in names]
     return [n for n in names if n not in set(held)]
 
 
-def prunable(held, keep, best=None) -> list:
+def prunable(held, keep, best=()) -> list:
     """Names of vault checkpoints past the `keep` newest by step (then by order of arrival), never
-    the best one: [{name, step}] in arrival order in, names out."""
+    a best one: [{name, step}] in arrival order in, names out."""
     ordered = sorted(enumerate(held), key=lambda p: (_step_key(p[1]), p[0]), reverse=True)
-    kept = {h["name"] for _, h in ordered[:max(1, keep)]}
-    return [h["name"] for h in held if h["name"] not in kept and h["name"] != best]
+    kept = {h["name"] for _, h in ordered[:max(1, keep)]} | set(best or ())
+    return [h["name"] for h in held if h["name"] not in kept]
 
 
 def lost(now, facts, lost_after_s) -> tuple:

@@ -54,11 +54,12 @@ def run(opts):
 
 
 def _best(verdict):
-    """The name of the run's best checkpoint where the checkpoint rules name one."""
+    """The names of the run's best checkpoints where the checkpoint rules name them (a name, or a
+    list of them), within what the answer lists."""
     best = verdict.get("best")
-    if isinstance(best, dict):
-        best = best.get("name")
-    return os.path.basename(best) if isinstance(best, str) and best else None
+    names = best if isinstance(best, list) else [best]
+    names = [(n.get("name") if isinstance(n, dict) else n) for n in names]
+    return [os.path.basename(n) for n in names if isinstance(n, str) and n][:MAX_LISTED]
 
 
 def main(argv):
