@@ -6,6 +6,7 @@
     profile = "vastai"           # its platform profile (data dir measured; see `gpuops profiles`)
     usd_per_hour = 1.20          # what the box costs while it is rented, idle or not
     labels = { gpu = "a100" }
+    stop = "vastai stop instance 123"   # how to stop it (launch --vault --stop-when-done)
 
     [fleet.train]                # `gpuops fleet --fleet train`
     hosts = ["vast-a100"]
@@ -43,6 +44,8 @@ class Box:
                                                                               "min": 0})
     labels: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}),
                                                   metadata={"doc": "free-form key = value tags"})
+    stop: str = dataclasses.field(default="", metadata={"doc": "a command run on this machine that stops the box "
+                                                       "(the provider's CLI), for launch --stop-when-done"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,6 +53,10 @@ ANSWERS = {
     "engine_facts": {"facts": {"engine": str, "facts": (dict, NONE)}},
     "qualify": {"seconds": NUMBER, "torch": dict, "gpus": list, "peers": list, "allreduce": (dict, NONE),
                 "disks": list, "not_measured": list},
+    "keeper_facts": {"where": {"workdir": str, "checkpoint_dir": (str, NONE), "boot_id": (str, NONE), "now": NUMBER},
+                     "run": {"now": NUMBER, "boot_id": (str, NONE), "run_id": str, "current": str,
+                             "phase": (str, NONE), "ended": bool, "supervisor_alive": bool,
+                             "attempt_liveness": str, "checkpoints": (dict, NONE)}},
 }
 
 

@@ -35,7 +35,8 @@ def _env_and_secrets(env, secret_env):
 def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
            profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
            engine, share_gpu, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
-           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, max_restarts, nnodes, engine_flags):
+           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, max_restarts, nnodes, vault,
+           lost_after, stop_when_done, output, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -76,6 +77,11 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
         eng = engineflags.chosen(engine, prof, engine_flags)
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
+        if vault or lost_after or stop_when_done or output:
+            several.refuse({"--key": key, "--label": label, "--progress-regex": progress_regex,
+                            "--share-gpu": share_gpu, "--code": code, "--rdzv-host": rdzv_host}, KEPT_ONLY)
+            return _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
+                         lost_after, stop_when_done, output, common, identity)
         if not eng.composes:
             several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
                            {"--fleet": f"{eng.title} places the job on its own nodes",
@@ -114,6 +120,41 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
     run("launch", json, produce, shown)
 
 
+# What a kept run (launch --vault) does not carry to the boxes it is relaunched on.
+KEPT_ONLY = dict.fromkeys(("--key", "--label", "--progress-regex", "--share-gpu", "--code", "--rdzv-host"),
+                          "a run kept with --vault is relaunched without it")
+
+
+def _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after, stop_when_done,
+          output, common, identity):
+    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start)."""
+    from .. import placement
+    from ..keeper import start
+
+    if not vault:
+        raise UsageError("--lost-after, --stop-when-done and --output go with --vault DIR")
+    if not fleet or host or torchrun or script or engine:
+        raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (not --host, "
+                         "--torchrun, --script or --engine)")
+    if common.get("profile") is not None or common.get("secrets"):
+        raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
+    req = placement.request(1 if gpus is None else int(gpus) if str(gpus).isdigit() else gpus, gpu_type, min_vram_gib)
+    spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req,
+                         lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
+                         name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),
+                         jobs_dir=common.get("jobs_dir"))
+    return start.launch(spec, identity)
+
+
+def _kept_run(job, host, gang):
+    """The keeper's record of `job` when it names a kept run and no --host or --gang was given."""
+    if host or gang or not job:
+        return None
+    from ..keeper import view
+
+    return view.kept(job)
+
+
 @verb("status")
 def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, jobs_dir, json, gang,
            watch):
@@ -121,6 +162,12 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
     from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a run a keeper looks after (launch --vault): its record here says where it is
+        from ..keeper import view
+
+        return run("status", json, lambda: view.status(kept), view.show)
 
     def produce():
         if watch and (json or gang):
@@ -152,6 +199,14 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
     from ..render import jobs as render
 
     shown = _stdout_sink(raw)
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run's log is its current attempt's, on the box it runs on now
+        now = kept["attempts"][-1]
+        from ..render import inert
+
+        print(inert.text(f"run {job}: attempt {len(kept['attempts'])} on {now['box']} (job {now['job']})"),
+              file=sys.stderr)
+        host, job, jobs_dir = now["box"], now["job"], jobs_dir or kept["spec"].get("jobs_dir")
 
     def produce():
         if gang:
@@ -203,6 +258,16 @@ def wait(c, host, identity, job, until, after_event, log_regex, from_offset, tim
     from ..ops import wait as op
     from ..render import jobs as render
     from ..render import gang as several_render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run ends when its keeper has done all it was asked
+        from ..keeper import view
+
+        def waited():
+            with sigterm_interrupts(True), spinner.show(countdown(f"waiting for run {job}", timeout)):
+                return view.wait(kept, timeout)
+
+        return run("wait", json, waited, view.show, waiting=None)
 
     def produce():
         wanted = op.parse_until(until)

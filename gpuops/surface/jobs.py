@@ -65,6 +65,25 @@ RUN_POLICY = (
 )
 
 
+# The run outlives the box (gpuops.keeper): with --fleet, a keeper on this machine copies each complete
+# checkpoint into the vault and moves the run to another box of the fleet when its box is lost.
+_KEEPER_CLI = "the keeper is a detached process on the machine that runs the CLI"
+KEEPER = (
+    Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
+                         "log and events; a keeper process then moves the run to another box of the fleet when its box "
+                         "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
+          cli_only=_KEEPER_CLI),
+    Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
+          low=1, high=DAY, cli_only=_KEEPER_CLI),
+    Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "
+                                    "are verified in the vault, run the box's stop command from the fleet file "
+                                    "(stop = \"...\"); a failing stop is reported, never done",
+          cli_only=_KEEPER_CLI),
+    Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
+                          "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
+)
+
+
 def _over(arg, **changes):
     """The fields of a tool's own Arg, some changed, for another tool's."""
     return dict(dict(kind=arg.kind, tip=arg.tip, default=arg.default, why=arg.why), **changes)
@@ -132,6 +151,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
           tip="torchrun's own restarts of failed workers", low=0, high=100),
     Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
                           "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
+    *KEEPER,
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(

@@ -1,0 +1,100 @@
+"""What the keeper keeps on this machine, in the state dir (gpuops.pullindex.state_dir):
+
+    keeper/RUN/record.json   the run across boxes: its launch spec, attempts (box, job, boot id,
+                             why it ended), lost boxes, vault, ledger marks, events, phase
+    keeper/RUN/keeper.pid    {pid, start_ticks} of the keeper process looking after it
+    keeper/RUN/keeper.log    what that process wrote
+    fleet-state.json         {alias: {lost_at, why, run}}: boxes a keeper called lost, and why
+
+Each file is replaced whole (a reader sees the old one or the new one).
+"""
+
+import json
+import os
+import time
+
+from .. import contained, errors
+from ..onbox import procs
+from ..pullindex import state_dir
+from . import vault
+
+RECORD, PID, LOG, FLEET_STATE = "record.json", "keeper.pid", "keeper.log", "fleet-state.json"
+EVENTS_MAX = 500
+
+# phases of a kept run; the last four are its end
+RUNNING, RELAUNCHING, COMPLETED = "running", "relaunching", "completed"
+FINISHED, FAILED, STOP_FAILED, GAVE_UP = "finished", "failed", "stop-failed", "gave-up"
+ENDED = (FINISHED, FAILED, STOP_FAILED, GAVE_UP)
+
+
+def run_dir(run_id) -> str:
+    if not vault.plain(run_id):
+        raise errors.UsageError(f"{run_id!r} is not a run id")
+    return os.path.join(state_dir(), "keeper", run_id)
+
+
+def path(run_id, name) -> str:
+    return os.path.join(run_dir(run_id), name)
+
+
+def _write(where, name, doc):
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    contained.Root(where).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
+
+
+def _read(file):
+    try:
+        with open(file, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def read(run_id):
+    """The run's record, or None when no keeper looks after a run of that id."""
+    return _read(path(run_id, RECORD))
+
+
+def write(rec) -> None:
+    _write(run_dir(rec["run_id"]), RECORD, rec)
+
+
+def event(rec, kind, **fields) -> dict:
+    """An event appended to the record (the newest EVENTS_MAX kept); the caller writes the record."""
+    e = dict(fields, kind=kind, at=time.time(), seq=(rec["events"][-1]["seq"] + 1) if rec.get("events") else 1)
+    rec["events"] = (rec.get("events") or [])[-(EVENTS_MAX - 1):] + [e]
+    return e
+
+
+def claim_pid(run_id) -> bool:
+    """This process becomes the run's keeper: False when another live keeper holds the run."""
+    held = _read(path(run_id, PID))
+    if held and held.get("pid") != os.getpid() and procs.alive(held.get("pid"), held.get("start_ticks")):
+        return False
+    name_keeper(run_id, os.getpid())
+    return True
+
+
+def name_keeper(run_id, pid) -> None:
+    """The pid file names process `pid` (with its start time, so a reused pid is not taken for it)."""
+    _write(run_dir(run_id), PID, {"pid": pid, "start_ticks": (procs.stat(pid) or {}).get("start_ticks")})
+
+
+def keeper_alive(run_id):
+    """{pid, alive} of the keeper named in the pid file, or None when there is none."""
+    held = _read(path(run_id, PID))
+    if not held:
+        return None
+    return {"pid": held.get("pid"), "alive": bool(held.get("pid")) and procs.alive(held["pid"], held.get("start_ticks"))}
+
+
+def mark_lost(alias, why, run_id) -> None:
+    """The fleet's state says box `alias` was lost by run `run_id`, and why."""
+    doc = lost_boxes()
+    doc[alias] = {"lost_at": time.time(), "why": why, "run": run_id}
+    _write(state_dir(), FLEET_STATE, doc)
+
+
+def lost_boxes() -> dict:
+    return _read(os.path.join(state_dir(), FLEET_STATE)) or {}

@@ -1,0 +1,78 @@
+"""`launch --fleet FILE --vault DIR`: the run's first attempt, launched here and now (so a fleet with
+no fitting box, or a launch the box refuses, is answered at once), then its keeper, detached: a
+process of its own session that outlives the terminal, with a pid file and a log in the state dir
+(gpuops.keeper.record). The run's id is its first attempt's; it stays the run's on every box."""
+
+import os
+import subprocess
+import sys
+import time
+
+from .. import errors
+from ..envelope import CODE_KEY, envelope
+from . import attempt, loop, record, rules, vault
+
+MIN_POLL_S = 1.0
+GPUOPS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, keep=None, stop_when_done=False,
+            outputs=(), name=None, env=None, workdir=None, jobs_dir=None, poll_s=None) -> dict:
+    """What the keeper needs to launch the run again anywhere, checked: a vault needs the run's
+    checkpoints (--checkpoint-dir) and a way to resume from one (--resume-arg with {checkpoint})."""
+    if not policy or not policy.get("checkpoint_dir") or not policy.get("resume_arg"):
+        raise errors.UsageError("--vault keeps the run's checkpoints: give --checkpoint-dir DIR[:GLOB] and "
+                                "--resume-arg '... {checkpoint}' too")
+    for out in outputs:
+        if not out or "\0" in out or not vault.plain(os.path.basename(out.rstrip("/"))):
+            raise errors.UsageError(f"--output {out!r}: a path on the box whose last part is a plain name")
+    if os.sep in fleet or fleet.endswith(".toml"):  # a fleet file of its own: the keeper runs elsewhere (cwd /)
+        fleet = os.path.abspath(os.path.expanduser(fleet))
+    spec = {"command": command, "fleet": fleet, "vault": os.path.abspath(os.path.expanduser(vault_dir)),
+            "policy": policy, "request": request, "lost_after_s": lost_after_s or rules.LOST_AFTER_S,
+            "keep": keep or policy.get("keep_checkpoints") or rules.KEEP, "stop_when_done": bool(stop_when_done),
+            "outputs": list(outputs), "name": name, "env": env or {}, "workdir": workdir, "jobs_dir": jobs_dir}
+    # at least four looks within --lost-after, at most one each POLL_S
+    spec["poll_s"] = poll_s or max(MIN_POLL_S, min(loop.POLL_S, spec["lost_after_s"] / 4))
+    return spec
+
+
+def launch(spec, identity=None) -> dict:
+    """The launch envelope of the run's first attempt, with data.keeper; exit 5 when no box fits."""
+    began = time.time()
+    box, gpus, why = attempt.place(spec, set(), identity)
+    if box is None:
+        out = envelope("launch", ok=False, summary=f"{why}; nothing was launched", data={"placement": why})
+        out[CODE_KEY] = errors.REFUSED
+        return out
+    att, doc = attempt.launch(spec, box, gpus, identity=identity)
+    run_id = att["job"]
+    vault.Vault(spec["vault"], run_id)  # made now: a vault that cannot be written fails here, not later
+    rec = {"run_id": run_id, "spec": spec, "phase": record.RUNNING, "attempts": [att], "lost": {}, "events": [],
+           "marks": [{"kind": "launch", "at": began, "box": box.alias, "usd_per_hour": box.usd_per_hour},
+                     {"kind": "running", "at": att["launched_at"], "box": box.alias,
+                      "usd_per_hour": box.usd_per_hour}],
+           "started_at": began}
+    record.event(rec, "launched", box=box.alias, job=run_id, why=f"placed on {box.alias}: GPUs {gpus}")
+    record.write(rec)
+    pid = spawn(run_id)
+    doc["host"] = box.alias
+    doc["summary"] += f"; kept by keeper pid {pid}, vault {vault.Vault(spec['vault'], run_id).root}"
+    doc["data"]["keeper"] = {"pid": pid, "vault": vault.Vault(spec["vault"], run_id).root,
+                             "record": record.path(run_id, record.RECORD), "log": record.path(run_id, record.LOG),
+                             "lost_after_s": spec["lost_after_s"]}
+    return doc
+
+
+def spawn(run_id) -> int:
+    """The keeper of `run_id` as a detached process (its own session, stdin closed, output to its
+    log), named in the pid file before this returns; its pid. Refused while another keeper lives."""
+    if (record.keeper_alive(run_id) or {}).get("alive"):
+        raise errors.Refused(f"run {run_id} already has a live keeper")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (GPUOPS_ROOT, env.get("PYTHONPATH")) if p)
+    with open(record.path(run_id, record.LOG), "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "gpuops.keeper", run_id], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd="/")
+    record.name_keeper(run_id, proc.pid)
+    return proc.pid

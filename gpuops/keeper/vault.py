@@ -1,0 +1,136 @@
+"""The vault: a local directory that holds a run's checkpoints, log and events off the box.
+
+    VAULT/RUN/
+      checkpoints/NAME                          a checkpoint, complete and verified
+      checkpoints/.NAME.gpuops-manifest.json    its manifest (the verified pull's: path, size, sha256)
+      .incoming/NAME~TOKEN                      a copy under way: never complete, whatever it holds
+      boxes/N-ALIAS/JOB/                        attempt N's job directory (log, events, records)
+      outputs/NAME                              what the run must leave behind (--output)
+
+A checkpoint arrives by a verified pull (gpuops.ops.pull: both ends hashed) into .incoming/, then
+its manifest and then its directory are renamed into checkpoints/. It counts as held only when the
+directory and its manifest are both there, so a keeper killed mid-copy leaves at most an
+.incoming/ entry (replaced by the next copy) or a manifest alone, neither of which is held.
+Before a checkpoint leaves the vault for a new box, its files are hashed against its manifest.
+
+Names come from the box: only a plain name (no '/', not hidden, no control character) is used.
+"""
+
+import hashlib
+import json
+import os
+import secrets
+
+from .. import contained, errors
+from ..pullindex import manifest_for
+
+CHECKPOINTS, INCOMING, BOXES, OUTPUTS = "checkpoints", ".incoming", "boxes", "outputs"
+MAX_NAME = 255
+TOKEN = "~"  # .incoming/NAME~TOKEN: one copy's own place
+
+
+def plain(name) -> bool:
+    """True for a name that is one plain entry: what a box's checkpoint name must be to be copied."""
+    return (isinstance(name, str) and 0 < len(name) <= MAX_NAME and "/" not in name and not name.startswith(".")
+            and not any(ord(c) < 32 or ord(c) == 127 for c in name))
+
+
+class Vault:
+    def __init__(self, root, run_id):
+        if not plain(run_id):
+            raise errors.UsageError(f"a run id is one plain name, not {run_id!r}")
+        self.root = os.path.join(os.path.abspath(os.path.expanduser(root)), run_id)
+        for sub in (CHECKPOINTS, INCOMING, BOXES, OUTPUTS):
+            os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+
+    def path(self, *parts) -> str:
+        return os.path.join(self.root, *parts)
+
+    def held(self) -> list:
+        """[{name, files, bytes, verified_at}] of the complete checkpoints, in order of arrival."""
+        out = []
+        base = self.path(CHECKPOINTS)
+        for name in os.listdir(base):
+            doc = _manifest(self.path(CHECKPOINTS, name)) if plain(name) else None
+            if doc is not None and os.path.isdir(self.path(CHECKPOINTS, name)):
+                out.append({"name": name, "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
+                            "verified_at": doc.get("verified_at"), "arrived": os.stat(manifest_for(
+                                self.path(CHECKPOINTS, name))).st_mtime})
+        out.sort(key=lambda h: (h["arrived"], h["name"]))
+        return out
+
+    def incoming(self, name) -> str:
+        """A fresh place to copy checkpoint `name` into: a name of its own (a copy a killed keeper
+        left running cannot write into it), after what earlier copies of `name` left is removed."""
+        self._check(name)
+        base = self.path(INCOMING)
+        for left in os.listdir(base):
+            if left.split(TOKEN, 1)[0] in (name, f".{name}"):
+                contained.Root(base).remove(left)
+        return os.path.join(base, f"{name}{TOKEN}{secrets.token_hex(4)}")
+
+    def claim(self, name, src) -> None:
+        """Checkpoint `name`, verified at `src` (from incoming()) by its pull, becomes held: the
+        manifest first, the directory last (the rename that makes it complete)."""
+        self._check(name)
+        dst = self.path(CHECKPOINTS, name)
+        if os.path.dirname(src) != self.path(INCOMING) or _manifest(src) is None:
+            raise errors.BadAnswer(f"vault: {name} has no verified manifest; not claimed")
+        if os.path.lexists(dst):
+            self.drop(name)
+        os.replace(manifest_for(src), manifest_for(dst))
+        os.replace(src, dst)
+
+    def drop(self, name) -> None:
+        """Stop holding checkpoint `name`: its manifest goes first, so it is never half held."""
+        self._check(name)
+        where = self.path(CHECKPOINTS, name)
+        try:
+            os.unlink(manifest_for(where))
+        except FileNotFoundError:
+            pass
+        if os.path.lexists(where):
+            contained.Root(self.path(CHECKPOINTS)).remove(name)
+
+    def verify(self, name) -> list:
+        """Paths of checkpoint `name` that differ from its manifest (missing, other size or sha256)."""
+        self._check(name)
+        where = self.path(CHECKPOINTS, name)
+        doc = _manifest(where)
+        if doc is None:
+            return ["(manifest)"]
+        bad = []
+        for f in doc["files"]:
+            path = os.path.join(where, f["path"])
+            if os.path.relpath(path, where).startswith("..") or not os.path.isfile(path):
+                bad.append(f["path"])
+            elif os.path.getsize(path) != f["size"] or _sha256(path) != f["sha256"]:
+                bad.append(f["path"])
+        return bad
+
+    def _check(self, name):
+        if not plain(name):
+            raise errors.BadAnswer(f"vault: {name!r} is not a plain checkpoint name; not copied")
+
+
+def _manifest(where):
+    try:
+        with open(manifest_for(where), encoding="ascii") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str) and
+                                              isinstance(x.get("size"), int) and isinstance(x.get("sha256"), str)
+                                              for x in files):
+        return None
+    return doc
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+

@@ -1,0 +1,86 @@
+"""What `status` and `wait` say of a kept run (one the keeper looks after, `launch --vault`): read
+from the keeper's record on this machine, no box asked. Where each attempt ran and why it ended,
+the boxes lost, what the vault holds, the ledger, the keeper's own state, the newest events."""
+
+import time
+
+from .. import errors
+from ..envelope import CODE_KEY, envelope, step
+from . import ledger, record, vault
+
+EVENTS_SHOWN = 20
+WAIT_POLL_S = 1.0
+
+
+def kept(run_id):
+    """The run's keeper record, or None when `run_id` is no kept run (a box's job, then)."""
+    if not run_id or not vault.plain(run_id):
+        return None
+    return record.read(run_id)
+
+
+def status(rec) -> dict:
+    run_id, phase = rec["run_id"], rec["phase"]
+    end = rec.get("ended_at") or time.time()
+    money = ledger.ledger(rec["marks"], end)
+    keeper = record.keeper_alive(run_id)
+    attempts = [{"n": i + 1, "box": a["box"], "job": a["job"], "launched_at": a["launched_at"],
+                 "ended_at": a.get("ended_at"), "why": a.get("ended_why"), "resumed_from": a.get("resumed_from")}
+                for i, a in enumerate(rec["attempts"])]
+    held = vault.Vault(rec["spec"]["vault"], run_id).held()
+    data = {"kept": {"run_id": run_id, "phase": phase, "why": rec.get("why"), "attempts": attempts,
+                     "lost": rec.get("lost") or {}, "vault": {"root": vault.Vault(rec["spec"]["vault"], run_id).root,
+                                                              "held": [h["name"] for h in held]},
+                     "ledger": money, "keeper": keeper, "waiting": rec.get("waiting"),
+                     "events": rec["events"][-EVENTS_SHOWN:]}}
+    now = rec["attempts"][-1]
+    where = f"attempt {len(attempts)} on {now['box']} (job {now['job']})"
+    if phase in record.ENDED:
+        summary = f"run {run_id}: {phase.upper()}: {rec.get('why')}; last {where}"
+    else:
+        summary = f"run {run_id}: {phase.upper()}, {where}"
+        if keeper is not None and not keeper["alive"]:
+            summary += "; its keeper is not running (restart it with the next step)"
+    if rec.get("lost"):
+        summary += "; lost: " + ", ".join(f"{b} ({w})" for b, w in rec["lost"].items())
+    summary += f"; {ledger.line(money)}"
+    ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP) and (
+        phase in record.ENDED or bool(keeper and keeper["alive"]))
+    nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
+    if phase not in record.ENDED and keeper is not None and not keeper["alive"]:
+        nxt.insert(0, step("python3", "-m", "gpuops.keeper", run_id, why="starts its keeper again"))
+    return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
+
+
+def wait(rec, timeout_s, sleep=time.sleep, clock=time.monotonic) -> dict:
+    """status() once the run has ended (and what was asked after it is done), or at the timeout."""
+    run_id, until = rec["run_id"], clock() + timeout_s
+    while rec["phase"] not in record.ENDED and clock() < until:
+        sleep(WAIT_POLL_S)
+        rec = record.read(run_id) or rec
+    doc = status(rec)
+    doc["command"] = "wait"
+    if rec["phase"] not in record.ENDED:
+        doc["ok"] = False
+        doc["summary"] = f"still going after {timeout_s:g}s: " + doc["summary"]
+        doc[CODE_KEY] = errors.WAIT_TIMED_OUT
+    return doc
+
+
+def show(doc, con) -> None:
+    """A person's view: one line per attempt, the vault and the ledger, then the summary."""
+    from ..render import inert, summary_line
+
+    k = (doc.get("data") or {}).get("kept")
+    if k:
+        for a in k["attempts"]:
+            last = a["n"] == len(k["attempts"])
+            ended = f"ended: {a['why']}" if a.get("why") else (k["phase"] if last else "")
+            frm = f", resumed from {a['resumed_from']}" if a.get("resumed_from") else ""
+            con.print(inert.text(f"  attempt {a['n']}: {a['box']} job {a['job']}{frm}; {ended}"), markup=False)
+        con.print(inert.text(f"  vault {k['vault']['root']}: {', '.join(k['vault']['held']) or 'nothing yet'}"),
+                  markup=False)
+        for kind, t in k["ledger"]["totals"].items():
+            if t["seconds"] > 0:
+                con.print(f"  {kind:<10} {t['seconds']:8.0f}s  ${t['usd']:.4f}", markup=False)
+    summary_line(doc, con)

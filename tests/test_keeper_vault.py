@@ -1,0 +1,111 @@
+"""The vault's rules on this machine's disk (gpuops.keeper.vault) and what a kept launch needs
+(gpuops.keeper.start.spec_of): only a claimed copy with its manifest is held, a copy in flight or a
+manifest alone never is, a changed file is caught before a push, names from the box stay plain."""
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from gpuops import errors
+from gpuops.keeper import start, vault
+from gpuops.pullindex import manifest_for
+
+
+def _copied(v, name, files):
+    """What a verified pull leaves: the files in an incoming place, its manifest beside them."""
+    where = v.incoming(name)
+    os.makedirs(where)
+    listed = []
+    for rel, data in files.items():
+        with open(os.path.join(where, rel), "wb") as f:
+            f.write(data)
+        listed.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    with open(manifest_for(where), "w") as f:
+        json.dump({"schema": 1, "files": listed, "verified_at": "now"}, f)
+    return where
+
+
+def test_only_a_claimed_copy_is_held_and_a_copy_in_flight_never_is(tmp_path):
+    v = vault.Vault(str(tmp_path), "run1")
+    where = _copied(v, "checkpoint-5", {"state.pt": b"x" * 10})
+    assert v.held() == []  # verified, but not claimed: a keeper killed now leaves nothing held
+    v.claim("checkpoint-5", where)
+    assert [h["name"] for h in v.held()] == ["checkpoint-5"] and v.verify("checkpoint-5") == []
+    again = v.incoming("checkpoint-5")  # a later copy of the same name starts clean, in a place of its own
+    assert again != where and os.listdir(v.path(vault.INCOMING)) == []
+
+
+def test_a_manifest_without_its_directory_or_a_directory_without_its_manifest_is_not_held(tmp_path):
+    v = vault.Vault(str(tmp_path), "run1")
+    v.claim("c-1", _copied(v, "c-1", {"a": b"1"}))
+    v.claim("c-2", _copied(v, "c-2", {"a": b"2"}))
+    os.unlink(manifest_for(v.path(vault.CHECKPOINTS, "c-1")))
+    os.rename(v.path(vault.CHECKPOINTS, "c-2"), v.path(vault.CHECKPOINTS, "elsewhere"))
+    assert v.held() == []
+
+
+def test_a_file_changed_in_the_vault_is_caught_before_it_is_pushed(tmp_path):
+    v = vault.Vault(str(tmp_path), "run1")
+    v.claim("c-1", _copied(v, "c-1", {"a": b"good", "b": b"kept"}))
+    with open(v.path(vault.CHECKPOINTS, "c-1", "a"), "wb") as f:
+        f.write(b"evil")
+    assert v.verify("c-1") == ["a"]
+
+
+@pytest.mark.parametrize("name", ["../x", ".hidden", "a/b", "bad\x1bname", "", "x" * 300])
+def test_a_name_from_the_box_that_is_not_plain_is_never_used(tmp_path, name):
+    v = vault.Vault(str(tmp_path), "run1")
+    with pytest.raises(errors.BadAnswer):
+        v.incoming(name)
+
+
+def test_a_kept_launch_needs_checkpoints_and_a_resume_arg_and_resolves_its_fleet_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(errors.UsageError, match="--checkpoint-dir"):
+        start.spec_of(command="x", fleet="f.toml", vault_dir="v", policy={"checkpoint_dir": "c"}, request={})
+    spec = start.spec_of(command="x", fleet="f.toml", vault_dir="v", request={}, lost_after_s=20.0,
+                         policy={"checkpoint_dir": "c", "resume_arg": "--resume {checkpoint}"})
+    assert spec["fleet"] == str(tmp_path / "f.toml") and spec["vault"] == str(tmp_path / "v")
+    assert spec["poll_s"] == 5.0 and spec["keep"] == 3  # four looks within --lost-after, at most one each 5 s
+    named = start.spec_of(command="x", fleet="train", vault_dir="v", request={}, lost_after_s=6.0,
+                          policy={"checkpoint_dir": "c", "resume_arg": "--resume {checkpoint}"})
+    assert named["fleet"] == "train" and named["poll_s"] == 1.5
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--vault", "v", "--host", "a"], "--vault keeps a run across the boxes of a --fleet"),
+    (["--lost-after", "30", "--host", "a"], "go with --vault DIR"),
+    (["--vault", "v", "--fleet", "f.toml"], "give --checkpoint-dir DIR[:GLOB] and --resume-arg"),
+    (["--vault", "v", "--fleet", "f.toml", "--gpus", "0,1", "--checkpoint-dir", "c",
+      "--resume-arg=--resume {checkpoint}"], "--gpus is how many GPUs the job needs"),
+])
+def test_a_kept_launch_asked_wrongly_is_a_usage_error_before_anything_starts(cli_inproc, args, words):
+    r = cli_inproc("launch", "--cmd", "python train.py", *args)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+def test_what_a_box_says_of_its_checkpoints_is_kept_only_where_the_keeper_may_act_on_it():
+    from gpuops.keeper.attempt import checked_run
+
+    answer = checked_run({"checkpoints": {"dir": "/c", "best": ["../x", "c-2", "gone"], "complete": [
+        {"name": "c-2", "step": 2, "mtime": 1.5}, {"name": "../x", "step": 1}, {"name": "c-1", "step": "1"},
+        {"name": ".tmp-3", "step": 3}, "junk"]}, "run_dir": "/jobs/..", "attempt_dir": "/jobs/20261128-1"})
+    assert answer["checkpoints"] == {"dir": "/c", "best": ["c-2"], "complete": [{"name": "c-2", "step": 2, "mtime": 1.5}]}
+    assert answer["run_dir"] is None and answer["attempt_dir"] == "/jobs/20261128-1"
+    assert checked_run({"checkpoints": {"dir": "relative", "complete": []}})["checkpoints"] is None
+
+
+def test_a_flag_a_kept_run_would_drop_at_its_relaunch_is_refused(cli_inproc):
+    r = cli_inproc("launch", "--cmd", "python train.py", "--vault", "v", "--fleet", "f.toml", "--key", "k")
+    assert r.returncode == 2 and "--key does not apply here: a run kept with --vault is relaunched without it" in \
+        r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("best, names", [(None, []), ("/c/checkpoint-7", ["checkpoint-7"]),
+                                         (["checkpoint-2", "", 3], ["checkpoint-2"]), ({"name": "c-1"}, ["c-1"])])
+def test_the_best_checkpoints_are_read_however_the_checkpoint_rules_name_them(best, names):
+    from gpuops.onbox import keeper_facts
+
+    assert keeper_facts._best({"best": best}) == names
