@@ -1,0 +1,127 @@
+"""The streams of a multi-stream copy: each its own SSH connection; one stream's rate, measured.
+
+A Lane is a connection of its own (a master on a private socket, so nothing it carries shares a
+TCP stream with another lane or with the target's own master). rsync rides it through `ssh_argv`,
+exactly as it rides a target, and so do the range copies (gpuops.sync.ranges). A lane's master is
+started on first use and again after `drop_link` (the link that failed may be the lane's own).
+
+`measure` asks the link itself, over the target's own connection: a few one-line round trips
+(the round trip), then PROBE_BYTES of the payload (to /dev/null on the box for a push, read from
+the biggest file there for a pull): one stream's rate.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+from ..remote import openssh, wrap
+
+PROBE_BYTES = 4 << 20
+PROBE_TIMEOUT_S = 30
+PINGS = 3
+MASTER_WAIT_S = 30
+
+
+class Lane:
+    def __init__(self, target, index: int):
+        self.target = target
+        self.index = index
+        self._dir = tempfile.mkdtemp(prefix=f"gpuops-lane{index}-")
+        self._socket = os.path.join(self._dir, "s")
+        self._lock = threading.Lock()
+        self.name = target.name
+
+    def ssh_argv(self, control="no", log_level="ERROR") -> list:
+        """The target's ssh command line over this lane's master, started first when it is not up
+        (a failed start leaves the command to connect by itself, and fail, and be retried)."""
+        self._ensure()
+        return openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "no", openssh.PERSIST_S,
+                                log_level)
+
+    def _ensure(self):
+        with self._lock:
+            if os.path.exists(self._socket):
+                return
+            argv = openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "yes", openssh.PERSIST_S)
+            try:
+                # With ControlPersist the foreground ssh exits once the master listens.
+                subprocess.run(argv[:-1] + ["-N", argv[-1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=MASTER_WAIT_S, start_new_session=True)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def drop_link(self):
+        """End this lane's master (the next command starts a new one)."""
+        with self._lock:
+            self._exit()
+
+    def _exit(self):
+        if os.path.exists(self._socket):
+            argv = openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "no")
+            subprocess.run(argv[:-1] + ["-O", "exit", argv[-1]], stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=10)
+
+    def close(self):
+        with self._lock:
+            self._exit()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def popen(self, line: str) -> subprocess.Popen:
+        """`line` run by sh on the box over this lane, with pipes for all three streams."""
+        return subprocess.Popen(self.ssh_argv() + [wrap.sh(line)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+
+
+def can_stripe(target) -> bool:
+    """Lanes are OpenSSH connections: a paramiko target (no ssh client here) stays one stream."""
+    return isinstance(target, openssh.OpenSSHTarget)
+
+
+def measure(target, direction: str, local_root: str, remote_root: str, rel: str, size: int) -> dict:
+    """{"rtt_s", "probe_bytes", "probe_s"} over the target's own connection, probing with the
+    file `rel` (the biggest to send); {} when the link could not be measured.
+
+    One command: once the box says it is ready (the channel is up and its shell runs), PINGS lines
+    go back and forth (rtt_s: the fastest; the shell's `read` and `echo` are builtins, so no
+    process start is counted), then PROBE_BYTES go through (probe_s)."""
+    nbytes = min(PROBE_BYTES, size)
+    pings = "read -r a; echo; " * PINGS
+    if direction == "push":
+        with open(os.path.join(os.fsencode(local_root), rel.encode("utf-8", "surrogateescape")), "rb") as f:
+            data = f.read(nbytes)
+        line = f"echo ready; {pings}head -c {len(data)} > /dev/null; echo done"
+    else:
+        data = b""
+        line = f"echo ready; {pings}head -c {nbytes} -- {wrap.quote(remote_root.rstrip('/') + '/' + rel)}"
+    proc = subprocess.Popen(target.ssh_argv(control="no") + [wrap.sh(line)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
+    timer.start()
+    try:
+        if proc.stdout.readline() != b"ready\n":
+            return {}
+        rtt = []
+        for _ in range(PINGS):
+            sent = time.monotonic()
+            proc.stdin.write(b"\n")
+            proc.stdin.flush()
+            proc.stdout.readline()
+            rtt.append(time.monotonic() - sent)
+        started = time.monotonic()
+        proc.stdin.write(data)
+        proc.stdin.close()
+        out = proc.stdout.read()  # a push's "done", after the box read everything; a pull's bytes
+        probe = time.monotonic() - started
+        if proc.wait() != 0:
+            return {}
+    except OSError:
+        return {}
+    finally:
+        timer.cancel()
+        proc.kill()
+        proc.wait()
+    return {"rtt_s": round(min(rtt), 4), "probe_bytes": len(out) if direction == "pull" else len(data),
+            "probe_s": round(probe, 4)}

@@ -1,0 +1,188 @@
+"""Several streams where the link pays for them, one where it does not (gpuops.sync.stripes).
+
+StripedEngine wraps the single-stream rsync engine and is used in its place. For a transfer worth
+it, it measures the link (gpuops.sync.lanes.measure) and lets stripes.choose decide; with one
+stream, everything goes through the wrapped engine exactly as before. With several, each lane (its
+own SSH connection) carries its whole files with an rsync of its own over its connection, and
+its ranges of the big files (gpuops.sync.ranges); every lane has its own retry budget, with the
+same bounds as the transfer's, so one lane's retries do not spend another's. When the lanes are
+done, the files cut into ranges are joined. A repair pass (force) is always one stream: it resends
+the few paths verification found different, whole.
+
+How it went is the Outcome as for one stream, plus `streams` (how many, why, the measurement) and
+`wall_s` (the lanes ran at once, so their attempts' seconds overlap).
+"""
+
+import copy
+import os
+import threading
+import time
+
+from . import lanes as L
+from . import ranges, stripes
+from .outcome import DISK_FULL, FATAL, TRANSPORT, Attempt, Outcome, merge
+from .retry import Backoff
+
+STALL_MIN_S = 10.0
+
+
+class StripedEngine:
+    name = "rsync"
+
+    def __init__(self, inner, target, direction: str, src_map: dict, requested=None):
+        self.inner = inner
+        self.target = target
+        self.direction = direction
+        self.src_map = src_map
+        self.requested = requested
+
+    def run(self, rels, force=False) -> Outcome:
+        files = {r: self.src_map[r].size for r in rels if self.src_map[r].kind == "f"}
+        payload = sum(files.values())
+        if force or not L.can_stripe(self.target) or (payload < stripes.MIN_BYTES and not self.requested):
+            return self.inner.run(rels, force)
+        measured = {}
+        if not self.requested:
+            biggest = max(files, key=files.get)
+            measured = L.measure(self.target, self.direction, self.inner.local_root, self.inner.remote_root,
+                                 biggest, files[biggest])
+        rate = stripes.rate(measured.get("probe_bytes", 0), measured.get("probe_s", 0))
+        n, why = stripes.choose(payload, rate, measured.get("rtt_s"), self.requested)
+        choice = {"count": n, "why": why, **measured, **({"rate_bytes_s": round(rate)} if rate else {})}
+        if n == 1:
+            outcome = self.inner.run(rels, force)
+        else:
+            outcome = self._striped(rels, files, n)
+        outcome.streams = choice
+        return outcome
+
+    def _striped(self, rels, files, n) -> Outcome:
+        started = time.monotonic()
+        others = [r for r in rels if r not in files]
+        plan = stripes.lanes(files, others, n)
+        conns = [L.Lane(self.target, i) for i in range(len(plan))]
+        tally = _Tally(self.inner.progress, len(plan))
+        results = [Outcome(self.name) for _ in plan]
+        backoffs = [Backoff(budget_s=self.inner.backoff.budget_s) if self.inner.backoff else None for _ in plan]
+        threads = [threading.Thread(target=self._lane, args=(conns[i], plan[i], results[i], backoffs[i], tally.lane(i)),
+                                    daemon=True) for i in range(len(plan))]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
+            total = Outcome(self.name, compressed=self.inner.compress)
+            for one in results:
+                merge(total, one)
+            if total.failure is None:
+                self._join(conns[0], stripes.split_files(plan), total)
+        finally:
+            for c in conns:
+                c.close()
+        if self.inner.backoff is not None:
+            self.inner.backoff.retries += sum(b.retries for b in backoffs if b)
+        total.wall_s = round(time.monotonic() - started, 3)
+        return total
+
+    def _lane(self, conn, lane, outcome, backoff, progress):
+        try:
+            if lane.whole:
+                engine = copy.copy(self.inner)
+                engine.target, engine.backoff, engine.progress = conn, backoff, progress
+                merge(outcome, engine.run(lane.whole))
+            for piece in lane.ranges:
+                if outcome.failure is not None:
+                    return
+                self._range(conn, piece, outcome, backoff, progress)
+        except Exception as e:  # noqa: BLE001 - one lane's surprise is its failure, said, not a lost thread
+            outcome.fail(FATAL, f"stream {conn.index}: {type(e).__name__}: {e}")
+
+    def _range(self, conn, piece, outcome, backoff, progress):
+        copy_range = ranges.push if self.direction == "push" else ranges.pull
+        stall_s = max(STALL_MIN_S, 2 * self.inner.io_timeout)
+        while True:
+            started, moved = time.monotonic(), [0]
+
+            def count(nbytes):
+                moved[0] += nbytes
+                progress.add(nbytes)
+
+            try:
+                sent, had = copy_range(conn, self.inner.local_root, self.inner.remote_root, piece, count, stall_s)
+            except ranges.RangeFailed as e:
+                outcome.attempts.append(Attempt(None, e.kind, str(e), round(time.monotonic() - started, 3),
+                                                moved[0], str(e)))
+                outcome.bytes_sent += moved[0]
+                outcome.wire_bytes += moved[0]
+                if e.kind == "retry":
+                    progress.note(f"stream {conn.index}: {e}; retrying")
+                    conn.drop_link()
+                    if backoff is not None and backoff.wait():
+                        continue
+                    outcome.fail(TRANSPORT, f"a range of {piece.rel} kept failing: {e}")
+                else:
+                    outcome.fail(DISK_FULL if e.kind == "disk-full" else FATAL, str(e))
+                return
+            outcome.attempts.append(Attempt(0, "ok", f"range {piece.start}-{piece.end} of {piece.rel}",
+                                            round(time.monotonic() - started, 3), sent))
+            outcome.bytes_sent += sent
+            outcome.wire_bytes += sent
+            outcome.bytes_reused += had
+            return
+
+    def _join(self, conn, split, outcome):
+        """Join every file cut into ranges (all its ranges are in: no lane failed)."""
+        for rel, pieces in sorted(split.items()):
+            try:
+                if self.direction == "push":
+                    st = os.stat(os.path.join(os.fsencode(self.inner.local_root), rel.encode("utf-8", "surrogateescape")))
+                    ranges.join_remote(conn, self.inner.remote_root, rel, pieces, st.st_mode, st.st_mtime)
+                else:
+                    ranges.join_local(conn, self.inner.local_root, self.inner.remote_root, rel, pieces)
+            except (ranges.RangeFailed, OSError) as e:
+                kind = getattr(e, "kind", "fatal")
+                outcome.fail(DISK_FULL if kind == "disk-full" else TRANSPORT if kind == "retry" else FATAL,
+                             f"joining the ranges of {rel}: {e}")
+                return
+
+
+class _Tally:
+    """The lanes' progress as one bar: rsync reports its own running total, ranges add to it."""
+
+    def __init__(self, progress, n):
+        self.progress = progress
+        self._done = [0] * n
+        self._ranges = [0] * n
+        self._files = [0] * n
+        self._lock = threading.Lock()
+
+    def lane(self, i):
+        return _LaneProgress(self, i)
+
+    def report(self, i, done=None, files=None, add=0):
+        if self.progress is None:
+            return
+        with self._lock:
+            if done is not None:
+                self._done[i] = done
+            if files is not None:
+                self._files[i] = files
+            self._ranges[i] += add
+            total, nfiles = sum(self._done) + sum(self._ranges), sum(self._files)
+        self.progress.update(total, nfiles)
+
+
+class _LaneProgress:
+    def __init__(self, tally, i):
+        self._tally, self._i = tally, i
+
+    def update(self, done, files=None):
+        self._tally.report(self._i, done=done, files=files)
+
+    def add(self, nbytes):
+        self._tally.report(self._i, add=nbytes)
+
+    def note(self, text):
+        if self._tally.progress is not None:
+            self._tally.progress.note(text)
