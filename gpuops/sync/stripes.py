@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 MIN_BYTES = 32 << 20
 FAST_BYTES_S = 50e6
-NEAR_RTT_S = 0.005
+NEAR_RTT_S = 0.01
 MAX_STREAMS = 8
 LANE_S = 2.0
 SPLIT_MIN = 32 << 20
@@ -61,10 +61,10 @@ def choose(payload: int, rate_bytes_s, rtt_s=None, requested=None) -> tuple:
         return max(1, min(MAX_STREAMS, int(requested))), "asked for"
     if payload < MIN_BYTES:
         return 1, f"under {MIN_BYTES >> 20} MiB to send"
+    if rtt_s is not None and rtt_s < NEAR_RTT_S:
+        return 1, f"a round trip of {rtt_s * 1e3:.1f} ms (under {NEAR_RTT_S * 1e3:.0f}): a near link"
     if not rate_bytes_s or rtt_s is None:
         return 1, "the link could not be measured"
-    if rtt_s < NEAR_RTT_S:
-        return 1, f"a round trip of {rtt_s * 1e3:.1f} ms (under {NEAR_RTT_S * 1e3:.0f}): a near link"
     if rate_bytes_s >= FAST_BYTES_S:
         return 1, f"one stream carries {rate_bytes_s / 1e6:.0f} MB/s (at least {FAST_BYTES_S / 1e6:.0f})"
     n = max(1, min(MAX_STREAMS, int(payload // (rate_bytes_s * LANE_S))))

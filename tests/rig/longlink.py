@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 
-_CHUNK = 64 * 1024
+_CHUNK = 256 * 1024
 _MIN_QUEUE = 16          # chunks queued per direction at least (beyond the link's bytes in flight)
 _RTO_S = 0.2             # Linux's minimum retransmission timeout
 
