@@ -30,7 +30,7 @@ from ..envelope import envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
 from ..remote import wrap
-from ..sync import budget, link, plan, tree
+from ..sync import budget, link, plan, stripes, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome, merge
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
@@ -115,7 +115,16 @@ def choose_engine(requested, target, remote_rsync, findings, compress=False):
     return "rsync", local_version
 
 
-def make_engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False):
+def measure_early(early, target, src_map, opts):
+    """push: start measuring the link (gpuops.sync.striped.Early) once this end's tree is walked,
+    while the box lists the destination, when what may be sent is worth several streams."""
+    nbytes = sum(e.size for e in src_map.values() if e.kind == "f")
+    if opts.streams is None and opts.engine != "sftp" and not target.is_local and nbytes >= stripes.MIN_BYTES:
+        early.start()
+
+
+def make_engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False,
+                early=None):
     if name == "rsync":
         from ..sync.rsync import RsyncEngine
 
@@ -124,7 +133,7 @@ def make_engine(name, version, target, direction, local_root, remote_root, src_m
         single = RsyncEngine(direction, local_root, remote_root, target=None if target.is_local else target,
                              io_timeout=opts.io_timeout, backoff=backoff, progress=opts.progress,
                              rsync_version=version, make_root=make_root, compress=opts.compress)
-        return single if target.is_local else StripedEngine(single, target, direction, src_map, opts.streams)
+        return single if target.is_local else StripedEngine(single, target, direction, src_map, opts.streams, early)
     from ..sync.sftp import SftpEngine
 
     return SftpEngine(target, direction, local_root, remote_root, src_map, io_timeout=opts.io_timeout,

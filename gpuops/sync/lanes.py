@@ -6,8 +6,9 @@ exactly as it rides a target, and so do the range copies (gpuops.sync.ranges). A
 started on first use and again after `drop_link` (the link that failed may be the lane's own).
 
 `measure` asks the link itself, over the target's own connection: a few one-line round trips
-(the round trip), then PROBE_BYTES of the payload (to /dev/null on the box for a push, read from
-the biggest file there for a pull): one stream's rate.
+(the round trip), then PROBE_BYTES (random, to /dev/null on the box for a push; read from the
+biggest file there for a pull): one stream's rate. A push starts it as soon as its own tree is
+walked (gpuops.sync.striped.Early), so it runs while the box lists the destination.
 """
 
 import os
@@ -27,33 +28,70 @@ RC_LINES = 100
 MASTER_WAIT_S = 30
 
 
+# Bulk data's cipher: AES-GCM runs in the CPU's AES instructions (x86 AES-NI, ARMv8 AES), ~1.5x
+# cheaper than chacha20-poly1305, OpenSSH's first choice; where several streams carry a payload
+# the CPUs are what holds them back. Only the order changes: a cipher the user's ssh_config
+# leaves out stays out.
+BULK_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def cipher_order(target) -> list:
+    """`-o Ciphers=...` putting BULK_CIPHERS first among the ciphers ssh_config allows for the
+    target (`ssh -G`), or [] when ssh does not say or allows none of them."""
+    argv = openssh.ssh_argv(target.spec, target.identity)
+    try:
+        out = subprocess.run(argv[:-1] + ["-G", argv[-1]], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    allowed = next((line.split(None, 1)[1].strip().split(",") for line in out.splitlines()
+                    if line.lower().startswith("ciphers ") and len(line.split(None, 1)) == 2), [])
+    first = [c for c in BULK_CIPHERS if c in allowed]
+    if not first:
+        return []
+    return ["-o", "Ciphers=" + ",".join(first + [c for c in allowed if c not in first])]
+
+
 class Lane:
-    def __init__(self, target, index: int):
+    def __init__(self, target, index: int, ciphers=()):
         self.target = target
         self.index = index
+        self.ciphers = list(ciphers)
         self._dir = tempfile.mkdtemp(prefix=f"gpuops-lane{index}-")
         self._socket = os.path.join(self._dir, "s")
         self._lock = threading.Lock()
+        self._closed = False
         self.name = target.name
 
     def ssh_argv(self, control="no", log_level="ERROR") -> list:
         """The target's ssh command line over this lane's master, started first when it is not up
         (a failed start leaves the command to connect by itself, and fail, and be retried)."""
         self._ensure()
-        return openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "no", openssh.PERSIST_S,
+        return self._argv("no", log_level)
+
+    def _argv(self, control, log_level="ERROR") -> list:
+        argv = openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, control, openssh.PERSIST_S,
                                 log_level)
+        return argv[:-1] + self.ciphers + argv[-1:]
 
     def _ensure(self):
         with self._lock:
-            if os.path.exists(self._socket):
+            if self._closed or os.path.exists(self._socket):
                 return
-            argv = openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "yes", openssh.PERSIST_S)
+            argv = self._argv("yes")
             try:
                 # With ControlPersist the foreground ssh exits once the master listens.
                 subprocess.run(argv[:-1] + ["-N", argv[-1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=MASTER_WAIT_S, start_new_session=True)
             except subprocess.TimeoutExpired:
                 pass
+
+    def warm(self):
+        """Start this lane's master now (a thread's work: the handshake takes round trips)."""
+        try:
+            self._ensure()
+        except OSError:
+            pass
 
     def drop_link(self):
         """End this lane's master (the next command starts a new one)."""
@@ -68,6 +106,7 @@ class Lane:
 
     def close(self):
         with self._lock:
+            self._closed = True
             self._exit()
             shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -82,22 +121,22 @@ def can_stripe(target) -> bool:
     return isinstance(target, openssh.OpenSSHTarget)
 
 
-def measure(target, direction: str, local_root: str, remote_root: str, rel: str, size: int) -> dict:
-    """{"rtt_s", "probe_bytes", "probe_s"} over the target's own connection, probing with the
-    file `rel` (the biggest to send); {} when the link could not be measured.
+def measure(target, remote_file=None, on_far=None) -> dict:
+    """{"rtt_s", "probe_bytes", "probe_s"} over the target's own connection; {} when the link could
+    not be measured. A push's probe is random bytes sent to /dev/null on the box; a pull's is read
+    from `remote_file` (the biggest to fetch), so the box's disk is in its time as in the pull's.
 
     One command: once the box says it is ready (the channel is up and its shell runs), PINGS lines
     go back and forth (rtt_s: the fastest; the shell's `read` and `echo` are builtins, so no
-    process start is counted), then PROBE_BYTES go through (probe_s)."""
-    nbytes = min(PROBE_BYTES, size)
+    process start is counted), then PROBE_BYTES go through (probe_s). `on_far()` is called once the
+    round trip says the link is far, before the probe."""
     pings = "read -r a; echo; " * PINGS
-    if direction == "push":
-        with open(os.path.join(os.fsencode(local_root), rel.encode("utf-8", "surrogateescape")), "rb") as f:
-            data = f.read(nbytes)
+    if remote_file is None:
+        data = os.urandom(PROBE_BYTES)  # random: a compressing ssh_config must not flatter the link
         line = f"echo ready; {pings}head -c {len(data)} > /dev/null; echo done"
     else:
         data = b""
-        line = f"echo ready; {pings}head -c {nbytes} -- {wrap.quote(remote_root.rstrip('/') + '/' + rel)}"
+        line = f"echo ready; {pings}head -c {PROBE_BYTES} -- {wrap.quote(remote_file)}"
     proc = subprocess.Popen(target.ssh_argv(control="no") + [wrap.sh(line)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
@@ -118,6 +157,8 @@ def measure(target, direction: str, local_root: str, remote_root: str, rel: str,
             rtt.append(time.monotonic() - sent)
         if min(rtt) < stripes.NEAR_RTT_S:
             return {"rtt_s": round(min(rtt), 4)}  # a near link is one stream whatever its rate: no probe
+        if on_far is not None:
+            on_far()
         started = time.monotonic()
         proc.stdin.write(data)
         proc.stdin.close()
@@ -131,5 +172,5 @@ def measure(target, direction: str, local_root: str, remote_root: str, rel: str,
         timer.cancel()
         proc.kill()
         proc.wait()
-    return {"rtt_s": round(min(rtt), 4), "probe_bytes": len(out) if direction == "pull" else len(data),
+    return {"rtt_s": round(min(rtt), 4), "probe_bytes": len(out) if remote_file else len(data),
             "probe_s": round(probe, 4)}

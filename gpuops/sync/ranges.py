@@ -200,19 +200,27 @@ def join_remote(lane, remote_root: str, rel: str, pieces, mode: int, mtime: floa
     line = (_way_in(remote_root, rel, make=False) + checks
             + f"cat -- {parts} > {temp} && chmod {mode & 0o7777:o} {temp} && "
               f"touch -m -d @{mtime:.9f} -- {temp} && mv -fT -- {temp} {_q(name)} && rm -f -- {parts}")
+    _ask(lane, line, rel)
+
+
+def _ask(lane, line: str, rel: str) -> bytes:
+    """What `line` printed on the box; RangeFailed when it failed or took over JOIN_TIMEOUT_S."""
     proc = lane.popen(line)
-    out, err = proc.communicate(timeout=JOIN_TIMEOUT_S)
+    try:
+        out, err = proc.communicate(timeout=JOIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RangeFailed("retry", f"{rel}: no answer within {JOIN_TIMEOUT_S} s") from None
     if proc.returncode != 0:
         _verdict(proc.returncode, err, False, rel)
+    return out
 
 
 def join_local(lane, local_root: str, remote_root: str, rel: str, pieces):
     """Join a pulled file's parts here with the box's mode and mtime, rename it into place."""
-    proc = lane.popen(_way_in(remote_root, rel, make=False)
-                      + f"stat -c '%a %Y' -- {_q(posixpath.basename(_b(rel)))}")
-    out, err = proc.communicate(timeout=JOIN_TIMEOUT_S)
-    if proc.returncode != 0:
-        _verdict(proc.returncode, err, False, rel)
+    out = _ask(lane, _way_in(remote_root, rel, make=False) + f"stat -c '%a %Y' -- {_q(posixpath.basename(_b(rel)))}",
+               rel)
     try:
         mode, mtime = out.split()
         mode, mtime = int(mode, 8) & 0o7777, int(mtime)

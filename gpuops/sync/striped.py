@@ -1,12 +1,13 @@
 """Several streams where the link pays for them, one where it does not (gpuops.sync.stripes).
 
 StripedEngine wraps the single-stream rsync engine and is used in its place. For a transfer worth
-it, it measures the link (gpuops.sync.lanes.measure) and lets stripes.choose decide; with one
-stream, everything goes through the wrapped engine exactly as before. With several, each lane (its
+it, it measures the link (gpuops.sync.lanes.measure, on an Early thread) and lets stripes.choose
+decide; with one stream, everything goes through the wrapped engine exactly as before. With
+several, each lane (its
 own SSH connection) carries its whole files with an rsync of its own over its connection, and
 its ranges of the big files (gpuops.sync.ranges); every lane has its own retry budget, with the
-same bounds as the transfer's, so one lane's retries do not spend another's. When the lanes are
-done, the files cut into ranges are joined. A repair pass (force) is always one stream: it resends
+same bounds as the transfer's, so one lane's retries do not spend another's. The lane that brings
+a file's last range joins the file. A repair pass (force) is always one stream: it resends
 the few paths verification found different, whole.
 
 How it went is the Outcome as for one stream, plus `streams` (how many, why, the measurement) and
@@ -29,76 +30,89 @@ STALL_MIN_S = 10.0
 class StripedEngine:
     name = "rsync"
 
-    def __init__(self, inner, target, direction: str, src_map: dict, requested=None):
+    def __init__(self, inner, target, direction: str, src_map: dict, requested=None, early=None):
         self.inner = inner
         self.target = target
         self.direction = direction
         self.src_map = src_map
         self.requested = requested
+        self.early = early
 
     def run(self, rels, force=False) -> Outcome:
         files = {r: self.src_map[r].size for r in rels if self.src_map[r].kind == "f"}
         payload = sum(files.values())
-        if force or not L.can_stripe(self.target) or (payload < stripes.MIN_BYTES and not self.requested):
-            return self.inner.run(rels, force)
-        measured = {}
-        if not self.requested:
-            biggest = max(files, key=files.get)
-            measured = L.measure(self.target, self.direction, self.inner.local_root, self.inner.remote_root,
-                                 biggest, files[biggest])
-        rate = stripes.rate(measured.get("probe_bytes", 0), measured.get("probe_s", 0))
-        n, why = stripes.choose(payload, rate, measured.get("rtt_s"), self.requested)
-        choice = {"count": n, "why": why, **measured, **({"rate_bytes_s": round(rate)} if rate else {})}
-        if n == 1:
-            outcome = self.inner.run(rels, force)
-        else:
-            outcome = self._striped(rels, files, n)
+        early, self.early = self.early or Early(self.target), None  # the measurement is the first run's
+        try:
+            if force or not L.can_stripe(self.target) or (payload < stripes.MIN_BYTES and not self.requested):
+                early.close()
+                return self.inner.run(rels, force)
+            if not self.requested and not early.started:
+                biggest = max(files, key=files.get)
+                early.start(self.inner.remote_root.rstrip("/") + "/" + biggest if self.direction == "pull" else None)
+            measured = early.result() if not self.requested else {}
+            rate = stripes.rate(measured.get("probe_bytes", 0), measured.get("probe_s", 0))
+            n, why = stripes.choose(payload, rate, measured.get("rtt_s"), self.requested)
+            choice = {"count": n, "why": why, **measured, **({"rate_bytes_s": round(rate)} if rate else {})}
+            if n == 1:
+                early.close()
+                outcome = self.inner.run(rels, force)
+            else:
+                outcome = self._striped(rels, files, n, early)
+        finally:
+            early.close()
         outcome.streams = choice
         return outcome
 
-    def _striped(self, rels, files, n) -> Outcome:
+    def _striped(self, rels, files, n, early) -> Outcome:
         started = time.monotonic()
         others = [r for r in rels if r not in files]
         plan = stripes.lanes(files, others, n)
-        conns = [L.Lane(self.target, i) for i in range(len(plan))]
+        conns = early.take(len(plan))
         tally = _Tally(self.inner.progress, len(plan))
         results = [Outcome(self.name) for _ in plan]
         backoffs = [Backoff(budget_s=self.inner.backoff.budget_s) if self.inner.backoff else None for _ in plan]
+        self._split = stripes.split_files(plan)
+        self._pending = {rel: len(pieces) for rel, pieces in self._split.items()}
+        self._lock = threading.Lock()
         threads = [threading.Thread(target=self._lane, args=(conns[i], plan[i], results[i], backoffs[i], tally.lane(i)),
                                     daemon=True) for i in range(len(plan))]
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.5)
-            total = Outcome(self.name, compressed=self.inner.compress)
-            for one in results:
-                merge(total, one)
-            if total.failure is None:
-                self._join(conns[0], stripes.split_files(plan), total)
-        finally:
-            for c in conns:
-                c.close()
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+        total = Outcome(self.name, compressed=self.inner.compress)
+        for one in results:
+            merge(total, one)
         if self.inner.backoff is not None:
             self.inner.backoff.retries += sum(b.retries for b in backoffs if b)
         total.wall_s = round(time.monotonic() - started, 3)
         return total
 
     def _lane(self, conn, lane, outcome, backoff, progress):
+        """A lane's ranges first (a big file's ranges then end together, early, and its join on
+        the box overlaps the lanes' whole files), then its whole files in one rsync."""
         try:
-            if lane.whole:
+            for piece in lane.ranges:
+                if not self._range(conn, piece, outcome, backoff, progress):
+                    return
+                self._landed(conn, piece, outcome)
+            if lane.whole and outcome.failure is None:
                 engine = copy.copy(self.inner)
                 engine.target, engine.backoff, engine.progress = conn, backoff, progress
                 merge(outcome, engine.run(lane.whole))
-            for piece in lane.ranges:
-                if outcome.failure is not None:
-                    return
-                self._range(conn, piece, outcome, backoff, progress)
         except Exception as e:  # noqa: BLE001 - one lane's surprise is its failure, said, not a lost thread
             outcome.fail(FATAL, f"stream {conn.index}: {type(e).__name__}: {e}")
 
-    def _range(self, conn, piece, outcome, backoff, progress):
+    def _landed(self, conn, piece, outcome):
+        """Count a range in; the lane that brings a file's last range joins the file."""
+        with self._lock:
+            self._pending[piece.rel] -= 1
+            last = self._pending[piece.rel] == 0
+        if last:
+            self._join(conn, piece.rel, self._split[piece.rel], outcome)
+
+    def _range(self, conn, piece, outcome, backoff, progress) -> bool:
         copy_range = ranges.push if self.direction == "push" else ranges.pull
         stall_s = max(STALL_MIN_S, 2 * self.inner.io_timeout)
         while True:
@@ -123,28 +137,89 @@ class StripedEngine:
                     outcome.fail(TRANSPORT, f"a range of {piece.rel} kept failing: {e}")
                 else:
                     outcome.fail(DISK_FULL if e.kind == "disk-full" else FATAL, str(e))
-                return
+                return False
             outcome.attempts.append(Attempt(0, "ok", f"range {piece.start}-{piece.end} of {piece.rel}",
                                             round(time.monotonic() - started, 3), sent))
             outcome.bytes_sent += sent
             outcome.wire_bytes += sent
             outcome.bytes_reused += had
-            return
+            return True
 
-    def _join(self, conn, split, outcome):
-        """Join every file cut into ranges (all its ranges are in: no lane failed)."""
-        for rel, pieces in sorted(split.items()):
-            try:
-                if self.direction == "push":
-                    st = os.stat(os.path.join(os.fsencode(self.inner.local_root), rel.encode("utf-8", "surrogateescape")))
-                    ranges.join_remote(conn, self.inner.remote_root, rel, pieces, st.st_mode, st.st_mtime)
-                else:
-                    ranges.join_local(conn, self.inner.local_root, self.inner.remote_root, rel, pieces)
-            except (ranges.RangeFailed, OSError) as e:
-                kind = getattr(e, "kind", "fatal")
-                outcome.fail(DISK_FULL if kind == "disk-full" else TRANSPORT if kind == "retry" else FATAL,
-                             f"joining the ranges of {rel}: {e}")
+    def _join(self, conn, rel, pieces, outcome):
+        try:
+            if self.direction == "push":
+                st = os.stat(os.path.join(os.fsencode(self.inner.local_root), rel.encode("utf-8", "surrogateescape")))
+                ranges.join_remote(conn, self.inner.remote_root, rel, pieces, st.st_mode, st.st_mtime)
+            else:
+                ranges.join_local(conn, self.inner.local_root, self.inner.remote_root, rel, pieces)
+        except (ranges.RangeFailed, OSError) as e:
+            kind = getattr(e, "kind", "fatal")
+            outcome.fail(DISK_FULL if kind == "disk-full" else TRANSPORT if kind == "retry" else FATAL,
+                         f"joining the ranges of {rel}: {e}")
+
+
+class Early(threading.Thread):
+    """The link's measurement on a thread of its own, started as early as the caller can (a push:
+    once its own tree is walked, while the box lists the destination), and the lanes' connections,
+    their handshakes started while the probe still runs once the round trip says the link is far:
+    there a handshake is several round trips. Whatever lane is not taken is closed."""
+
+    def __init__(self, target):
+        super().__init__(daemon=True)
+        self.target = target
+        self.lanes = []
+        self.ciphers = None
+        self.started = False
+        self._remote_file = None
+        self._measured = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self, remote_file=None):
+        if not L.can_stripe(self.target):
+            return
+        self._remote_file = remote_file
+        self.started = True
+        super().start()
+
+    def run(self):
+        try:
+            self._measured = L.measure(self.target, self._remote_file, on_far=self._warm)
+        except Exception:  # noqa: BLE001 - a link that cannot be measured is carried as one stream
+            self._measured = {}
+
+    def _warm(self):
+        with self._lock:
+            if self._closed:
                 return
+            self.ciphers = L.cipher_order(self.target)
+            self.lanes = [L.Lane(self.target, i, self.ciphers) for i in range(stripes.MAX_STREAMS)]
+        for lane in self.lanes:
+            threading.Thread(target=lane.warm, daemon=True).start()
+
+    def result(self) -> dict:
+        if self.started:
+            self.join()
+        return self._measured
+
+    def take(self, n) -> list:
+        """`n` lanes; those started beyond them are closed meanwhile."""
+        with self._lock:
+            if self.ciphers is None:
+                self.ciphers = L.cipher_order(self.target)
+            while len(self.lanes) < n:
+                self.lanes.append(L.Lane(self.target, len(self.lanes), self.ciphers))
+            for lane in self.lanes[n:]:
+                threading.Thread(target=lane.close, daemon=True).start()
+            self.lanes = self.lanes[:n]
+            return list(self.lanes)
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            lanes, self.lanes = self.lanes, []
+        for lane in lanes:
+            lane.close()
 
 
 class _Tally:

@@ -28,6 +28,7 @@ import time
 _CHUNK = 256 * 1024
 _MIN_QUEUE = 16          # chunks queued per direction at least (beyond the link's bytes in flight)
 _RTO_S = 0.2             # Linux's minimum retransmission timeout
+_BURST_S = 0.05
 
 
 class LongLink:
@@ -130,8 +131,9 @@ class LongLink:
                     pair.half_closed()
                     return
                 if self.rate:
-                    now = time.monotonic()
-                    free_at = max(free_at, now) + len(data) / self.rate
+                    # A writer woken late (a loaded machine) may catch up by _BURST_S, no more: the
+                    # rate is the link's, not the scheduler's, and an idle link earns no credit.
+                    free_at = max(free_at, time.monotonic() - _BURST_S) + len(data) / self.rate
                 dst.sendall(data)
                 with self._lock:
                     setattr(self, direction, getattr(self, direction) + len(data))

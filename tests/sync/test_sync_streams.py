@@ -12,7 +12,7 @@ from gpuops.ops.pull import pull as pull_op
 from gpuops.ops.push import push as push_op
 from gpuops.ops.sync import Options
 from gpuops.remote.targets import target_for
-from gpuops.sync import stripes
+from gpuops.sync import lanes, stripes
 from gpuops.sync.progress import Silent
 from tests.rig.longlink import alias as long_alias
 from tests.sync.conftest import cut_when, snapshot
@@ -136,3 +136,12 @@ def test_verification_catches_a_corrupted_range(rig, rsync_box, local_state, tmp
     assert any("differ after the transfer" in s for s in stages.said), stages.said
     assert again["ok"] and again["data"]["verified"], again["summary"]
     assert snapshot(dst) == snapshot(src) and _parts(dst) == []
+
+
+def test_streams_prefer_aes_gcm_only_among_the_ciphers_ssh_config_allows(rig, rsync_box):
+    rig.alias("only-chacha", port=rsync_box.port, Ciphers="chacha20-poly1305@openssh.com")
+    rig.alias("chacha-or-gcm", port=rsync_box.port, Ciphers="chacha20-poly1305@openssh.com,aes256-gcm@openssh.com")
+    assert lanes.cipher_order(target_for("only-chacha")) == []
+    order = lanes.cipher_order(target_for("chacha-or-gcm"))
+    assert order == ["-o", "Ciphers=aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"]
+    assert lanes.cipher_order(target_for(rsync_box.spec))[1].startswith("Ciphers=aes128-gcm@openssh.com,")
