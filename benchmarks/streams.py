@@ -12,6 +12,9 @@ baseline measured in the same run, interleaved (rsync, gpuops, rsync, gpuops ...
               holds each connection to --link-mb MB/s (the link as a whole uncapped). Target:
               >= 2x rsync's rate.
   loopback    the same, straight to the sshd. Target: >= 0.95x (the measurement keeps it one stream).
+  ceiling     eight bare `ssh HOST 'cat > /dev/null'` at once carrying the same bytes: no rsync, no
+              hashing, no files. Where it is far under 8 x the per-connection rate, the machine's
+              CPUs, not the link, bound any number of streams, gpuops' included.
 
 Both are the CLI as a subprocess (interpreter start-up included, bytecode compiled once as an
 installed gpuops has it: benchmarks/installed.py). Both ends, the relay and the hashing share
@@ -49,9 +52,19 @@ def make_tree(root: Path) -> int:
     return sum(sizes.values()) * MIB
 
 
+def ceiling(env, cfg, host, payload, streams=8) -> float:
+    """Seconds for `streams` bare ssh streams at once to carry the payload to /dev/null: no
+    rsync, no hashing, no files; what this machine's CPUs allow many streams right now."""
+    each = payload // streams
+    procs = [subprocess.Popen(["sh", "-c", f"head -c {each} /dev/zero | ssh -F {cfg} -o BatchMode=yes {host} "
+                                           "'cat > /dev/null'"], env=env) for _ in range(streams)]
+    return timed(lambda: [p.wait() for p in procs])[0]
+
+
 def compare(env, cfg, host, src, payload, work, runs, label, target):
-    t_rsync, t_gpuops, streams = [], [], []
+    t_rsync, t_gpuops, t_bare, streams = [], [], [], []
     for i in range(runs):
+        t_bare.append(ceiling(env, cfg, host, payload))
         dst = work / f"{host}-rsync-{i}"
         t_rsync.append(timed(lambda: rsync(env, cfg, host, src, dst))[0])
         shutil.rmtree(dst)
@@ -61,12 +74,14 @@ def compare(env, cfg, host, src, payload, work, runs, label, target):
         t_gpuops.append(secs)
         streams.append(doc["data"]["link"]["streams"])
         shutil.rmtree(dst)
-    r, g = statistics.median(t_rsync), statistics.median(t_gpuops)
+    r, g, b = statistics.median(t_rsync), statistics.median(t_gpuops), statistics.median(t_bare)
     mb = payload / 1e6
     chosen = ", ".join(f"{s['count']} ({s.get('why', '')})" for s in streams)
     print(f"{label}: payload {mb:.0f} MB  rsync {r:.2f}s ({mb / r:.1f} MB/s)  gpuops push {g:.2f}s ({mb / g:.1f} MB/s)  "
           f"ratio {r / g:.2f}x  (target >= {target}x)\n    runs: rsync {', '.join(f'{t:.2f}' for t in t_rsync)}; "
-          f"gpuops {', '.join(f'{t:.2f}' for t in t_gpuops)}; streams chosen: {chosen}", flush=True)
+          f"gpuops {', '.join(f'{t:.2f}' for t in t_gpuops)}; streams chosen: {chosen}\n"
+          f"    ceiling: 8 bare ssh streams to /dev/null {b:.2f}s ({mb / b:.1f} MB/s), {r / b:.2f}x rsync: the most "
+          f"any 8 streams got from this machine's CPUs at that moment", flush=True)
     return r / g
 
 
