@@ -114,6 +114,20 @@ def test_a_multi_stream_push_cut_mid_range_resumes_and_verifies(rig, rsync_box, 
     assert snapshot(dst) == snapshot(src) and _parts(dst) == []
 
 
+def test_a_multi_stream_pull_cut_mid_range_resumes_from_its_parts_here(rig, rsync_box, local_state, tmp_path):
+    remote = _tree(tmp_path / "remote")
+    back = tmp_path / "back"
+    with long_alias(rig, rsync_box, "far-pull-cut", delay_s=0.002, rate_bytes_s=8e6, lifetime_s=300):
+        watch, record = cut_when(back, ".big.bin.*-*.gpuops-part", STEP // 2, rsync_box)
+        doc = _run(pull_op, "far-pull-cut", remote, back, streams=4, retry_for=60)
+        watch.join(1)
+    data = doc["data"]
+    assert record["cut_at"] and record["killed"], "the transfer finished before it could be cut"
+    assert doc["ok"] and data["verified"], doc["summary"]
+    assert data["retries"] >= 1 and data["bytes_reused"] > 0
+    assert snapshot(back) == snapshot(remote) and _parts(back) == []
+
+
 def test_verification_catches_a_corrupted_range(rig, rsync_box, local_state, tmp_path):
     """A push cut with no retries left leaves its ranges' parts; one complete part is corrupted on
     the box; the next push takes that range as done, joins the file, and verification finds it
