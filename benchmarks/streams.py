@@ -18,9 +18,10 @@ baseline measured in the same run, interleaved (rsync, gpuops, rsync, gpuops ...
 
 As in benchmarks/sync.py, the source's digests come from this end's cache after the first push
 (the same tree pushed again); that first push, with the cache empty, is shown beside the ratio.
-The box's side is always read in full (every destination is new). Both are the CLI as a subprocess (interpreter start-up included, bytecode compiled once as an
-installed gpuops has it: benchmarks/installed.py). Both ends, the relay and the hashing share
-this machine's cores; the first lines say how many and how loaded they were.
+The box's side is always read in full (every destination is new). Both are the CLI as a
+subprocess (interpreter start-up included, bytecode compiled once as an installed gpuops has it:
+benchmarks/installed.py). Both ends, the relay and the hashing share this machine's cores; the
+first lines say how many and how loaded they were.
 """
 
 import argparse
@@ -82,7 +83,8 @@ def compare(env, cfg, host, src, payload, work, runs, label, target):
     r, g, b = statistics.median(t_rsync), statistics.median(t_gpuops), statistics.median(t_bare)
     mb = payload / 1e6
     chosen = ", ".join(f"{s['count']} ({s.get('why', '')})" for s in streams)
-    print(f"{label}: payload {mb:.0f} MB  rsync {r:.2f}s ({mb / r:.1f} MB/s)  gpuops push {g:.2f}s ({mb / g:.1f} MB/s)  "
+    print(f"{label}: payload {mb:.0f} MB  rsync {r:.2f}s ({mb / r:.1f} MB/s)  "
+          f"gpuops push {g:.2f}s ({mb / g:.1f} MB/s)  "
           f"ratio {r / g:.2f}x  (target >= {target}x); first push, this end's digest cache empty: {t_cold:.2f}s, "
           f"ratio {r / t_cold:.2f}x\n    runs: rsync {', '.join(f'{t:.2f}' for t in t_rsync)}; "
           f"gpuops {', '.join(f'{t:.2f}' for t in t_gpuops)}; streams chosen: {chosen}\n"

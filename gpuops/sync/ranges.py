@@ -27,6 +27,8 @@ from .rsync import FULL_MARKS
 CHUNK = 1 << 20
 SETUP = 3       # the box refused the way to the file (a symlink where a directory must be)
 SHORT = 4       # a part is not yet its range's size (the stream was cut)
+MARK = "gpuops-range"  # the first line a range's command prints (a login rc may print some before)
+RC_LINES = 100
 JOIN_TIMEOUT_S = 600  # joining reads and writes the file once on the box
 
 
@@ -68,7 +70,7 @@ def push_line(root: str, piece) -> str:
     part = _q(piece.part_name(name))
     return (_way_in(root, piece.rel, make=True)
             + f"f={part}; [ ! -L \"$f\" ] || exit {SETUP}; [ -f \"$f\" ] || : > \"$f\" || exit {SETUP}; "
-            f"n=$(( $(wc -c < \"$f\") )); [ \"$n\" -le {piece.size} ] || {{ : > \"$f\"; n=0; }}; echo \"$n\"; "
+            f"n=$(( $(wc -c < \"$f\") )); [ \"$n\" -le {piece.size} ] || {{ : > \"$f\"; n=0; }}; echo \"{MARK} $n\"; "
             f"head -c $(({piece.size} - n)) >> \"$f\" || exit 1; "
             f"[ \"$(( $(wc -c < \"$f\") ))\" -eq {piece.size} ] || exit {SHORT}")
 
@@ -76,7 +78,19 @@ def push_line(root: str, piece) -> str:
 def pull_line(root: str, piece, have: int) -> str:
     name = _q(posixpath.basename(_b(piece.rel)))
     return (_way_in(root, piece.rel, make=False) + f"[ -f {name} ] && [ ! -L {name} ] || exit {SETUP}; "
-            f"tail -c +{piece.start + have + 1} -- {name} | head -c {piece.size - have}")
+            f"echo {MARK}; tail -c +{piece.start + have + 1} -- {name} | head -c {piece.size - have}")
+
+
+def _after_mark(stream):
+    """What follows MARK on its line (b"" when nothing), skipping what a login rc printed before
+    it; None when the stream ended first."""
+    for _ in range(RC_LINES):
+        line = stream.readline()
+        if not line:
+            return None
+        if line.startswith(MARK.encode()):
+            return line[len(MARK):].strip()
+    return None
 
 
 class _Watch:
@@ -124,9 +138,9 @@ def push(lane, local_root: str, remote_root: str, piece, on_bytes, stall_s: floa
     watch = _Watch(proc, stall_s)
     sent = have = 0
     try:
-        first = proc.stdout.readline()
+        first = _after_mark(proc.stdout)
         watch.moved()
-        if first.strip().isdigit():
+        if first is not None and first.strip().isdigit():
             have = int(first)
             with open(path, "rb") as f:
                 f.seek(piece.start + have)
@@ -171,7 +185,8 @@ def pull(lane, local_root: str, remote_root: str, piece, on_bytes, stall_s: floa
         watch = _Watch(proc, stall_s)
         got = 0
         try:
-            while True:
+            marked = _after_mark(proc.stdout) is not None
+            while marked:
                 data = proc.stdout.read1(CHUNK)
                 if not data:
                     break
