@@ -10,8 +10,10 @@ the source's mode and mtime, and renamed over the final name in one step; only t
 parts removed. Whether the bytes are right is not taken on trust here either: the file is hashed
 on both ends afterwards like every other (gpuops.ops.sync.verify_and_repair).
 
-No write leaves the destination's root: on the box every directory on the way is refused when it
-is a symlink (exit 3), here every write goes through gpuops.contained.
+No write leaves the destination's root: on the box a symlink on the way to a range's part is
+replaced by a directory, as rsync's receiver does, never followed; here every write goes through
+gpuops.contained. Something else in the way (a file where the source has a directory) is exit 3,
+and the engine sends that file whole, over one stream, once the lanes are done.
 """
 
 import os
@@ -33,7 +35,8 @@ JOIN_TIMEOUT_S = 600  # joining reads and writes the file once on the box
 
 
 class RangeFailed(Exception):
-    """kind: "retry" (the stream broke or stalled), "disk-full", or "fatal"."""
+    """kind: "retry" (the stream broke or stalled), "disk-full", "setup" (something not a directory
+    on the way to the file), or "fatal"."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -49,19 +52,25 @@ def _q(raw: bytes) -> str:
 
 
 def _way_in(root: str, rel: str, make: bool) -> str:
-    """sh that enters the directory holding `rel` under `root`, refusing symlinks on the way."""
+    """sh that enters the directory holding `rel` under `root`, never through a symlink. With
+    `make` (the receiving end), missing directories are made and a symlink on the way, where the
+    source has a directory, is replaced by one (the link itself goes, never what it points at),
+    as rsync's receiver does; anything else in the way is exit SETUP. Without, a symlink on the
+    way is exit SETUP."""
     head = posixpath.dirname(_b(rel))
-    steps = []
     parts = head.split(b"/") if head else []
-    for i in range(1, len(parts) + 1):
-        steps.append(b"/".join(parts[:i]))
+    steps = [b"/".join(parts[:i]) for i in range(1, len(parts) + 1)]
     line = (f"{{ cd -- {wrap.quote(root)} 2>/dev/null || {{ mkdir -p -- {wrap.quote(root)} && "
             f"cd -- {wrap.quote(root)}; }}; }} || exit {SETUP}; " if make else
             f"cd -- {wrap.quote(root)} || exit {SETUP}; ")
-    for step in steps:
-        line += f"[ ! -L {_q(step)} ] || exit {SETUP}; "
+    for step in map(_q, steps):
+        if make:  # another lane may make the same directory meanwhile: then it is there
+            line += (f"{{ [ ! -L {step} ] || rm -f -- {step}; }} && "
+                     f"{{ [ -d {step} ] || mkdir -- {step} 2>/dev/null || [ -d {step} ]; }} || exit {SETUP}; ")
+        else:
+            line += f"[ ! -L {step} ] || exit {SETUP}; "
     if head:
-        line += (f"mkdir -p -- {_q(head)} && " if make else "") + f"cd -- {_q(head)} || exit {SETUP}; "
+        line += f"cd -- {_q(head)} || exit {SETUP}; "
     return line
 
 
@@ -127,7 +136,7 @@ def _verdict(code: int, stderr: bytes, stalled: bool, what: str):
     if any(m in text for m in FULL_MARKS):
         raise RangeFailed("disk-full", f"{what}: {last}")
     if code == SETUP:
-        raise RangeFailed("fatal", f"{what}: the way to it on the box is not a plain directory")
+        raise RangeFailed("setup", f"{what}: the way to it is not a plain directory")
     raise RangeFailed("retry", f"{what}: the stream ended early (exit {code}{': ' + last if last else ''})")
 
 

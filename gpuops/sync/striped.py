@@ -74,6 +74,7 @@ class StripedEngine:
         self._split = stripes.split_files(plan)
         self._pending = {rel: len(pieces) for rel, pieces in self._split.items()}
         self._lock = threading.Lock()
+        self._whole = set()  # files to send whole after the lanes (their ranges found the way blocked)
         threads = [threading.Thread(target=self._lane, args=(conns[i], plan[i], results[i], backoffs[i], tally.lane(i)),
                                     daemon=True) for i in range(len(plan))]
         for t in threads:
@@ -84,6 +85,10 @@ class StripedEngine:
         total = Outcome(self.name, compressed=self.inner.compress)
         for one in results:
             merge(total, one)
+        if self._whole and total.failure is None:
+            # the way to these files was blocked when their ranges came; the lanes' rsyncs have
+            # put the source's directories there since
+            merge(total, self.inner.run(sorted(self._whole)))
         if self.inner.backoff is not None:
             self.inner.backoff.retries += sum(b.retries for b in backoffs if b)
         total.wall_s = round(time.monotonic() - started, 3)
@@ -94,9 +99,10 @@ class StripedEngine:
         the box overlaps the lanes' whole files), then its whole files in one rsync."""
         try:
             for piece in lane.ranges:
-                if not self._range(conn, piece, outcome, backoff, progress):
+                if self._range(conn, piece, outcome, backoff, progress):
+                    self._landed(conn, piece, outcome)
+                elif outcome.failure is not None:
                     return
-                self._landed(conn, piece, outcome)
             if lane.whole and outcome.failure is None:
                 engine = copy.copy(self.inner)
                 engine.target, engine.backoff, engine.progress = conn, backoff, progress
@@ -135,6 +141,9 @@ class StripedEngine:
                     if backoff is not None and backoff.wait():
                         continue
                     outcome.fail(TRANSPORT, f"a range of {piece.rel} kept failing: {e}")
+                elif e.kind == "setup":
+                    with self._lock:
+                        self._whole.add(piece.rel)
                 else:
                     outcome.fail(DISK_FULL if e.kind == "disk-full" else FATAL, str(e))
                 return False

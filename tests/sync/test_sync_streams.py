@@ -159,3 +159,22 @@ def test_streams_prefer_aes_gcm_only_among_the_ciphers_ssh_config_allows(rig, rs
     order = lanes.cipher_order(target_for("chacha-or-gcm"))
     assert order == ["-o", "Ciphers=aes256-gcm@openssh.com,chacha20-poly1305@openssh.com"]
     assert lanes.cipher_order(target_for(rsync_box.spec))[1].startswith("Ciphers=aes128-gcm@openssh.com,")
+
+
+def test_a_symlink_on_the_way_to_a_range_is_replaced_never_followed(rsync_box, local_state, tmp_path):
+    """The box has a symlink where the source has a directory holding a big file: the ranges'
+    parts go into a directory put in its place (as rsync's receiver does), nothing where it
+    points."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "big.bin").write_bytes(os.urandom(stripes.SPLIT_MIN + 12345))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "sub").symlink_to(outside)
+    doc = _run(push_op, rsync_box.spec, src, dst, streams=3)
+    assert doc["ok"] and doc["data"]["verified"], doc["summary"]
+    assert list(outside.iterdir()) == []
+    assert (dst / "sub").is_dir() and not (dst / "sub").is_symlink()
+    assert snapshot(dst) == snapshot(src)
