@@ -6,6 +6,7 @@ import threading
 from .. import errors
 from ..findings import Finding
 from ..sync import crlf, lock, plan, rules, tree
+from ..sync.striped import Early
 from . import sync as S
 
 # Entries the box is given time to walk for the first manifest before the wait for it gives up; it
@@ -26,13 +27,15 @@ def push(target, src, dst, opts: S.Options) -> dict:
     held = lock.OnBox(target, dst, "push", listing={**rules.fixed(tree.rule_lines(local_root, request)),
                                                     "root": dst, "hash": "cached", "space": True,
                                                     "cache": opts.cache})
+    early = Early(target)  # the link's measurement, started once the local tree is walked
     try:
-        return _push(target, src, dst, local_root, profile, held, request, opts)
+        return _push(target, src, dst, local_root, profile, held, request, opts, early)
     finally:
+        early.close()
         held.release()
 
 
-def _push(target, src, dst, local_root, profile, held, request, opts):
+def _push(target, src, dst, local_root, profile, held, request, opts, early):
     findings = []
     backoff = opts.backoff()
     tally = tree.Tally()
@@ -40,6 +43,7 @@ def _push(target, src, dst, local_root, profile, held, request, opts):
     progress.stage(f"walking the source; asking {target.name} what is at {dst}")
     scan = tree.local(local_root, request)
     lmap = scan.entries  # live: the hasher fills in digests as it goes
+    S.measure_early(early, target, lmap, opts)
     _crlf(scan, opts, findings)
     # Every local file's digest is needed sooner or later (to compare, or to verify what was
     # sent), so hashing starts now and overlaps the round trip and the transfer.
@@ -67,7 +71,7 @@ def _push(target, src, dst, local_root, profile, held, request, opts):
     if not rdoc["exists"] and not engine_makes_root:
         _mkdir_remote(target, remote_root)
     engine = S.make_engine(engine_name, version, target, "push", local_root, remote_root, lmap, opts, backoff,
-                           make_root=not rdoc["exists"])
+                           make_root=not rdoc["exists"], early=early)
     landing = _follow_landing(target, remote_root, p.send, lmap, rdoc["now_ns"], opts, tally)
     # The verifying manifest's channel opens as the transfer starts: the box's login rc and
     # interpreter start-up happen behind the transfer instead of after it.

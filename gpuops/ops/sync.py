@@ -30,8 +30,8 @@ from ..envelope import envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
 from ..remote import wrap
-from ..sync import budget, link, plan, tree
-from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome
+from ..sync import budget, link, plan, stripes, tree
+from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome, merge
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
 from ..units import human_bytes
@@ -55,6 +55,7 @@ class Options:
     rehash: bool = False
     plan: Optional[str] = None  # with delete and yes: the plan_id the dry run showed
     compress: bool = False
+    streams: Optional[int] = None  # None: as many as the measured link pays for (gpuops.sync.stripes)
     progress: object = field(default_factory=Silent)
 
     def backoff(self) -> Backoff:
@@ -114,28 +115,30 @@ def choose_engine(requested, target, remote_rsync, findings, compress=False):
     return "rsync", local_version
 
 
-def make_engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False):
+def measure_early(early, target, src_map, opts):
+    """push: start measuring the link (gpuops.sync.striped.Early) once this end's tree is walked,
+    while the box lists the destination, when what may be sent is worth several streams."""
+    nbytes = sum(e.size for e in src_map.values() if e.kind == "f")
+    if opts.streams is None and opts.engine != "sftp" and not target.is_local and nbytes >= stripes.MIN_BYTES:
+        early.start()
+
+
+def make_engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False,
+                early=None):
     if name == "rsync":
         from ..sync.rsync import RsyncEngine
 
-        return RsyncEngine(direction, local_root, remote_root, target=None if target.is_local else target,
-                           io_timeout=opts.io_timeout, backoff=backoff, progress=opts.progress,
-                           rsync_version=version, make_root=make_root, compress=opts.compress)
+        from ..sync.striped import StripedEngine
+
+        single = RsyncEngine(direction, local_root, remote_root, target=None if target.is_local else target,
+                             io_timeout=opts.io_timeout, backoff=backoff, progress=opts.progress,
+                             rsync_version=version, make_root=make_root, compress=opts.compress)
+        return single if target.is_local else StripedEngine(single, target, direction, src_map, opts.streams, early)
     from ..sync.sftp import SftpEngine
 
     return SftpEngine(target, direction, local_root, remote_root, src_map, io_timeout=opts.io_timeout,
                       backoff=backoff, progress=opts.progress,
                       remote_free=lambda: tree.free_space(target, remote_root, backoff))
-
-
-def merge(total: Outcome, more: Outcome):
-    total.attempts += more.attempts
-    total.bytes_sent += more.bytes_sent
-    total.bytes_reused += more.bytes_reused
-    total.wire_bytes += more.wire_bytes
-    total.vanished += more.vanished
-    total.file_errors += more.file_errors
-    total.failure = more.failure or total.failure
 
 
 def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findings):

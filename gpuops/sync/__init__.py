@@ -14,6 +14,10 @@ and then proven by comparing manifests again. Success means verified, never "the
     rsync      the rsync engine: argv (over the target's own ssh command line), progress and stats
                parsing, exit-code classes, retries
     sftp       the SFTP engine: per-file resume from the partial size, atomic rename
+    stripes    pure: how many streams a measured link pays for, big files cut into ranges, lanes
+    lanes      one stream's own SSH connection, and the link's measurement (round trip, rate)
+    ranges     one range over a lane (resumable part files), a file's ranges joined in place
+    striped    the engine wrapping rsync's: one stream, or several lanes at once
     lock       one writer per destination: pull's here, push's on the box (gpuops.onbox.destlock)
     crlf       shell scripts with CRLF line endings (U26)
     progress   a rich progress bar for people; nothing for machines

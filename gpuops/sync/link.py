@@ -19,13 +19,15 @@ PIECE = 256 << 10       # read from several places of the biggest files, not jus
 
 
 def measure(outcome):
-    """{"bytes", "seconds", "bytes_per_s"} of the data's direction over every attempt; None when
-    nothing measurable moved."""
-    seconds = sum(a.seconds for a in outcome.attempts)
+    """{"bytes", "seconds", "bytes_per_s", "streams"} of the data's direction over every attempt
+    (over the transfer's wall time where several streams ran at once), and how many streams carried
+    it, why and what the link measured (gpuops.sync.striped); None when nothing measurable moved."""
+    seconds = outcome.wall_s or sum(a.seconds for a in outcome.attempts)
     moved = outcome.wire_bytes or outcome.bytes_sent
     if seconds <= 0 or moved <= 0:
         return None
-    return {"bytes": moved, "seconds": round(seconds, 3), "bytes_per_s": round(moved / seconds)}
+    return {"bytes": moved, "seconds": round(seconds, 3), "bytes_per_s": round(moved / seconds),
+            "streams": outcome.streams or {"count": 1}}
 
 
 def sample_ratio(root, files):

@@ -32,6 +32,8 @@ class Outcome:
     vanished: list = field(default_factory=list)
     file_errors: list = field(default_factory=list)
     compressed: bool = False  # the data went compressed (rsync --compress)
+    streams: Optional[dict] = None   # how many streams carried it and why (gpuops.sync.striped)
+    wall_s: Optional[float] = None   # the transfer's own seconds where its attempts overlapped
 
     @property
     def retries(self) -> int:
@@ -44,3 +46,14 @@ class Outcome:
         doc = asdict(self)
         doc["retries"] = self.retries
         return doc
+
+
+def merge(total: Outcome, more: Outcome):
+    """Add `more` (a repair pass, one stream of several) to `total`."""
+    total.attempts += more.attempts
+    total.bytes_sent += more.bytes_sent
+    total.bytes_reused += more.bytes_reused
+    total.wire_bytes += more.wire_bytes
+    total.vanished += more.vanished
+    total.file_errors += more.file_errors
+    total.failure = more.failure or total.failure
