@@ -13,7 +13,8 @@ tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 SWITCHES = {
     "diagnose": frozenset({"--json"}),
     "fleet": frozenset({"--json", "--watch"}),
-    "launch": frozenset({"--exclusive", "--json", "--share-gpu", "--ship-workdir", "--torchrun"}),
+    "launch": frozenset({"--exclusive", "--json", "--share-checkpoint-dir", "--share-gpu", "--ship-workdir",
+                         "--stop-when-done", "--torchrun"}),
     "logs": frozenset({"--follow", "--json", "--raw"}),
     "preflight": frozenset({"--all", "--json", "--qualify", "--verbose"}),
     "profiles": frozenset({"--json"}),

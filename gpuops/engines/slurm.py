@@ -38,7 +38,8 @@ class Slurm(Engine):
     flags = dict(RESOURCES, **LAUNCH_ONLY)
     switches = ("exclusive",)
     states = slurm_state.WORDS
-    meta_fields = {"slurm_job_id": (str, type(None))}
+    meta_fields = {"slurm_job_id": (str, type(None)), "sbatch_options": (list, type(None)),
+                   "signal": (str, type(None))}
     stop_target = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
                    "reason": (str, type(None))}
     # Enforced through Slurm's own requeue (a preemption, a node failure, `scontrol requeue`), by

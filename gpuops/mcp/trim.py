@@ -82,13 +82,24 @@ def status(doc, wanted, failed_only):
     return _said(doc, row_keys=sorted(gone), jobs=len(rows) - len(kept))
 
 
+def _engine_keys(meta: dict) -> tuple:
+    """What the job's engine adds to its record (its submission: Slurm's job id, options and signal)."""
+    from .. import engines
+    from ..errors import BadAnswer
+
+    try:
+        return tuple(engines.of(meta).meta_fields)
+    except BadAnswer:  # an engine this gpuops does not know: its answer was refused before here
+        return ()
+
+
 def launched(doc: dict) -> dict:
     """A launch's answer with the job row's ROW keys and its meta's META keys, the policy as given
     without the Xid table (meta and row were 2,000 of a launch's 2,600 characters)."""
     data = doc.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) or doc.get("error"):
         return doc
-    meta, gone = _keep(data["meta"], None, META)
+    meta, gone = _keep(data["meta"], None, META + _engine_keys(data["meta"]))
     policy = meta.get("policy")
     if isinstance(policy, dict) and "xid_kinds" in policy:
         meta["policy"] = {k: v for k, v in policy.items() if k != "xid_kinds"}

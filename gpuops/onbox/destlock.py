@@ -22,8 +22,12 @@ an earlier holder), and where none exists there yet it falls back to a file in i
 directory ($XDG_CACHE_HOME/gpuops/locks/, default ~/.cache), named by a hash of the real path: such
 a writer then sees only locks taken through its own HOME. The kernel drops a lock when the process
 holding it dies, so a lock whose owner died is simply free for the next taker; the JSON kept in the
-file only names the holder for the refusal. Lock files are never removed: a removed one could be
-locked by two takers at once, each through its own inode.
+file only names the holder for the refusal. A holder that lets go removes its lock file first, while
+it still holds it (`release`), so no `.NAME.gpuops-lock` stays beside a destination once its transfer
+ended; a taker that was waiting on the removed file then holds an inode no path leads to, so every
+taker checks, once it holds a lock, that its file is the one at the path, and takes again if not
+(`_current`): two takers can never each hold a lock on the same destination. A holder killed outright
+leaves its file, which the next transfer takes over and removes.
 
 The client's channel closes stdin as soon as the request is sent, so the end of the push is seen
 on stdout instead: when the client closes the channel (the push is over) or loses it (the client
@@ -98,7 +102,10 @@ def take(lock_file, owner, wait_s=0.0):
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
+            if _current(fd, lock_file):
+                break
+            os.close(fd)  # its holder removed it as it let go: take the file at the path now
+            return take(lock_file, owner, max(0.0, deadline - time.time()))
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 os.close(fd)
@@ -113,6 +120,28 @@ def take(lock_file, owner, wait_s=0.0):
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode("ascii"), 0)
     return fd, None
+
+
+def _current(fd, lock_file):
+    """Whether the file `fd` locks is still the one at `lock_file`."""
+    try:
+        there = os.stat(lock_file, follow_symlinks=False)
+    except OSError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def release(fd, lock_file):
+    """Let go of a lock `take` gave: its file removed while still held (where this writer may remove
+    it: another account's stays), then the descriptor closed."""
+    try:
+        if _current(fd, lock_file):
+            os.unlink(lock_file)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _holder(fd):
@@ -173,5 +202,5 @@ def main(argv):
     except (OSError, ValueError):
         pass
     finally:
-        os.close(fd)
+        release(fd, lock_file)
     return 0

@@ -50,13 +50,13 @@ class Here:
 
     def __init__(self, path, verb):
         where = os.path.join(pullindex.state_dir(), "locks")
-        _, self._fd, holder = destlock.take_for(path, owner(verb), where)
+        self._file, self._fd, holder = destlock.take_for(path, owner(verb), where)
         if self._fd is None:
             raise refused(path, holder)
 
     def release(self):
         if self._fd is not None:
-            os.close(self._fd)
+            destlock.release(self._fd, self._file)
             self._fd = None
 
 

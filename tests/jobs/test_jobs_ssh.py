@@ -363,7 +363,8 @@ def test_a_job_that_kills_its_own_supervisor_is_vanished_and_launch_says_so(box,
     job = doc["data"]["job"]["job_id"]
     assert doc["ok"] is False and "its gpuops supervisor is gone" in doc["summary"], doc["summary"]
     assert doc["data"]["meta"]["pid"] and job_state(box, jobs_dir, job)["state"] == "RUNNING"
-    os.kill(doc["data"]["meta"]["pid"], signal.SIGKILL)
+    # VANISHED once no process of the job lives: its `sleep 30` outlives the shell, so the whole group
+    os.killpg(doc["data"]["meta"]["pgid"], signal.SIGKILL)
     assert ended(box, jobs_dir, job)["state"] == "VANISHED"
 
 

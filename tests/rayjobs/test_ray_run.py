@@ -53,7 +53,8 @@ def test_a_sigkill_is_retried_inside_the_ray_job_from_the_newest_complete_checkp
     child = json.loads((jobs_dir / second / "meta.json").read_text())
     assert child["engine"] == "ray" and child["ray_submission_id"] == f"gpuops-{run}"
     assert child["parent_job_id"] == run and child["run"] == {"id": run, "attempt": 2}
-    rows = {r["job_id"]: r for r in op.status(box, jobs_dir=str(jobs_dir))["data"]["jobs"]}
+    listed = op.status(box, jobs_dir=str(jobs_dir), all_attempts=True)["data"]["jobs"]  # a run is one row
+    rows = {r["job_id"]: r for row in listed for r in [row] + (row.get("earlier") or [])}
     # attempt 1 as it ended, though Ray still ran the submission: bash exits 137 for its killed child
     assert (rows[run]["state"], rows[run]["exit_code"]) == (states.FAILED, 137)
     assert rows[second]["state"] == states.COMPLETED and rows[second]["run"]["attempt"] == 2
@@ -93,7 +94,8 @@ def test_a_stall_on_ray_is_evidence_then_a_retry_and_notify_hears_each_event_on_
     from gpuops.onbox import runevents
 
     heard = tmp_path / "heard.jsonl"
-    command = 'echo "step 1/2"; if [ "$GPUOPS_ATTEMPT" = 1 ]; then sleep 600; fi; echo "step 2/2"'
+    # two steps, then the hang: a count that never moved gets the start-up allowance, not --stall-after
+    command = 'echo "step 1/3"; echo "step 2/3"; if [ "$GPUOPS_ATTEMPT" = 1 ]; then sleep 600; fi; echo "step 3/3"'
     run = launch(box, jobs_dir, command, max_retries="1", stall_after="4s", notify=f"cat >> {heard}")
     first = waiting.wait(box, job=run, jobs_dir=str(jobs_dir), until=(waiting.EVENT,), after_event=0, timeout_s=60)
     assert kinds(first)[:1] == ["attempt-started"], first["summary"]  # the run's, once its driver began it
@@ -101,7 +103,8 @@ def test_a_stall_on_ray_is_evidence_then_a_retry_and_notify_hears_each_event_on_
     assert kinds(doc) == ["attempt-started", "stalled", "attempt-failed", "retrying", "attempt-started", "completed"]
     ended = json.loads((jobs_dir / run / "exit.json").read_text())
     assert ended["ended_by"] == "stall" and (jobs_dir / run / ended["stall_evidence"]).exists()
-    rows = {r["job_id"]: r for r in op.status(box, jobs_dir=str(jobs_dir))["data"]["jobs"]}
+    listed = op.status(box, jobs_dir=str(jobs_dir), all_attempts=True)["data"]["jobs"]  # a run is one row
+    rows = {r["job_id"]: r for row in listed for r in [row] + (row.get("earlier") or [])}
     assert "stalled (class hang)" in rows[run]["reason"]
     recorded = [e for e in runevents.read(str(jobs_dir / run)) if e["kind"] in runevents.NOTIFIED]
     got = [json.loads(line) for line in heard.read_text().splitlines()]

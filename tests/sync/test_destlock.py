@@ -33,6 +33,47 @@ def test_a_taker_waits_for_a_holder_that_is_letting_go(tmp_path):
     os.close(taken)
 
 
+def test_a_released_lock_leaves_no_file_and_a_waiting_taker_never_holds_it_beside_another(tmp_path):
+    """Lock files stayed beside every destination after every transfer. Now the holder removes its
+    file as it lets go; a taker that was waiting on that file's inode takes the one at the path."""
+    path = destlock.beside(str(tmp_path / "dst"))
+    fd, _ = destlock.take(path, OWNER)
+    got = {}
+
+    def wait_for_it():
+        got["fd"], got["holder"] = destlock.take(path, {"pid": 2}, wait_s=5)
+
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    destlock.release(fd, path)
+    assert not os.path.exists(path) or got.get("fd") is not None
+    waiter.join(10)
+    assert got["fd"] is not None and os.path.exists(path), "the waiter holds the file at the path"
+    third, holder = destlock.take(path, {"pid": 3})
+    assert third is None and holder["pid"] == 2, "no second holder through another inode"
+    destlock.release(got["fd"], path)
+    assert not os.path.exists(path)
+
+
+def test_a_taker_that_locked_a_removed_file_takes_the_one_at_the_path(tmp_path, monkeypatch):
+    """The race a removed lock file opens: a taker opened the file, its holder removed it as it let
+    go, then the taker's flock succeeds on an inode no path leads to. It must take again."""
+    path = destlock.beside(str(tmp_path / "dst"))
+    flock, opened = destlock.fcntl.flock, []
+
+    def holder_lets_go_first(fd, op):
+        if not opened:
+            opened.append(os.fstat(fd).st_ino)
+            os.unlink(path)
+        return flock(fd, op)
+
+    monkeypatch.setattr(destlock.fcntl, "flock", holder_lets_go_first)
+    fd, _ = destlock.take(path, OWNER)
+    assert os.fstat(fd).st_ino == os.stat(path).st_ino, "it holds the file at the path"
+    assert json.loads(open(path).read())["pid"] == 4242
+    destlock.release(fd, path)
+
+
 def test_two_spellings_of_one_destination_share_a_lock(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "real")
