@@ -38,7 +38,7 @@ def checked_run(answer) -> dict:
                     and (c.get("mtime") is None or type(c.get("mtime")) in (int, float))][:MAX_LISTED]
         names = {c["name"] for c in complete}
         where = ck.get("dir")
-        best = ck.get("best") if isinstance(ck.get("best"), list) else []
+        best = ck["best"] if isinstance(ck.get("best"), list) else []
         answer["checkpoints"] = {"dir": where if isinstance(where, str) and where.startswith("/") else None,
                                  "complete": complete, "best": [b for b in best if b in names]}
         if answer["checkpoints"]["dir"] is None:
@@ -77,7 +77,7 @@ def command_resuming(spec, checkpoint_path) -> str:
     return command
 
 
-def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> dict:
+def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> tuple:
     """Launch the run on `box` (after pushing checkpoint `resume` from `vault` there): (the attempt's
     record {box, job, boot_id, workdir, checkpoint_dir, launched_at, resumed_from, usd_per_hour,
     command}, the launch's envelope)."""
