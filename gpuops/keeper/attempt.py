@@ -71,9 +71,10 @@ def place(spec, lost, identity=None):
 
 
 def command_resuming(spec, checkpoint_path) -> str:
-    """The run's command line, with its --resume-arg naming `checkpoint_path` (quoted) at its end."""
-    _, _, command = onbox_policy.resumed("cmd", b"", None, spec["command"], spec["policy"]["resume_arg"],
-                                         checkpoint_path)
+    """The run's command line resuming from `checkpoint_path` (quoted): where its `{checkpoint}`
+    stands, else its --resume-arg at its end (gpuops.onbox.runpolicy.resumed, the box's own rule)."""
+    _, _, command = onbox_policy.resumed("cmd", spec["command"].encode("utf-8"), None, spec["command"],
+                                         spec["policy"].get("resume_arg"), checkpoint_path)
     return command
 
 
