@@ -111,8 +111,9 @@ def fixes(err: "errors.GpuopsError") -> list:
     if keygen:
         fix.append(step("ssh-keygen", "-R", keygen.group(1), "-f", keygen.group(2),
                         why="only if you know the box was re-provisioned: it forgets the key it had"))
-    if getattr(err, "check", ()):
-        fix.append(step(*err.check, why="what ssh makes of this host (HostName, User, IdentityFile): fix its entry "
+    check = getattr(err, "check", ())
+    if check:
+        fix.append(step(*check, why="what ssh makes of this host (HostName, User, IdentityFile): fix its entry "
                                         "in the ssh config"))
     return fix
 

@@ -74,6 +74,19 @@ def test_a_kept_launch_needs_checkpoints_and_a_resume_arg_and_resolves_its_fleet
     assert named["fleet"] == "train" and named["poll_s"] == 1.5
 
 
+def test_a_kept_run_resumes_where_its_command_holds_checkpoint_or_by_its_resume_arg():
+    """{checkpoint} may stand anywhere in --cmd (issue 34): a relaunch from the vault fills it there,
+    as the box's supervisor does, where it once required --resume-arg and appended it."""
+    from gpuops.keeper import attempt
+
+    placed = start.spec_of(command="python3 train.py --resume {checkpoint} | tee out.log", fleet="train",
+                           vault_dir="v", request={}, policy={"checkpoint_dir": "c"})
+    assert attempt.command_resuming(placed, "/c/ckpt 9") == "python3 train.py --resume '/c/ckpt 9' | tee out.log"
+    appended = start.spec_of(command="python3 train.py", fleet="train", vault_dir="v", request={},
+                             policy={"checkpoint_dir": "c", "resume_arg": "--resume {checkpoint}"})
+    assert attempt.command_resuming(appended, "/c/ckpt-9") == "python3 train.py --resume /c/ckpt-9"
+
+
 @pytest.mark.parametrize("args, words", [
     (["--vault", "v", "--host", "a"], "--vault keeps a run across the boxes of a --fleet"),
     (["--lost-after", "30", "--host", "a"], "go with --vault DIR"),

@@ -22,18 +22,18 @@ class Engine:
     name = ""  # meta["engine"] and --engine's word
     title = ""  # how a person calls it
     help = ""  # what --engine's help says of it
-    detach = None  # the profile launch.detach that means "this engine runs the jobs"
-    flags = {}  # {verb parameter: help} of the flags only this engine takes (launch; see flags_for)
-    switches = ()  # those of its flags that take no value
-    states = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
-    stop_target = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
-    meta_fields = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
+    detach: str | None = None  # the profile launch.detach that means "this engine runs the jobs"
+    flags: dict = {}  # {verb parameter: help} of the flags only this engine takes (launch; see flags_for)
+    switches: tuple = ()  # those of its flags that take no value
+    states: dict = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
+    stop_target: dict = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
+    meta_fields: dict = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
     # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
     # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
     composes = False
     # The run policy's fields (gpuops.jobs.runpolicy) it enforces where the job runs; a policy that
     # asks for another is refused before anything starts, never silently dropped.
-    policy_fields = ()
+    policy_fields: tuple = ()
 
     # ------------------------------------------------------------ states
 

@@ -38,7 +38,7 @@ def checked_run(answer) -> dict:
                     and (c.get("mtime") is None or type(c.get("mtime")) in (int, float))][:MAX_LISTED]
         names = {c["name"] for c in complete}
         where = ck.get("dir")
-        best = ck.get("best") if isinstance(ck.get("best"), list) else []
+        best = ck["best"] if isinstance(ck.get("best"), list) else []
         answer["checkpoints"] = {"dir": where if isinstance(where, str) and where.startswith("/") else None,
                                  "complete": complete, "best": [b for b in best if b in names]}
         if answer["checkpoints"]["dir"] is None:
@@ -71,13 +71,14 @@ def place(spec, lost, identity=None):
 
 
 def command_resuming(spec, checkpoint_path) -> str:
-    """The run's command line, with its --resume-arg naming `checkpoint_path` (quoted) at its end."""
-    _, _, command = onbox_policy.resumed("cmd", b"", None, spec["command"], spec["policy"]["resume_arg"],
-                                         checkpoint_path)
+    """The run's command line resuming from `checkpoint_path` (quoted): where its `{checkpoint}`
+    stands, else its --resume-arg at its end (gpuops.onbox.runpolicy.resumed, the box's own rule)."""
+    _, _, command = onbox_policy.resumed("cmd", spec["command"].encode("utf-8"), None, spec["command"],
+                                         spec["policy"].get("resume_arg"), checkpoint_path)
     return command
 
 
-def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> dict:
+def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> tuple:
     """Launch the run on `box` (after pushing checkpoint `resume` from `vault` there): (the attempt's
     record {box, job, boot_id, workdir, checkpoint_dir, launched_at, resumed_from, usd_per_hour,
     command}, the launch's envelope)."""

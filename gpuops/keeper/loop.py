@@ -219,7 +219,8 @@ class Keeper(object):
 
     def start(self, resume) -> None:
         """The next attempt, on a fitting box this run never lost, from `resume`."""
-        until, tried, said = self.clock() + self.spec.get("place_for_s", PLACE_FOR_S), set(), None
+        until, said = self.clock() + self.spec.get("place_for_s", PLACE_FOR_S), None
+        tried: set = set()
         while self.clock() < until:
             box, gpus, why = attempt.place(self.spec, set(self.rec["lost"]) | tried)
             if box is not None:

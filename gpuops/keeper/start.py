@@ -9,6 +9,7 @@ import sys
 import time
 
 from .. import errors
+from ..onbox import runpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
 from . import attempt, loop, record, rules, vault
 
@@ -19,10 +20,12 @@ GPUOPS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, keep=None, stop_when_done=False,
             outputs=(), name=None, env=None, workdir=None, jobs_dir=None, poll_s=None) -> dict:
     """What the keeper needs to launch the run again anywhere, checked: a vault needs the run's
-    checkpoints (--checkpoint-dir) and a way to resume from one (--resume-arg with {checkpoint})."""
-    if not policy or not policy.get("checkpoint_dir") or not policy.get("resume_arg"):
+    checkpoints (--checkpoint-dir) and a way to resume from one (--resume-arg, or `{checkpoint}` in
+    the command itself)."""
+    resumes = bool(policy and (policy.get("resume_arg") or onbox_policy.PLACEHOLDER in (command or "")))
+    if not policy or not policy.get("checkpoint_dir") or not resumes:
         raise errors.UsageError("--vault keeps the run's checkpoints: give --checkpoint-dir DIR[:GLOB] and "
-                                "--resume-arg '... {checkpoint}' too")
+                                "--resume-arg '... {checkpoint}' (or {checkpoint} in --cmd) too")
     for out in outputs:
         if not out or "\0" in out or not vault.plain(os.path.basename(out.rstrip("/"))):
             raise errors.UsageError(f"--output {out!r}: a path on the box whose last part is a plain name")

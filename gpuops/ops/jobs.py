@@ -406,9 +406,9 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     except errors.Rejected as e:
         raise eng.blamed(e, asked) from None
     entries = []
-    for e in doc["entries"]:
-        row = state.derive(e["job"]) if e.get("job") else {"job_id": None, "state": states.PENDING}
-        entries.append({"line": e["line"], "command": e["command"], "job_id": row.get("job_id"),
+    for entry in doc["entries"]:
+        row = state.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
+        entries.append({"line": entry["line"], "command": entry["command"], "job_id": row.get("job_id"),
                         "state": row["state"], "exit_code": row.get("exit_code"), "signal": row.get("signal")})
     done = doc.get("done")
     finished = sum(1 for e in entries if e["state"] in states.TERMINAL)

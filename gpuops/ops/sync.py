@@ -56,7 +56,7 @@ class Options:
     plan: Optional[str] = None  # with delete and yes: the plan_id the dry run showed
     compress: bool = False
     streams: Optional[int] = None  # None: as many as the measured link pays for (gpuops.sync.stripes)
-    progress: object = field(default_factory=Silent)
+    progress: Silent = field(default_factory=Silent)
 
     def backoff(self) -> Backoff:
         return Backoff(budget_s=self.retry_for)

@@ -29,18 +29,18 @@ def verify_pull(entry: dict, keep: str):
         return False, f"manifest {manifest_path} is not a schema-1 pull manifest"
     local_root = manifest.get("local") or entry.get("local") or ""
     rel = posixpath.relpath(posixpath.normpath(keep), posixpath.normpath(entry.get("remote", "/")))
-    wanted = [f for f in manifest["files"] if isinstance(f, dict)
-              and (rel == "." or f.get("path") == rel or str(f.get("path", "")).startswith(rel + "/"))]
+    wanted = [item for item in manifest["files"] if isinstance(item, dict)
+              and (rel == "." or item.get("path") == rel or str(item.get("path", "")).startswith(rel + "/"))]
     if not wanted:
         return False, f"manifest {manifest_path} lists no files under {keep}"
     bad = []
-    for f in wanted:
-        local = os.path.join(local_root, f["path"])
+    for item in wanted:
+        local = os.path.join(local_root, item["path"])
         try:
-            if os.path.getsize(local) != f.get("size"):
-                bad.append(f"{f['path']} (size changed)")
+            if os.path.getsize(local) != item.get("size"):
+                bad.append(f"{item['path']} (size changed)")
         except OSError:
-            bad.append(f"{f['path']} (missing)")
+            bad.append(f"{item['path']} (missing)")
     if bad:
         return False, f"{len(bad)} of {len(wanted)} pulled files are gone or changed locally, e.g. {bad[0]}"
     return True, {"manifest": manifest_path, "local": local_root, "files": len(wanted),

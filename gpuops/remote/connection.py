@@ -100,5 +100,5 @@ def _open_within(conn, seconds, where):
 
 def _checked(error: Exception, spec) -> Exception:
     """`error` with the `ssh -G` step that shows what ssh makes of the host (as openssh's)."""
-    error.check = tuple(hostspec.check_argv(spec.spec))
+    setattr(error, "check", tuple(hostspec.check_argv(spec.spec)))
     return error

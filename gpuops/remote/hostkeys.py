@@ -26,7 +26,7 @@ from ..errors import HostKeyRevoked, HostKeyUnverifiable
 from .knownkeys import fingerprint_of, matches
 
 _append_lock = threading.Lock()
-_warned = set()
+_warned: set = set()
 
 
 def fingerprint(key) -> str:

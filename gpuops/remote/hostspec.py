@@ -66,7 +66,7 @@ def parse(spec: str):
 
 
 SSH_G_TIMEOUT_S = 10
-_prefetched = {}  # (user, host, port, ssh_config) -> an `ssh -G` started by prefetch()
+_prefetched: dict = {}  # (user, host, port, ssh_config) -> an `ssh -G` started by prefetch()
 
 
 def on_path(name):

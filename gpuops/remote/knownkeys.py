@@ -73,7 +73,8 @@ def trusted(files, name) -> set:
 def shared(keys_by_host) -> dict:
     """{host: earlier host} for every host trusted under a key an earlier host (in the order
     given) is trusted under; hosts with no recorded key are left out."""
-    owner, out = {}, {}
+    owner: dict = {}
+    out: dict = {}
     for host, keys in keys_by_host.items():
         earlier = next((owner[k] for k in sorted(keys) if k in owner), None)
         if earlier is not None and earlier != host:

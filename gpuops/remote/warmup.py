@@ -20,7 +20,7 @@ import atexit
 from .hostspec import is_local, prefetch, resolve, split_hosts
 
 _MAX_HOSTS = 8  # the fan-out's pool size: warming more would only queue handshakes
-_waiting = {}
+_waiting: dict = {}
 
 
 def start(host_value, identity=None):

@@ -71,7 +71,7 @@ SMALL_FILES_MIN = 10_000
 SMALL_FILE_MEDIAN = 64 << 10
 
 
-def small_files(src: dict, send) -> dict:
+def small_files(src: dict, send) -> dict | None:
     """Evidence that `send` is a payload of many small files, or None."""
     sizes = sorted(src[r].size for r in send if src[r].kind == "f")
     if len(sizes) < SMALL_FILES_MIN:

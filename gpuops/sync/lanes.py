@@ -139,11 +139,13 @@ def measure(target, remote_file=None, on_far=None) -> dict:
         line = f"echo ready; {pings}head -c {PROBE_BYTES} -- {wrap.quote(remote_file)}"
     proc = subprocess.Popen(target.ssh_argv(control="no") + [wrap.sh(line)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None and stdout is not None  # both are pipes
     timer = threading.Timer(PROBE_TIMEOUT_S, proc.kill)
     timer.start()
     try:
         for _ in range(RC_LINES):  # a login rc may print lines of its own first
-            said = proc.stdout.readline()
+            said = stdout.readline()
             if said in (b"ready\n", b""):
                 break
         if said != b"ready\n":
@@ -151,18 +153,18 @@ def measure(target, remote_file=None, on_far=None) -> dict:
         rtt = []
         for _ in range(PINGS):
             sent = time.monotonic()
-            proc.stdin.write(b"\n")
-            proc.stdin.flush()
-            proc.stdout.readline()
+            stdin.write(b"\n")
+            stdin.flush()
+            stdout.readline()
             rtt.append(time.monotonic() - sent)
         if min(rtt) < stripes.NEAR_RTT_S:
             return {"rtt_s": round(min(rtt), 4)}  # a near link is one stream whatever its rate: no probe
         if on_far is not None:
             on_far()
         started = time.monotonic()
-        proc.stdin.write(data)
-        proc.stdin.close()
-        out = proc.stdout.read()  # a push's "done", after the box read everything; a pull's bytes
+        stdin.write(data)
+        stdin.close()
+        out = stdout.read()  # a push's "done", after the box read everything; a pull's bytes
         probe = time.monotonic() - started
         if proc.wait() != 0:
             return {}

@@ -110,7 +110,7 @@ def make(src: dict, dst: dict) -> Plan:
 
 def extras(src: dict, dst: dict) -> list:
     """Destination-only rels, topmost only (a directory stands for everything under it)."""
-    out = []
+    out: list = []
     for rel in sorted(dst):
         if rel in src:
             continue

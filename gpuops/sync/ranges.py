@@ -246,8 +246,8 @@ def join_local(lane, local_root: str, remote_root: str, rel: str, pieces):
     out = _ask(lane, _way_in(remote_root, rel, make=False) + f"stat -c '%a %Y' -- {_q(posixpath.basename(_b(rel)))}",
                rel)
     try:
-        mode, mtime = out.split()
-        mode, mtime = int(mode, 8) & 0o7777, int(mtime)
+        mode_text, mtime_text = out.split()
+        mode, mtime = int(mode_text, 8) & 0o7777, int(mtime_text)
     except ValueError:
         raise RangeFailed("fatal", f"{rel}: the box's stat said {out[:80]!r}") from None
     with contained.Root(local_root).parent(rel) as (d, name):

@@ -118,9 +118,11 @@ class Run:
     def __call__(self) -> int:
         proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=self.env)
+        err, out = proc.stderr, proc.stdout
+        assert err is not None and out is not None  # both are pipes
         err_chunks = []
-        readers = [threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True),
-                   threading.Thread(target=self._read_stdout, args=(proc.stdout,), daemon=True)]
+        readers = [threading.Thread(target=lambda: err_chunks.append(err.read()), daemon=True),
+                   threading.Thread(target=self._read_stdout, args=(out,), daemon=True)]
         for r in readers:
             r.start()
         if self.watch_writes and self.on_bytes:

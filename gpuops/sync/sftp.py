@@ -88,10 +88,10 @@ class SftpEngine:
                 outcome.fail(DISK_FULL, f"the destination filled up: {e}")
                 return outcome
             except _Lost as lost:
-                e = lost.args[0]
-                meaning = "no data moved within the I/O timeout" if isinstance(e, socket.timeout) else \
+                cause = lost.args[0]
+                meaning = "no data moved within the I/O timeout" if isinstance(cause, socket.timeout) else \
                     "the connection dropped"
-                self._record(outcome, None, "retry", meaning, started, sent[0], f"{type(e).__name__}: {e}")
+                self._record(outcome, None, "retry", meaning, started, sent[0], f"{type(cause).__name__}: {cause}")
                 self.target.drop_link()
                 if self.progress:
                     self.progress.note(f"sftp: {meaning}; retrying")

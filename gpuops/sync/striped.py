@@ -47,7 +47,7 @@ class StripedEngine:
                 early.close()
                 return self.inner.run(rels, force)
             if not self.requested and not early.started:
-                biggest = max(files, key=files.get)
+                biggest = max(files, key=lambda rel: files[rel])
                 early.start(self.inner.remote_root.rstrip("/") + "/" + biggest if self.direction == "pull" else None)
             measured = early.result() if not self.requested else {}
             rate = stripes.rate(measured.get("probe_bytes", 0), measured.get("probe_s", 0))
@@ -74,7 +74,7 @@ class StripedEngine:
         self._split = stripes.split_files(plan)
         self._pending = {rel: len(pieces) for rel, pieces in self._split.items()}
         self._lock = threading.Lock()
-        self._whole = set()  # files to send whole after the lanes (their ranges found the way blocked)
+        self._whole: set = set()  # files to send whole after the lanes (their ranges found the way blocked)
         threads = [threading.Thread(target=self._lane, args=(conns[i], plan[i], results[i], backoffs[i], tally.lane(i)),
                                     daemon=True) for i in range(len(plan))]
         for t in threads:

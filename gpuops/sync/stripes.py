@@ -93,7 +93,7 @@ def lanes(files: dict, others, n: int) -> list:
     of directories and symlinks (lane 0)."""
     out = [Lane() for _ in range(max(1, n))]
     out[0].whole += sorted(others)
-    items = []
+    items: list = []
     for rel, size in files.items():
         cut = ranges(rel, size)
         items += [(size, rel, None)] if len(cut) == 1 else [(r.size, rel, r) for r in cut]
@@ -111,7 +111,7 @@ def lanes(files: dict, others, n: int) -> list:
 
 def split_files(lanes_: list) -> dict:
     """{rel: [Range, ...] in order} of the files cut into ranges."""
-    found = {}
+    found: dict = {}
     for lane in lanes_:
         for r in lane.ranges:
             found.setdefault(r.rel, []).append(r)
