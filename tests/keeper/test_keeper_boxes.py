@@ -174,7 +174,8 @@ def test_proof_of_loss_moves_the_run_at_once_and_never_back_to_the_box_that_stil
     nothing to retry), then on box b the box reboots (a new boot id): each is a loss at once, well
     before a --lost-after of 10 minutes, and the run never returns to a box it lost."""
     a, b, c = fleet.box(1.0), fleet.box(1.0), fleet.box(1.0)
-    run, _ = launch(fleet, command(steps=30), lost_after_s=600.0)
+    # 120 steps (30 s): the run must outlast two kills, however quickly this machine trains it
+    run, _ = launch(fleet, command(steps=120), lost_after_s=600.0)
     assert wait_for(lambda: held(fleet, run), timeout=90, every=0.5)
     kill_everything(fleet.jobs(a))
     assert wait_for(lambda: len(rec(run)["attempts"]) == 2, timeout=60, every=0.5), kinds(rec(run))
