@@ -39,11 +39,23 @@ def _ray_cli():
     return shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
 
 
+def distinct_ports(n):
+    """`n` free ports, no two alike: the kernel may hand back a port it just freed, and Ray refuses
+    to start when two of its components are given one port (seen once in a full run)."""
+    found = []
+    while len(found) < n:
+        port = free_port()
+        if port not in found:
+            found.append(port)
+    return found
+
+
 class RayHead:
     def __init__(self):
         self.dir = Path(tempfile.mkdtemp(prefix="gr", dir="/tmp"))
         self.temp = self.dir / "t"
-        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        self.ports = distinct_ports(9)  # the GCS, the dashboard, then start()'s seven
+        self.gcs_port, self.dashboard_port = self.ports[:2]
         self.log = self.dir / "start.log"
 
     @property
@@ -56,10 +68,9 @@ class RayHead:
                 "PATH": os.path.dirname(sys.executable) + ":" + os.environ["PATH"]}
 
     def start(self):
-        ports = {f"--{name}": str(free_port()) for name in ("ray-client-server-port", "dashboard-agent-listen-port",
-                                                          "dashboard-agent-grpc-port", "metrics-export-port",
-                                                          "runtime-env-agent-port", "node-manager-port",
-                                                          "object-manager-port")}
+        names = ("ray-client-server-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                 "metrics-export-port", "runtime-env-agent-port", "node-manager-port", "object-manager-port")
+        ports = {f"--{name}": str(port) for name, port in zip(names, self.ports[2:])}
         argv = [_ray_cli(), "start", "--head", "--num-cpus", "2", "--temp-dir", str(self.temp),
                 "--port", str(self.gcs_port), "--dashboard-host", "127.0.0.1", "--dashboard-port",
                 str(self.dashboard_port), "--disable-usage-stats", "--object-store-memory", str(200 << 20)]
