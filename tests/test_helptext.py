@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuops import surface
 from gpuops.cli import helptext
 from gpuops.cli.flags import words_to_flag
 from gpuops.cli.program import ns
@@ -194,12 +195,12 @@ def test_launch_groups_its_flags_everyday_first(cli):
     assert "with --fleet: how many free GPUs" in " ".join(text.split()), "--gpus says what it means in both cases"
 
 
-@pytest.mark.parametrize("verb", sorted(helptext.EXAMPLES))
+@pytest.mark.parametrize("verb", sorted(surface.verbs()))
 def test_examples_fold_between_words_never_inside_one(verb):
     """A long example wrapped mid-token at 80 columns (`--gpus-per-` / `node`), unpastable."""
     import shlex
 
-    for example in helptext.EXAMPLES[verb]:
+    for example in helptext.examples(verb):
         lines = helptext.example_lines(example, 80)
         assert all(len(line) <= 80 for line in lines), lines
         joined = " ".join(line.strip().removesuffix("\\").strip() for line in lines)

@@ -12,22 +12,20 @@ gpuops.mcp.budget). Clients validate a successful result against it (the officia
 tests/test_mcp_contract.py holds each tool's answers to every key it may carry (answers.KNOWN).
 """
 
+from .. import surface
 from ..findings import SEVERITIES
 from . import budget, vocab
 from .answers import ADVERTISED
 
 _S = {"type": "string"}
 FAR = 100_000  # a maximum past this (a year of seconds) says nothing a model needs
-# the tools whose answers carry findings; the others' findings list is always empty
-WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
-                 "data_pull", "gang_launch", "gang_retry")
 FINDING = {"properties": {"id": _S, "severity": vocab.enum(SEVERITIES)}}
 
 
 def output_schema(tool):
     """The envelope as `tool` returns it."""
     props = {"data": {"properties": ADVERTISED[tool]}}
-    if tool in WITH_FINDINGS:
+    if surface.tool(tool).findings:  # the others' findings list is always empty
         props["findings"] = {"type": "array", "items": FINDING}
     return {"type": "object", "required": ["summary", "ok", "command"], "properties": props}
 

@@ -93,7 +93,13 @@ def _yes(help):
     return (Param("yes", SWITCH, help, tip=YES_PLAN_TIP),)
 
 
-LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True, params=(
+LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True,
+              examples=("gpuops launch --host box --name train --cmd 'python train.py'",
+                        "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
+                        "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
+                        "gpuops launch --host login --engine slurm --nodes 2 --gpus-per-node 8 --time 4:00:00 "
+                        "--signal USR1@120 --torchrun --cmd 'train.py --resume auto'"),
+              params=(
     host(SEVERAL),
     IDENTITY,
     Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
@@ -165,7 +171,8 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
              a("cmd", required=True), a("fleet"), a("gpu_type"), a("min_vram_gib"), a("name"), a("key"),
              a("workdir"), *ENVS)),
     Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
-         "Start one torchrun run across boxes after a gang preflight; returns the gang id.", implied=("torchrun",),
+         "Start one torchrun run across boxes after a gang preflight; returns the gang id.", findings=True,
+         implied=("torchrun",),
          args=(
              a("cmd", required=True, tip="training script and arguments torchrun runs, e.g. 'train.py --lr 3e-4'"),
              a("hosts", "host", kind=CSV, tip="boxes; the first hosts the rendezvous"),
@@ -176,7 +183,9 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
              *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
 ))
 
-STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records", params=(
+STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records",
+              examples=("gpuops status --host box", "gpuops status --host box --job train",
+                        "gpuops status --gang GANG_ID"), word="job", params=(
     host(SEVERAL),
     IDENTITY,
     Param("job", TEXT, "one job: " + WHICH + " (default: list recent jobs). States: " + states.listing(),
@@ -207,7 +216,9 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
          "A gang's state from its nodes: RUNNING only when all run.", args=(a("gang", required=True),)),
 ))
 
-LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow", params=(
+LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow",
+            examples=("gpuops logs --host box --job train --follow", "gpuops logs -j train -f",
+                      "gpuops logs --gang GANG_ID --follow"), word="job", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -251,7 +262,9 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
 ))
 
 _AGAIN = "seconds at most; call again while timed_out"
-WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a log line", params=(
+WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a log line",
+            examples=("gpuops wait --host box --job train --timeout 3600",
+                      "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"), params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -289,7 +302,9 @@ _GRACE = Param("grace", SECS, "seconds between SIGTERM and SIGKILL", default=10,
                tip="seconds from SIGTERM to SIGKILL")
 _GRACE_S = a("grace_s", "grace", high=GRACE_S)
 
-STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry run first)", params=(
+STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry run first)",
+            examples=("gpuops stop --host box --job train", "gpuops stop --host box --job train --yes",
+                      "gpuops stop --gang GANG_ID"), word="job", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -314,7 +329,8 @@ STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry r
 _PAUSED = "the job: its id, --key, --name or Slurm job id"
 _RESUME_ARG = "text appended to its command, e.g. '--resume last.ckpt'"
 
-PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resources back", params=(
+PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resources back",
+             examples=("gpuops pause --host login --job train --ckpt-regex 'saved checkpoint'",), word="job", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -339,7 +355,9 @@ PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resource
              _GRACE_S)),
 ))
 
-RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its checkpoint", params=(
+RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its checkpoint",
+              examples=("gpuops resume --host login --job train",
+                        "gpuops resume --host box --job train --resume-arg '--resume last.pt'"), word="job", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -359,7 +377,8 @@ RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its check
              HOST1, JOB, a("resume_arg"), *ENVS, a("key"))),
 ))
 
-RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable command", engine_flags=True, params=(
+RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable command", engine_flags=True,
+             examples=("gpuops retry --host box --job train --resume-arg '--resume last.pt'",), params=(
     host(),
     IDENTITY,
     Param("job", TEXT, "the job to retry: " + WHICH, tip="the job to run again: its id, idempotency key or name"),
@@ -379,11 +398,12 @@ RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable c
          "Run a job's command again as its child job.", args=(
              HOST1, a("job", required=True), a("resume_arg"), a("checkpoint_dir"), a("key"), *ENVS, RESOURCES)),
     Tool("gang_retry", "retry", "fleet", RUNS, "Launch a gang again",
-         "Launch a gang again (a new id, its parent named) once none of its nodes runs.", args=(
+         "Launch a gang again (a new id, its parent named) once none of its nodes runs.", findings=True, args=(
              a("gang", required=True), a("resume_arg"), *ENVS)),
 ))
 
-QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another", engine_flags=True, params=(
+QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another", engine_flags=True,
+             examples=("gpuops queue --host box --file runs.txt", "gpuops queue --host box --name runs"), params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     Param("file", TEXT, "local file: one command per line (# comments and blank lines skipped); re-run with more "
@@ -413,4 +433,4 @@ QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another",
              a("cancel"), a("wait_s", "wait", high=CALL_S), a("workdir"), a("gpus"), *ENVS, a("engine"), RESOURCES)),
 ))
 
-VERBS = (LAUNCH, STATUS, LOGS, WAIT, STOP, PAUSE, RESUME, RETRY, QUEUE)
+VERBS = (LAUNCH, STATUS, WAIT, LOGS, STOP, PAUSE, RESUME, RETRY, QUEUE)
