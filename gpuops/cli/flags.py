@@ -152,16 +152,6 @@ def check_words(resume_arg):
             raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
 
 
-def check_regex(pattern, flag="--progress-regex"):
-    if pattern:
-        import re
-
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
-
-
 def words_to_flag(argv, takes_value):
     """['gotcha', '--limit', '3', 'cuda', 'oom'] -> ['gotcha', '--limit', '3', '--query', 'cuda oom'].
 

@@ -80,26 +80,23 @@ def owner(asked):
     return next(iter(owners.values()), None)
 
 
-def refuse_foreign(engine, asked):
-    """A usage error naming a flag given that belongs to another engine than `engine`."""
+def refuse_foreign(engine, asked, verb=None):
+    """The usage error for a flag given that `engine` does not take (on `verb`, when named): another
+    engine's says which --engine it needs. The one refusal of an engine's flags, for the CLI's
+    flags and a tool's `resources` alike (the server rewords the flags)."""
+    takes = engine.flags if verb is None else engine.flags_for(verb)
     for key in sorted(asked):
-        if key not in engine.flags:
+        if key not in takes:
             other = owner({key: asked[key]})
             if other is None:
                 raise UsageError(f"{flag_of(key)}: no engine takes it")
+            if other is engine:
+                raise UsageError(f"{flag_of(key)}: {engine.title} does not take it on {verb}")
             raise UsageError(f"{flag_of(key)} is asked of {other.title}: add --engine {other.name}")
 
 
 def flag_of(key):
     return "--" + key.replace("_", "-")
-
-
-def refuse_unknown(engine, asked, verb, what):
-    """A usage error for keys of `asked` that `engine` does not take on `verb` (an agent's `what`)."""
-    unknown = sorted(set(asked) - set(engine.flags_for(verb)))
-    if unknown:
-        takes = ", ".join(engine.flags_for(verb)) or "nothing"
-        raise UsageError(f"{what} for {engine.name} takes {takes}; not {', '.join(unknown)}")
 
 
 def help_text():
