@@ -56,21 +56,6 @@ EXIT_CODES = (
                  "stands and the command that goes on; push, pull and verify the command that resumes"),
 )
 
-# A verb's flags in groups, everyday first (gh's way); a flag no group names goes under "Other".
-# ENGINE_FLAGS stands for --engine and one group per engine of its own flags (gpuops.engines).
-ENGINE_FLAGS = "engines"
-FLAG_GROUPS = {
-    "launch": (
-        ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
-        ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
-        ("Runs that look after themselves", ("max-retries", "retry-on", "checkpoint-dir", "checkpoint-glob",
-                                             "resume-arg", "stall-after", "max-runtime", "keep-checkpoints",
-                                             "keep-best", "share-checkpoint-dir", "notify")),
-        ENGINE_FLAGS,
-        ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
-    ),
-}
-
 TOPICS = {"exit-codes": "what each exit code means", "all": "every verb with its whole summary, and examples"}
 
 # Invoke's core options that mean something in gpuops; the rest (--dry, --echo, --pty, -T ...)
@@ -211,11 +196,18 @@ def verb_help(verb, doc, flags, width=80):
 
 
 def _flag_groups(verb, shown):
-    """[(title, [flag names])]: the verb's FLAG_GROUPS in order, what they leave out last."""
-    groups = FLAG_GROUPS.get(verb)
-    if not groups:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
+    """[(title, [flag names])]: the sections of the verb's description (Verb.sections) in order,
+    each engine's own flags after --engine's, what they leave out last; else every flag, sorted."""
+    from .. import surface
+
+    spec = surface.verb(verb) if verb in verbindex.VERBS else None
+    if spec is None or not spec.sections:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
         return [("Flags", sorted(shown, key=lambda n: shown[n][0].split(", ")[-1]))]
-    groups = [g for group in groups for g in (_engine_groups(verb) if group == ENGINE_FLAGS else [group])]
+    groups = []
+    for title, names in spec.sections:
+        groups.append((title, tuple(n.replace("_", "-") for n in names)))
+        if "engine" in names and spec.engine_flags:
+            groups += _engine_groups(verb)
     placed = [(title, [n for n in names if n in shown]) for title, names in groups]
     named = {n for _, names in placed for n in names}
     rest = sorted(n for n in shown if n not in named)
@@ -223,10 +215,10 @@ def _flag_groups(verb, shown):
 
 
 def _engine_groups(verb):
-    """--engine, then each engine's own flags under its name."""
+    """Each engine's own flags under its name."""
     from .. import engines
 
-    out = [("Engine (--engine)", ("engine",))]
+    out = []
     for e in engines.each():
         names = tuple(k.replace("_", "-") for k in e.flags_for(verb))
         if names:

@@ -32,11 +32,11 @@ def _env_and_secrets(env, secret_env):
 
 @engineflags.takes("launch")
 @verb("launch")
-def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
-           profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
-           engine, share_gpu, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
-           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, max_restarts, nnodes, vault,
-           lost_after, stop_when_done, output, engine_flags):
+def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_regex, host, identity, gpus, share_gpu,
+           profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
+           code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
+           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
+           output, json, timeout, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box

@@ -6,7 +6,8 @@ from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG,
                      JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
                      YES_PLAN_TIP, host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
-                    Param, Tool, Verb, a)
+                    Param, Tool, Verb, a, sectioned)
+from .runs import KEEPER, RUN_POLICY
 
 JOBS = "jobs"
 GANG_NODES = (1, 64)           # processes per box a gang takes
@@ -19,69 +20,6 @@ RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --
               tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
 ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",
                choices=tuple(engines.names()))
-
-
-# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.runloop);
-# gpuops.jobs.runpolicy checks these before anything is sent.
-RUN_POLICY = (
-    Param("max_retries", INT, "attempts after the first when one fails for a transient reason (preemption, a lost "
-                              "node or peer, an NCCL timeout, a GPU fault, a stall gpuops killed, a kill without "
-                              "OOM); default 0", tip="retries of a transient failure", low=0, high=100),
-    Param("retry_on", TEXT, "failure classes to retry, comma-separated, instead of the transient ones ('default' adds "
-                            "them): triage's class names, e.g. python-exception",
-          tip="classes to retry ('default': transient)"),
-    Param("checkpoint_dir", TEXT, "DIR[:GLOB] where the job writes checkpoints (relative to --workdir): each retry "
-                                  "resumes from the newest complete one. Its checkpoints are the names the "
-                                  "libraries write (checkpoint-N, global_stepN, iter_NNNNNNN, epoch=E-step=S.ckpt, "
-                                  "ckpt-N, step_N ...), or what GLOB matches; nothing else in DIR is ever resumed "
-                                  "from or deleted",
-          tip="DIR[:GLOB] resumed from"),
-    Param("checkpoint_glob", TEXT, "the names in --checkpoint-dir that are checkpoints (e.g. 'model_*.pt'), instead "
-                                   "of the names the libraries write; the same as DIR:GLOB",
-          cli_only="checkpoint_dir takes DIR:GLOB"),
-    Param("resume_arg", TEXT, "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
-                              "'--resume {checkpoint}', where the command holds {checkpoint}, else at its end "
-                              "(refused when the end is a comment or after a pipe, ';' or '&&'); without it a "
-                              "{checkpoint} in the command is the path, and the job can read $GPUOPS_RESUME_FROM",
-          tip="on resuming, e.g. '--resume {checkpoint}'"),
-    Param("stall_after", SECS, "no progress line for this long (90, 15s, 10m): capture stacks and state, stop the "
-                               "attempt, retry it as a hang", tip="no progress this long: stop, retry",
-          low=1, high=366 * DAY),
-    Param("max_runtime", SECS, "the whole run's limit, retries included (4h, 1h30m): then TIMEOUT, never retried",
-          tip="whole run's limit: then TIMEOUT", low=1, high=366 * DAY),
-    Param("keep_checkpoints", INT, "keep the K newest complete checkpoints, delete older ones (never the newest "
-                                   "complete nor the best; nothing while which to delete is ambiguous), and warn "
-                                   "when the disk cannot hold the next",
-          tip="keep K newest checkpoints", low=1, high=100000),
-    Param("keep_best", TEXT, "with --keep-checkpoints: a GLOB of checkpoint names never deleted (besides HF's "
-                             "best_model_checkpoint, Lightning's best_model_path and best* names, always kept)",
-          tip="glob never pruned"),
-    Param("share_checkpoint_dir", SWITCH, "let this run use a checkpoint directory another live run uses (refused "
-                                          "otherwise: each would resume from and prune the other's checkpoints)",
-          cli_only="a person's call: an agent's run gets a checkpoint directory of its own"),
-    Param("notify", TEXT, "a command run on the box for each event (retrying, stalled, resumed, completed, gave up, "
-                          "disk low), the event as JSON on its stdin, e.g. 'curl -d @- https://ntfy.sh/TOPIC'",
-          cli_only="a person's alert: an agent hears each event from job_wait until event"),
-)
-
-
-# The run outlives the box (gpuops.keeper): with --fleet, a keeper on this machine copies each complete
-# checkpoint into the vault and moves the run to another box of the fleet when its box is lost.
-_KEEPER_CLI = "the keeper is a detached process on the machine that runs the CLI"
-KEEPER = (
-    Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
-                         "log and events; a keeper process then moves the run to another box of the fleet when its box "
-                         "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
-          cli_only=_KEEPER_CLI),
-    Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
-          low=1, high=DAY, cli_only=_KEEPER_CLI),
-    Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "
-                                    "are verified in the vault, run the box's stop command from the fleet file "
-                                    "(stop = \"...\"); a failing stop is reported, never done",
-          cli_only=_KEEPER_CLI),
-    Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
-                          "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
-)
 
 
 def _over(arg, **changes):
@@ -99,65 +37,85 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
                         "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
                         "gpuops launch --host login --engine slurm --nodes 2 --gpus-per-node 8 --time 4:00:00 "
                         "--signal USR1@120 --torchrun --cmd 'train.py --resume auto'"),
-              params=(
-    host(SEVERAL),
-    IDENTITY,
-    Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
-          tip="bash command line, run as given"),
-    Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
-          tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
-    Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
-    LABEL,
-    Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
-    ENV,
-    SECRET_ENV,
-    Param("gpus", TEXT, "on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with "
-                        "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
-                        "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
-    Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
-          tip="idempotency key: an existing job with it is returned"),
-    Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for status",
-          tip="regex of progress lines (group 1 = step)"),
-    JOBS_DIR,
-    Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
-                           "profiles`); a Slurm profile's site defaults too",
-          tip="platform profile (see profiles_show)"),
-    JSON,
-    Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY, what="whole seconds",
-          cli_only="a tool call's own limit applies"),
-    Param("fleet", TEXT, "place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) "
-                         "with --gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With --torchrun: "
-                         "the gang is every box of the group, in its order",
-          tip="a [fleet.NAME] group of the server's fleet file; default: every box in it"),
-    Param("gpu_type", TEXT, "with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
-          tip="only GPUs whose model names this (H100, A100-SXM4-80GB)"),
-    Param("min_vram_gib", NUM, "with --fleet: only GPUs with at least this much memory (GiB)",
-          tip="only GPUs with this much memory", low=0.001, high=4096, what="GiB"),
-    Param("torchrun", SWITCH, "one training run across every --host box (or every box of a --fleet group, in its "
-                              "order): a gang preflight, then torchrun on each (c10d rendezvous on the first box); "
-                              "prints the gang id the other verbs take with --gang. With an --engine that schedules "
-                              "nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its "
-                              "first)"),
-    Param("nproc_per_node", INT, "with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: "
-                                 "--gpus-per-node)", tip="processes (GPUs) per box", low=1, high=1024),
-    Param("rdzv_port", INT, "with --torchrun: the rendezvous port on the first box or node (default 29500; under "
-                            "Slurm, a free one when it is taken there)", tip="rendezvous port on the first box",
-          low=1, high=65535, what="a TCP port"),
-    Param("rdzv_host", TEXT, "with --torchrun: the first box's address as the others reach it (default: its SSH "
-                             "HostName)", tip="first box's address as the others reach it"),
-    Param("code", TEXT, "with --torchrun: a directory on the boxes that must be identical on all of them (sha256 "
-                        "compared)", tip="directory that must be identical on every box"),
-    ENGINE,
-    Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
-                               "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
-    *RUN_POLICY,
-    Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
-                               "workers on every node after a worker fails (default 0: a failed node ends the "
-                               "gang's attempt, and a run policy retries the gang as a whole)",
-          tip="torchrun's own restarts of failed workers", low=0, high=100),
-    Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
-                          "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
-    *KEEPER,
+              **sectioned(
+    ("What to run", (
+        Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
+              tip="bash command line, run as given"),
+        Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
+              tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
+        Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
+        Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
+        ENV,
+        SECRET_ENV,
+        LABEL,
+        Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
+              tip="idempotency key: an existing job with it is returned"),
+        Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for "
+                                      "status",
+              tip="regex of progress lines (group 1 = step)"),
+    )),
+    ("Where it runs", (
+        host(SEVERAL),
+        IDENTITY,
+        Param("gpus", TEXT, "on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); "
+                            "with "
+                            "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
+                            "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
+        Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
+                                   "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
+        Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
+                               "profiles`); a Slurm profile's site defaults too",
+              tip="platform profile (see profiles_show)"),
+        JOBS_DIR,
+        Param("fleet", TEXT, "place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet "
+                             "file) with --gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With "
+                             "--torchrun: "
+                             "the gang is every box of the group, in its order",
+              tip="a [fleet.NAME] group of the server's fleet file; default: every box in it"),
+        Param("gpu_type", TEXT, "with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
+              tip="only GPUs whose model names this (H100, A100-SXM4-80GB)"),
+        Param("min_vram_gib", NUM, "with --fleet: only GPUs with at least this much memory (GiB)",
+              tip="only GPUs with this much memory", low=0.001, high=4096, what="GiB"),
+    )),
+    ("Engine (--engine)", (
+        ENGINE,
+    )),
+    ("torchrun across boxes (--torchrun)", (
+        Param("torchrun", SWITCH, "one training run across every --host box (or every box of a --fleet group, in its "
+                                  "order): a gang preflight, then torchrun on each (c10d rendezvous on the first box); "
+                                  "prints the gang id the other verbs take with --gang. With an --engine that "
+                                  "schedules "
+                                  "nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its "
+                                  "first)"),
+        Param("nproc_per_node", INT, "with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: "
+                                     "--gpus-per-node)", tip="processes (GPUs) per box", low=1, high=1024),
+        Param("rdzv_port", INT, "with --torchrun: the rendezvous port on the first box or node (default 29500; under "
+                                "Slurm, a free one when it is taken there)", tip="rendezvous port on the first box",
+              low=1, high=65535, what="a TCP port"),
+        Param("rdzv_host", TEXT, "with --torchrun: the first box's address as the others reach it (default: its SSH "
+                                 "HostName)", tip="first box's address as the others reach it"),
+        Param("code", TEXT, "with --torchrun: a directory on the boxes that must be identical on all of them (sha256 "
+                            "compared)", tip="directory that must be identical on every box"),
+        Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
+                                   "workers on every node after a worker fails (default 0: a failed node ends the "
+                                   "gang's attempt, and a run policy retries the gang as a whole)",
+              tip="torchrun's own restarts of failed workers", low=0, high=100),
+        Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
+                              "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
+    )),
+    ("Run policy: retries, stalls, time limit, checkpoints", (
+        *RUN_POLICY,
+    )),
+    ("The run outlives its box (--fleet --vault)", (
+        *KEEPER,
+    
+    )),
+    ("Output", (
+        JSON,
+        Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY,
+              what="whole seconds",
+              cli_only="a tool call's own limit applies"),
+    )),
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(

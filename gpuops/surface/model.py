@@ -103,12 +103,21 @@ class Verb:
     word: str = ""                  # the Param a bare word fills (`gpuops logs demo`: job)
     words: bool = False             # with word: every bare word joins it (`gotcha cuda oom`)
     connects: bool = True           # its --host is a box it connects to (the warm-up may start early)
+    sections: tuple = ()            # ((title, (param names)), ...): its --help's groups of flags (sectioned)
 
     def param(self, name) -> Param:
         for p in self.params:
             if p.name == name:
                 return p
         raise KeyError(f"{self.name} has no parameter {name!r}")
+
+
+def sectioned(*sections) -> dict:
+    """A Verb's params= and sections= from ((title, (Param, ...)), ...), each flag written once in
+    its section: its --help shows them under their titles in this order, and its task takes them
+    in it."""
+    return {"params": tuple(p for _, params in sections for p in params),
+            "sections": tuple((title, tuple(p.name for p in params)) for title, params in sections)}
 
 
 def a(name, param=None, **over) -> Arg:
