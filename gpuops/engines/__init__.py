@@ -51,6 +51,16 @@ def phases():
     return {e.name: e.phases() for e in each() if e.states}
 
 
+def job_id_keys() -> tuple:
+    """The keys the engines' rows carry their own job ids under (slurm_job_id ...), in registry order."""
+    return tuple(e.job_id_key for e in each() if e.job_id_key)
+
+
+def runs_detach(detach) -> bool:
+    """Whether an engine runs the jobs of a profile whose launch.detach is `detach`."""
+    return any(e.detach == detach for e in each() if e.detach)
+
+
 def for_profile(profile):
     """The engine a platform profile's jobs run on (its launch.detach names one), else the default."""
     detach = profile.launch.detach if profile is not None else None

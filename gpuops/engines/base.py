@@ -28,6 +28,7 @@ class Engine:
     states: dict = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
     stop_target: dict = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
     meta_fields: dict = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
+    job_id_key: str | None = None  # the key its rows and diagnoses carry its own job id under, beside engine_job_id
     # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
     # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
     composes = False

@@ -38,6 +38,7 @@ class Ray(Engine):
     states = {"PENDING": PENDING, "RUNNING": states.RUNNING, "STOPPED": CANCELLED, "SUCCEEDED": COMPLETED,
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
+    job_id_key = "ray_submission_id"
     # The job's driver runs the box's run loop around the command, inside the Ray job on the head
     # (gpuops.onbox.ray_run): the whole policy holds there, judged by triage's classifier.
     policy_fields = runpolicy.ENFORCED

@@ -34,6 +34,7 @@ LAUNCH_ONLY = {
 
 class Slurm(Engine):
     name, title, detach = "slurm", "Slurm", "sbatch"
+    job_id_key = "slurm_job_id"
     help = "sbatch on the login node --host; a profile with launch.detach = \"sbatch\" implies it"
     flags = dict(RESOURCES, **LAUNCH_ONLY)
     switches = ("exclusive",)

@@ -8,6 +8,7 @@ a trailing ? admits null.
 import dataclasses
 import typing
 
+from .. import engines
 from ..checks.shape import FACTS
 from . import vocab
 
@@ -63,7 +64,8 @@ def known():
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
-                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o telemetry:o? run:o? gotcha:s?",
+                        "engine:s " + "".join(f"{k}:s? " for k in engines.job_id_keys()) +
+                        "engine_job_id:s? scheduler:o telemetry:o? run:o? gotcha:s?",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "

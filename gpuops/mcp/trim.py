@@ -8,6 +8,7 @@ answers with a compact default and takes `fields` (the data keys to return; ['*'
 what to ask for. Pure: an envelope in, an envelope out.
 """
 
+from .. import engines
 from ..jobs.states import HEALTHY
 
 ALL = "*"
@@ -18,8 +19,8 @@ COMPACT = {
                  "log_size", "waited_s", "match", "interrupted", "job", "events"),
 }
 # a job row's keys unless asked for others (the command and the timestamps are for a later look)
-ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
-       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
+ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", *engines.job_id_keys(),
+       "engine_job_id", "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
 # a launch's meta keys an agent may act on; the others are the box's bookkeeping (pids' start
 # ticks, cgroups, the boot id), and the policy's Xid table is gpuops.xid's, the same for every run
