@@ -103,6 +103,7 @@ class Verb:
     word: str = ""                  # the Param a bare word fills (`gpuops logs demo`: job)
     words: bool = False             # with word: every bare word joins it (`gotcha cuda oom`)
     connects: bool = True           # its --host is a box it connects to (the warm-up may start early)
+    resumable: bool = False         # run again after Ctrl-C, it picks up where it stopped
     sections: tuple = ()            # ((title, (param names)), ...): its --help's groups of flags (sectioned)
 
     def param(self, name) -> Param:
