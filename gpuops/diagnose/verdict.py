@@ -67,7 +67,7 @@ def _xid_after_launch(ev):
 def decide(ev: dict) -> dict:
     """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal.
 
-    `ev["status"]`, when given, is the job's status row (gpuops.jobs.state.derive of the same
+    `ev["status"]`, when given, is the job's status row (gpuops.jobs.statusrow.derive of the same
     facts `status` reads), so a live job is "stalled" exactly when status calls it STALLED."""
     record = ev.get("exit") or None
     ruled_out, evidence = [], []

@@ -13,7 +13,7 @@ from .. import engines, errors
 from ..boundary import expect
 from ..engines.base import command_line
 from ..envelope import CODE_KEY, envelope, fixes
-from ..jobs import answers, errorline, lastseen, state, states
+from ..jobs import answers, errorline, lastseen, states, statusrow
 from ..jobs.rows import run_tag
 from ..onbox import plans, steps
 from ..units import duration
@@ -165,7 +165,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
 
 def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
     facts = doc["job"]
-    row = state.derive(facts)
+    row = statusrow.derive(facts)
     meta = facts.get("meta") or {}
     jid = row["job_id"]
     data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
@@ -222,14 +222,14 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         doc = call(target, "status", opts, timeout_s)
     except errors.HostError as e:
         seen = lastseen.recall(target.name, job) if job else None
-        rows = [state.unreachable(job, e.message, seen)] if job else []
+        rows = [statusrow.unreachable(job, e.message, seen)] if job else []
         message = e.message
         if seen:
             message += f" (job last seen {seen['state']} {duration(time.time() - seen['seen_at'])} ago)"
         error = dict(e.as_dict(), message=message)
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error,
                         next=fixes(e))
-    rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
+    rows = [statusrow.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
     if not job:
         rows = one_row_per_run(rows, all_attempts)
@@ -297,7 +297,7 @@ def state_now(target, job, jobs_dir=None, timeout_s=10.0):
         doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir}, timeout_s)
     except errors.GpuopsError:
         return None
-    return state.derive(doc["jobs"][0]) if doc["jobs"] else None
+    return statusrow.derive(doc["jobs"][0]) if doc["jobs"] else None
 
 
 def one_line(row):
@@ -339,7 +339,7 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     eng = engines.of(doc, target.name)
     for t in doc["targets"]:
         expect(t if isinstance(t, dict) else {}, eng.stop_target, target.name, "stop target")
-    after = state.derive(doc["after"])
+    after = statusrow.derive(doc["after"])
     targets = [dict(t, shown=eng.target_text(t)) for t in doc["targets"]]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
@@ -407,7 +407,7 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
         raise eng.blamed(e, asked) from None
     entries = []
     for entry in doc["entries"]:
-        row = state.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
+        row = statusrow.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
         entries.append({"line": entry["line"], "command": entry["command"], "job_id": row.get("job_id"),
                         "state": row["state"], "exit_code": row.get("exit_code"), "signal": row.get("signal")})
     done = doc.get("done")
