@@ -20,7 +20,7 @@ the stall is then judged on the facts `status` uses.
 """
 
 from .classify import classify as _classify
-from .engines import scan_file, scan_pieces
+from .readers import scan_file, scan_pieces
 from .signatures import CLASS_NAMES, DATA_KEYS, PROGRESS_KEYS, STATUSES
 
 __all__ = ["classify_bytes", "classify_file", "triage_bytes", "triage_file", "triage_pieces",
