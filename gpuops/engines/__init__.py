@@ -32,7 +32,7 @@ def get(name=None):
     return importlib.import_module(f"{__name__}.{ENGINES[name]}").ENGINE
 
 
-def of(record, host="the box"):
+def of_record(record, host="the box"):
     """The engine of a job's record or status row (one without the field is the default's); a
     name this gpuops does not know is a box's answer that is not gpuops's."""
     name = (record or {}).get("engine") or DEFAULT
@@ -70,7 +70,7 @@ def given(values):
     return {k: values[k] for k in flags() if values.get(k) not in (None, False, "")}
 
 
-def owner(asked):
+def owner_of_flags(asked):
     """The engine whose flags `asked` uses (None when none is given); flags of two engines at
     once are a usage error."""
     owners = {e.name: e for e in each() for k in asked if k in e.flags}
@@ -84,7 +84,7 @@ def refuse_foreign(engine, asked):
     """A usage error naming a flag given that belongs to another engine than `engine`."""
     for key in sorted(asked):
         if key not in engine.flags:
-            other = owner({key: asked[key]})
+            other = owner_of_flags({key: asked[key]})
             if other is None:
                 raise UsageError(f"{flag_of(key)}: no engine takes it")
             raise UsageError(f"{flag_of(key)} is asked of {other.title}: add --engine {other.name}")

@@ -90,7 +90,7 @@ class Engine:
         """Flag values a platform profile gives every job it launches on this engine."""
         return {}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err, asked):
         """A rejection from the box (errors.Rejected), said in terms of the flags asked."""
         return err
 

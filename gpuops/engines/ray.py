@@ -108,7 +108,7 @@ class Ray(Engine):
     def retry_opts(self, asked):
         return {"engine": self.name, "resources": _asked(asked)}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err, asked):
         """Ray's refusal with the gpuops flag it names (Ray's words name its fields)."""
         host, _, said = err.message.partition(": ")
         flag = next((f"--{k.replace('_', '-')}" for k in asked if k in said), None)

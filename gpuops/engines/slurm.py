@@ -117,7 +117,7 @@ class Slurm(Engine):
         return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
                 if site is not None and getattr(site, k)}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err, asked):
         """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
         host, _, said = err.message.partition(": ")
         flag = sbatch.at_fault(said, asked)

@@ -143,7 +143,7 @@ def facts(doc, host):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
     expect(doc, _FACTS, host, "job record")
     job_id(doc["job_id"], host)
-    meta = dict(_META, **engines.of(doc.get("meta"), host).meta_fields) if doc.get("meta") is not None else _META
+    meta = dict(_META, **engines.of_record(doc.get("meta"), host).meta_fields) if doc.get("meta") is not None else _META
     for key, fields in (("meta", meta), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP),
                         ("pause", _PAUSE), ("scheduler", _SCHEDULER)):
         if doc.get(key) is not None:

@@ -32,7 +32,7 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
         if not young:
             row["reason"] = "the launch never wrote its start record (meta.json)"
         return row
-    engine = engines.of(meta)
+    engine = engines.of_record(meta)
     row.update(
         engine=engine.name,
         name=meta.get("name"),

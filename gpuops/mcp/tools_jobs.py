@@ -98,7 +98,7 @@ def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resou
     envs, secrets = _envs(env, secret_env)
     asked = dict(resources or {})
     if asked:
-        engines.refuse_unknown(engines.owner(asked) or engines.get(None), asked, "retry", "resources")
+        engines.refuse_unknown(engines.owner_of_flags(asked) or engines.get(None), asked, "retry", "resources")
     return trim.launched(on_host("retry", host, lambda t: op.retry(
         t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg, key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
         checkpoint_dir=checkpoint_dir)))

@@ -30,7 +30,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     row = statusrow.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
     if row is not None:
         ev["status"] = row
-    engine = engines.of(row, target.name)  # a bare pid is the box's to judge
+    engine = engines.of_record(row, target.name)  # a bare pid is the box's to judge
     triaged, ev["error_line"] = _triage(ev, row, engine)
     d = engine.diagnosis(ev, row, target.name, jobs_dir, triaged, pid=pid)
     v = d["verdict"]

@@ -124,7 +124,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise eng.blamed(e, asked) from None
+        raise eng.explain_rejection(e, asked) from None
     out = _started("launch", target, doc, jobs_dir=jobs_dir, key=key)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
@@ -145,7 +145,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
     from ..jobs import runpolicy
 
     confirm_s = confirm_seconds(confirm_s)
-    eng = engines.owner(resources or {})
+    eng = engines.owner_of_flags(resources or {})
     where, glob = runpolicy.split_checkpoint_dir(checkpoint_dir)
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
             "jobs_dir": jobs_dir, "confirm_s": confirm_s, "checkpoint_dir": where, "checkpoint_glob": glob}
@@ -154,7 +154,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
     try:
         doc = call(target, "retry", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise (eng or engines.get()).blamed(e, resources or {}) from None
+        raise (eng or engines.get()).explain_rejection(e, resources or {}) from None
     out = _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
     resumed = doc.get("checkpoint")
     if isinstance(resumed, dict) and isinstance(resumed.get("path"), str):
@@ -191,7 +191,7 @@ def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
             data["first_error"] = errorline.first_error(doc.get("log_head") or "")
             summary += f": {data['first_error']}" if data["first_error"] else ""
     else:
-        summary = (engines.of(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
+        summary = (engines.of_record(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
                    + (f" as a retry of {parent}" if parent else ""))
         if meta.get("policy"):
             from ..jobs import runpolicy
@@ -336,7 +336,7 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
         opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
-    eng = engines.of(doc, target.name)
+    eng = engines.of_record(doc, target.name)
     for t in doc["targets"]:
         expect(t if isinstance(t, dict) else {}, eng.stop_target, target.name, "stop target")
     after = statusrow.derive(doc["after"])
@@ -404,7 +404,7 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     try:
         doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
     except errors.Rejected as e:
-        raise eng.blamed(e, asked) from None
+        raise eng.explain_rejection(e, asked) from None
     entries = []
     for entry in doc["entries"]:
         row = statusrow.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
@@ -413,7 +413,7 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     done = doc.get("done")
     finished = sum(1 for e in entries if e["state"] in states.TERMINAL)
     failed = [e["line"] for e in entries if e["state"] in states.TERMINAL and e["state"] != states.COMPLETED]
-    ran_on = engines.of(doc, target.name)
+    ran_on = engines.of_record(doc, target.name)
     data = {"queue": name, "engine": ran_on.name, "entries": entries, "done": done,
             "runner_alive": doc.get("runner_alive"),
             "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}

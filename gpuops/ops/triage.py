@@ -102,7 +102,7 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    said, rec = engines.of(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
+    said, rec = engines.of_record(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
     said = slurm_state or said
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,

@@ -45,7 +45,7 @@ def test_a_cluster_that_forgot_the_job_or_cannot_be_asked():
 
 def test_a_rejection_names_the_flag_ray_names():
     said = errors.Rejected("head: Ray refused it: TypeError: entrypoint_num_gpus must be a number, got <class 'str'>")
-    blamed = RAY.blamed(said, {"entrypoint_num_gpus": "two"})
+    blamed = RAY.explain_rejection(said, {"entrypoint_num_gpus": "two"})
     assert blamed.message == ("head: Ray refused the job (--entrypoint-num-gpus): TypeError: entrypoint_num_gpus "
                               "must be a number, got <class 'str'>")
 
