@@ -65,11 +65,6 @@ def flags():
     return out
 
 
-def given(values):
-    """{flag parameter: value} of the engine flags among a verb's `values` that were given."""
-    return {k: values[k] for k in flags() if values.get(k) not in (None, False, "")}
-
-
 def owner_of_flags(asked):
     """The engine whose flags `asked` uses (None when none is given); flags of two engines at
     once are a usage error."""
