@@ -5,6 +5,8 @@ that takes no flags of its own and has nothing to add. Pure: facts and flags in,
 steps out; the verbs (gpuops.ops) do the talking to the box.
 """
 
+from typing import NamedTuple
+
 from ..envelope import step
 from ..errors import UsageError
 from ..jobs import states
@@ -16,6 +18,15 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
     if jobs_dir:
         words += ["--jobs-dir", jobs_dir]
     return step(*words, why=why)
+
+
+class StopEnd(NamedTuple):
+    """How a stop that acted ended, as its engine says it: the envelope's ok, summary, next and advice."""
+
+    ok: bool
+    summary: str
+    next: list
+    advice: list
 
 
 class Engine:
@@ -121,11 +132,11 @@ class Engine:
         """(dry run's 'would ...', nothing-to-stop's 'it is not ...')."""
         return f"would stop {jid}", "it is not running"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
-        """(ok, summary, next, advice) of a stop that acted."""
+    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
+        """How a stop that acted ended (its envelope's ok, summary, next steps and advice)."""
         gone = bool(doc.get("all_gone"))
         summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"
-        return gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], []
+        return StopEnd(gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], [])
 
     def queue_note(self):
         """What a queue summary adds about the entries still waiting."""

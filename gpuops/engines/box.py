@@ -8,7 +8,7 @@ VANISHED; a live process is RUNNING (then judged for a stall like every engine's
 from ..jobs import rows, runpolicy
 from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
 from ..envelope import step
-from .base import Engine, command_line
+from .base import Engine, StopEnd, command_line
 
 
 class Box(Engine):
@@ -59,16 +59,16 @@ class Box(Engine):
         return (f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
                 f"{grace:g}s", "none of its processes is alive")
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
         used = "+".join(s["signal"] for s in doc.get("signals") or [])
         if doc.get("all_gone"):
-            return True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}", \
-                [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], []
+            return StopEnd(True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}",
+                           [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], [])
         left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
-        return False, f"{jid}: processes still alive after {used}: {left}", \
-            [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")], \
-            ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU driver): it "
-             "goes with a GPU reset or a reboot."]
+        return StopEnd(False, f"{jid}: processes still alive after {used}: {left}",
+                       [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")],
+                       ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
+                        "driver): it goes with a GPU reset or a reboot."])
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
         from ..diagnose import trackers, verdict

@@ -18,7 +18,7 @@ import base64
 from .. import errors
 from ..jobs import rows, runpolicy, states
 from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
-from .base import Engine, command_line
+from .base import Engine, StopEnd, command_line
 
 FLAGS = {
     "entrypoint_num_gpus": "Ray: GPUs reserved for the job's driver, which runs on the head (its tasks ask for "
@@ -129,12 +129,12 @@ class Ray(Engine):
         first = "; ".join(self.target_text(t) for t in targets)
         return f"would stop {first} (Ray: SIGTERM, then SIGKILL)", "it is not pending or running in Ray"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
         ids = ", ".join(t["ray_submission_id"] for t in targets)
         if doc.get("all_gone"):
-            return True, f"stopped {jid} (Ray job {ids}); state {after['state']}", \
-                [command_line(host, "retry", jid, jobs_dir=jobs_dir)], []
-        return False, f"{jid}: Ray job {ids} has not ended after its stop ({after['state']})", [], []
+            return StopEnd(True, f"stopped {jid} (Ray job {ids}); state {after['state']}",
+                           [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
+        return StopEnd(False, f"{jid}: Ray job {ids} has not ended after its stop ({after['state']})", [], [])
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
         from .ray_diagnose import diagnosis

@@ -362,8 +362,8 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
                                           "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
         out[CODE_KEY] = errors.REFUSED
         return out
-    ok, summary, nxt, advice = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
-    return envelope("stop", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
+    end = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
+    return envelope("stop", ok=end.ok, summary=end.summary, data=data, next=end.next, advice=end.advice)
 
 
 def _plan(eng, jid, targets, expires):
