@@ -2,14 +2,14 @@
 
 An engine subclasses Engine and overrides what it does differently; the defaults are an engine
 that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows, texts and
-steps out; the verbs (gpuops.ops) do the talking to the box.
+steps out; the verbs (gpuops.ops) do the talking to the box. The seam every engine answers, both
+halves, is typed in gpuops.engines.seam.
 """
-
-from typing import NamedTuple
 
 from ..envelope import step
 from ..errors import UsageError
 from ..jobs import states
+from .seam import StopEnd, WorkstationHalf
 
 
 def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
@@ -18,15 +18,6 @@ def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
     if jobs_dir:
         words += ["--jobs-dir", jobs_dir]
     return step(*words, why=why)
-
-
-class StopEnd(NamedTuple):
-    """How a stop that acted ended, as its engine says it: the envelope's ok, summary, next and advice."""
-
-    ok: bool
-    summary: str
-    next: list
-    advice: list
 
 
 class Engine:
@@ -164,3 +155,7 @@ class Engine:
         """Findings about its cluster, from the probe's facts and what its box half saw of the
         cluster (untrusted: check its shape), or {"error": ...} where it could not be asked."""
         return []
+
+
+# mypy holds the base class to the seam: a default that drifts from it fails the type check.
+_SEAM: type[WorkstationHalf] = Engine

@@ -8,7 +8,8 @@ VANISHED; a live process is RUNNING (then judged for a stall like every engine's
 from ..jobs import rows, runpolicy
 from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
 from ..envelope import step
-from .base import Engine, StopEnd, command_line
+from .base import Engine, command_line
+from .seam import StopEnd
 
 
 class Box(Engine):

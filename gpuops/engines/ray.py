@@ -18,7 +18,8 @@ import base64
 from .. import errors
 from ..jobs import rows, runpolicy, states
 from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
-from .base import Engine, StopEnd, command_line
+from .base import Engine, command_line
+from .seam import StopEnd
 
 FLAGS = {
     "entrypoint_num_gpus": "Ray: GPUs reserved for the job's driver, which runs on the head (its tasks ask for "

@@ -8,7 +8,8 @@ from .. import errors
 from ..jobs import spec, torchrun
 from . import slurm_sbatch as sbatch
 from . import slurm_state
-from .base import Engine, StopEnd, command_line
+from .base import Engine, command_line
+from .seam import StopEnd
 
 # One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
 SRUN = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL"
