@@ -79,7 +79,7 @@ def owner_of_flags(asked: dict) -> "WorkstationHalf | None":
     return next(iter(owners.values()), None)
 
 
-def refuse_foreign(engine, asked):
+def refuse_foreign(engine: "WorkstationHalf", asked: dict) -> None:
     """A usage error naming a flag given that belongs to another engine than `engine`."""
     for key in sorted(asked):
         if key not in engine.flags:

@@ -7,7 +7,7 @@ halves, is typed in gpuops.engines.seam.
 """
 
 from ..envelope import step
-from ..errors import UsageError
+from ..errors import GpuopsError, Rejected, UsageError
 from ..jobs import states
 from .seam import StopEnd, WorkstationHalf
 
@@ -92,7 +92,7 @@ class Engine:
         """Flag values a platform profile gives every job it launches on this engine."""
         return {}
 
-    def explain_rejection(self, err, asked):
+    def explain_rejection(self, err: Rejected, asked: dict) -> GpuopsError:
         """A rejection from the box (errors.Rejected), said in terms of the flags asked."""
         return err
 
@@ -123,7 +123,8 @@ class Engine:
         """(dry run's 'would ...', nothing-to-stop's 'it is not ...')."""
         return f"would stop {jid}", "it is not running"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         """How a stop that acted ended (its envelope's ok, summary, next steps and advice)."""
         gone = bool(doc.get("all_gone"))
         summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"

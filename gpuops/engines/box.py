@@ -61,7 +61,8 @@ class Box(Engine):
         return (f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
                 f"{grace:g}s", "none of its processes is alive")
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         used = "+".join(s["signal"] for s in doc.get("signals") or [])
         if doc.get("all_gone"):
             return StopEnd(True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}",

@@ -110,7 +110,7 @@ class Ray(Engine):
     def retry_opts(self, asked):
         return {"engine": self.name, "resources": _asked(asked)}
 
-    def explain_rejection(self, err, asked):
+    def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """Ray's refusal with the gpuops flag it names (Ray's words name its fields)."""
         host, _, said = err.message.partition(": ")
         flag = next((f"--{k.replace('_', '-')}" for k in asked if k in said), None)
@@ -131,7 +131,8 @@ class Ray(Engine):
         first = "; ".join(self.target_text(t) for t in targets)
         return f"would stop {first} (Ray: SIGTERM, then SIGKILL)", "it is not pending or running in Ray"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         ids = ", ".join(t["ray_submission_id"] for t in targets)
         if doc.get("all_gone"):
             return StopEnd(True, f"stopped {jid} (Ray job {ids}); state {after['state']}",

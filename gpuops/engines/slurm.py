@@ -118,7 +118,7 @@ class Slurm(Engine):
         return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
                 if site is not None and getattr(site, k)}
 
-    def explain_rejection(self, err, asked):
+    def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
         host, _, said = err.message.partition(": ")
         flag = sbatch.at_fault(said, asked)
@@ -141,7 +141,8 @@ class Slurm(Engine):
         before = f"send SIG{signal} to its batch shell, wait up to {grace:g}s, then " if signal else ""
         return f"would {before}scancel {first}", "it is not queued or running in Slurm"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir) -> StopEnd:
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         used = "+".join(s["signal"] for s in doc.get("signals") or [])
         ids = ", ".join(str(t["slurm_job_id"]) for t in targets)
         if doc.get("all_gone"):
