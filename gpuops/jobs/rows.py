@@ -97,11 +97,10 @@ def add_hint(row, note):
     row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
 
 
-def ended_by_supervisor(row: dict, record: dict | ExitRecord) -> None:
+def ended_by_supervisor(row: dict, rec: ExitRecord) -> None:
     """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
     one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
     its reason)."""
-    rec = record if isinstance(record, ExitRecord) else records.read(ExitRecord, record)
     if rec.ended_by == MAX_RUNTIME:
         row.update(state=TIMEOUT, reason="the run reached its --max-runtime: gpuops stopped it (SIGTERM, SIGKILL "
                                          "after the grace); never retried")
