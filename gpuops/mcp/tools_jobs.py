@@ -76,7 +76,7 @@ def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resou
     envs, secrets = _envs(env, secret_env)
     asked = dict(resources or {})
     if asked:
-        engines.refuse_foreign(engines.owner(asked) or engines.get(None), asked, "retry")
+        engines.refuse_foreign(engines.owner_of_flags(asked) or engines.get(None), asked, "retry")
     return trim.launched(on_host("retry", host, lambda t: op.retry(
         t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg, key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
         checkpoint_dir=checkpoint_dir)))

@@ -89,7 +89,7 @@ def _engine_keys(meta: dict) -> tuple:
     from ..errors import BadAnswer
 
     try:
-        return tuple(engines.of(meta).meta_fields)
+        return tuple(engines.of_record(meta).meta_fields)
     except BadAnswer:  # an engine this gpuops does not know: its answer was refused before here
         return ()
 

@@ -6,7 +6,7 @@ Waiting here, next to the records, costs one SSH call however long the wait, and
 within one poll. The box knows only phases, as the job's engine tells them (gpuops.onbox.engines):
 "starting" (no start record yet, or queued), "alive", "paused" and "ended". The caller maps its
 states onto phases and derives the state from the facts returned, so the state rules stay in one
-place (gpuops.jobs.state).
+place (gpuops.jobs.statusrow).
 """
 
 import base64

@@ -14,7 +14,7 @@ import time
 from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import answers, state, states
+from ..jobs import answers, states, statusrow
 from ..units import duration
 from .jobs import call, command_line, job_steps, state_now
 
@@ -75,7 +75,7 @@ def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs
         doc = _checked(call(target, "wait", opts, timeout_s=left + SSH_MARGIN_S), target.name, max_bytes)
         first = doc["start"] if first is None else first
         kept = (kept + doc["text"])[-int(max_bytes):] if max_bytes else b""
-        row = state.derive(doc["job"])
+        row = statusrow.derive(doc["job"])
         reached = doc["reason"] in ("match", "event") or row["state"] in until
         over = row["state"] in states.TERMINAL  # nothing it waits for can come any more
         if reached or over or doc["reason"] != "phase" or time.monotonic() + RECHECK_S >= deadline:
