@@ -31,6 +31,7 @@ class WorkstationHalf(Protocol):
     title: str
     help: str
     detach: Optional[str]
+    job_id_key: Optional[str]
     flags: dict
     switches: tuple
     states: dict
