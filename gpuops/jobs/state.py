@@ -48,7 +48,7 @@ def derive(facts, stall_factor=steps.STALL_STEPS, stall_min_s=steps.STALL_MIN_S)
     row["progress"] = progress(facts, now)
     engine.decide(row, facts, meta)
     if row["state"] == RUNNING:
-        _stall(row, stall_factor, stall_min_s)
+        _stall(row, stall_factor, stall_min_s, _policy_stall(meta))
     if facts.get("telemetry"):
         row["telemetry"] = facts["telemetry"]
     _curves(row, facts.get("trackers"))
@@ -109,15 +109,24 @@ def _resumed(row, facts):
     return row
 
 
-def _stall(row, factor, floor):
+def _policy_stall(meta):
+    """The run policy's stall_after_s, when the job's launch gave one: the supervisor stops the
+    attempt then, so that is when it is stalled, not the status heuristic's threshold."""
+    policy = meta.get("policy")
+    after = policy.get("stall_after_s") if isinstance(policy, dict) else None
+    return after if isinstance(after, (int, float)) and not isinstance(after, bool) and after > 0 else None
+
+
+def _stall(row, factor, floor, policy_after=None):
     p = row["progress"]
     if p["silent_s"] is None:
         return
-    threshold = steps.stall_after(p["step_time_s"], factor, floor)
+    threshold = policy_after or steps.stall_after(p["step_time_s"], factor, floor)
     p["stall_after_s"] = threshold
     if p["silent_s"] > threshold:
         row["state"] = STALLED
-        basis = "step time %.2fs" % p["step_time_s"] if p["step_time_s"] else "step time unknown"
+        basis = ("the run's stall_after" if policy_after else "step time %.2fs" % p["step_time_s"]
+                 if p["step_time_s"] else "step time unknown")
         row["reason"] = "no progress line for %.0fs (%s, threshold %.0fs)" % (p["silent_s"], basis, threshold)
 
 

@@ -240,7 +240,7 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
 ), tools=(
     Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
          "A page of a job's log: its last lines or from a byte offset.", args=(
-             HOST1, JOB, a("tail", default=80, low=1, high=2000), a("from_offset"),
+             HOST1, JOB, a("attempt"), a("tail", default=80, low=1, high=2000), a("from_offset"),
              a("max_bytes", default=PAGE, high=PAGE),
              a("encoding", kind=CHOICE, choices=("text", "base64"), default="text",
                why="the CLI prints the log's bytes as they are", tip="base64: exact bytes in data.bytes_b64"))),
@@ -279,6 +279,9 @@ WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a l
              a("from_offset"),
              a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
              a("max_bytes", default=4000, high=PAGE), FIELDS)),
+    Tool("job_events", "wait", JOBS, READS, "A run's events",
+         "A run's events (attempts, retries, stalls, its end) after a seq, at once.", args=(
+             HOST1, JOB, a("after_event", default=0))),
     Tool("gang_wait", "wait", "fleet", READS, "Wait for a gang",
          "Wait until a whole gang reaches a state, or can no longer.", args=(
              a("gang", required=True), a("until", default=None, items=WAITABLE),
