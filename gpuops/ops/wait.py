@@ -198,7 +198,7 @@ def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=
     if timed_out:
         return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
                              why="keep waiting, from where this wait stopped")]
-    if row["state"] in states.TERMINAL and row["state"] != states.COMPLETED:
+    if row["state"] in states.TERMINAL:
         return job_steps(host, row, jobs_dir)
     logs = command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir,
                         why="the log from where this wait stopped")
