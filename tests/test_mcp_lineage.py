@@ -80,3 +80,17 @@ def _every(doc, key):
     elif isinstance(doc, list):
         for v in doc:
             yield from _every(v, key)
+
+
+@pytest.mark.anyio
+async def test_a_status_listing_answers_in_under_2000_characters_unless_asked_for_more(jobs_dir, real_processes):
+    async with Client(server.build(), raise_exceptions=True) as c:
+        for i in range(8):
+            await c.call_tool("job_launch", {"host": "local", "cmd": f"echo job {i}", "name": f"listed-{i}",
+                                             "labels": {"team": "parity"}})
+        listed = await c.call_tool("job_status", {"host": "local"})
+        more = doc_of(await c.call_tool("job_status", {"host": "local", "limit": 8}))
+    doc = doc_of(listed)
+    assert len(listed.content[0].text) < ANSWER_MOST, len(listed.content[0].text)
+    assert [r["name"] for r in doc["data"]["jobs"]] == [f"listed-{i}" for i in (7, 6, 5, 4, 3)], doc["data"]["jobs"]
+    assert doc["data"]["more"] == 3 and len(more["data"]["jobs"]) == 8  # what was left out is said, and asked for

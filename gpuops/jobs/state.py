@@ -109,7 +109,7 @@ def _resumed(row, facts):
     return row
 
 
-def _policy_stall(meta):
+def _policy_stall(meta: dict) -> float | None:
     """The run policy's stall_after_s, when the job's launch gave one: the supervisor stops the
     attempt then, so that is when it is stalled, not the status heuristic's threshold."""
     policy = meta.get("policy")
@@ -117,7 +117,7 @@ def _policy_stall(meta):
     return after if isinstance(after, (int, float)) and not isinstance(after, bool) and after > 0 else None
 
 
-def _stall(row, factor, floor, policy_after=None):
+def _stall(row: dict, factor: float, floor: float, policy_after: float | None = None) -> None:
     p = row["progress"]
     if p["silent_s"] is None:
         return

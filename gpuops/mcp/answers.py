@@ -122,7 +122,7 @@ ADVERTISED = {
     "job_status": {"jobs": _rows(job_id=_S, state=STATE, reason=_S0), "more": _I},
     "job_logs": {"text": _S, "bytes_b64": _S, "next_offset": _I0, "more": _B, "text_exact": _B},
     "job_wait": {"state": STATE, "timed_out": _B, "new_text": _S, "next_offset": _I},
-    "job_events": {"state": STATE, "last_event": _I, "more": _B},
+    "job_events": {"last_event": _I, "more": _B},
     "job_stop": {"dry_run": _B, "plan": _PLAN},
     "job_pause": {"paused": _B},
     "job_resume": {"child": _obj(job_id=_S)},

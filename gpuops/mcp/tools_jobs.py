@@ -163,7 +163,7 @@ async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_
                        fields)
 
 
-def job_events(host, job, after_event):
+def job_events(host: str, job: str, after_event: int) -> dict:
     from ..ops import wait as op
 
     return trim.fields(on_host("wait", host, lambda t: op.events(t, job=job, after_event=after_event)),

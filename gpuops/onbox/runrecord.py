@@ -173,7 +173,7 @@ def events(run_id, after_seq=0, most=EVENTS_MAX):
     return runevents.read(jobrecord.job_dir(run_id), after_seq)[:most]
 
 
-def newest_seq(run_id):
+def newest_seq(run_id: str) -> int:
     """The seq of the run's newest event; 0 before any."""
     last = runevents.last(jobrecord.job_dir(run_id))
     return last.get("seq") or 0 if isinstance(last, dict) else 0

@@ -32,7 +32,7 @@ def payload(opts):
     return json.dumps(sent).encode("utf-8")
 
 
-def raise_reported(target, err):
+def raise_reported(target, err: dict) -> None:
     made = errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
     if isinstance(made, errors.NotFound):  # a job the box does not know: the ones it does know are the way on
         made.listing = ("gpuops", "status", "--host", target.name)

@@ -194,7 +194,7 @@ def _again(until, log_regex, offset, events) -> list:
     return words
 
 
-def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=None):
+def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=None) -> list:
     if timed_out:
         return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
                              why="keep waiting, from where this wait stopped")]
@@ -208,7 +208,7 @@ def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=
     return [logs]
 
 
-def events(target, *, job, after_event=0, jobs_dir=None):
+def events(target, *, job: str, after_event: int = 0, jobs_dir: str | None = None) -> dict:
     """A run's events after `after_event` (a seq; 0: from its first), at once: a wait on its next
     event that does not wait. At most EVENTS_MAX come back, the oldest; `more` says whether the
     next call, after the last seq, has others to read. A job that is not a run has none."""

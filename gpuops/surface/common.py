@@ -36,7 +36,7 @@ JOB_TIP = "job id, idempotency key or name"
 # run's, so without it attempt 1's log and diagnosis cannot be named.
 ATTEMPT = Param("attempt", INT, "with --job naming a run: its attempt N (1: the first, whose id is the run's), "
                                 "not the run's current attempt", low=1, high=101, what="an attempt number",
-                tip="a run's attempt N (1: first), not its current")
+                tip="a run's attempt N (1: its first)")
 GANG = Param("gang", TEXT, "a gang id (launch --torchrun prints it): every node at once; --host is not needed",
              tip="the gang id gang_launch returned")
 ENV = Param("env", PAIRS, "KEY=VALUE set in the job's environment (repeatable)",
