@@ -100,3 +100,7 @@ async def test_the_cli_and_mcp_offer_the_same_next_step_in_every_state(jobs_dir,
     differ = [(verb, rest, by_cli, by_mcp) for verb, rest, by_cli, by_mcp in seen if by_cli != by_mcp]
     assert not differ, "\n".join(f"{v} {r}:\n  cli {a}\n  mcp {b}" for v, r, a, b in differ)
     assert all(by_cli or verb in ("triage",) for verb, _, by_cli, _ in seen), seen  # each state has a way on
+    timed_out, on_event = seen[2][2][0], seen[3][2][0]  # the CLI's wait goes on from where it stopped
+    assert timed_out[0] == "job_wait" and timed_out[1]["from_offset"] > 0, timed_out
+    assert on_event[0] == "job_wait" and on_event[1]["after_event"] >= 3 and "from_offset" in on_event[1], on_event
+    assert seen[4][2] == [("log_triage", {"host": "local", "job": done})]  # COMPLETED: triage, at both faces
