@@ -202,7 +202,7 @@ def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=
         return job_steps(host, row, jobs_dir)
     logs = command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir,
                         why="the log from where this wait stopped")
-    if events and row["state"] not in states.TERMINAL:  # returned on a run's event: the run goes on
+    if events:  # returned on a run's event, and the run goes on
         return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
                              why="keep waiting, from where this wait stopped"), logs]
     return [logs]
@@ -210,8 +210,8 @@ def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=
 
 def events(target, *, job: str, after_event: int = 0, jobs_dir: str | None = None) -> dict:
     """A run's events after `after_event` (a seq; 0: from its first), at once: a wait on its next
-    event that does not wait. At most EVENTS_MAX come back, the oldest; `more` says whether the
-    next call, after the last seq, has others to read. A job that is not a run has none."""
+    event that does not wait. At most EVENTS_MAX come back, the oldest; `more` says the answer was
+    full, so a call after its last seq may read others. A job that is not a run has none."""
     doc = wait(target, job=job, until=(EVENT,), timeout_s=0, max_bytes=0, jobs_dir=jobs_dir, after_event=after_event)
     data = doc.get("data") or {}
     if doc.get("error") or data.get("interrupted"):
@@ -226,7 +226,7 @@ def events(target, *, job: str, after_event: int = 0, jobs_dir: str | None = Non
     more = len(found) >= EVENTS_MAX
     said = ", ".join(e["kind"] for e in found[-5:]) or "none"
     summary = f"{jid}: {now}; {len(found)} event(s) after {int(after_event or 0)}" + (
-        f" (the last: {said})" if found else "") + ("; more after the last" if more else "")
+        f" (the latest: {said})" if found else "") + ("; more after the last" if more else "")
     if more:
         nxt = [command_line(target.name, "wait", jid, "--until", EVENT, "--after-event", str(last),
                             "--timeout", "0", jobs_dir=jobs_dir, why="the events after these")]
