@@ -18,7 +18,7 @@ from gpuops.mcp import clientfit, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
-READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup",
+READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_events", "job_diagnose", "gotcha_lookup",
              "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify", "gang_status", "gang_logs",
              "gang_wait", "gang_diagnose", "request_wait"}
 CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push",

@@ -49,7 +49,7 @@ def derive(facts: dict, stall_factor: float = steps.STALL_STEPS, stall_min_s: fl
     row["progress"] = progress(facts, now)
     engine.decide(row, facts, f.meta)
     if row["state"] == RUNNING:
-        _stall(row, stall_factor, stall_min_s)
+        _stall(row, stall_factor, stall_min_s, _policy_stall(f.meta))
     if f.telemetry:
         row["telemetry"] = f.telemetry
     _curves(row, f.trackers)
@@ -108,15 +108,24 @@ def _resumed(row: dict, facts: JobFacts) -> dict:
     return row
 
 
-def _stall(row, factor, floor):
+def _policy_stall(meta: dict) -> float | None:
+    """The run policy's stall_after_s, when the job's launch gave one: the supervisor stops the
+    attempt then, so that is when it is stalled, not the status heuristic's threshold."""
+    policy = meta.get("policy")
+    after = policy.get("stall_after_s") if isinstance(policy, dict) else None
+    return after if isinstance(after, (int, float)) and not isinstance(after, bool) and after > 0 else None
+
+
+def _stall(row: dict, factor: float, floor: float, policy_after: float | None = None) -> None:
     p = row["progress"]
     if p["silent_s"] is None:
         return
-    threshold = steps.stall_after(p["step_time_s"], factor, floor)
+    threshold = policy_after or steps.stall_after(p["step_time_s"], factor, floor)
     p["stall_after_s"] = threshold
     if p["silent_s"] > threshold:
         row["state"] = STALLED
-        basis = "step time %.2fs" % p["step_time_s"] if p["step_time_s"] else "step time unknown"
+        basis = ("the run's stall_after" if policy_after else "step time %.2fs" % p["step_time_s"]
+                 if p["step_time_s"] else "step time unknown")
         row["reason"] = "no progress line for %.0fs (%s, threshold %.0fs)" % (p["silent_s"], basis, threshold)
 
 

@@ -58,6 +58,7 @@ def known():
                     "saved_to:s name:s? duration_s:n?",
         "job_wait": "job_id:s state:s until:a reached:b timed_out:b reason:s new_text:s text_starts_at:i "
                     "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s events:a" + _TRIMMED,
+        "job_events": "job_id:s state:s job:o events:a last_event:i more:b" + _TRIMMED,
         "job_pause": "job_id:s engine:s state:s paused:b marker:o? job:o",
         "job_resume": "job_id:s engine:s state:s job:o child:o",
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
@@ -123,6 +124,7 @@ ADVERTISED = {
     "job_status": {"jobs": _rows(job_id=_S, state=STATE, reason=_S0), "more": _I},
     "job_logs": {"text": _S, "bytes_b64": _S, "next_offset": _I0, "more": _B, "text_exact": _B},
     "job_wait": {"state": STATE, "timed_out": _B, "new_text": _S, "next_offset": _I},
+    "job_events": {"last_event": _I, "more": _B},
     "job_stop": {"dry_run": _B, "plan": _PLAN},
     "job_pause": {"paused": _B},
     "job_resume": {"child": _obj(job_id=_S)},

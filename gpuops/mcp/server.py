@@ -25,8 +25,8 @@ from pydantic import ConfigDict, ValidationError
 from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
-from . import (chains, clientfit, nextsteps, params, requests, resources, schemas, tools_box, tools_gang, tools_jobs,
-               vocab, words)
+from . import (approval, chains, clientfit, nextsteps, params, requests, resources, schemas, tools_box, tools_gang,
+               tools_jobs, vocab, words)
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -119,7 +119,9 @@ class StrictTool(Tool):
         try:
             if spec.toolset not in self.offered:
                 sets.not_offered(spec, self.offered)
-            sets.refuse(verb, sets.effect_of(spec, arguments))
+            effect = sets.effect_of(spec, arguments)
+            sets.refuse(verb, effect)
+            await approval.approve(context, self.name, spec.does, effect, dict(arguments or {}))
             doc = await super().run(arguments, context, convert_result=False)
         except errors.GpuopsError as e:
             doc = error_envelope(verb, e)

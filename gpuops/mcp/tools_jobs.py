@@ -118,11 +118,12 @@ def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min
         limit=limit, timeout_s=OP_TIMEOUT_S)), fields, failed_only)
 
 
-def job_logs(host, job, tail, from_offset, max_bytes, encoding):
+def job_logs(host, job, attempt, tail, from_offset, max_bytes, encoding):
     from ..ops import joblogs as op
 
     return on_host("logs", host, lambda t: op.logs(
-        t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0, encoding=encoding))
+        t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0, encoding=encoding,
+        attempt=attempt))
 
 
 async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
@@ -138,6 +139,13 @@ async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_
 
     return trim.fields(await with_progress(ctx, timeout_s, lambda: f"waiting on the box for {job}", work), "job_wait",
                        fields)
+
+
+def job_events(host: str, job: str, after_event: int) -> dict:
+    from ..ops import wait as op
+
+    return trim.fields(on_host("wait", host, lambda t: op.events(t, job=job, after_event=after_event)),
+                       "job_events", None)
 
 
 def job_stop(host, job, grace_s, yes, plan_id):
@@ -170,23 +178,23 @@ def job_resume(host, job, resume_arg, env, secret_env, key):
                                                        key=key))
 
 
-def job_diagnose(host, job):
+def job_diagnose(host, job, attempt):
     from ..ops import diagnose as op
 
-    return on_host("diagnose", host, lambda t: op.diagnose(t, job=job, timeout_s=OP_TIMEOUT_S))
+    return on_host("diagnose", host, lambda t: op.diagnose(t, job=job, timeout_s=OP_TIMEOUT_S, attempt=attempt))
 
 
-def log_triage(path, job, host):
+def log_triage(path, job, host, attempt):
     from ..ops import triage as op
 
     if bool(path) == bool(job):
         raise errors.UsageError("log_triage: give exactly one of path or job")
-    if host and not job:
-        raise errors.UsageError("log_triage: host goes with job (the box the job ran on)")
+    if (host or attempt) and not job:
+        raise errors.UsageError("log_triage: host and attempt go with job (the run and the box it ran on)")
     if path:
         return op.triage_local(log=scope.local_path(path, os.environ))
-    return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job))
+    return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job, attempt=attempt))
 
 
-TOOLS = (job_launch, fleet_launch, job_retry, job_queue, job_status, job_logs, job_wait, job_stop, job_pause,
-         job_resume, job_diagnose, log_triage)
+TOOLS = (job_launch, fleet_launch, job_retry, job_queue, job_status, job_logs, job_wait, job_events, job_stop,
+         job_pause, job_resume, job_diagnose, log_triage)

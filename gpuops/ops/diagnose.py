@@ -9,7 +9,7 @@ from ..diagnose import crash
 from ..envelope import envelope
 from ..jobs import answers, curves, errorline, rows, runtelemetry, statusrow
 from ..triage.classes import CLASS_BY_NAME
-from .jobs import payload
+from .jobs import payload, raise_reported
 
 
 
@@ -22,8 +22,8 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         args += ["--jobs-dir", jobs_dir]
     ev = target.run_onbox("diagnose", args, stdin=payload({"attempt": attempt}), timeout_s=timeout_s)
     if ev.get("error"):
-        err = expect(ev, {"error": dict}, target.name)["error"]
-        raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+        raise_reported(target, expect(expect(ev, {"error": dict}, target.name)["error"], {"kind": str, "message": str},
+                                      target.name, "error"))
     ev["cores"] = crash.checked(ev.get("cores"), target.name)
     if ev.get("job_id") is not None:
         answers.job_id(ev["job_id"], target.name)

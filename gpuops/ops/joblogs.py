@@ -312,6 +312,10 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
     if run.opts.get("attempt"):  # the first attempt's id is the run's: without it, the next page is another log
         again += ["--attempt", str(run.opts["attempt"])]
     nxt = [] if not ok or ended else [command_line(target.name, "logs", job_id, *again, jobs_dir=jobs_dir)]
+    if data.get("ended") and not data.get("more"):  # read to the end of an ended job's log: the same page forever
+        which = ["--attempt", str(run.opts["attempt"])] if run.opts.get("attempt") else []
+        nxt = [command_line(target.name, "triage", job_id, *which, jobs_dir=jobs_dir,
+                            why="what its log says: the job ended and its log has no more")]
     out = envelope("logs", ok=ok and not run.timed_out and not run.interrupted, summary=summary, data=data,
                    next=nxt)
     if run.interrupted:

@@ -32,8 +32,11 @@ def payload(opts):
     return json.dumps(sent).encode("utf-8")
 
 
-def raise_reported(target, err):
-    raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+def raise_reported(target, err: dict) -> None:
+    made = errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+    if isinstance(made, errors.NotFound):  # a job the box does not know: the ones it does know are the way on
+        made.listing = ("gpuops", "status", "--host", target.name)
+    raise made
 
 
 def call(target, action, opts, timeout_s=60):
@@ -282,8 +285,8 @@ def job_steps(host, row, jobs_dir=None):
         return [command_line(host, "resume", jid, jobs_dir=jobs_dir, why="continues it from its checkpoint")]
     if now in states.ALIVE:
         return [command_line(host, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout")]
-    if now == states.COMPLETED:
-        return []
+    if now == states.COMPLETED:  # its log's end says how far it got; its last page is an empty read
+        return [command_line(host, "triage", jid, jobs_dir=jobs_dir, why="how far it got and what it logged")]
     if now in states.TERMINAL:
         return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir, why="why it stopped"),
                 command_line(host, "triage", jid, jobs_dir=jobs_dir, why="what its log says")]

@@ -108,4 +108,7 @@ def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None,
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
                            progress=statusrow.dated_progress(row))
     more = runtelemetry.findings(judged) + curves.findings(facts.get("trackers"))  # checked with the facts
-    return build(result, host=target.name, more=more, run=row.get("run"))
+    doc = build(result, host=target.name, more=more, run=row.get("run"))
+    # diagnose's own next is this triage: a step back to it is a loop, at the CLI as through MCP
+    doc["next"] = [s for s in doc["next"] if s.get("argv", [])[:2] != ["gpuops", "diagnose"]]
+    return doc

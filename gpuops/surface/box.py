@@ -100,7 +100,7 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the
 ), tools=(
     Tool("job_diagnose", "diagnose", "postmortem", READS, "Why a job stopped",
          "Why a job stopped (OOM kill, reboot, Xid, disk full, its exit), with evidence.",
-         args=(HOST1, JOB)),
+         args=(HOST1, JOB, a("attempt"))),
     Tool("gang_diagnose", "diagnose", "fleet", READS, "Why a gang stopped",
          "Why a gang stopped: the node that failed first, and its verdict.", args=(a("gang", required=True),)),
 ))
@@ -135,7 +135,7 @@ TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status,
 ), tools=(
     Tool("log_triage", "triage", "postmortem", READS, "Triage a job log",
          "Classify a job's log: failure class, evidence lines, progress, advice.", findings=True, args=(
-             a("path", "log"), a("job"), a("host"))),
+             a("path", "log"), a("job"), a("host"), a("attempt"))),
 ))
 
 PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop button destroys",

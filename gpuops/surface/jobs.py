@@ -15,6 +15,7 @@ GANG_PORT = (1024, 65535)      # its rendezvous port
 WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))
 EVENT = "event"  # --until event: a run's next event (gpuops.ops.wait)
 TAIL_LINES = "last N lines"
+STATUS_ROWS = 5  # job_status's rows unless asked for more: an answer under 2,000 characters (issue 37)
 
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
               tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
@@ -166,7 +167,8 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
 ), tools=(
     Tool("job_status", "status", JOBS, READS, "Job states",
          "Job states: running, stalled, how it ended.", args=(
-             HOST1, a("job"), a("limit", low=1, high=200, tip="jobs listed, newest first"), a("labels", "label"),
+             HOST1, a("job"), a("limit", default=STATUS_ROWS, low=1, high=200, tip="jobs listed, newest first"),
+             a("labels", "label"),
              a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
              a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),
              a("failed_only", **_over(FAILED_ONLY, default=False, tip="only jobs whose state needs a look")))),
@@ -209,7 +211,7 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
 ), tools=(
     Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
          "A page of a job's log: its last lines or from a byte offset.", args=(
-             HOST1, JOB, a("tail", default=80, low=1, high=2000), a("from_offset"),
+             HOST1, JOB, a("attempt"), a("tail", default=80, low=1, high=2000), a("from_offset"),
              a("max_bytes", default=PAGE, high=PAGE),
              a("encoding", kind=CHOICE, choices=("text", "base64"), default="text",
                why="the CLI prints the log's bytes as they are", tip="base64: exact bytes in data.bytes_b64"))),
@@ -250,6 +252,9 @@ WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a l
              a("from_offset"),
              a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
              a("max_bytes", default=4000, high=PAGE), FIELDS)),
+    Tool("job_events", "wait", JOBS, READS, "A run's events",
+         "A run's events (attempts, retries, its end) after a seq, at once.", args=(
+             HOST1, JOB, a("after_event", default=0))),
     Tool("gang_wait", "wait", "fleet", READS, "Wait for a gang",
          "Wait until a whole gang reaches a state, or can no longer.", args=(
              a("gang", required=True), a("until", default=None, items=WAITABLE),
