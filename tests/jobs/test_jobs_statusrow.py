@@ -161,10 +161,10 @@ def test_a_run_policy_s_stall_after_is_the_threshold_status_shows_and_judges_by(
     """job_launch echoed stall_after_s 1800 (the no-step-time bar) for a run whose policy said 20:
     the supervisor stops the attempt after 20 s of silence, so that is when it is stalled."""
     policy = {"stall_after_s": 20.0, "max_retries": 1}
-    quiet = state.derive(facts(meta={"policy": policy}, progress={"events": [ev(3, at=NOW - 15)]}), stall_factor=1,
+    quiet = statusrow.derive(facts(meta={"policy": policy}, progress={"events": [ev(3, at=NOW - 15)]}), stall_factor=1,
                          stall_min_s=0)
     assert quiet["state"] == "RUNNING" and quiet["progress"]["stall_after_s"] == 20
-    silent = state.derive(facts(meta={"policy": policy}, progress={"events": [ev(3, at=NOW - 25)]}))
+    silent = statusrow.derive(facts(meta={"policy": policy}, progress={"events": [ev(3, at=NOW - 25)]}))
     assert silent["state"] == "STALLED" and "stall_after" in silent["reason"] and "threshold 20s" in silent["reason"]
-    unset = state.derive(facts(meta={"policy": {"max_retries": 1}}, progress={"events": [ev(3, at=NOW - 25)]}))
+    unset = statusrow.derive(facts(meta={"policy": {"max_retries": 1}}, progress={"events": [ev(3, at=NOW - 25)]}))
     assert unset["state"] == "RUNNING" and unset["progress"]["stall_after_s"] == 1800
