@@ -32,6 +32,9 @@ RENDERED = {
     "preflight-riser": preflight.render,  # a GPU on an x4 riser, no P2P (issue 39)
     "preflight-two-hosts": preflight.render,
     "status": jobs.status,
+    # a retried run is one row, its attempt in the state column; why each ended under --verbose
+    "status-runs": jobs.status,
+    "status-runs-verbose": partial(jobs.status, verbose=True),
     "stop-dry-run": jobs.stop,
     "launch-failed": jobs.started,
     "wait-interrupted": jobs.waited,
@@ -56,7 +59,7 @@ RENDERED = {
 # rows: the prompt and the command that made it take two. Several hosts, --verbose and the help
 # pages (bare `gpuops` prints the short usage) may run longer.
 SCREEN_ROWS = 22
-LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
+LONGER = ("status-runs-verbose", "preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
           "triage-verbose")
 PROGRAM = {
     "usage": [],
@@ -216,3 +219,20 @@ def test_every_suggested_command_fits_the_width_and_pastes_as_a_command_gpuops_t
             assert given <= known | {"--json"}, (snap.name, given - known)
             commands += 1
     assert commands >= 5
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_status_is_a_row_per_run_with_its_attempt_and_its_details_only_under_verbose(width):
+    """`status` of 7 jobs was 50 rows at 80 columns (each job's reason, hint, run and telemetry on
+    wrapped lines of their own) and a retried run read as two: now a row a job, the run's attempt
+    in its state, and the details with --verbose."""
+    doc = json.loads((SCREENS / "status-runs.json").read_text())
+    jobs_ = doc["data"]["jobs"]
+    text = rendered("status-runs", width)
+    table = [line for line in text.splitlines() if line[:8].isdigit()]
+    assert [line.split()[0] for line in table] == [r["job_id"] for r in jobs_]
+    run = next(r for r in jobs_ if r.get("run"))
+    assert f"RUNNING attempt {run['run']['attempt']}/{run['run']['of']}" in table[0]
+    assert rows(text, width) == len(jobs_) + 3  # the header, the hint to --verbose, the summary
+    verbose = rendered("status-runs-verbose", width)
+    assert run["run"]["id"] in verbose and run["run"]["id"] not in text
