@@ -7,10 +7,21 @@ import sys
 
 
 def main():
+    try:
+        _main()
+    except KeyboardInterrupt:  # a Ctrl-C while gpuops was still starting: its spinner may show by then
+        sys.exit(130)
+
+
+def _main():
     from .switches import connect_flags
 
     host, identity = connect_flags(sys.argv[1:])
     if host:
+        if "--json" not in sys.argv:  # a person may be watching: something on the terminal at once
+            from . import firstpaint
+
+            firstpaint.start(f"{sys.argv[1]}: asking {host}")
         from ..remote import warmup
 
         warmup.start(host, identity)
