@@ -10,6 +10,11 @@ def main():
     try:
         _main()
     except KeyboardInterrupt:  # a Ctrl-C while gpuops was still starting: its spinner may show by then
+        lite = sys.modules.get(f"{__package__}.lite")  # not imported now: a second Ctrl-C would cut that
+        if sys.argv[1:] and lite is not None and sys.argv[1] in getattr(lite, "VERBS", ()):
+            from .common import interrupted
+
+            interrupted(sys.argv[1], began=False)
         sys.exit(130)
 
 
