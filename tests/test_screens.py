@@ -53,6 +53,8 @@ RENDERED = {
     "triage": triage.render,  # doctor-style like every verb's, not Markdown
     "triage-verbose": partial(triage.render, verbose=True),
     "diagnose": diagnose.render,
+    "diagnose-127": diagnose.render,  # the shell's own exit code: command not found
+    "diagnose-stalled": diagnose.render,  # an attempt the run's --stall-after stopped
     "push-resumed": sync.render,  # a push that went on from an interrupted one says so
 }
 # What a terminal of 24 rows has left for one box's report at 80 columns, counted in wrapped
@@ -79,7 +81,7 @@ PROGRAM = {
 # Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
 # verdict the terminal folds itself.
 WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\d+ box(es)?: |\S+: .*(READY|FAILED|drift|dry run|"
-                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)|; primary ))")
+                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)| \d+ of \d+ steps$))")
 
 
 def rendered(name, width):
