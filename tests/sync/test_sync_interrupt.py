@@ -50,7 +50,9 @@ def _says_it_resumed(doc, where):
     """A resumed transfer never said so: it sent 87.6 of 190.7 MiB and called it a plain push."""
     reused = doc["data"]["bytes_reused"]
     assert (1 << 20) < reused < BIG and doc["data"]["bytes_sent"] + reused >= BIG, doc["data"]
-    assert f"resumed: {human_bytes(reused)} were already {where}" in doc["summary"], doc["summary"]
+    moved = "sent" if where == "on the box" else "received"
+    assert f"({moved} 1 files, " in doc["summary"], doc["summary"]  # a pull said it sent them
+    assert f"; {human_bytes(reused)} of partial files resumed" in doc["summary"], doc["summary"]
 
 
 def test_ctrl_c_mid_verify_says_nothing_was_claimed_and_how_to_run_it_again(rsync_box, metered, sync_env, tmp_path):
