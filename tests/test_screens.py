@@ -159,7 +159,11 @@ def test_bare_gpuops_and_help_fit_a_screen_and_help_all_is_the_whole_reference(w
 def test_a_single_box_report_fits_a_24_row_terminal_at_80_columns(name):
     """A sick box's preflight was 80 rows at 80 columns (three screens); the local no-GPU one was
     27, since the fold counted lines, not the rows a terminal folds them into."""
-    assert rows(rendered(name, 80), 80) <= SCREEN_ROWS
+    text = rendered(name, 80)
+    assert rows(text, 80) <= SCREEN_ROWS
+    if name.startswith(("preflight-", "diagnose", "triage", "reap", "stop")):  # the reports issue 38 names
+        doc = json.loads((SCREENS / f"{name}.json").read_text())
+        assert doc["summary"][:40] in text.splitlines()[0], f"{name}: the verdict is not on the first row"
 
 
 
