@@ -130,7 +130,8 @@ def main():
     for name, runs in got.items():
         firsts = [f for f, _, _ in runs if f is not None]
         first = statistics.median(firsts) if firsts else float("nan")
-        print(f"{name:<16} {first:>13.3f} {statistics.median(e for _, e, _ in runs):>8.3f} {first / floor:>26.2f}")
+        ratio = f"{first / floor:.2f}" if firsts else "-"
+        print(f"{name:<16} {first:>13.3f} {statistics.median(e for _, e, _ in runs):>8.3f} {ratio:>26}")
     answered = [s for s in stops if s is not None]
     print(f"Ctrl-C during fleet (one box hung): exit {statistics.median(answered):.3f} s after SIGINT "
           f"(median of {len(answered)}; max {max(answered):.3f})" if answered else "Ctrl-C: the spinner never showed")
