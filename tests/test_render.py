@@ -168,12 +168,17 @@ def test_a_runs_row_says_its_attempt_last_event_and_what_its_telemetry_reads_now
                                                                     "checkpoint": "/ck/checkpoint-40"}},
            "telemetry": {"t": 99.0, "cpu": 180.0, "cores": 8, "rss": 3 << 30, "nproc": 5,
                          "gpus": [{"i": 0, "util": 97, "power": 250, "power_limit": 400, "mem": 30822}]}}
+    doc = {"data": {"jobs": [row], "box_now": 100.0}, "summary": "j2: RUNNING", "ok": True}
     con = Console(file=io.StringIO(), width=140, color_system=None)
-    jobs.status({"data": {"jobs": [row], "box_now": 100.0}, "summary": "j2: RUNNING", "ok": True}, con)
+    jobs.status(doc, con)  # the table alone: a row per run, its attempt in the state
+    text = con.file.getvalue()
+    assert "RUNNING attempt 2/4" in text and "last event" not in text and "now:" not in text
+    con = Console(file=io.StringIO(), width=140, color_system=None)
+    jobs.status(doc, con, verbose=True)  # --verbose, or the one job asked about
     text = con.file.getvalue()
     assert "j2: attempt 2/4 of run j1; last event: resumed 10s ago (from /ck/checkpoint-40)" in text
     assert "j2: now: GPU0 97% 250/400 W 30.1 GiB, CPU 180% of 8 cores, RSS 3.0 GiB, 5 processes" in text
     row["run"]["activity"] = {"phase": "saving checkpoint", "since": 40.0, "step": 120}
     con = Console(file=io.StringIO(), width=160, color_system=None)
-    jobs.status({"data": {"jobs": [row], "box_now": 100.0}, "summary": "j2: RUNNING", "ok": True}, con)
+    jobs.status(doc, con, verbose=True)
     assert "(from /ck/checkpoint-40); phase: saving checkpoint for 1m" in con.file.getvalue()

@@ -32,6 +32,9 @@ RENDERED = {
     "preflight-riser": preflight.render,  # a GPU on an x4 riser, no P2P (issue 39)
     "preflight-two-hosts": preflight.render,
     "status": jobs.status,
+    # a retried run is one row, its attempt in the state column; why each ended under --verbose
+    "status-runs": jobs.status,
+    "status-runs-verbose": partial(jobs.status, verbose=True),
     "stop-dry-run": jobs.stop,
     "launch-failed": jobs.started,
     "wait-interrupted": jobs.waited,
@@ -50,13 +53,15 @@ RENDERED = {
     "triage": triage.render,  # doctor-style like every verb's, not Markdown
     "triage-verbose": partial(triage.render, verbose=True),
     "diagnose": diagnose.render,
+    "diagnose-127": diagnose.render,  # the shell's own exit code: command not found
+    "diagnose-stalled": diagnose.render,  # an attempt the run's --stall-after stopped
     "push-resumed": sync.render,  # a push that went on from an interrupted one says so
 }
 # What a terminal of 24 rows has left for one box's report at 80 columns, counted in wrapped
 # rows: the prompt and the command that made it take two. Several hosts, --verbose and the help
 # pages (bare `gpuops` prints the short usage) may run longer.
 SCREEN_ROWS = 22
-LONGER = ("preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
+LONGER = ("status-runs-verbose", "preflight-two-hosts", "fleet", "fleet-watch", "preflight-sick-verbose", "preflight-xid-verbose",
           "triage-verbose")
 PROGRAM = {
     "usage": [],
@@ -76,7 +81,7 @@ PROGRAM = {
 # Lines kept whole at any width: copied as they are (a fix, a next step, advice, a command), or a
 # verdict the terminal folds itself.
 WHOLE = re.compile(r"^(    fix: |  next: |  advice: |    command: |gpuops: |\d+ box(es)?: |\S+: .*(READY|FAILED|drift|dry run|"
-                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)|; primary ))")
+                   r"RUNNING|reaped|deletes|verified|hosts ok|confidence\)| \d+ of \d+ steps$))")
 
 
 def rendered(name, width):
@@ -154,7 +159,11 @@ def test_bare_gpuops_and_help_fit_a_screen_and_help_all_is_the_whole_reference(w
 def test_a_single_box_report_fits_a_24_row_terminal_at_80_columns(name):
     """A sick box's preflight was 80 rows at 80 columns (three screens); the local no-GPU one was
     27, since the fold counted lines, not the rows a terminal folds them into."""
-    assert rows(rendered(name, 80), 80) <= SCREEN_ROWS
+    text = rendered(name, 80)
+    assert rows(text, 80) <= SCREEN_ROWS
+    if name.startswith(("preflight-", "diagnose", "triage", "reap", "stop")):  # the reports issue 38 names
+        doc = json.loads((SCREENS / f"{name}.json").read_text())
+        assert doc["summary"][:40] in text.splitlines()[0], f"{name}: the verdict is not on the first row"
 
 
 
@@ -216,3 +225,20 @@ def test_every_suggested_command_fits_the_width_and_pastes_as_a_command_gpuops_t
             assert given <= known | {"--json"}, (snap.name, given - known)
             commands += 1
     assert commands >= 5
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_status_is_a_row_per_run_with_its_attempt_and_its_details_only_under_verbose(width):
+    """`status` of 7 jobs was 50 rows at 80 columns (each job's reason, hint, run and telemetry on
+    wrapped lines of their own) and a retried run read as two: now a row a job, the run's attempt
+    in its state, and the details with --verbose."""
+    doc = json.loads((SCREENS / "status-runs.json").read_text())
+    jobs_ = doc["data"]["jobs"]
+    text = rendered("status-runs", width)
+    table = [line for line in text.splitlines() if line[:8].isdigit()]
+    assert [line.split()[0] for line in table] == [r["job_id"] for r in jobs_]
+    run = next(r for r in jobs_ if r.get("run"))
+    assert f"RUNNING attempt {run['run']['attempt']}/{run['run']['of']}" in table[0]
+    assert rows(text, width) == len(jobs_) + 3  # the header, the hint to --verbose, the summary
+    verbose = rendered("status-runs-verbose", width)
+    assert run["run"]["id"] in verbose and run["run"]["id"] not in text

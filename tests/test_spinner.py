@@ -80,3 +80,42 @@ def test_wait_counts_down_on_a_terminal(tmp_path):
         kill_everything(jobs)
     assert code == 6, raw
     assert any(line.endswith(f"waiting for {job} to reach the end (1s left)") for line in terminal.frames(raw)), raw
+
+
+def _job_with_a_log(jobs_dir):
+    doc = op.launch(LocalTarget(), command="for i in $(seq 1 30); do echo step $i; done", jobs_dir=str(jobs_dir))
+    job = doc["data"]["job"]["job_id"]
+    deadline = time.monotonic() + 30
+    while not (jobs_dir / job / "exit.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return job
+
+
+def test_the_first_frame_paints_before_the_imports_and_gives_the_line_back_before_any_output(tmp_path):
+    """The terminal was blank for 0.14-0.2 s (warm) while a connecting verb imported what it needs:
+    gpuops.cli.firstpaint paints at DELAY_S from the process's start, turning until the program's
+    first write, which erases it first, even raw bytes written around the text stream."""
+    from gpuops.cli.firstpaint import ERASE
+
+    jobs_dir = tmp_path / "jobs"
+    try:
+        job = _job_with_a_log(jobs_dir)
+        code, raw = terminal.run("logs", "--host", "local", "--jobs-dir", str(jobs_dir), "--job", job, "--raw",
+                                 env={**__import__("os").environ, "NO_COLOR": "1"})
+    finally:
+        kill_everything(jobs_dir)
+    log = raw.find("step 1\r\n")
+    assert code == 0 and log >= 0 and raw.count("step ") == 30, raw[-300:]
+    painted = raw.rfind("logs: asking local", 0, log)
+    if painted >= 0:  # a machine quicker than DELAY_S from start to answer shows no frame at all
+        assert raw[painted:log].endswith(ERASE), repr(raw[painted:log + 10])
+    assert "asking local" not in raw[log:]
+
+
+def test_ctrl_c_once_the_first_frame_shows_is_exit_130_without_a_traceback(hanging_host):
+    """The first frame shows while gpuops still imports: a Ctrl-C there was a KeyboardInterrupt's
+    traceback and a death by SIGINT."""
+    host, env = hanging_host
+    code, raw = terminal.run("status", "--host", host, env={**env, "GPUOPS_TRANSPORT": "openssh"},
+                             interrupt_after=lambda out: f"status: asking {host}".encode() in out)
+    assert code == 130 and "Traceback" not in raw, raw[-500:]

@@ -7,10 +7,26 @@ import sys
 
 
 def main():
+    try:
+        _main()
+    except KeyboardInterrupt:  # a Ctrl-C while gpuops was still starting: its spinner may show by then
+        lite = sys.modules.get(f"{__package__}.lite")  # not imported now: a second Ctrl-C would cut that
+        if sys.argv[1:] and lite is not None and sys.argv[1] in getattr(lite, "VERBS", ()):
+            from .common import interrupted
+
+            interrupted(sys.argv[1], began=False)
+        sys.exit(130)
+
+
+def _main():
     from .switches import connect_flags
 
     host, identity = connect_flags(sys.argv[1:])
     if host:
+        if "--json" not in sys.argv:  # a person may be watching: something on the terminal at once
+            from . import firstpaint
+
+            firstpaint.start(f"{sys.argv[1]}: asking {host}")
         from ..remote import warmup
 
         warmup.start(host, identity)

@@ -23,15 +23,35 @@ def _resumable(command) -> bool:
     return command in verbindex.VERBS and surface.verb(command).resumable
 
 
-def interrupted(command):
-    """Ctrl-C: say what state things are in and the exact command that goes on from there."""
-    again = "gpuops " + shlex.join(sys.argv[1:]) if sys.argv[1:] else f"gpuops {command}"
-    if _resumable(command):
-        print(f"gpuops: {command} interrupted; nothing was claimed. To resume where it stopped: {again}",
-              file=sys.stderr)
+def interrupted(command, began=True):
+    """Ctrl-C: say what state things are in, in words chosen by what the verb does (or that it had
+    not `began`: gpuops was still starting), and the exact command that goes on from there on a
+    `next:` line of its own (folded to paste whole)."""
+    import shutil
+
+    from ..render import fold
+
+    argv = ["gpuops", *sys.argv[1:]] if sys.argv[1:] else ["gpuops", command]
+    if not began:
+        said = "it had not begun, so nothing changed; the same command starts it again"
+    elif _resumable(command):
+        said = "what it had already copied and checked is kept; the same command goes on from there"
+    elif _reads(command):
+        said = "it only reads, so nothing changed anywhere; the same command asks again"
     else:
-        print(f"gpuops: {command} interrupted; the box keeps whatever it had started. Again: {again}",
-              file=sys.stderr)
+        said = "what it had already done on the box stays done (status shows what runs there)"
+    width = shutil.get_terminal_size((80, 24)).columns
+    lines = fold.prose(f"gpuops: {command} interrupted; {said}", width, indent="  ")
+    lines += fold.command(fold.units([shlex.quote(w) for w in argv]), width, "  next: ", " " * 8)
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _reads(command) -> bool:
+    from .. import surface
+    from ..surface.model import READS
+
+    verb = surface.verbs().get(command)
+    return verb is not None and verb.effect == READS
 
 
 @contextlib.contextmanager

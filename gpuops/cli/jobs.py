@@ -142,8 +142,8 @@ def _kept_run(job, host, gang):
 
 
 @verb("status")
-def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, jobs_dir, json, gang,
-           watch):
+def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, verbose, jobs_dir, json,
+           gang, watch):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
     from ..ops import jobs as op
@@ -169,11 +169,13 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
         ask = partial(on_hosts, "status", where, lambda t: op.status(
             t, job=job, labels=labels, progress_regex=progress_regex, stall_factor=stall_factor, stall_min_s=stall_min,
             limit=limit, jobs_dir=jobs_dir, all_attempts=all), identity)
-        return watched(watch, ask, render.status_view, f"asking {where} for its jobs")
+        return watched(watch, ask, partial(render.status_view, verbose=detailed), f"asking {where} for its jobs")
 
     from ..render import gang as several_render
 
-    run("status", json, produce, several_render.status if gang else render.status, waiting=not watch)  # --watch: its own
+    detailed = verbose or bool(job)  # the one job asked about is shown in full
+    run("status", json, produce, several_render.status if gang else partial(render.status, verbose=detailed),
+        waiting=not watch)  # --watch: its own
 
 
 @verb("logs")

@@ -13,8 +13,7 @@ import threading
 import time
 
 from ..units import duration
-
-DELAY_S = 0.08
+from .firstpaint import DELAY_S
 
 
 class Spinner:

@@ -22,6 +22,17 @@ from ..jobs.states import STALLED
 from ..onbox.retrypolicy import MAX_RUNTIME, STALL
 from . import crash
 
+# The verdicts whose name is an API word, not a person's: how a summary says them (the name stays
+# in --json's `verdict`).
+WORDS = {"failed-exit": "failed", "killed-by-signal": "killed by a signal", "failed-to-start": "could not start",
+         "oom-kill": "killed by the OOM killer", "node-failure": "its node failed", "never-runs": "can never run",
+         "unknown": "cause unknown"}
+
+
+def in_words(verdict: str) -> str:
+    return WORDS.get(verdict, verdict)
+
+
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
 ENOSPC_MARKS = ("No space left on device", "ENOSPC", "Disk quota exceeded")
 NEARLY_FULL_BYTES = 64 << 20
@@ -102,14 +113,14 @@ def decide(ev: dict) -> dict:
             return out("stalled", "high", [f"pid {ev.get('pid')} is alive, but {row.get('reason')}"], gotcha="U43")
         return out("running", "high", [f"pid {ev.get('pid')} is alive with its recorded start time"])
     if record and code == 0:
-        return out("completed", "high", ["exit record: exit code 0"])
+        return out("completed", "high", ["its recorded end: exit code 0"])
     if record and code is None and sig is None:
         # A record of what is known when the supervisor was lost (gpuops.onbox.wrapper): how the
         # job ended is not in it, so it is judged as one that vanished.
         evidence.append("exit record without an exit code or a signal: " + str(rec.error or "no reason"))
         record, rec = None, ExitRecord()
     elif record:
-        evidence.append("exit record: " + (f"signal {sig}" if rec.signal else f"exit code {code}"))
+        evidence.append("its recorded end: " + (f"signal {sig}" if rec.signal else f"exit code {code}"))
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
 
@@ -252,14 +263,15 @@ NEXT = {
 }
 
 
-def next_steps(verdict, host, job, jobs_dir=None):
-    """(steps, advice) for a verdict: each step an exact argv (gpuops.envelope.step)."""
+def next_steps(verdict, host, job, jobs_dir=None, ended=False):
+    """(steps, advice) for a verdict: each step an exact argv (gpuops.envelope.step). A job that
+    `ended` (a stalled attempt its run's --stall-after stopped) is not told to stop."""
     from ..envelope import step
 
     planned, advice = NEXT.get(verdict, ([], []))
     out = []
     for about, verb, extra, why in planned:
-        if about == _JOB and not job:
+        if (about == _JOB and not job) or (verb == "stop" and ended):
             continue
         words = ["gpuops", verb, "--host", host or "local"] + (["--job", job] if about == _JOB else []) + list(extra)
         if about == _JOB and jobs_dir:

@@ -7,7 +7,7 @@ VANISHED; a live process is RUNNING (then judged for a stall like every engine's
 
 from ..jobs import records, rows, runpolicy
 from ..jobs.records import ExitRecord, JobFacts, Meta, PauseRecord
-from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
+from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, TERMINAL, VANISHED
 from ..envelope import step
 from .base import Engine, command_line
 from .seam import StopEnd
@@ -79,7 +79,8 @@ class Box(Engine):
         v = verdict.decide(ev)
         if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
             v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
-        nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir)
+        nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir,
+                                         ended=bool(row) and row["state"] in TERMINAL)
         advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice + verdict.gotcha_advice(v)
         tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
         advice += trackers.advice(tracked)

@@ -169,6 +169,12 @@ def failure_class(facts):
     return "subprocess-fail", "it exited %s" % code
 
 
+def _seconds(s):
+    """'20s', '2m 05s': a wait as a person reads it (the exact one is the decision's backoff_s)."""
+    s = int(round(s))
+    return "%ds" % s if s < 120 else "%dm %02ds" % (s // 60, s % 60)
+
+
 def backoff_s(retry, base_s=BACKOFF_BASE_S, factor=BACKOFF_FACTOR, cap_s=BACKOFF_CAP_S, jitter=BACKOFF_JITTER,
               rand=random.random):
     """Seconds to wait before retry number `retry` (1 for the first): base x factor^(retry-1), at
@@ -219,6 +225,7 @@ def decide(facts, attempt, max_retries, retry_on=None, elapsed_s=None, max_runti
             out["why"] = "%s (%s): the run's --max-runtime leaves no time for another attempt" % (reason, klass)
         else:
             out.update(retry=True, backoff_s=wait,
-                       why="%s (%s): %sretrying in %gs, %d of %d retries left after this one" % (
-                           reason, klass, since, wait, left - 1, max_retries))
+                       why="%s (%s): %sretrying in %s, retry %d of %d%s" % (
+                           reason, klass, since, _seconds(wait), max_retries - left + 1, max_retries,
+                           " (the last)" if left == 1 else ""))
     return out

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from .. import engines, errors
 from ..boundary import expect
-from ..diagnose import crash
+from ..diagnose import crash, verdict
 from ..envelope import envelope
 from ..jobs import answers, curves, errorline, rows, runtelemetry, statusrow
 from ..triage.classes import CLASS_BY_NAME
@@ -34,7 +34,7 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
     triaged, ev["error_line"] = _triage(ev, row, engine)
     d = engine.diagnosis(ev, row, target.name, jobs_dir, triaged, pid=pid)
     v = d["verdict"]
-    summary = f"{d['what']}: {v['verdict']} ({v['confidence']} confidence)"
+    summary = f"{d['what']}: {verdict.in_words(v['verdict'])} ({v['confidence']} confidence)"
     if v["evidence"]:
         summary += f": {v['evidence'][-1]}"
     judged = runtelemetry.checked(ev.get("telemetry"), target.name)

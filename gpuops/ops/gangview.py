@@ -18,6 +18,7 @@ from ..jobs import gang, gangstore, states, statusrow
 from ..onbox import plans
 from ..remote.fanout import each_host
 from ..remote.targets import target_for
+from ..units import duration
 from . import diagnose as diagnose_op
 from . import joblogs, jobs
 
@@ -121,12 +122,12 @@ def wait(gang_id, *, until=states.TERMINAL, timeout_s=300.0, identity=None, poll
         if reached or ended or timed_out:
             break
         time.sleep(poll_s)
-    wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
+    wanted = "an end" if set(until) == set(states.TERMINAL) else "/".join(until)
     data = dict(doc["data"], until=list(until), reached=reached, timed_out=timed_out, waited_s=round(waited, 3),
                 returned="state" if reached else ("timeout" if timed_out else "ended"))
     summary, nxt = doc["summary"], doc["next"]
     if timed_out:
-        summary += f"; still not {wanted} after {waited:.1f}s (timed out)"
+        summary += f"; no {wanted} after {duration(waited)} (timed out)"
         said = "terminal" if set(until) == set(states.TERMINAL) else ",".join(until)
         nxt = [step("gpuops", "wait", "--gang", gang_id, "--until", said, why="keep waiting")]
     elif ended:

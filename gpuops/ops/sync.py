@@ -304,6 +304,23 @@ def mismatch_finding(mism, verb, again):
                    evidence={"paths": [m["path"] for m in mism[:20]]}, fix=again, gotcha="U33")
 
 
+def moved_and_kept(verb, src_map, p, outcome) -> str:
+    """'sent 12 files, 20.0 MiB; 202 files, 280.0 MiB were already on the box, and 15.9 MiB of
+    partial files resumed': what crossed the link in the verb's direction, and what the
+    destination already held: complete files (an earlier run's, an interrupted one's) counted as
+    files, partial ones as the bytes a resume kept. A resumed push said only the partial bytes."""
+    moved = "sent" if verb == "push" else "received"
+    sent = sum(1 for rel in p.send if rel in src_map and src_map[rel].kind == "f")
+    text = f"{moved} {sent} files, {human_bytes(outcome.bytes_sent)}"
+    kept = [src_map[rel] for rel in p.equal if rel in src_map and src_map[rel].kind == "f"]
+    there = "on the box" if verb == "push" else "here"
+    if kept:
+        text += f"; {len(kept)} files, {human_bytes(sum(e.size for e in kept))} were already {there}"
+    if outcome.bytes_reused:
+        text += f"{', and' if kept else ';'} {human_bytes(outcome.bytes_reused)} of partial files resumed"
+    return text
+
+
 def failure_finding(kind, summary, again):
     """A transfer that failed for good: the destination filled up (U7) or the link kept dropping
     until the retry budget ran out (U12)."""
@@ -369,12 +386,8 @@ def result(verb, target, local_root, remote_root, engine_name, src_map, p, outco
         summary = (f"{verb} NOT verified: {len(mism)} path(s) differ ({', '.join(m['path'] for m in mism[:3])}"
                    f"{', ...' if len(mism) > 3 else ''})")
     else:
-        # what the destination already held (an interrupted run's partial files, older copies)
-        there = "on the box" if verb == "push" else "here"
-        reused = f", resumed: {human_bytes(outcome.bytes_reused)} were already {there}" if outcome.bytes_reused else ""
         summary = (f"{verb} verified: {len(files)} files, {human_bytes(data['payload_bytes'])} "
-                   f"(sent {len(p.send)} path(s), {human_bytes(outcome.bytes_sent)}{reused}; "
-                   f"{data['retries']} retries)")
+                   f"({moved_and_kept(verb, src_map, p, outcome)}; {data['retries']} retries)")
     ok = data["verified"]
     nxt = [] if ok else [step(*rerun, why="resumes: partial files are kept")]
     listed = next((f for f in findings if f.id == "sync.would-delete"), None)

@@ -162,7 +162,7 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
     jid, ran = data["job_id"], ran_for(row)
     if ran is not None:
         data["duration_s"] = round(ran, 3)
-    wanted = "a terminal state" if set(until) == set(states.TERMINAL) else "/".join(until)
+    wanted = "an end" if set(until) == set(states.TERMINAL) else "/".join(until)
     said = f"{jid}: {row['state']}"
     if row.get("exit_code") or row.get("signal"):  # a COMPLETED row's 0 goes without saying
         said += f" ({row.get('signal') or 'exit %d' % row['exit_code']})"
@@ -172,9 +172,9 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
         last = doc["events"][-1]
         summary = f"{said}; run event {last['kind']}" + (f": {last['why'][:200]}" if last.get("why") else "")
     elif reached:
-        summary = f"{said} after {duration(ran)}" if ran is not None else f"{said} after waiting {waited:.1f}s"
+        summary = f"{said} after {duration(ran)}" if ran is not None else f"{said} after waiting {duration(waited)}"
     elif timed_out:
-        summary = f"{said}; still not {wanted} after {waited:.1f}s (timed out)"
+        summary = f"{said}; no {wanted} after {duration(waited)} (timed out)"
     else:
         summary = f"{said}; it ended, so {wanted} can no longer be reached"
     nxt = _next(host, jid, row, until, log_regex, doc["next"], timed_out, jobs_dir, doc.get("events"))

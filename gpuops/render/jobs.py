@@ -34,16 +34,28 @@ def _where(r):
     return f"{r.get('engine')} {r['engine_job_id']}" if r.get("engine_job_id") else str(r.get("pid") or "-")
 
 
-def status_view(doc, width):
-    """The jobs table (a watchable one: `status --watch` redraws it), the older ones counted, and
-    each job's reason or hint on a line of its own."""
+def _state(r):
+    """The state with its exit code, and a run's attempt: 'RUNNING attempt 2/3' (a retried run is
+    one row, its current attempt's)."""
+    text = state_text(r)
+    run = r.get("run") or {}
+    if run.get("attempt") and run.get("of") and run["of"] > 1:
+        text.append(f" attempt {run['attempt']}/{run['of']}")
+    return text
+
+
+def status_view(doc, width, verbose=False):
+    """The jobs table (a watchable one: `status --watch` redraws it), a row per run, the older
+    ones counted; with `verbose` (or for the one job asked about) each job's reason, hint, run and
+    what it runs now on lines of their own, which made 7 jobs 50 rows at 80 columns. A run's
+    earlier attempts (status --all) are listed under it either way."""
     from rich.console import Group
     from rich.text import Text
 
     from .columns import table
 
     rows = doc["data"].get("jobs") or []
-    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": state_text(r),
+    cells = [{"JOB": r.get("job_id") or "-", "NAME": _name(r), "STATE": _state(r),
               "AGE": duration(r["age_s"]) if r.get("age_s") is not None else "-", "LAST PROGRESS": _progress(r),
               "PID": _where(r)} for r in rows]
     parts = [table(_HEADER, cells, _PRIORITY, _LEAST, width)] if rows else []
@@ -51,21 +63,33 @@ def status_view(doc, width):
     if more:
         parts.append(Text(f"… {more} older (--limit 0 lists them all)", style="dim"))
     for r in rows:
-        for label, key in (("reason", "reason"), ("hint", "hint")):
-            if r.get(key):
-                parts.append(Text(f"  {r['job_id']}: {label}: {r[key]}"))
-        if r.get("run"):
-            parts.append(Text(f"  {r['job_id']}: {run_line(r['run'], doc['data'].get('box_now'))}"))
-            for e in r.get("earlier") or []:
-                said = e.get("reason") or e.get("hint") or ""
-                parts.append(Text(f"    attempt {(e.get('run') or {}).get('attempt')} {e['job_id']}: {state_text(e)}"
-                                  + (f": {said}" if said else ""), style="dim"))
-            if r.get("earlier_attempts") and not r.get("earlier"):
-                parts.append(Text(f"    {r['earlier_attempts']} earlier attempt(s): status --all lists them",
-                                  style="dim"))
-        if r.get("telemetry") and r.get("state") in ALIVE:
-            parts.append(Text(f"  {r['job_id']}: now: {telemetry_line(r['telemetry'])}", style="dim"))
+        if verbose:
+            parts.extend(_details(r, doc["data"].get("box_now"), width))
+        for e in r.get("earlier") or []:
+            said = e.get("reason") or e.get("hint") or ""
+            parts.append(Text(f"    attempt {(e.get('run') or {}).get('attempt')} {e['job_id']}: {state_text(e)}"
+                              + (f": {said}" if said else ""), style="dim"))
+    if not verbose and any(r.get("reason") or r.get("hint") or r.get("run") for r in rows):
+        parts.append(Text("--verbose says why each ended and how its run stands; --job ID for one", style="dim"))
     return Group(*parts)
+
+
+def _details(r, now, width):
+    """A job's lines under the table, each folded between words with its continuation indented."""
+    from rich.text import Text
+
+    from .fold import prose
+
+    said = [f"{label}: {r[label]}" for label in ("reason", "hint") if r.get(label)]
+    dim = []
+    if r.get("run"):
+        said.append(run_line(r["run"], now))
+        if r.get("earlier_attempts") and not r.get("earlier"):
+            dim.append(f"{r['earlier_attempts']} earlier attempt(s): status --all lists them")
+    if r.get("telemetry") and r.get("state") in ALIVE:
+        dim.append(f"now: {telemetry_line(r['telemetry'])}")
+    return [Text("\n".join(prose(line, width, f"  {r['job_id']}: ", "      ")), style=style)
+            for lines, style in ((said, ""), (dim, "dim")) for line in lines]
 
 
 def run_line(run, now=None):
@@ -102,8 +126,8 @@ def telemetry_line(row):
     return ", ".join(parts)
 
 
-def status(doc, con):
-    con.print(status_view(doc, con.width))
+def status(doc, con, verbose=False):
+    con.print(status_view(doc, con.width, verbose))
     summary_line(doc, con)
 
 

@@ -53,10 +53,27 @@ def watch(produce, con, view, asking, pause_s=PAUSE_S):
                 last = produce()
                 inert = envelope(last)  # the caller's final report makes its own copy inert
                 stamp = time.strftime("%H:%M:%S", time.localtime())
-                live.update(Group(view(inert, con.width), Text(f"{inert['summary']}  (at {stamp}; Ctrl-C ends)")),
-                            refresh=True)
+                foot = Text(f"{inert['summary']}  (at {stamp}; Ctrl-C ends)")
+                live.update(Group(fitted(con, view(inert, con.width), foot), foot), refresh=True)
                 time.sleep(pause_s)
         except KeyboardInterrupt:
             if last is None:
                 raise
     return last
+
+
+def fitted(con, body, foot):
+    """`body` cut to the rows the terminal has left above `foot`, with a last row that counts the
+    rows left out. rich's Live cuts a drawing taller than the terminal at its bottom, so a watch of
+    more jobs than rows lost its summary (the line that says what the table counts) to `...`."""
+    from rich.segment import SegmentLines
+    from rich.text import Text
+
+    options = con.options.update(height=None)
+    lines = con.render_lines(body, options, pad=False)
+    room = con.height - len(con.render_lines(foot, options, pad=False)) - 1  # Live keeps the cursor's row
+    if len(lines) <= room:
+        return SegmentLines(lines, new_lines=True)
+    kept = max(0, room - 1)
+    more = Text(f"… {len(lines) - kept} more rows: a taller terminal shows them", style="dim")
+    return SegmentLines(lines[:kept] + con.render_lines(more, options, pad=False)[:1], new_lines=True)

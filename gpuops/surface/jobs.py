@@ -160,6 +160,9 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
     Param("limit", INT, "list at most this many jobs, newest first (0: all of them)", default=20, low=0, high=100000),
     Param("all", SWITCH, "a run is one row, its current attempt's: list its earlier attempts under it too, each in "
                          "the state it ended in", cli_only="job_status answers a run's row; each attempt's id names it"),
+    Param("verbose", SWITCH, "under each row, why the job ended, how its run stands and what it runs now (default: "
+                             "one row a run; --job ID shows one job in full)",
+          cli_only="job_status answers every field; `fields` picks them"),
     JOBS_DIR,
     JSON,
     GANG,

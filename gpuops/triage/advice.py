@@ -48,9 +48,25 @@ def fill(v, text, live):
     return re.sub(r"\{job_dir\}/([\w.*-]+)", r"\1 in the job directory", text)
 
 
+# Steps written for another situation than the job's: Ray's dashboards and TSDB (and the
+# Prometheus that reads the TSDB) for a log that shows no Ray; a step for one exit code ("For
+# 'Permission denied' (exit 126)") when the job exited with another.
+_NEEDS_RAY = re.compile(r"RAY=1|Ray Dashboard|Prometheus|TSDB")
+_FOR_EXIT = re.compile(r"^For .*\(exit (\d+)\)")
+
+
+def applies(v, text) -> bool:
+    """Whether a prose step fits the job the log is of (see _NEEDS_RAY)."""
+    if _NEEDS_RAY.search(text) and not v.f.ray:
+        return False
+    code = (v.exit_record or {}).get("exit_code")
+    said = _FOR_EXIT.search(text)
+    return not (said and code is not None and int(said.group(1)) != code)
+
+
 def first_fix(v, name, live):
     """The first prose step of a class: a finding's fix."""
-    return next((t for t in (fill(v, s, live) for s in steps_of(v, name)) if t), None)
+    return next((t for t in (fill(v, s, live) for s in steps_of(v, name)) if t and applies(v, t)), None)
 
 
 def command(v, marker, live):
@@ -86,7 +102,7 @@ def compose(v, status, primary, also, prog, heartbeat, dashboards):
             elif text == C.STOP and live:
                 advice.append("Stop the job: scancel its Slurm id, or gpuops stop for a gpuops job.")
             said = fill(v, text, live)
-            if said:
+            if said and applies(v, said):
                 advice.append(said)
 
     if primary == "heartbeat-timeout" and heartbeat:

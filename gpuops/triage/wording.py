@@ -56,15 +56,23 @@ def dashboard_sentences(d, job_dir):
             f"on the persisted TSDB: utils/prometheus.sh view {tsdb}."]
 
 
+# The classes whose name is a developer's word for what happened: a summary says it in words.
+PLAIN = {"unknown-death": "the run was killed from outside", "hang": "training hung"}
+
+
 def summary_line(data):
+    """'failed: oom-host (also nccl-timeout); 211 of 5000 steps': the steps counted as done, as the
+    progress line counts them (the 0-indexed last step 79 of an 80-step run is 80 of 80)."""
     p = data["progress"]
     text = f"{data['status']}"
     if data["primary"]:
-        text += f"; primary {data['primary']}"
+        text += f": {PLAIN.get(data['primary'], data['primary'])}"
     if data["also"]:
-        text += f" (also {', '.join(data['also'][:4])}{'...' if len(data['also']) > 4 else ''})"
+        also = [PLAIN.get(c, c) for c in data["also"][:4]]
+        text += f" (also {', '.join(also)}{'...' if len(data['also']) > 4 else ''})"
     if p["last_step"] is not None:
-        text += f"; last step {p['last_step']}" + (f" of {p['total_steps']}" if p["total_steps"] else "")
+        done = p["last_step"] + 1
+        text += f"; {done} of {p['total_steps']} steps" if p["total_steps"] else f"; {done} steps"
     return text
 
 

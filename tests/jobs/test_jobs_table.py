@@ -113,3 +113,20 @@ def test_status_watch_redraws_the_table_until_ctrl_c_and_prints_the_last_one(loc
     assert lines[-1] == "local: 1 COMPLETED (1 shown)" and raw.rfind("\x1b[?25h") > raw.rfind("\x1b[?25l")
     refused = terminal.run("status", "--watch", "--json", env=env)
     assert refused[0] == errors.USAGE
+
+
+@pytest.mark.parametrize("rows,older", [(24, 25), (10, 11)])
+def test_status_watch_keeps_its_summary_line_at_any_height(local_jobs, rows, older):
+    """At 80x24 with more jobs than rows, rich's Live cut the drawing at its bottom: the summary
+    line (what the table counts, when it was taken, that Ctrl-C ends it) became `...`."""
+    from tests import terminal
+
+    job = _finished(local_jobs, name="demo")
+    _older_copies(local_jobs, job, older)
+    env = {**os.environ, "GPUOPS_JOBS_DIR": str(local_jobs)}
+    code, raw = terminal.run("status", "--watch", "--limit", "0", cols=80, rows=rows, env=env,
+                             interrupt_after=lambda out: out.count(job.encode()) >= 2)
+    drawn = raw[:raw.rfind("\x1b[?25h")]  # the frames, not the report printed after Ctrl-C
+    lines = terminal.frames(drawn)
+    assert code == 0 and "Ctrl-C ends)" in drawn and "..." not in lines, lines[-5:]
+    assert any(line.startswith("… ") and "more rows" in line for line in lines), lines[-5:]

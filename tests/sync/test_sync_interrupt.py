@@ -1,8 +1,9 @@
 """Ctrl-C during a push, a pull or a verify (SIGINT to the whole foreground process group, as a
-terminal sends it): exit 130, one line that says nothing was claimed and the exact command that
+terminal sends it): exit 130, a line that says what is kept and the exact command that
 resumes, and the re-run does resume and verify."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -49,7 +50,9 @@ def _says_it_resumed(doc, where):
     """A resumed transfer never said so: it sent 87.6 of 190.7 MiB and called it a plain push."""
     reused = doc["data"]["bytes_reused"]
     assert (1 << 20) < reused < BIG and doc["data"]["bytes_sent"] + reused >= BIG, doc["data"]
-    assert f"resumed: {human_bytes(reused)} were already {where}" in doc["summary"], doc["summary"]
+    moved = "sent" if where == "on the box" else "received"
+    assert f"({moved} 1 files, " in doc["summary"], doc["summary"]  # a pull said it sent them
+    assert f"; {human_bytes(reused)} of partial files resumed" in doc["summary"], doc["summary"]
 
 
 def test_ctrl_c_mid_verify_says_nothing_was_claimed_and_how_to_run_it_again(rsync_box, metered, sync_env, tmp_path):
@@ -88,6 +91,13 @@ def _ctrl_c(proc, verb, argv):
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out[-500:], err[-500:])
-    line = [x for x in err.splitlines() if x.startswith(f"gpuops: {verb} interrupted; nothing was claimed")]
-    assert line and line[0].endswith("gpuops " + " ".join(argv)), err
+    lines = err.splitlines()
+    said = [i for i, x in enumerate(lines) if x.startswith(f"gpuops: {verb} interrupted; ")]
+    assert said, err
+    at = next(i for i in range(said[0], len(lines)) if lines[i].startswith("  next: gpuops "))
+    command = [lines[at]]  # the `next:` line of its own, folded with backslashes where it is long
+    while command[-1].endswith(" \\"):
+        command.append(lines[at + len(command)])
+    joined = " ".join(x.removesuffix(" \\").strip().removeprefix("next: ") for x in command)
+    assert shlex.split(joined) == ["gpuops", *argv], err
     assert "Traceback" not in err

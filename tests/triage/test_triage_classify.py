@@ -1,12 +1,15 @@
 """The procedure's rules one by one, on small logs written here."""
 
 import json
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gpuops.triage import classify_bytes, signatures as S, triage_bytes
+from gpuops.triage import classify_bytes, signatures as S, triage_bytes, triage_file
 from gpuops.triage.classify import normalize_state
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "triage"
 
 T0 = datetime(2025, 3, 2, 10, 0, 0)
 
@@ -298,3 +301,24 @@ def test_no_kernel_image_is_the_torch_build_lacking_the_gpus_architecture_not_a_
     # Any other CUDA error is still the program's.
     other = log.replace(b"no kernel image is available for execution on the device", b"misaligned address")
     assert classify_bytes(other, now=last_time(0, 0))["primary"] == "cuda-error"
+
+
+def test_a_hang_without_ray_gets_no_ray_dashboard_prometheus_or_rdma_advice_and_with_ray_does():
+    """Issue 38: a job with no Ray was sent to the Ray Dashboard, Prometheus and RDMA counters."""
+    ray_words = ("Ray Dashboard", "Prometheus", "RDMA", "TSDB", "RAY=1")
+    plain = triage_file(str(FIXTURES / "status_hanging.log"), slurm_state="RUNNING").data
+    assert plain["primary"] == "hang" and plain["advice"]
+    assert not [a for a in plain["advice"] if any(w in a for w in ray_words)], plain["advice"]
+    log = (FIXTURES / "status_hanging.log").read_bytes()
+    with_ray = triage_bytes(b"RAY=1\n" + log, slurm_state="RUNNING").data
+    assert with_ray["primary"] == "hang" and any("Ray Dashboard" in a for a in with_ray["advice"]), with_ray["advice"]
+
+
+def test_exit_127_gets_no_exit_126_advice():
+    """`pythn train.py` (exit 127, command not found) was told to chmod +x, the advice for 126."""
+    log = b"/root/jobs/J/cmd: line 1: pythn: command not found\n"
+    said = triage_bytes(log, exit_record={"exit_code": 127, "signal": None}).data
+    assert said["primary"] == "launch-fail" and any("command not found" in a for a in said["advice"])
+    assert not [a for a in said["advice"] if "exit 126" in a], said["advice"]
+    unknown = triage_bytes(log).data  # no exit code known: the step for each code stays
+    assert any("exit 126" in a for a in unknown["advice"]), unknown["advice"]
