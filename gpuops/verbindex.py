@@ -52,7 +52,7 @@ SWITCHES = {
     'reap': frozenset({'--all', '--json', '--verbose', '--yes'}),
     'resume': frozenset({'--json'}),
     'retry': frozenset({'--exclusive', '--json', '--ship-workdir'}),
-    'status': frozenset({'--all', '--json', '--watch'}),
+    'status': frozenset({'--all', '--json', '--verbose', '--watch'}),
     'stop': frozenset({'--json', '--yes'}),
     'triage': frozenset({'--json', '--verbose'}),
     'verify': frozenset({'--all', '--include-git', '--json', '--rehash', '--verbose'}),
