@@ -130,6 +130,8 @@ def measure(target, remote_file=None, on_far=None) -> dict:
     go back and forth (rtt_s: the fastest; the shell's `read` and `echo` are builtins, so no
     process start is counted), then PROBE_BYTES go through (probe_s). `on_far()` is called once the
     round trip says the link is far, before the probe."""
+    # Over the target's master: while its handshake runs, ssh would open a connection of its own.
+    target.handshake_done()
     pings = "read -r a; echo; " * PINGS
     if remote_file is None:
         data = os.urandom(PROBE_BYTES)  # random: a compressing ssh_config must not flatter the link

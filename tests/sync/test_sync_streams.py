@@ -15,7 +15,7 @@ from gpuops.remote.targets import target_for
 from gpuops.sync import lanes, stripes
 from gpuops.sync.progress import Silent
 from tests.rig.longlink import alias as long_alias
-from tests.sync.conftest import cut_when, snapshot
+from tests.sync.conftest import cut_when, run_cli, snapshot
 
 BIG = 48 << 20                    # cut into 16 ranges of 3 MiB
 STEP = 3 << 20
@@ -178,3 +178,41 @@ def test_a_symlink_on_the_way_to_a_range_is_replaced_never_followed(rsync_box, l
     assert list(outside.iterdir()) == []
     assert (dst / "sub").is_dir() and not (dst / "sub").is_symlink()
     assert snapshot(dst) == snapshot(src)
+
+
+def _logins(box):
+    return box.log.read_text(errors="replace").count("Accepted publickey")
+
+
+def test_the_measurement_rides_a_master_still_shaking_hands(rsync_box, fresh_logins):
+    """The measurement starts as soon as the local tree is walked, often while the master the CLI
+    started first (gpuops.remote.warmup) is still shaking hands; it waits for it: on its own, the
+    measuring ssh opened a connection of its own, a whole handshake more on both ends' CPUs
+    (loopback pushes measured slower than with --streams 1)."""
+    target = target_for(rsync_box.spec)
+    before = _logins(rsync_box)
+    try:
+        target.start_master()
+        measured = lanes.measure(target)
+        target.run("true")
+    finally:
+        target.close()
+    assert measured["rtt_s"] < stripes.NEAR_RTT_S and "probe_s" not in measured, measured
+    assert _logins(rsync_box) - before == 1
+
+
+def test_a_near_link_is_measured_and_streams_1_measures_nothing(rsync_box, sync_env, tmp_path):
+    src = _tree(tmp_path / "src")
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "a"))
+    assert doc and doc["ok"], proc.stderr
+    assert doc["data"]["link"]["streams"]["count"] == 1 and "rtt_s" in doc["data"]["link"]["streams"]
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "b"),
+                        "--streams", "1")
+    assert doc and doc["ok"], proc.stderr
+    assert doc["data"]["link"]["streams"] == {"count": 1, "why": "asked for"}
+
+
+@pytest.mark.parametrize("argv", [["--streams", "9"], ["--streams", "0"], ["--streams", "2", "--engine", "sftp"]])
+def test_a_stream_count_out_of_bounds_is_a_usage_error(argv, tmp_path):
+    proc, doc = run_cli(dict(os.environ), "push", "--host", "nowhere", "--src", str(tmp_path), "--dst", "/d", *argv)
+    assert proc.returncode == 2 and doc and not doc["ok"], (proc.returncode, proc.stdout, proc.stderr)
