@@ -82,7 +82,7 @@ def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget
         with _progress(json, hosts) as progress:
             opts = _options(progress, exclude, include_git, rehash, delete, yes, engine=engine,
                             no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
-                            compress=compress, streams=None if streams == "auto" else int(streams))
+                            compress=compress, streams=streams)
             return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, partial(render.render, verbose=verbose), waiting=False)

@@ -212,7 +212,15 @@ def test_a_near_link_is_measured_and_streams_1_measures_nothing(rsync_box, sync_
     assert doc["data"]["link"]["streams"] == {"count": 1, "why": "asked for"}
 
 
+@pytest.mark.parametrize("verb", ["push", "pull"])
 @pytest.mark.parametrize("argv", [["--streams", "9"], ["--streams", "0"], ["--streams", "2", "--engine", "sftp"]])
-def test_a_stream_count_out_of_bounds_is_a_usage_error(argv, tmp_path):
-    proc, doc = run_cli(dict(os.environ), "push", "--host", "nowhere", "--src", str(tmp_path), "--dst", "/d", *argv)
+def test_a_stream_count_out_of_bounds_is_a_usage_error(verb, argv, tmp_path):
+    proc, doc = run_cli(dict(os.environ), verb, "--host", "nowhere", "--src", str(tmp_path), "--dst", "/d", *argv)
     assert proc.returncode == 2 and doc and not doc["ok"], (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_a_pull_with_the_sftp_engine_and_no_stream_count_is_no_usage_error(rsync_box, sync_env, tmp_path):
+    remote = _tree(tmp_path / "remote")
+    proc, doc = run_cli(sync_env, "pull", "--host", rsync_box.spec, "--src", str(remote), "--dst",
+                        str(tmp_path / "back"), "--engine", "sftp")
+    assert proc.returncode == 0 and doc["ok"] and doc["data"]["link"]["streams"] == {"count": 1}, proc.stdout[-2000:]
