@@ -18,8 +18,8 @@ box's sshd handshake, its python3 and each nvidia-smi sample run on that box's o
 fake nvidia-smi answers here from a recording of the Python fake's answers (a `case` in sh, the
 same bytes), not by starting a Python process per sample: with --python-fake it does, and the
 machine's CPU, not gpuops, sets the figure. Machine CPU and gpuops's own CPU are printed per box,
-and the boxes' side (each sshd and all it reaped, from /proc: other work on the machine is not in
-it): the two together, over the cores, are the least time 64 boxes can take here. The boxes are 64
+and the boxes' side (each sshd and every process under it, from /proc: other work on the machine is
+not in it): the two together, over the cores, are the least time 64 boxes can take here. The boxes are 64
 sshds, not one sshd under 64 aliases: that would be one host key under 64 names, which the fleet
 view leaves out (host-key-shared).
 """
@@ -84,13 +84,20 @@ def own_cpu_s():
 
 
 def sshd_cpu_s(sshds):
-    """CPU seconds the boxes' side has spent: each box's sshd and everything it reaped (each
-    connection's sshd, which reaped the login shell, python3 and nvidia-smi under it), from
-    /proc/PID/stat. Unlike the machine's total, what other work on the machine spends is not in it."""
-    total = 0
-    for pid in sshds:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+    """CPU seconds the boxes' side has spent: each box's sshd and every process under it, live or
+    reaped (each connection's sshd, the login shell, python3, nvidia-smi, a resident helper), from
+    /proc/PID/stat: a process's own and its reaped children's time, which its parent's count
+    takes over when it is reaped. Unlike the machine's total, other work on the machine is not in it;
+    nor is a box's resident helper, which leaves its sshd's tree (so warm, the box side is undercounted)."""
+    from gpuops.onbox import procs
+
+    kids, total = procs.children_map(), 0
+    for pid in [p for sshd in sshds for p in [sshd] + procs.descendants(sshd, kids)]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile: its time is its parent's now, once reaped
+            continue
         total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
     return total / os.sysconf("SC_CLK_TCK")
 

@@ -15,6 +15,7 @@ from gpuops.remote.targets import target_for
 from gpuops.sync import lanes, stripes
 from gpuops.sync.progress import Silent
 from tests.rig.longlink import alias as long_alias
+from tests.conftest import _close_masters
 from tests.sync.conftest import cut_when, run_cli, snapshot
 
 BIG = 48 << 20                    # cut into 16 ranges of 3 MiB
@@ -201,12 +202,19 @@ def test_the_measurement_rides_a_master_still_shaking_hands(rsync_box, fresh_log
     assert _logins(rsync_box) - before == 1
 
 
-def test_a_near_link_is_measured_and_streams_1_measures_nothing(rsync_box, sync_env, tmp_path):
+def test_a_near_link_is_measured_once_per_kept_master_and_streams_1_measures_nothing(rsync_box, sync_env,
+                                                                                     tmp_path):
+    _close_masters()
     src = _tree(tmp_path / "src")
-    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "a"))
-    assert doc and doc["ok"], proc.stderr
-    assert doc["data"]["link"]["streams"]["count"] == 1 and "rtt_s" in doc["data"]["link"]["streams"]
-    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "b"),
+    said = []
+    for dst in ("a", "b"):
+        proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst",
+                            str(tmp_path / dst))
+        assert doc and doc["ok"], proc.stderr
+        said.append(doc["data"]["link"]["streams"])
+    assert said[0]["count"] == 1 and "rtt_s" in said[0] and "kept" not in said[0], said
+    assert said[1] == {**said[0], "kept": True}, said  # the same master: the round trip it measured
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "c"),
                         "--streams", "1")
     assert doc and doc["ok"], proc.stderr
     assert doc["data"]["link"]["streams"] == {"count": 1, "why": "asked for"}
