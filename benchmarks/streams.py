@@ -11,7 +11,9 @@ baseline measured in the same run, interleaved (rsync, gpuops, rsync, gpuops ...
               front of the box's real sshd (tests/rig/longlink.py) that adds --delay-ms each way and
               holds each connection to --link-mb MB/s (the link as a whole uncapped). Target:
               >= 2x rsync's rate.
-  loopback    the same, straight to the sshd. Target: >= 0.95x (the measurement keeps it one stream).
+  loopback    the same, straight to the sshd. Target: >= 0.95x (the measurement keeps it one stream);
+              and `gpuops push --streams 1` (no measurement at all) in the same rounds: what the
+              choice costs where one stream is the answer (target: auto >= 0.95x of it).
   ceiling     eight bare `ssh HOST 'cat > /dev/null'` at once carrying the same bytes: no rsync, no
               hashing, no files. Where it is far under 8 x the per-connection rate, the machine's
               CPUs, not the link, bound any number of streams, gpuops' included.
@@ -64,8 +66,10 @@ def ceiling(env, cfg, host, payload, streams=8) -> float:
     return timed(lambda: [p.wait() for p in procs])[0]
 
 
-def compare(env, cfg, host, src, payload, work, runs, label, target):
-    t_rsync, t_gpuops, t_bare, streams = [], [], [], []
+def compare(env, cfg, host, src, payload, work, runs, label, target, against_one=False):
+    """`against_one`: time `gpuops push --streams 1` (no measurement, the single-stream engine) in
+    the same rounds, so what choosing costs where one stream is the answer is a ratio too."""
+    t_rsync, t_gpuops, t_bare, t_one, streams = [], [], [], [], []
     dst = work / f"{host}-cold"
     t_cold = timed(lambda: gpuops(env, "push", "--host", host, "--src", str(src), "--dst", str(dst)))[0]
     shutil.rmtree(dst)
@@ -80,6 +84,11 @@ def compare(env, cfg, host, src, payload, work, runs, label, target):
         t_gpuops.append(secs)
         streams.append(doc["data"]["link"]["streams"])
         shutil.rmtree(dst)
+        if against_one:
+            dst = work / f"{host}-one-{i}"
+            t_one.append(timed(lambda: gpuops(env, "push", "--host", host, "--src", str(src), "--dst", str(dst),
+                                              "--streams", "1"))[0])
+            shutil.rmtree(dst)
     r, g, b = statistics.median(t_rsync), statistics.median(t_gpuops), statistics.median(t_bare)
     mb = payload / 1e6
     chosen = ", ".join(f"{s['count']} ({s.get('why', '')})" for s in streams)
@@ -90,7 +99,18 @@ def compare(env, cfg, host, src, payload, work, runs, label, target):
           f"gpuops {', '.join(f'{t:.2f}' for t in t_gpuops)}; streams chosen: {chosen}\n"
           f"    ceiling: 8 bare ssh streams to /dev/null {b:.2f}s ({mb / b:.1f} MB/s), {r / b:.2f}x rsync: the most "
           f"any 8 streams got from this machine's CPUs at that moment", flush=True)
+    if t_one:
+        o = statistics.median(t_one)
+        pairs = [a / b for a, b in zip(t_one, t_gpuops)]
+        print(f"    against --streams 1 (no measurement): {o:.2f}s; auto / one stream {o / g:.2f}x "
+              f"(target >= 0.95x), pair by pair {', '.join(f'{p:.2f}' for p in pairs)}", flush=True)
     return r / g
+
+
+def trust(cfg, host):
+    """The box's host key in known_hosts before anything is timed."""
+    subprocess.run(["ssh", "-F", cfg, "-o", "StrictHostKeyChecking=accept-new", host, "true"], check=True,
+                   capture_output=True)
 
 
 def main():
@@ -98,6 +118,7 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--delay-ms", type=float, default=25.0, help="added in each direction")
     ap.add_argument("--link-mb", type=float, default=8.0, help="MB/s each connection is held to")
+    ap.add_argument("--loopback-only", action="store_true", help="skip the long link (minutes at 8 MB/s)")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores; load average before: {os.getloadavg()[0]:.1f} "
           f"(1 min), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
@@ -110,14 +131,14 @@ def main():
         cfg = str(rig.ssh_config)
         src = work / "tree"
         payload = make_tree(src)
-        with long_alias(rig, box, "bench-far", delay_s=args.delay_ms / 1e3, rate_bytes_s=args.link_mb * 1e6,
-                        lifetime_s=3600):
-            for host in (box.spec, "bench-far"):
-                subprocess.run(["ssh", "-F", cfg, "-o", "StrictHostKeyChecking=accept-new", host, "true"], check=True,
-                               capture_output=True)
-            compare(env, cfg, "bench-far", src, payload, work, args.runs,
-                    f"long link ({args.delay_ms:g} ms each way, {args.link_mb:g} MB/s per connection)", 2)
-        compare(env, cfg, box.spec, src, payload, work, args.runs, "loopback", 0.95)
+        trust(cfg, box.spec)
+        if not args.loopback_only:
+            with long_alias(rig, box, "bench-far", delay_s=args.delay_ms / 1e3, rate_bytes_s=args.link_mb * 1e6,
+                            lifetime_s=3600):
+                trust(cfg, "bench-far")
+                compare(env, cfg, "bench-far", src, payload, work, args.runs,
+                        f"long link ({args.delay_ms:g} ms each way, {args.link_mb:g} MB/s per connection)", 2)
+        compare(env, cfg, box.spec, src, payload, work, args.runs, "loopback", 0.95, against_one=True)
         print(f"load average after: {os.getloadavg()[0]:.1f} (1 min)")
     finally:
         rig.stop()

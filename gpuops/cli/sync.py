@@ -14,17 +14,20 @@ from .flags import verb
 from .helptext import missing
 
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
-             no_budget=False, io_timeout=30, retry_for=300, profile=None, plan=None, compress=False):
+             no_budget=False, io_timeout=30, retry_for=300, profile=None, plan=None, compress=False,
+             streams="auto"):
     """Options from parsed flags (their bounds are the description's: rsync's --timeout takes whole
     seconds, and 0 would switch its stall detection off)."""
     from ..ops.sync import Options
 
     if plan is not None and not delete:
         raise UsageError("--plan names a plan of deletions: it goes with --delete")
+    if streams != "auto" and engine == "sftp":
+        raise UsageError("--streams needs the rsync engine: SFTP carries one stream")
     return Options(excludes=tuple(exclude or ()), include_git=include_git, delete=delete, yes=yes,
                    fix_crlf=fix_crlf, engine=engine, check_budget=not no_budget, io_timeout=io_timeout,
                    retry_for=retry_for, profile=profile, rehash=rehash, progress=progress, plan=plan,
-                   compress=compress)
+                   compress=compress, streams=None if streams == "auto" else int(streams))
 
 
 def _hosts(host, verb_name, single=False, **required):
@@ -50,7 +53,7 @@ def _progress(as_json, hosts):
 
 @verb("push")
 def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
-         profile, rehash, identity, plan, compress, json, verbose):
+         streams, profile, rehash, identity, plan, compress, json, verbose):
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -60,15 +63,15 @@ def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine,
                        dst=(dst, "the directory on the box"))
         with _progress(json, hosts) as progress:
             opts = _options(progress, exclude, include_git, rehash, delete, yes, fix_crlf, engine, no_budget,
-                            io_timeout, retry_for, profile, plan, compress)
+                            io_timeout, retry_for, profile, plan, compress, streams)
             return on_hosts("push", host, lambda t: op.push(t, src, dst, opts), identity)
 
     run("push", json, produce, partial(render.render, verbose=verbose), waiting=False)  # its bar says what it waits for
 
 
 @verb("pull")
-def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, rehash,
-         identity, plan, compress, json, verbose):
+def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, streams,
+         rehash, identity, plan, compress, json, verbose):
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -79,7 +82,7 @@ def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget
         with _progress(json, hosts) as progress:
             opts = _options(progress, exclude, include_git, rehash, delete, yes, engine=engine,
                             no_budget=no_budget, io_timeout=io_timeout, retry_for=retry_for, plan=plan,
-                            compress=compress)
+                            compress=compress, streams=streams)
             return on_hosts("pull", host, lambda t: op.pull(t, src, dst, opts), identity)
 
     run("pull", json, produce, partial(render.render, verbose=verbose), waiting=False)

@@ -178,6 +178,8 @@ def command(verb, host, src, dst, opts) -> list:
         argv += ["--profile", opts.profile]
     if opts.compress:
         argv.append("--compress")
+    if opts.streams is not None:
+        argv += ["--streams", str(opts.streams)]
     return argv
 
 

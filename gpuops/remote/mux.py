@@ -42,6 +42,8 @@ PYTHON_SUFFIX = ".python"
 RESIDENT_SUFFIX = ".resident"
 FORWARD_INFIX = ".r"
 ARMING_SUFFIX = ".arming"  # a helper being armed (gpuops.remote.arming)
+# The round trip measured over the master (gpuops.sync.lanes): a near link's, for that master only.
+LINK_SUFFIX = ".link"
 MAX_BESIDE = 4096  # a document kept beside a master's socket
 
 
@@ -154,6 +156,22 @@ def write_python(path, python, master, keys=()):
     write_beside(path, PYTHON_SUFFIX, {"master": master, "python": python, "keys": sorted(keys)})
 
 
+def read_link(path):
+    """The round trip kept for the master listening on socket `path` now (write_link), or None:
+    one master is one TCP connection, so one path to the box."""
+    doc, master = read_beside(path, LINK_SUFFIX), identity(path)
+    if master is None or not isinstance(doc, dict) or doc.get("master") != master:
+        return None
+    rtt = doc.get("rtt_s")
+    return rtt if isinstance(rtt, (int, float)) and not isinstance(rtt, bool) and 0 <= rtt < 60 else None
+
+
+def write_link(path, rtt_s) -> None:
+    master = identity(path)
+    if master is not None:
+        write_beside(path, LINK_SUFFIX, {"master": master, "rtt_s": rtt_s})
+
+
 def read_beside(path, suffix):
     """The JSON document kept beside the master socket `path` under `suffix` (read up to
     MAX_BESIDE bytes); None when there is none or it is not JSON."""
@@ -207,7 +225,7 @@ def forget_beside(path):
         names = os.listdir(directory)
     except OSError:
         return
-    beside = (name + RESIDENT_SUFFIX, name + ARMING_SUFFIX)
+    beside = (name + RESIDENT_SUFFIX, name + ARMING_SUFFIX, name + LINK_SUFFIX)
     for other in names:
         if other in beside or other.startswith(name + FORWARD_INFIX):
             with contextlib.suppress(OSError):

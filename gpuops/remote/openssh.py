@@ -197,6 +197,18 @@ class OpenSSHTarget(Target):
             # anything else (the master was killed, or stopped at its deadline: a slow login, a
             # server's reverse DNS lookup, may still finish) is no verdict on the host: go direct
 
+    def handshake_done(self):
+        """Wait until a master being started (start_master) has finished its handshake or given
+        up, so that a command line from ssh_argv() rides it instead of opening a connection of its
+        own (a whole handshake more, on both ends' CPUs). Its verdict stays for the next command,
+        which reports a failed handshake as its own."""
+        deadline = time.monotonic() + self.spec.connect_timeout + GRACE_S
+        while time.monotonic() < deadline:
+            proc = self._master
+            if proc is None or proc.poll() is not None:
+                return
+            time.sleep(0.01)
+
     def _master_exit(self, proc, deadline):
         """The master's exit code once it has shaken hands (it forks to the background then); a
         master that lost the race for a shared socket to another gpuops call is stopped at once

@@ -9,6 +9,7 @@ _HOST = "an ssh_config alias or user@host:port (push and verify: comma-separate 
 _LOCAL = "under the directories the server reads (GPUOPS_MCP_ROOTS)"
 _ENGINE_ONLY = "a tool lets gpuops pick (rsync when both ends have it, else SFTP)"
 _RETRIES = "a tool keeps the CLI's default"
+STREAMS = ("auto",) + tuple(str(n) for n in range(1, 9))  # gpuops.sync.stripes.MAX_STREAMS
 WAIT = a("wait_s", kind=SECS, default=20.0, low=0, high=WAIT_S,
          why="the CLI shows its progress until the copy ends; a tool call answers within a minute",
          tip="answer within this long: the result, or a request_id to request_wait on")
@@ -37,6 +38,9 @@ _TUNING = (
           default=30, low=1, high=DAY, what="whole seconds", cli_only=_RETRIES),
     Param("retry_for", SECS, "seconds to keep retrying a failing connection before giving up", default=300, low=0,
           high=DAY, cli_only=_RETRIES),
+    Param("streams", CHOICE, "SSH connections to carry the data: auto (measured: several only over a far link, "
+                             "one on loopback or a LAN) or 1 to 8", default="auto", choices=STREAMS,
+          cli_only="a tool lets gpuops measure the link"),
 )
 _PLAN = Param("plan", TEXT, "with --delete --yes: delete only the paths of this plan id (from the dry run's "
                             "sync.would-delete finding); when they changed, delete nothing and exit 5 with the new "

@@ -15,7 +15,8 @@ from gpuops.remote.targets import target_for
 from gpuops.sync import lanes, stripes
 from gpuops.sync.progress import Silent
 from tests.rig.longlink import alias as long_alias
-from tests.sync.conftest import cut_when, snapshot
+from tests.conftest import _close_masters
+from tests.sync.conftest import cut_when, run_cli, snapshot
 
 BIG = 48 << 20                    # cut into 16 ranges of 3 MiB
 STEP = 3 << 20
@@ -178,3 +179,56 @@ def test_a_symlink_on_the_way_to_a_range_is_replaced_never_followed(rsync_box, l
     assert list(outside.iterdir()) == []
     assert (dst / "sub").is_dir() and not (dst / "sub").is_symlink()
     assert snapshot(dst) == snapshot(src)
+
+
+def _logins(box):
+    return box.log.read_text(errors="replace").count("Accepted publickey")
+
+
+def test_the_measurement_rides_a_master_still_shaking_hands(rsync_box, fresh_logins):
+    """The measurement starts as soon as the local tree is walked, often while the master the CLI
+    started first (gpuops.remote.warmup) is still shaking hands; it waits for it: on its own, the
+    measuring ssh opened a connection of its own, a whole handshake more on both ends' CPUs
+    (loopback pushes measured slower than with --streams 1)."""
+    target = target_for(rsync_box.spec)
+    before = _logins(rsync_box)
+    try:
+        target.start_master()
+        measured = lanes.measure(target)
+        target.run("true")
+    finally:
+        target.close()
+    assert measured["rtt_s"] < stripes.NEAR_RTT_S and "probe_s" not in measured, measured
+    assert _logins(rsync_box) - before == 1
+
+
+def test_a_near_link_is_measured_once_per_kept_master_and_streams_1_measures_nothing(rsync_box, sync_env,
+                                                                                     tmp_path):
+    _close_masters()
+    src = _tree(tmp_path / "src")
+    said = []
+    for dst in ("a", "b"):
+        proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst",
+                            str(tmp_path / dst))
+        assert doc and doc["ok"], proc.stderr
+        said.append(doc["data"]["link"]["streams"])
+    assert said[0]["count"] == 1 and "rtt_s" in said[0] and "kept" not in said[0], said
+    assert said[1] == {**said[0], "kept": True}, said  # the same master: the round trip it measured
+    proc, doc = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(src), "--dst", str(tmp_path / "c"),
+                        "--streams", "1")
+    assert doc and doc["ok"], proc.stderr
+    assert doc["data"]["link"]["streams"] == {"count": 1, "why": "asked for"}
+
+
+@pytest.mark.parametrize("verb", ["push", "pull"])
+@pytest.mark.parametrize("argv", [["--streams", "9"], ["--streams", "0"], ["--streams", "2", "--engine", "sftp"]])
+def test_a_stream_count_out_of_bounds_is_a_usage_error(verb, argv, tmp_path):
+    proc, doc = run_cli(dict(os.environ), verb, "--host", "nowhere", "--src", str(tmp_path), "--dst", "/d", *argv)
+    assert proc.returncode == 2 and doc and not doc["ok"], (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_a_pull_with_the_sftp_engine_and_no_stream_count_is_no_usage_error(rsync_box, sync_env, tmp_path):
+    remote = _tree(tmp_path / "remote")
+    proc, doc = run_cli(sync_env, "pull", "--host", rsync_box.spec, "--src", str(remote), "--dst",
+                        str(tmp_path / "back"), "--engine", "sftp")
+    assert proc.returncode == 0 and doc["ok"] and doc["data"]["link"]["streams"] == {"count": 1}, proc.stdout[-2000:]
