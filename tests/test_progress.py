@@ -150,3 +150,19 @@ def test_a_checkpoint_directory_growing_is_seen_between_two_samples(tmp_path):
         f.write(b"z" * 10)
     os.utime(new / "model.safetensors", ns=(0, 0))  # an mtime that says nothing: the size still does
     assert watch.sample(5.0) == 5.0
+
+
+def test_silence_after_a_bar_reaches_its_total_waits_the_startup_limit_not_the_stall_limit():
+    """The goodput benchmark's healthy run was stopped as a stall after its last step: torchrun's
+    agent tore down for over 20 s with nothing to print. A count that reached its total finished
+    what it counted; the silence after it (saving the final model, teardown) gets the start-up
+    allowance, while a bar that stops short of its total is still a stall at the limit."""
+    done = progress.Tracker(0.0, LIMIT, 300.0)
+    short = progress.Tracker(0.0, LIMIT, 300.0)
+    for n in range(1, 11):
+        done.read(shapes.tqdm_draw(n, 10, n * 0.5) + b"\n", n * 0.5)
+        short.read(shapes.tqdm_draw(n, 20, n * 0.5) + b"\n", n * 0.5)
+    assert done.judge.finished and not short.judge.finished
+    assert done.check(5.0 + LIMIT + 1.0) == (progress.TRAINING, False)
+    assert short.check(5.0 + LIMIT + 1.0) == (progress.STALLED, True)
+    assert done.check(5.0 + 301.0) == (progress.STALLED, True)  # a hang after the bar is still found

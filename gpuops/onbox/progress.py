@@ -35,7 +35,11 @@ bar without a total, and the user's pattern, hold nothing.
 The phase (`phase`): a run that has not moved yet is starting; one whose output is silent while
 its checkpoint directory grows is saving a checkpoint, which is no stall however long it takes
 (large models on network disks save for many minutes); silent past the limit with nothing growing,
-stalled.
+stalled. A run whose last move took a count to its total (the bar at 1000/1000, `Step 300/300`)
+has finished what it was counting: what follows (saving the final model, an evaluation, an upload,
+torchrun's agent tearing down) prints nothing for as long as it takes, so it gets the start-up
+allowance again, as a run that has not moved yet does. A hang right after a bar that ran to its
+end is then found later, never a healthy run's last minutes killed.
 """
 
 import collections
@@ -150,6 +154,7 @@ class Judge(object):
         self.moved = [None] * len(self.forms)    # rank -> when it last moved
         self.done = [False] * len(self.forms)    # rank -> whether its last count reached its total
         self.moved_at, self.max_step = None, None
+        self.finished = False  # whether the last move took its count to its total
 
     def feed(self, data, now):
         """Judge the complete lines in `data`; True when a count moved."""
@@ -180,18 +185,28 @@ class Judge(object):
         if any(self.moved[r] is not None and not self.done[r] and holds for r, (_, holds) in enumerate(self.forms[:rank])):
             return False  # a stronger form holds: this one's moves are noise beside it
         self.moved[rank] = self.moved_at = now
+        self.finished = _finished(found)
         if found.step is not None and (self.max_step is None or found.step > self.max_step):
             self.max_step = found.step
         return True
 
 
-def phase(now, started_at, moved_at, limit_s, startup_s, saving_at=None):
+def _finished(found) -> bool:
+    """Whether a move took its count to its total (a bar's last draw, `Step 300/300`)."""
+    if found.done:
+        return True
+    # the line's own count against the total it names: a Lightning bar's step runs on past it (E x M + N)
+    return found.total is not None and isinstance(found.count, int) and found.count >= found.total > 0
+
+
+def phase(now, started_at, moved_at, limit_s, startup_s, saving_at=None, finished=False):
     """(phase, stalled) of an attempt at `now`: see the module's docstring. `limit_s` is the
-    --stall-after limit (None: never stalled), `startup_s` the longer limit before the first move,
-    `saving_at` when its checkpoint directory was last seen to change."""
+    --stall-after limit (None: never stalled), `startup_s` the longer limit before the first move
+    and after a move that `finished` its count, `saving_at` when its checkpoint directory was last
+    seen to change."""
     since = moved_at if moved_at is not None else started_at
     silent = now - since
-    bar = limit_s if moved_at is not None else max(limit_s or 0, startup_s)
+    bar = limit_s if moved_at is not None and not finished else max(limit_s or 0, startup_s)
     saving = saving_at is not None and saving_at >= since and now - saving_at <= (limit_s or bar)
     if saving:
         return SAVING, False
@@ -225,4 +240,5 @@ class Tracker(object):
         saving_at = None
         if self.saving is not None and self.limit_s and now - since > min(self.limit_s, self.startup_s) / 2.0:
             saving_at = self.saving.sample(now)
-        return phase(now, self.started_at, self.moved_at, self.limit_s, self.startup_s, saving_at)
+        return phase(now, self.started_at, self.moved_at, self.limit_s, self.startup_s, saving_at,
+                     self.judge.finished)
