@@ -39,13 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuops.fleetfile import Box  # noqa: E402
-from gpuops.onbox import gpu_pins, smi  # noqa: E402
+from gpuops.onbox.host import gpu_pins, smi  # noqa: E402
 from gpuops.ops import fleet as op  # noqa: E402
 from gpuops.remote import mux  # noqa: E402
 from tests.fixtures.fakegpu.boxes import FAKEGPU, compose  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
 
-# The queries the fleet view makes of nvidia-smi (gpuops.onbox.gpu_light.sample with names and UUIDs,
+# The queries the fleet view makes of nvidia-smi (gpuops.onbox.host.gpu_light.sample with names and UUIDs,
 # then without).
 _FIELDS = [f for f, _, _ in smi.FIELDS]
 QUERIES = [["--query-gpu=" + ",".join(_FIELDS + [smi.NAME_FIELD[0], gpu_pins.UUID_FIELD[0]]),
@@ -89,7 +89,7 @@ def sshd_cpu_s(sshds):
     /proc/PID/stat: a process's own and its reaped children's time, which its parent's count
     takes over when it is reaped. Unlike the machine's total, other work on the machine is not in it;
     nor is a box's resident helper, which leaves its sshd's tree (so warm, the box side is undercounted)."""
-    from gpuops.onbox import procs
+    from gpuops.onbox.host import procs
 
     kids, total = procs.children_map(), 0
     for pid in [p for sshd in sshds for p in [sshd] + procs.descendants(sshd, kids)]:

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import goodput_keeper  # noqa: E402
-from gpuops.onbox import procs  # noqa: E402
+from gpuops.onbox.host import procs  # noqa: E402
 
 DDP = ROOT / "tests" / "fixtures" / "runs" / "ddp_resume.py"
 FAULTS = ("kill", "hang", "sigterm")

@@ -18,7 +18,7 @@ import sys
 import time
 
 from gpuops.keeper import ledger, record, view
-from gpuops.onbox import procs
+from gpuops.onbox.host import procs
 from tests.keeper.conftest import Fleet
 from tests.rig.sshd import SshRig
 

@@ -34,9 +34,9 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKED, PREVENTED, EXPLAINED, DOCUMENTED = "checked", "prevented", "explained", "documented"
 KINDS = (CHECKED, PREVENTED, EXPLAINED, DOCUMENTED)
 # Code that runs after the fact: it explains a crash or a state, it cannot stop one. The run
-# telemetry (gpuops/onbox/telemetry.py judges the series, gpuops/jobs/runtelemetry.py words it) is
+# telemetry (gpuops/onbox/host/telemetry.py judges the series, gpuops/jobs/runtelemetry.py words it) is
 # made into findings only by diagnose and triage, about a run that is over or already stuck.
-EXPLAINING = ("gpuops/triage/", "gpuops/diagnose/", "gpuops/jobs/runtelemetry.py", "gpuops/onbox/telemetry.py")
+EXPLAINING = ("gpuops/onbox/triage/", "gpuops/diagnose/", "gpuops/jobs/runtelemetry.py", "gpuops/onbox/host/telemetry.py")
 # Functions elsewhere whose findings are verdicts on what already happened: a transfer that failed
 # for good, after its retries (its budget, resume and backoff are what `pull` prevents with).
 AFTER_THE_FACT = frozenset((("gpuops/ops/sync.py", "failure_finding"),))

@@ -158,7 +158,7 @@ def _teardown_unverified(tmp_path):
 
 
 def _launch_gpus(asked, share=False, running=(), used=(1.0, 1.0)):
-    """The box's check of `launch --gpus` (gpuops.onbox.gpu_pins) on two H100s and the jobs running."""
+    """The box's check of `launch --gpus` (gpuops.onbox.host.gpu_pins) on two H100s and the jobs running."""
     from tests.test_gpu_pins import judged
 
     return lambda _: judged(asked, share, [("20261124-030000-aaaaaa", pins) for pins in running], used)[1]
@@ -168,7 +168,7 @@ def _telemetry(found_by):
     """A job's telemetry series judged the way diagnose and triage --job report it."""
     def make(_):
         from gpuops.jobs import runtelemetry
-        from gpuops.onbox import telemetry
+        from gpuops.onbox.host import telemetry
 
         rows = [dict(found_by, t=t, cores=8) for t in range(0, 70, 10)]
         return runtelemetry.findings({"rows": len(rows), "busy_wait": telemetry.busy_wait(rows),
@@ -177,9 +177,9 @@ def _telemetry(found_by):
 
 
 def _first_minutes(head):
-    """The job's supervisor looking at a young run's log (gpuops.onbox.trackwatch)."""
+    """The job's supervisor looking at a young run's log (gpuops.onbox.track.trackwatch)."""
     def look(_):
-        from gpuops.onbox import trackwatch
+        from gpuops.onbox.track import trackwatch
 
         return trackwatch.wandb_findings(head, "", {})[0]
     return look

@@ -88,9 +88,9 @@ def test_the_cycle_finder_finds_one(monkeypatch):
 
 @pytest.mark.parametrize("lower,upper", [
     ("gpuops.onbox", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote", "gpuops.checks",
-                      "gpuops.triage", "gpuops.sync", "gpuops.jobs")),
+                      "gpuops.onbox.triage", "gpuops.sync", "gpuops.jobs")),
     ("gpuops.checks", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    ("gpuops.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
+    ("gpuops.onbox.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.jobs", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.engines", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     # one description per verb, which both faces read: it imports neither, nor what runs a verb
@@ -122,7 +122,7 @@ def test_the_shipped_code_imports_only_shipped_code():
 def test_what_is_shipped_from_above_onbox_is_only_what_onbox_imports():
     """BEYOND names what may go, not what does: a triage module nothing on the box imports (its
     log locator, which runs scontrol) stays on the workstation."""
-    assert "gpuops.triage.classify" in SHIPPED and "gpuops.triage.locate" not in SHIPPED
+    assert "gpuops.onbox.triage.classify" in SHIPPED and "gpuops.ops.triage_locate" not in SHIPPED
     assert {m for m in MODULES if m.startswith("gpuops.onbox.")} <= SHIPPED
 
 
@@ -159,7 +159,7 @@ def _engine_of(module):
 REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
 # Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
 # not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
-WORDS_OF_THEIR_OWN = ("gpuops.triage", "gpuops.ops.triage", "gpuops.cli.triage")
+WORDS_OF_THEIR_OWN = ("gpuops.onbox.triage", "gpuops.ops.triage", "gpuops.cli.triage")
 # The profile schema names every detach word, a scheduler's too.
 SCHEDULER_WORDS = {"gpuops.profiles"}
 
@@ -167,7 +167,7 @@ SCHEDULER_WORDS = {"gpuops.profiles"}
 def _engine_words():
     """Each engine's own state words that are not gpuops' state names (STOPPED, NODE_FAIL ...)."""
     from gpuops import engines
-    from gpuops.jobs import states
+    from gpuops import states
 
     return {w for e in engines.each() for w in e.states} - set(states.NAMES)
 

@@ -77,9 +77,9 @@ def test_a_bundled_module_keeps_its_package_under_the_private_root():
         "import json\n"
         "m = sys.modules\n"
         "print(json.dumps([sorted(n for n in m if n.startswith('gpuops')),"
-        " m['gpuops_box.triage.classify'].steps is m['gpuops_box.onbox.steps'],"
+        " m['gpuops_box.triage.classify'].steps is m['gpuops_box.onbox.triage.steps'],"
         " m['gpuops_box.triage.scan'].xid is m['gpuops_box.xid'],"
-        " m['gpuops_box.onbox.logclass'].triage_pieces.__module__]))\n")
+        " m['gpuops_box.onbox.triage.logclass'].triage_pieces.__module__]))\n")
     out = subprocess.run([sys.executable, "-S", "-B", "-"], input=src, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     names, same_steps, same_xid, where = json.loads(out.stdout)

@@ -18,8 +18,8 @@ from ..gotcha import split_ids
 from ..jobs import records
 from ..jobs.records import ExitRecord
 from ..jobs.rows import SHELL_CODES
-from ..jobs.states import STALLED
-from ..onbox.retrypolicy import MAX_RUNTIME, STALL
+from ..states import STALLED
+from ..onbox.triage.retrypolicy import MAX_RUNTIME, STALL
 from . import crash
 
 # The verdicts whose name is an API word, not a person's: how a summary says them (the name stays
@@ -80,7 +80,7 @@ def _xid_after_launch(ev):
 def decide(ev: dict) -> dict:
     """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal.
 
-    `ev["status"]`, when given, is the job's status row (gpuops.jobs.statusrow.derive of the same
+    `ev["status"]`, when given, is the job's status row (gpuops.engines.statusrow.derive of the same
     facts `status` reads), so a live job is "stalled" exactly when status calls it STALLED."""
     record = ev.get("exit") or None
     rec = records.read(ExitRecord, record)
@@ -115,7 +115,7 @@ def decide(ev: dict) -> dict:
     if record and code == 0:
         return out("completed", "high", ["its recorded end: exit code 0"])
     if record and code is None and sig is None:
-        # A record of what is known when the supervisor was lost (gpuops.onbox.wrapper): how the
+        # A record of what is known when the supervisor was lost (gpuops.onbox.run.wrapper): how the
         # job ended is not in it, so it is judged as one that vanished.
         evidence.append("exit record without an exit code or a signal: " + str(rec.error or "no reason"))
         record, rec = None, ExitRecord()

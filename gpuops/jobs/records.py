@@ -2,8 +2,8 @@
 typed reading after it.
 
 Each record is a named tuple whose fields are the keys gpuops reads, typed as gpuops' own on-box
-code writes them (gpuops.onbox.job_facts, jobrecord, runrecord, runevents). `shape(Record)` is the
-table gpuops.boundary.expect checks a box's answer against (gpuops.jobs.answers: one check where
+code writes them (gpuops.onbox.jobs.job_facts, jobrecord, runrecord, runevents). `shape(Record)` is the
+table gpuops.boundary.expect checks a box's answer against (gpuops.engines.answers: one check where
 the answer enters, BadAnswer naming the first field that is not gpuops's); `read(Record, doc)` is
 that checked answer as a typed record, every key it left out None, so a rule reads `exit.signal`
 and mypy checks the name and its type. The answer itself stays the box's checked JSON object: it
@@ -54,7 +54,7 @@ class ExitRecord(NamedTuple):
 
 
 class RunRecord(NamedTuple):
-    """A run's attempt (gpuops.onbox.runrecord.facts) and its last event (gpuops.onbox.runevents)."""
+    """A run's attempt (gpuops.onbox.run.runrecord.facts) and its last event (gpuops.onbox.run.runevents)."""
 
     id: str = ""
     attempt: int | None = None
@@ -76,7 +76,7 @@ class RunRecord(NamedTuple):
 
 
 class Activity(NamedTuple):
-    """What the run's supervisor sees the attempt doing (a phase of gpuops.onbox.progress.PHASES)."""
+    """What the run's supervisor sees the attempt doing (a phase of gpuops.onbox.run.progress.PHASES)."""
 
     phase: str | None = None
     since: Number | None = None
@@ -129,7 +129,7 @@ class PauseRecord(NamedTuple):
 
 
 class TelemetryRow(NamedTuple):
-    """A telemetry row (gpuops.onbox.telemetry): numbers, and per GPU a table of numbers."""
+    """A telemetry row (gpuops.onbox.host.telemetry): numbers, and per GPU a table of numbers."""
 
     t: Number | None = None
     cpu: Number | None = None
@@ -165,7 +165,7 @@ class Pending(NamedTuple):
 
 
 class StopRecord(NamedTuple):
-    """stop.json: what `gpuops stop` did (gpuops.onbox.box_stop)."""
+    """stop.json: what `gpuops stop` did (gpuops.onbox.engines.box_stop)."""
 
     requested_at: Number | None = None
     signals: list | None = None
@@ -181,7 +181,7 @@ class StopRound(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """The progress lines the box found in the job's log (gpuops.onbox.steps)."""
+    """The progress lines the box found in the job's log (gpuops.onbox.triage.steps)."""
 
     events: list | None = None
     first_step: int | None = None
@@ -199,7 +199,7 @@ class ProgressEvent(NamedTuple):
 
 
 class JobFacts(NamedTuple):
-    """What the box saw of one job just now (gpuops.onbox.job_facts): its records and its liveness."""
+    """What the box saw of one job just now (gpuops.onbox.jobs.job_facts): its records and its liveness."""
 
     job_id: str = ""
     now: Number | None = None

@@ -4,11 +4,11 @@ attempt."""
 
 import signal
 
-from ..onbox import steps
-from ..onbox.retrypolicy import MAX_RUNTIME, STALL
+from ..onbox.triage import steps
+from ..onbox.triage.retrypolicy import MAX_RUNTIME, STALL
 from . import records
 from .records import ExitRecord, FailedAttempt
-from .states import TIMEOUT
+from ..states import TIMEOUT
 
 
 def run_tag(run):
@@ -98,7 +98,7 @@ def add_hint(row, note):
 
 
 def ended_by_supervisor(row: dict, rec: ExitRecord) -> None:
-    """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
+    """An attempt of a run its supervisor ended (gpuops.onbox.run.runwatch), on any engine that runs
     one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
     its reason)."""
     if rec.ended_by == MAX_RUNTIME:

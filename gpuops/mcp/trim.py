@@ -9,7 +9,7 @@ what to ask for. Pure: an envelope in, an envelope out.
 """
 
 from .. import engines
-from ..jobs.states import HEALTHY
+from ..states import HEALTHY
 
 ALL = "*"
 # tool -> the data keys it returns unless asked for others

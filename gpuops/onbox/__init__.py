@@ -11,13 +11,13 @@ stdin (see gpuops.remote.wrap), never through argv and never through Invoke's in
 
 A few modules from above this package are shipped too (BEYOND): triage's classifier and the
 tables it reads, so the box's supervisor judges a failed attempt with triage's own rules (issue
-26: no second rule set; gpuops.onbox.logclass). They stay where they are, and the bundle keeps
-gpuops' package structure under the private root (gpuops.triage.scan is <root>.triage.scan,
+26: no second rule set; gpuops.onbox.triage.logclass). They stay where they are, and the bundle keeps
+gpuops' package structure under the private root (gpuops.onbox.triage.scan is <root>.triage.scan,
 this package <root>.onbox), so their relative imports (`from ..onbox import steps`, `from . import
 signatures`) resolve on the box as they do here. Moving them into this package instead would
 have renamed most of triage (and the Xid and job-state tables the workstation reads everywhere)
 for the sake of the bundler. The preflight's and diagnose's tracker rules are shipped for the same
-reason: the supervisor judges a run's first minutes with them (gpuops.onbox.trackwatch). A bundled module is named relative to this package, as it would be
+reason: the supervisor judges a run's first minutes with them (gpuops.onbox.track.trackwatch). A bundled module is named relative to this package, as it would be
 imported from here: `steps`, `..triage.scan`, `..triage` (that package's __init__). A package's
 __init__ runs on the box only when shipped code imports a name defined in it; otherwise the
 package is an empty namespace there. What BEYOND ships must meet this package's rules (the
@@ -36,7 +36,7 @@ BEYOND = ("triage", "jobs.states", "xid", "findings", "envelope", "errors", "uni
 # Entries that look beyond the standard library (pynvml for the probe, the reaper and the fleet's
 # samples; the torch probe, for the probe and a gang's preflight): they get the box's
 # site-packages on every path, an exec channel's `python3` and the resident helper's worker alike
-# (gpuops.onbox.resident runs site.main() for them). Every other entry runs with `python3 -S`,
+# (gpuops.onbox.helper.resident runs site.main() for them). Every other entry runs with `python3 -S`,
 # which spares the site-packages scan and its .pth files on every call.
 NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts", "qualify"))
 # Entries whose children (the user's jobs, the resident helper's workers) inherit the

@@ -1,7 +1,7 @@
 """The job verbs: launch, status, logs, wait, stop, pause, resume, retry, queue, and their tools."""
 
 from .. import engines
-from ..jobs import states
+from .. import states
 from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
                      JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
                      YES_PLAN_TIP, host)

@@ -4,7 +4,7 @@ stops and keeps) and its keeper (what outlives the box)."""
 from .common import DAY
 from .model import INT, LIST, SECS, SWITCH, TEXT, Param
 
-# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.runloop);
+# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.run.runloop);
 # gpuops.jobs.runpolicy checks these before anything is sent.
 RUN_POLICY = (
     Param("max_retries", INT, "attempts after the first when one fails for a transient reason (preemption, a lost "

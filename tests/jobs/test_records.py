@@ -4,7 +4,8 @@ against and the typed record the rules read after it come from the same declarat
 import pytest
 
 from gpuops import errors
-from gpuops.jobs import answers, records
+from gpuops.engines import answers
+from gpuops.jobs import records
 from gpuops.jobs.records import ExitRecord, FailedAttempt, JobFacts, RunEvent, RunRecord
 
 NONE = type(None)

@@ -7,7 +7,8 @@ import pytest
 
 from gpuops import engines, errors
 from gpuops.engines import ray_preflight
-from gpuops.jobs import states, statusrow
+from gpuops import states
+from gpuops.engines import statusrow
 
 RAY = engines.get("ray")
 
@@ -104,7 +105,7 @@ def test_the_head_is_seen_by_its_gcs_listening():
 
 def attempt(exit_record):
     """The row of a run's attempt whose end the run's supervisor, the Ray job's driver, recorded."""
-    from gpuops.onbox import ray_engine
+    from gpuops.onbox.engines import ray_engine
 
     meta = {"engine": "ray", "ray_submission_id": "gpuops-j1", "launched_at": 100.0, "run": {"id": "j1", "attempt": 1}}
     facts = {"job_id": "j1", "now": 200.0, "meta": meta, "exit": exit_record, "progress": {"events": []},
@@ -144,5 +145,5 @@ def test_a_run_policy_is_taken_and_its_driver_is_the_run_supervisor():
     RAY.submission(run, {})
     assert RAY.with_policy(run, policy, {}) == [] and run["policy"] == policy
     plain, run = base64.b64decode(plain["driver_b64"]), base64.b64decode(run["driver_b64"])
-    assert b"_define('onbox.runloop'" not in plain and b"_define('onbox.runloop'" in run  # only a run pays for it
-    assert run.endswith(b"['gpuops_box.onbox.ray_run'].main(sys.argv[1:]))\n")
+    assert b"_define('onbox.run.runloop'" not in plain and b"_define('onbox.run.runloop'" in run  # only a run pays for it
+    assert run.endswith(b"['gpuops_box.onbox.engines.ray_run'].main(sys.argv[1:]))\n")

@@ -1,7 +1,7 @@
 """What a copy's summary counts: what crossed the link in the verb's direction, and what the
 destination already held, complete files as files and a resume's partial bytes as bytes."""
 
-from gpuops.onbox.manifest import Entry
+from gpuops.onbox.sync.manifest import Entry
 from gpuops.ops.sync import moved_and_kept
 from gpuops.sync.outcome import Outcome
 from gpuops.sync.plan import Plan
