@@ -1,6 +1,6 @@
 """The pure rules of issue 34's checkpoint bullets, without a process: what a checkpoint of the run
 is called (gpuops.onbox.run.ckptnames), where a resume argument may go (gpuops.onbox.run.cmdtail,
-runpolicy.resumed), two runs on one checkpoint directory, and the fallback from a checkpoint that
+boxpolicy.resumed), two runs on one checkpoint directory, and the fallback from a checkpoint that
 fails to load (retrypolicy)."""
 
 import pytest
@@ -128,7 +128,7 @@ def test_a_checkpoint_that_fails_to_load_is_retried_only_as_a_fallback():
 
 def test_the_checkpoint_glob_is_dir_glob_given_apart_and_globs_stay_in_the_directory():
     from gpuops.errors import UsageError
-    from gpuops.jobs import boxpolicy as asked
+    from gpuops.jobs import runpolicy as asked
 
     policy = asked.build(checkpoint_dir="ck", checkpoint_glob="model_*.pt", keep_checkpoints="2", keep_best="best_*")
     assert (policy["checkpoint_dir"], policy["checkpoint_glob"], policy["keep_best"]) == ("ck", "model_*.pt", "best_*")

@@ -288,7 +288,7 @@ def test_the_check_fails_on_its_fixture(finding, tmp_path, state):
 def test_the_scan_reads_keywords_dicts_positions_fallbacks_and_kinds(tmp_path):
     pkg = tmp_path / "gpuops"
     (pkg / "checks").mkdir(parents=True)
-    (pkg / "triage").mkdir()
+    (pkg / "onbox" / "triage").mkdir(parents=True)
     (pkg / "checks" / "disk.py").write_text(
         'Finding("disk.inodes", "fail", "t", gotcha="U7")\n'
         'Finding(id="gpu.xid", severity=sev, title="t", gotcha="U22, U3")\n'
@@ -299,7 +299,7 @@ def test_the_scan_reads_keywords_dicts_positions_fallbacks_and_kinds(tmp_path):
         'from gpuops import xid as X\n'
         'Finding("gpu.lost", "fail", "t", gotcha=X.GOTCHA)\n'
         'Finding("gpu.idle", "warn", "t", gotcha="U38" if idle else X.GOTCHA)\n')
-    (pkg / "triage" / "classes.py").write_text('x = {"id": "oom-gpu", "gotcha": "U10"}\n')
+    (pkg / "onbox" / "triage" / "classes.py").write_text('x = {"id": "oom-gpu", "gotcha": "U10"}\n')
     cites = {(c.finding, c.gotcha, c.kind) for c in C.citations(pkg)}
     assert cites == {("disk.inodes", "U7", C.CHECKED), ("gpu.xid", "U22", C.CHECKED), ("gpu.xid", "U3", C.CHECKED),
                      ("boot.recent", "U3", C.EXPLAINED), ("teardown.lost", "U20", C.CHECKED),

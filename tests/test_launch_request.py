@@ -1,4 +1,4 @@
-"""One launch request for both faces (gpuops.jobs.launchrequest): a bad launch is refused the same
+"""One launch request for both faces (gpuops.engines.launchrequest): a bad launch is refused the same
 way by `gpuops launch` and by the job_launch tool, in each one's words (the server rewords the
 CLI's flags into the tool's parameters, gpuops.mcp.words). Before, each face had its own checks:
 the CLI refused another engine's flag with refuse_foreign, the tool with refuse_unknown, in other

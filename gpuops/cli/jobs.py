@@ -44,7 +44,8 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
     with --engine, the job is that engine's (Slurm: a batch job submitted on the login node --host)."""
     asked = engineflags.given(engine_flags)
     picked = {}
-    from ..jobs import launchrequest, spec
+    from ..engines import launchrequest
+    from ..jobs import spec
     from ..ops import jobs as op
     from ..render import jobs as render
     from . import gang as several

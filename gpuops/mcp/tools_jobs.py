@@ -39,7 +39,8 @@ def _resources(engine, resources, verb):
 def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
                engine, resources, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
                keep_checkpoints, keep_best):
-    from ..jobs import launchrequest, spec
+    from ..engines import launchrequest
+    from ..jobs import spec
     from ..ops import jobs as op
 
     scope.runs_here("job_launch", [host], os.environ)

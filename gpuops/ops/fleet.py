@@ -13,7 +13,7 @@ from .. import errors, profiles, qualifystore, shapes
 from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..engines.answers import job_id
-from ..jobs.platform import records_dir
+from ..engines.platform import records_dir
 from ..remote import knownkeys
 
 # A fleet of up to 64 boxes is asked in one wave (a box's answer is mostly its sampling window,

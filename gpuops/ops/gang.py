@@ -19,7 +19,8 @@ import time
 
 from .. import errors, profiles
 from ..envelope import CODE_KEY, envelope, step
-from ..jobs import gang, gangcheck, gangstore, platform, torchrun
+from ..engines import platform
+from ..jobs import gang, gangcheck, gangstore, torchrun
 from ..remote import hostspec, knownkeys
 from ..remote.fanout import each_host
 from ..remote.targets import target_for

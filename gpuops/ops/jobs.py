@@ -103,7 +103,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     eng = engines.get(engine)
     given = dict(resources or {})  # the engine's flags on the command line, before a profile's defaults
     if profile is not None:
-        from ..jobs import platform
+        from ..engines import platform
 
         jobs_dir, env, pre, notes = platform.settings(profile, jobs_dir=jobs_dir, env=env)
         eng = engines.get(engine) if engine else engines.for_profile(profile)

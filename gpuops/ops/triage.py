@@ -16,7 +16,7 @@ _OK_STATUSES = ("completed", "running")
 
 def parse_now(text):
     """`--now` as a datetime. Here, not in gpuops.onbox.triage.timestamps: datetime.fromisoformat is
-    Python 3.7, and that module is shipped to the box (gpuops.onbox.BEYOND), where it may be 3.6."""
+    Python 3.7, and that module is shipped to the box (gpuops.onbox), where it may be 3.6."""
     if text is None:
         return None
     value = text.strip()
@@ -93,7 +93,8 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None, attempt=None):
-    from ..jobs import curves, platform, runtelemetry
+    from ..engines import platform
+    from ..jobs import curves, runtelemetry
     from ..engines import statusrow
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)

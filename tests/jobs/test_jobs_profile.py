@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuops import engines, errors, profiles
-from gpuops.jobs import platform
+from gpuops.engines import platform
 from tests.jobs.helpers import kill_everything, wait_for
 
 LOCAL = (Path(__file__).resolve().parents[2] / "profiles" / "local.toml").read_text()

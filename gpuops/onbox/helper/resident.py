@@ -19,7 +19,7 @@ started included, and a verdict never depends on which path carried the call. Ev
 exit status. The stdin's end is a frame, not the connection's end, because a forward turns
 a caller that hangs up into a plain end of input: an end of the connection means the caller is
 gone, and its worker is stopped. The deadline is kept here as coreutils `timeout -k` keeps it for
-an exec channel: SIGTERM to the worker's process group, SIGKILL frames.KILL_AFTER_S later, status 124
+an exec channel: SIGTERM to the worker's process group, SIGKILL wire.KILL_AFTER_S later, status 124
 (137 when SIGKILL was needed).
 
 Its stdin, when it starts, may hold {file name: source} of the gpuops modules its callers ship:

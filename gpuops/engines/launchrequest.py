@@ -13,7 +13,7 @@ import os
 
 from .. import engines
 from ..errors import UsageError
-from . import runpolicy, spec
+from ..jobs import runpolicy, spec
 
 
 def check_script(path, shown=None):
