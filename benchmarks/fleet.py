@@ -35,13 +35,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuops.fleetfile import Box  # noqa: E402
-from gpuops.onbox import gpu_pins, smi  # noqa: E402
+from gpuops.onbox.host import gpu_pins, smi  # noqa: E402
 from gpuops.ops import fleet as op  # noqa: E402
 from gpuops.remote import mux  # noqa: E402
 from tests.fixtures.fakegpu.boxes import FAKEGPU, compose  # noqa: E402
 from tests.rig.sshd import SshRig  # noqa: E402
 
-# The queries the fleet view makes of nvidia-smi (gpuops.onbox.gpu_light.sample with names and UUIDs,
+# The queries the fleet view makes of nvidia-smi (gpuops.onbox.host.gpu_light.sample with names and UUIDs,
 # then without).
 _FIELDS = [f for f, _, _ in smi.FIELDS]
 QUERIES = [["--query-gpu=" + ",".join(_FIELDS + [smi.NAME_FIELD[0], gpu_pins.UUID_FIELD[0]]),

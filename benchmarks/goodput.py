@@ -20,7 +20,7 @@ reclaim does.
 Every number comes from the run itself, never from this script's guesses: the step times are
 the ones rank 0 stamps for each step it finishes (--stamps: step, start, end and the attempt's
 GPUOPS_JOB_ID), the run's end and its decisions are the events `gpuops wait --after-event 0`
-returns from the job record (gpuops.onbox.runevents), and the checkpoint each attempt resumed
+returns from the job record (gpuops.onbox.run.runevents), and the checkpoint each attempt resumed
 from is the step of its `resumed` event. Printed:
 
   goodput     the useful step time (each step counted once, the run of it that the final model
@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuops.onbox import procs  # noqa: E402
+from gpuops.onbox.host import procs  # noqa: E402
 
 DDP = ROOT / "tests" / "fixtures" / "runs" / "ddp_resume.py"
 FAULTS = ("kill", "hang", "sigterm")

@@ -9,7 +9,7 @@ loop, a repeated watchdog warning, a bar redrawn with the same count, MaxText's 
 silence after a save).
 
 On a virtual clock (tests/fixtures/progress/simulate.py, a round a second as the supervisor's),
-each shape is judged by the supervisor's rule (gpuops.onbox.progress) and by the rule it replaced
+each shape is judged by the supervisor's rule (gpuops.onbox.run.progress) and by the rule it replaced
 (the log locked to the first built-in form it printed, any line of that form progress, no look at
 the checkpoint directory), in the same run. With --rig the corpus also runs for real: one job a
 shape under --stall-after on a loopback OpenSSH sshd (tests/rig/sshd.py), all at once, and the
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuops.onbox import steps  # noqa: E402
+from gpuops.onbox.triage import steps  # noqa: E402
 from tests.fixtures.progress import shapes, simulate  # noqa: E402
 
 def old_rule(name, limit_s, round_s=simulate.ROUND_S):

@@ -180,7 +180,7 @@ def noop(env, cfg, box, work, n, runs):
     rsync(env, cfg, box.spec, src, dst_r)
     gpuops(env, "push", "--host", box.spec, "--src", str(src), "--dst", str(dst_g))
     # Digests are stored only for files whose ctime is safely in the past (two seconds on a
-    # whole-second filesystem; see gpuops.onbox.digestcache).
+    # whole-second filesystem; see gpuops.onbox.sync.digestcache).
     time.sleep(2.5)
 
     def push():

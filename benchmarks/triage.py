@@ -12,7 +12,7 @@ tiny log. Then, best of --runs, interleaved:
   triage/re   the same with GPUOPS_TRIAGE_ENGINE=python (the fallback when grep is missing)
   grep -cE    grep -acE with every signature the scan looks for, LC_ALL=C, on BIG
 
-  on-box     the box's own classifier (gpuops.onbox.logclass, what the job's supervisor runs
+  on-box     the box's own classifier (gpuops.onbox.triage.logclass, what the job's supervisor runs
              after a failed attempt): its bundle under `python3 -S`, as an exec channel ships it,
              reading the head, step lines and tail that `triage --job` reads, on BIG
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpuops import onbox  # noqa: E402
 from gpuops.remote import wrap  # noqa: E402
-from gpuops.triage.matcher import grep_patterns  # noqa: E402
+from gpuops.onbox.triage.matcher import grep_patterns  # noqa: E402
 
 NODES = 8
 

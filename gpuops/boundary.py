@@ -4,7 +4,7 @@ A box is untrusted input. Its output is read only up to a bound (gpuops.remote.b
 must be one JSON object (not garbage, not nested deeper than any answer of ours), and the fields a
 verb reads must have the types gpuops' own on-box code writes. Anything else is BadAnswer (exit 3)
 quoting what came instead: a broken or hostile box, never a crash on this side. Paths and ids from
-the box are checked where they are used (gpuops.sync.plan for manifest entries, gpuops.jobs.answers
+the box are checked where they are used (gpuops.sync.plan for manifest entries, gpuops.engines.answers
 for job records).
 """
 

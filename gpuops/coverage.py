@@ -11,7 +11,7 @@ given one of four kinds, from the code that makes it rather than from a hand-kep
   of kept paths);
 - prevented: declared in references/gotchas.toml (`prevented_by`: a verb whose design rules the
   gotcha out); no finding is involved;
-- explained: code that reads what already happened (gpuops/triage, gpuops/diagnose, the run
+- explained: code that reads what already happened (gpuops/onbox/triage, gpuops/diagnose, the run
   telemetry's judgement that only diagnose and triage turn into findings, the verdict on a transfer
   once its retry budget ran out), and notes of severity info or ok, which cannot fail anything;
 - documented: a reminder printed from profile text whenever the profile has it, whatever the box
@@ -34,9 +34,10 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKED, PREVENTED, EXPLAINED, DOCUMENTED = "checked", "prevented", "explained", "documented"
 KINDS = (CHECKED, PREVENTED, EXPLAINED, DOCUMENTED)
 # Code that runs after the fact: it explains a crash or a state, it cannot stop one. The run
-# telemetry (gpuops/onbox/telemetry.py judges the series, gpuops/jobs/runtelemetry.py words it) is
+# telemetry (gpuops/onbox/host/telemetry.py judges the series, gpuops/jobs/runtelemetry.py words it) is
 # made into findings only by diagnose and triage, about a run that is over or already stuck.
-EXPLAINING = ("gpuops/triage/", "gpuops/diagnose/", "gpuops/jobs/runtelemetry.py", "gpuops/onbox/telemetry.py")
+EXPLAINING = ("gpuops/onbox/triage/", "gpuops/diagnose/", "gpuops/onbox/track/wandblines.py", "gpuops/jobs/runtelemetry.py",
+              "gpuops/onbox/host/telemetry.py")
 # Functions elsewhere whose findings are verdicts on what already happened: a transfer that failed
 # for good, after its retries (its budget, resume and backoff are what `pull` prevents with).
 AFTER_THE_FACT = frozenset((("gpuops/ops/sync.py", "failure_finding"),))

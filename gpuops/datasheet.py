@@ -1,4 +1,4 @@
-"""Keep or return the box: `preflight --qualify`'s measurements (gpuops.onbox.qualify) against what each
+"""Keep or return the box: `preflight --qualify`'s measurements (gpuops.onbox.facts.qualify) against what each
 GPU model's datasheet says it should do (references/gpus.toml), pure.
 
 Each figure becomes a row {what, gpu, measured, reference, unit, ratio, floor, verdict, source}: its

@@ -3,7 +3,7 @@ box need not import torch again (1-3 s each time, for facts that change only wit
 
 Stored as <state dir>/torch-facts.json (state dir as for the pull index), mode 0600:
 {host: {"key": the box's name for that torch install, "facts": {version, cuda, arch_list}, "seen_at"}}.
-The box names the install (gpuops.onbox.torchinfo); a different key, or none, means ask again.
+The box names the install (gpuops.onbox.host.torchinfo); a different key, or none, means ask again.
 Best effort: a file that cannot be read or written is as good as none.
 """
 

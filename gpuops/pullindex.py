@@ -14,7 +14,7 @@ import json
 import os
 import posixpath
 
-from .onbox.destlock import beside
+from .onbox.sync.destlock import beside
 
 
 def manifest_for(local_root: str) -> str:

@@ -6,7 +6,7 @@ verb reads that is missing or of another type is BadAnswer (exit 3) naming the f
 KeyError or TypeError (exit 70) in whichever verb happens to read it first. Nullable fields the
 answer left out are filled in as None. What lies inside (a manifest's entries, a job record, a
 gang node's interfaces, ranges and sizes) is checked where it is read, against the tables there
-(gpuops.sync.plan, gpuops.jobs.answers, gpuops.jobs.gangcheck, gpuops.ops.fleet, gpuops.ops.reap),
+(gpuops.sync.plan, gpuops.engines.answers, gpuops.jobs.gangcheck, gpuops.ops.fleet, gpuops.ops.reap),
 which start from this one. An error document ({"error": ...}, what a refused request gets) is
 checked to be one and handed to the caller, which reports it.
 """

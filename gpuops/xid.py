@@ -40,7 +40,7 @@ class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"))):
 
 
 # `action` defaults the Python 3.6 way (namedtuple's defaults= is 3.7): triage's scan reads this table
-# on the box too (gpuops.onbox.BEYOND), where python3 may be 3.6.
+# on the box too (gpuops.onbox.BELOW), where python3 may be 3.6.
 Xid.__new__.__defaults__ = ("",)
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from gpuops.checks.gpu import device_for_bus
-from gpuops.onbox import busid
+from gpuops.onbox.host import busid
 
 SPELLINGS = {
     "nvidia-smi": "00000000:3B:00.0",    # --query-gpu=pci.bus_id

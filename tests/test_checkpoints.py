@@ -1,4 +1,4 @@
-"""Which checkpoint a retry resumes from (gpuops.onbox.checkpoints): directories laid out the way
+"""Which checkpoint a retry resumes from (gpuops.onbox.run.checkpoints): directories laid out the way
 each framework writes them (real torch.distributed.checkpoint saves through torch 2.13 CPU),
 killed mid-save, with untrusted names; retention; the disk watch."""
 
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from gpuops.onbox import checkpoints as ck
-from gpuops.onbox import retention
+from gpuops.onbox.run import checkpoints as ck
+from gpuops.onbox.run import retention
 
 
 def safetensors_bytes(size=64):

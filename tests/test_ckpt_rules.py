@@ -1,12 +1,13 @@
 """The pure rules of issue 34's checkpoint bullets, without a process: what a checkpoint of the run
-is called (gpuops.onbox.ckptnames), where a resume argument may go (gpuops.onbox.cmdtail,
-runpolicy.resumed), two runs on one checkpoint directory, and the fallback from a checkpoint that
+is called (gpuops.onbox.run.ckptnames), where a resume argument may go (gpuops.onbox.run.cmdtail,
+boxpolicy.resumed), two runs on one checkpoint directory, and the fallback from a checkpoint that
 fails to load (retrypolicy)."""
 
 import pytest
 
-from gpuops.onbox import ckptnames, cmdtail, retrypolicy, runpolicy
-from gpuops.onbox.jobrecord import JobError
+from gpuops.onbox.run import ckptnames, cmdtail, boxpolicy
+from gpuops.onbox.triage import retrypolicy
+from gpuops.onbox.host.jobrecord import JobError
 
 
 @pytest.mark.parametrize("name,kind,template,step", [
@@ -70,30 +71,30 @@ def test_appending_is_refused_where_it_would_miss_the_program(cmd, said):
 
 def test_launch_refuses_an_append_that_would_miss_and_takes_a_placeholder_instead():
     with pytest.raises(JobError) as e:
-        runpolicy.placed("cmd", "python3 train.py | tee out.log", None, "--resume {checkpoint}")
+        boxpolicy.placed("cmd", "python3 train.py | tee out.log", None, "--resume {checkpoint}")
     assert e.value.kind == "usage" and "Put {checkpoint} in --cmd" in str(e.value)
-    runpolicy.placed("cmd", "python3 train.py {checkpoint} | tee out.log", None, "--resume {checkpoint}")
-    runpolicy.placed("cmd", "python3 train.py | tee out.log", None, None)  # nothing appended: nothing refused
+    boxpolicy.placed("cmd", "python3 train.py {checkpoint} | tee out.log", None, "--resume {checkpoint}")
+    boxpolicy.placed("cmd", "python3 train.py | tee out.log", None, None)  # nothing appended: nothing refused
 
 
 def test_the_placeholder_in_the_command_takes_the_resume_words_quoted_or_nothing():
     body = b"python3 train.py {checkpoint} 2>&1 | tee out.log\n"
     cmd = body.decode().rstrip("\n")
-    got = runpolicy.resumed("cmd", body, None, cmd, "--resume {checkpoint}", "/c/ckpt-5 $(x)")
+    got = boxpolicy.resumed("cmd", body, None, cmd, "--resume {checkpoint}", "/c/ckpt-5 $(x)")
     assert got[0] == b"python3 train.py --resume '/c/ckpt-5 $(x)' 2>&1 | tee out.log\n"
     assert got[2] == "python3 train.py --resume '/c/ckpt-5 $(x)' 2>&1 | tee out.log"
-    assert runpolicy.resumed("cmd", body, None, cmd, "--resume {checkpoint}", None)[0] == \
+    assert boxpolicy.resumed("cmd", body, None, cmd, "--resume {checkpoint}", None)[0] == \
         b"python3 train.py  2>&1 | tee out.log\n"
 
 
 def test_a_bare_placeholder_is_the_checkpoints_path_or_an_empty_word():
     body = b"python3 train.py --resume {checkpoint} --steps 30\n"
-    assert runpolicy.resumed("cmd", body, None, "", None, "/c/step_5")[0] == \
+    assert boxpolicy.resumed("cmd", body, None, "", None, "/c/step_5")[0] == \
         b"python3 train.py --resume /c/step_5 --steps 30\n"
-    assert runpolicy.resumed("cmd", body, None, "", None, None)[0] == b"python3 train.py --resume '' --steps 30\n"
+    assert boxpolicy.resumed("cmd", body, None, "", None, None)[0] == b"python3 train.py --resume '' --steps 30\n"
     plain = b"python3 train.py\n"
-    assert runpolicy.resumed("cmd", plain, None, "", None, "/c/step_5")[0] == plain, "nothing asked: nothing added"
-    assert runpolicy.resumed("cmd", plain, None, "", "--resume {checkpoint}", "/c/s")[0] == \
+    assert boxpolicy.resumed("cmd", plain, None, "", None, "/c/step_5")[0] == plain, "nothing asked: nothing added"
+    assert boxpolicy.resumed("cmd", plain, None, "", "--resume {checkpoint}", "/c/s")[0] == \
         b"python3 train.py --resume /c/s\n"
 
 
@@ -101,17 +102,17 @@ def test_two_live_runs_on_one_checkpoint_directory_are_refused_unless_both_share
     live = [("r1", {"checkpoint_dir": "/w/out"}), ("r2", {"checkpoint_dir": "/w/other"})]
     for mine in ("/w/out", "/w/out/sub", "/w"):
         with pytest.raises(JobError) as e:
-            runpolicy.check_sharing({"checkpoint_dir": mine}, live)
+            boxpolicy.check_sharing({"checkpoint_dir": mine}, live)
         assert "run r1" in str(e.value) and "--share-checkpoint-dir" in str(e.value)
-    runpolicy.check_sharing({"checkpoint_dir": "/w/outside"}, live)
-    runpolicy.check_sharing({"checkpoint_dir": "/w/out", "share_checkpoint_dir": True},
+    boxpolicy.check_sharing({"checkpoint_dir": "/w/outside"}, live)
+    boxpolicy.check_sharing({"checkpoint_dir": "/w/out", "share_checkpoint_dir": True},
                             [("r1", {"checkpoint_dir": "/w/out", "share_checkpoint_dir": True})])
     with pytest.raises(JobError):
-        runpolicy.check_sharing({"checkpoint_dir": "/w/out", "share_checkpoint_dir": True}, live)
+        boxpolicy.check_sharing({"checkpoint_dir": "/w/out", "share_checkpoint_dir": True}, live)
     gang = {"checkpoint_dir": "/w/out", "gang": {"token": "a" * 32, "node": 1}}
-    runpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "a" * 32, "node": 0}))])  # one gang, one run
+    boxpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "a" * 32, "node": 0}))])  # one gang, one run
     with pytest.raises(JobError):
-        runpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "b" * 32, "node": 0}))])
+        boxpolicy.check_sharing(gang, [("r0", dict(gang, gang={"token": "b" * 32, "node": 0}))])
 
 
 def _load_fail():

@@ -1,4 +1,4 @@
-"""Core dumps on the box (gpuops.onbox.cores): files where kernel.core_pattern puts them, since the
+"""Core dumps on the box (gpuops.onbox.host.cores): files where kernel.core_pattern puts them, since the
 run started, and systemd-coredump's list through a coredumpctl that prints what systemd's does
 (--json=short: time in microseconds, sig as a number; "No coredumps found." and exit 1 when
 empty)."""
@@ -11,7 +11,7 @@ import pytest
 
 from gpuops.diagnose import crash
 from gpuops.errors import BadAnswer
-from gpuops.onbox import cores
+from gpuops.onbox.host import cores
 
 
 def test_core_files_named_by_the_pattern_since_the_run_started(tmp_path):

@@ -158,7 +158,7 @@ def _teardown_unverified(tmp_path):
 
 
 def _launch_gpus(asked, share=False, running=(), used=(1.0, 1.0)):
-    """The box's check of `launch --gpus` (gpuops.onbox.gpu_pins) on two H100s and the jobs running."""
+    """The box's check of `launch --gpus` (gpuops.onbox.host.gpu_pins) on two H100s and the jobs running."""
     from tests.test_gpu_pins import judged
 
     return lambda _: judged(asked, share, [("20261124-030000-aaaaaa", pins) for pins in running], used)[1]
@@ -168,7 +168,7 @@ def _telemetry(found_by):
     """A job's telemetry series judged the way diagnose and triage --job report it."""
     def make(_):
         from gpuops.jobs import runtelemetry
-        from gpuops.onbox import telemetry
+        from gpuops.onbox.host import telemetry
 
         rows = [dict(found_by, t=t, cores=8) for t in range(0, 70, 10)]
         return runtelemetry.findings({"rows": len(rows), "busy_wait": telemetry.busy_wait(rows),
@@ -177,9 +177,9 @@ def _telemetry(found_by):
 
 
 def _first_minutes(head):
-    """The job's supervisor looking at a young run's log (gpuops.onbox.trackwatch)."""
+    """The job's supervisor looking at a young run's log (gpuops.onbox.track.trackwatch)."""
     def look(_):
-        from gpuops.onbox import trackwatch
+        from gpuops.onbox.track import trackwatch
 
         return trackwatch.wandb_findings(head, "", {})[0]
     return look
@@ -288,7 +288,7 @@ def test_the_check_fails_on_its_fixture(finding, tmp_path, state):
 def test_the_scan_reads_keywords_dicts_positions_fallbacks_and_kinds(tmp_path):
     pkg = tmp_path / "gpuops"
     (pkg / "checks").mkdir(parents=True)
-    (pkg / "triage").mkdir()
+    (pkg / "onbox" / "triage").mkdir(parents=True)
     (pkg / "checks" / "disk.py").write_text(
         'Finding("disk.inodes", "fail", "t", gotcha="U7")\n'
         'Finding(id="gpu.xid", severity=sev, title="t", gotcha="U22, U3")\n'
@@ -299,7 +299,7 @@ def test_the_scan_reads_keywords_dicts_positions_fallbacks_and_kinds(tmp_path):
         'from gpuops import xid as X\n'
         'Finding("gpu.lost", "fail", "t", gotcha=X.GOTCHA)\n'
         'Finding("gpu.idle", "warn", "t", gotcha="U38" if idle else X.GOTCHA)\n')
-    (pkg / "triage" / "classes.py").write_text('x = {"id": "oom-gpu", "gotcha": "U10"}\n')
+    (pkg / "onbox" / "triage" / "classes.py").write_text('x = {"id": "oom-gpu", "gotcha": "U10"}\n')
     cites = {(c.finding, c.gotcha, c.kind) for c in C.citations(pkg)}
     assert cites == {("disk.inodes", "U7", C.CHECKED), ("gpu.xid", "U22", C.CHECKED), ("gpu.xid", "U3", C.CHECKED),
                      ("boot.recent", "U3", C.EXPLAINED), ("teardown.lost", "U20", C.CHECKED),

@@ -12,7 +12,8 @@ import pytest
 
 from gpuops import onbox
 from gpuops.fleetfile import Box
-from gpuops.onbox import fleet_facts, procs
+from gpuops.onbox.facts import fleet_facts
+from gpuops.onbox.host import procs
 from gpuops.ops import fleet as op
 from gpuops.render import fleet as render
 from tests.fixtures.fakegpu.boxes import SYSTEM_PATH, compose

@@ -1,9 +1,9 @@
-"""The pure rules of a gang run's link (gpuops.onbox.gangrules): when the survivors are stopped,
+"""The pure rules of a gang run's link (gpuops.onbox.gang.gangrules): when the survivors are stopped,
 which node's end decides the gang's retry, and what another box's message may carry."""
 
 import json
 
-from gpuops.onbox import gangrules as rules
+from gpuops.onbox.gang import gangrules as rules
 
 T0 = 1000.0
 TOKEN = "ab" * 16
@@ -79,21 +79,21 @@ def test_a_message_from_another_box_is_bounded_and_typed():
 def test_a_gang_place_in_the_policy_is_checked_on_the_box():
     import pytest
 
-    from gpuops.onbox import runpolicy
+    from gpuops.onbox.run import boxpolicy
 
     head = {"node": 0, "nodes": 2, "token": TOKEN, "bind": "10.0.0.1"}
-    assert runpolicy.check_gang(head) == head
+    assert boxpolicy.check_gang(head) == head
     worker = {"node": 1, "nodes": 2, "token": TOKEN, "head": "10.0.0.1", "port": 40000, "extra": "dropped"}
-    assert "extra" not in runpolicy.check_gang(worker)
+    assert "extra" not in boxpolicy.check_gang(worker)
     for bad in (dict(head, node=2), dict(head, token="x"), dict(worker, port=0), dict(worker, head="a;rm -rf /"),
                 dict(head, nodes=True), "gang"):
-        with pytest.raises(runpolicy.JobError):
-            runpolicy.check_gang(bad)
+        with pytest.raises(boxpolicy.JobError):
+            boxpolicy.check_gang(bad)
 
 
 def test_the_gang_token_stays_on_the_boxes():
     """The nodes greet each other with it: a launch's or a status's answer must not carry it."""
-    from gpuops.jobs import answers
+    from gpuops.engines import answers
 
     token = "ab" * 16
     doc = {"job_id": "20261127-110000-abcdef", "meta": {"policy": {"max_retries": 1, "gang": {"node": 1, "nodes": 2,
@@ -104,6 +104,7 @@ def test_the_gang_token_stays_on_the_boxes():
 
 
 def test_a_hanging_alert_cannot_outlast_a_nodes_silence_limit():
-    from gpuops.onbox import gangrules, runevents
+    from gpuops.onbox.gang import gangrules
+    from gpuops.onbox.run import runevents
 
     assert runevents.NOTIFY_TIMEOUT_S + runevents.KILL_WAIT_S <= gangrules.LOST_S / 2

@@ -1,6 +1,6 @@
-"""Light GPU readings (gpuops.onbox.gpu_light) against the fake nvidia-smi."""
+"""Light GPU readings (gpuops.onbox.host.gpu_light) against the fake nvidia-smi."""
 
-from gpuops.onbox import gpu_light
+from gpuops.onbox.host import gpu_light
 from tests.fixtures.fakegpu.boxes import compose
 
 

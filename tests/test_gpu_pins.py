@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpuops.onbox import gpu_pins
+from gpuops.onbox.host import gpu_pins
 from tests.fixtures.fakegpu.boxes import compose
 from tests.jobs.helpers import kill_everything, meta_of, wait_for
 

@@ -119,6 +119,6 @@ def test_a_flag_a_kept_run_would_drop_at_its_relaunch_is_refused(cli_inproc):
 @pytest.mark.parametrize("best, names", [(None, []), ("/c/checkpoint-7", ["checkpoint-7"]),
                                          (["checkpoint-2", "", 3], ["checkpoint-2"]), ({"name": "c-1"}, ["c-1"])])
 def test_the_best_checkpoints_are_read_however_the_checkpoint_rules_name_them(best, names):
-    from gpuops.onbox import keeper_facts
+    from gpuops.onbox.facts import keeper_facts
 
     assert keeper_facts._best({"best": best}) == names

@@ -44,15 +44,16 @@ MODULES = {_module(p): p for p in PACKAGE.rglob("*.py")}
 GRAPH = {name: _imports(path) for name, path in MODULES.items()}
 
 
-def _cycles():
-    """Strongly connected components of more than one module (Tarjan)."""
+def _cycles(graph=None):
+    """Strongly connected components of more than one node (Tarjan), of the module graph or `graph`."""
+    graph = GRAPH if graph is None else graph
     index, low, stack, on, out = {}, {}, [], set(), []
 
     def visit(v):
         index[v] = low[v] = len(index)
         stack.append(v)
         on.add(v)
-        for w in GRAPH[v]:
+        for w in graph[v]:
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -69,7 +70,7 @@ def _cycles():
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
     return out
@@ -87,9 +88,9 @@ def test_the_cycle_finder_finds_one(monkeypatch):
 
 @pytest.mark.parametrize("lower,upper", [
     ("gpuops.onbox", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote", "gpuops.checks",
-                      "gpuops.triage", "gpuops.sync", "gpuops.jobs")),
+                      "gpuops.onbox.triage", "gpuops.sync", "gpuops.jobs")),
     ("gpuops.checks", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    ("gpuops.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
+    ("gpuops.onbox.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.jobs", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     ("gpuops.engines", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
     # one description per verb, which both faces read: it imports neither, nor what runs a verb
@@ -104,31 +105,34 @@ def test_a_layer_never_imports_one_above_it(lower, upper):
     assert not wrong, wrong
 
 
-# What goes to the box: every onbox module and what they import from above (gpuops.onbox.BEYOND:
-# triage's classifier and the tables it reads). gpuops.onbox may import from a layer above it only
-# those, so the box's supervisor classifies a failed attempt with triage's own rules (issue 26: no
-# second rule set) while nothing else above (ops, jobs' rules, remote ...) can reach the box.
-SHIPPED = {".".join(["gpuops"] + onbox._parts(name)) for name in onbox.sources()}
+# What goes to the box: every module under gpuops.onbox but the bundler, and the bottom tables they
+# import (gpuops.onbox.BELOW), so the box's supervisor classifies a failed attempt with triage's own
+# rules (issue 26: no second rule set) while nothing above (ops, jobs' rules, remote ...) can reach it.
+SHIPPED = {"gpuops." + name for name in onbox.sources()}
 
 
 def test_the_shipped_code_imports_only_shipped_code():
-    assert {m for m in SHIPPED if not m.startswith("gpuops.onbox.")} <= {
-        m for m in MODULES if any(m == f"gpuops.{b}" or m.startswith(f"gpuops.{b}.") for b in onbox.BEYOND)}
+    assert {m for m in SHIPPED if not m.startswith("gpuops.onbox.")} <= {f"gpuops.{b}" for b in onbox.BELOW}
     wrong = sorted(f"{m} -> {d}" for m in SHIPPED for d in GRAPH[m] if d not in SHIPPED)
     assert not wrong, wrong
 
 
-def test_what_is_shipped_from_above_onbox_is_only_what_onbox_imports():
-    """BEYOND names what may go, not what does: a triage module nothing on the box imports (its
-    log locator, which runs scontrol) stays on the workstation."""
-    assert "gpuops.triage.classify" in SHIPPED and "gpuops.triage.locate" not in SHIPPED
+def test_everything_under_onbox_is_shipped_and_nothing_beside_it_but_the_bottom_tables():
+    """BELOW names what may go, not what does: a bottom module nothing on the box imports stays."""
     assert {m for m in MODULES if m.startswith("gpuops.onbox.")} <= SHIPPED
+    assert "gpuops.onbox" not in SHIPPED and "gpuops.ops.triage_locate" not in SHIPPED
 
 
 def test_the_bundler_refuses_an_import_from_above_that_it_does_not_ship(monkeypatch):
-    monkeypatch.setattr(onbox, "_source", lambda name: "from ..ops import triage\n")
+    monkeypatch.setattr(onbox, "_source", lambda name: "from ...ops import triage\n")
     with pytest.raises(ValueError, match="imports gpuops.ops.triage, which the on-box bundle does not ship"):
-        onbox.imports("logclass")
+        onbox.imports("onbox.triage.logclass")
+
+
+def test_entries_are_named_by_their_leaf_and_no_two_share_one():
+    """Target.ship("probe") finds gpuops.onbox.facts.probe wherever the folder puts it."""
+    assert onbox.closure("probe")[-1] == "onbox.facts.probe" and "probe" in onbox.entries()
+    assert len(onbox.entries()) == len(set(onbox.entries()))
 
 
 def test_no_module_is_longer_than_one_reader_can_hold():
@@ -149,7 +153,7 @@ def _engine_names():
 def _engine_of(module):
     """The engine a module belongs to (gpuops.engines.slurm_state -> slurm), or None."""
     package, _, leaf = module.rpartition(".")
-    if package not in ("gpuops.engines", "gpuops.onbox"):
+    if package not in ("gpuops.engines", "gpuops.onbox.engines"):
         return None
     return next((e for e in _engine_names()[0] if leaf == e or leaf.startswith(e + "_")), None)
 
@@ -158,13 +162,13 @@ def _engine_of(module):
 REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
 # Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
 # not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
-WORDS_OF_THEIR_OWN = ("gpuops.triage", "gpuops.ops.triage", "gpuops.cli.triage")
+WORDS_OF_THEIR_OWN = ("gpuops.onbox.triage", "gpuops.ops.triage", "gpuops.cli.triage")
 
 
 def _engine_words():
     """Each engine's own state words that are not gpuops' state names (STOPPED, NODE_FAIL ...)."""
     from gpuops import engines
-    from gpuops.jobs import states
+    from gpuops import states
 
     return {w for e in engines.each() for w in e.states} - set(states.NAMES)
 

@@ -1,4 +1,4 @@
-"""Link and topology findings (gpuops.onbox.gpulinks, gpuops.checks.link): the real probe against the fake
+"""Link and topology findings (gpuops.onbox.host.gpulinks, gpuops.checks.link): the real probe against the fake
 nvidia-smi on fake boxes, failing and passing, and the rules on fact documents."""
 
 import json
@@ -7,7 +7,7 @@ import pytest
 
 from gpuops.checks import link, shape
 from gpuops.checks.thresholds import merged
-from gpuops.onbox import gpulinks
+from gpuops.onbox.host import gpulinks
 from gpuops.ops import preflight as op
 from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import FAKEGPU, compose

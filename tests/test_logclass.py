@@ -1,4 +1,4 @@
-"""gpuops.onbox.logclass: the verdict the box's supervisor will retry on is the workstation's
+"""gpuops.onbox.triage.logclass: the verdict the box's supervisor will retry on is the workstation's
 `gpuops triage` verdict, on every log of the triage corpus (tests/fixtures/triage and the
 frameworks' logs), whichever way it runs: in-process, as the shipped bundle under this machine's
 python3 and under python3.6 -S, and through the resident helper on a real sshd box.
@@ -16,12 +16,12 @@ from datetime import datetime
 import pytest
 
 from gpuops import onbox
-from gpuops.onbox import logclass
+from gpuops.onbox.triage import logclass
 from gpuops.ops.triage import read_excerpt
 from gpuops.remote import wrap
 from gpuops.remote.local import LocalTarget
 from gpuops.remote.targets import target_for
-from gpuops.triage import triage_file, triage_pieces
+from gpuops.onbox.triage import triage_file, triage_pieces
 from tests.test_onbox_bundle import _python36
 from tests.test_resident import _armed_box, box_runtime, reuse  # noqa: F401 - fixtures
 from tests.triage.helpers import EXPECTED, FIXTURES, log, long_noisy_hanging_log, now_of, state_of

@@ -1,4 +1,4 @@
-"""gpuops.onbox.logexcerpt: the head, step lines and tail of a log that triage reads, on the box
+"""gpuops.onbox.triage.logexcerpt: the head, step lines and tail of a log that triage reads, on the box
 and through `triage --job`, against the plain definition of what it keeps, line by line.
 
 The bug this prevents: the step-line search skips lines or numbers them wrong where its 8 MiB
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from gpuops.onbox import logexcerpt, steps
+from gpuops.onbox.triage import logexcerpt, steps
 
 
 def _defined(data, head, tail, keep):

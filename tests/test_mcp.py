@@ -366,7 +366,7 @@ async def test_job_stop_applies_only_the_plan_it_showed(client, jobs_dir):
         async def plan(cmd_line):
             while True:
                 doc = envelope_of(await client.call_tool("job_stop", {"host": "local", "job": job["job_id"]}))
-                # once it has lasted (gpuops.onbox.box_stop.LASTING_S), not a passing child: planned
+                # once it has lasted (gpuops.onbox.engines.box_stop.LASTING_S), not a passing child: planned
                 if any(t["cmd"] == cmd_line and t["planned"] for t in doc["data"]["targets"]):
                     return doc["data"]["plan"]
                 await anyio.sleep(0.05)

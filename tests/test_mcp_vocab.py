@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuops import errors, surface
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.mcp import vocab
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -56,7 +56,7 @@ def test_every_shipped_module_imports_on_the_oldest_python_a_box_may_have():
     3.6. Every module the bundle ships, triage's classifier from above onbox included, is loaded
     by the bundle's own loader, without site-packages."""
     names = list(onbox.sources())
-    assert "..triage.classify" in names and "..xid" in names
+    assert "onbox.triage.classify" in names and "xid" in names
     # The loader runs a module when a name in it is first used: ask each for one, so every module
     # runs (its imports first) and none is left unrun.
     src = onbox.loader(names) + (
@@ -70,19 +70,19 @@ def test_every_shipped_module_imports_on_the_oldest_python_a_box_may_have():
 
 
 def test_a_bundled_module_keeps_its_package_under_the_private_root():
-    """triage's modules import `..onbox.steps`, `..xid` and their siblings relatively: on the box they
-    resolve to the bundle's own modules, the one `steps` that onbox uses too, never to a gpuops the
-    box may have installed."""
+    """triage's modules import `.steps`, `...xid` and their siblings relatively: on the box they
+    resolve to the bundle's own modules, the one `steps` that the rest of onbox uses too, never to a
+    gpuops the box may have installed."""
     src = onbox.loader(onbox.closure("logclass")) + (
         "import json\n"
         "m = sys.modules\n"
         "print(json.dumps([sorted(n for n in m if n.startswith('gpuops')),"
-        " m['gpuops_box.triage.classify'].steps is m['gpuops_box.onbox.steps'],"
-        " m['gpuops_box.triage.scan'].xid is m['gpuops_box.xid'],"
-        " m['gpuops_box.onbox.logclass'].triage_pieces.__module__]))\n")
+        " m['gpuops_box.onbox.triage.classify'].steps is m['gpuops_box.onbox.triage.steps'],"
+        " m['gpuops_box.onbox.triage.scan'].xid is m['gpuops_box.xid'],"
+        " m['gpuops_box.onbox.triage.logclass'].triage_pieces.__module__]))\n")
     out = subprocess.run([sys.executable, "-S", "-B", "-"], input=src, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     names, same_steps, same_xid, where = json.loads(out.stdout)
-    assert same_steps and same_xid and where == "gpuops_box.triage"
+    assert same_steps and same_xid and where == "gpuops_box.onbox.triage"
     assert not [n for n in names if n.split(".")[0] != "gpuops_box"]
-    assert "gpuops_box.triage.locate" not in names and "gpuops_box.jobs" in names
+    assert "gpuops_box.states" in names and not [n for n in names if n.startswith(("gpuops_box.ops", "gpuops_box.jobs"))]

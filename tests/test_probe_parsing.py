@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from gpuops.onbox import gpu, kernlog, smi
+from gpuops.onbox.host import gpu, kernlog, smi
 from tests.fixtures.fakegpu import fields
 
 

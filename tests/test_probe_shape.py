@@ -10,7 +10,7 @@ import pytest
 from gpuops import checks
 from gpuops.checks import shape
 from gpuops.checks.thresholds import DEFAULTS
-from gpuops.onbox import probe
+from gpuops.onbox.facts import probe
 from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose
 

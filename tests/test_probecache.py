@@ -1,4 +1,4 @@
-"""Torch's facts kept between preflights (gpuops.probecache, gpuops.onbox.torchinfo): a box whose
+"""Torch's facts kept between preflights (gpuops.probecache, gpuops.onbox.host.torchinfo): a box whose
 torch has not changed is not made to import it again, and one whose torch changed is.
 
 The box is a real sshd box whose python3 finds a stand-in torch first (tests/fixtures/faketorch,

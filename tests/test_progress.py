@@ -1,13 +1,14 @@
-"""What counts as progress for a run's supervisor (gpuops.onbox.progress), the escapes removed
-before it reads a line (gpuops.onbox.escapes), and the checkpoint directory's samples
-(gpuops.onbox.savewatch). The corpus of shapes (tests/fixtures/progress/shapes.py, built from the
+"""What counts as progress for a run's supervisor (gpuops.onbox.run.progress), the escapes removed
+before it reads a line (gpuops.onbox.triage.escapes), and the checkpoint directory's samples
+(gpuops.onbox.run.savewatch). The corpus of shapes (tests/fixtures/progress/shapes.py, built from the
 libraries' own format strings) replayed on a virtual clock: no process starts here."""
 
 import os
 
 import pytest
 
-from gpuops.onbox import escapes, progress, savewatch
+from gpuops.onbox.triage import escapes
+from gpuops.onbox.run import progress, savewatch
 from tests.fixtures.progress import shapes, simulate
 
 LIMIT = 6.0

@@ -9,7 +9,7 @@ import pytest
 
 from gpuops import errors, qualifystore
 from gpuops import datasheet as rules
-from gpuops.onbox import qualify as onbox
+from gpuops.onbox.facts import qualify as onbox
 from gpuops.ops import preflight as op
 from gpuops.ops import qualify as ops
 from gpuops.remote.local import LocalTarget

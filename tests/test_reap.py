@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.onbox import procs
-from gpuops.onbox import gpu_light
-from gpuops.onbox import reap as onbox
+from gpuops.onbox.host import procs
+from gpuops.onbox.host import gpu_light
+from gpuops.onbox.reaper import reap as onbox
 from gpuops.ops import reap as op
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "reap"

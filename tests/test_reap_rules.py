@@ -5,9 +5,9 @@ import os
 import pytest
 
 from gpuops import errors
-from gpuops.onbox import procs
-from gpuops.onbox import holders
-from gpuops.onbox import reap_rules as rules
+from gpuops.onbox.host import procs
+from gpuops.onbox.reaper import holders
+from gpuops.onbox.reaper import reap_rules as rules
 from gpuops.ops import reap as op
 
 TICK = 100  # start ticks below are in units of 1/100 s

@@ -15,7 +15,7 @@ def test_no_finding_in_the_code_cites_an_unknown_gotcha():
 def test_coverage_has_four_columns_from_the_code_that_cites():
     entries = {k: index()[k] for k in ("U7", "U10", "U12", "U36", "GEN1")}
     cites = [C.Citation("gpuops/checks/disk.py", 3, "disk.inodes", "U7", C.CHECKED),
-             C.Citation("gpuops/triage/classes.py", 9, "oom-gpu", "U10", C.EXPLAINED)]
+             C.Citation("gpuops/onbox/triage/classes.py", 9, "oom-gpu", "U10", C.EXPLAINED)]
     rows = D.table(entries, cites, kinds={"teardown.still-bills": {C.DOCUMENTED}})
     table = D.coverage_markdown(entries, rows)
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in table.splitlines()

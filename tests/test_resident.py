@@ -1,4 +1,4 @@
-"""The box's resident helper (gpuops.onbox.resident, gpuops.remote.resident), against a real sshd:
+"""The box's resident helper (gpuops.onbox.helper.resident, gpuops.remote.resident), against a real sshd:
 armed by a master's second call, then calls without exec channels that answer exactly as exec
 channels do; a helper that is gone, a deadline, a caller that hangs up, idling out, a frozen
 link, another user, and a box that sends what no helper would."""
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from gpuops import onbox
-from gpuops.onbox import resident as helper
-from gpuops.onbox.frames import HELLO
+from gpuops.onbox.helper import resident as helper
+from gpuops.onbox.helper.wire import HELLO
 from gpuops.remote import hostspec, mux, resident
 from gpuops.remote.targets import target_for
 from gpuops.remote.base import OUTPUT_BYTES

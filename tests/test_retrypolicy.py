@@ -1,10 +1,10 @@
-"""Whether a failed attempt is retried (gpuops.onbox.retrypolicy): the decision from what the
+"""Whether a failed attempt is retried (gpuops.onbox.triage.retrypolicy): the decision from what the
 supervisor saw and what triage read, in triage's class vocabulary."""
 
 import pytest
 
-from gpuops.onbox import retrypolicy as rp
-from gpuops.triage import CLASS_NAMES
+from gpuops.onbox.triage import retrypolicy as rp
+from gpuops.onbox.triage import CLASS_NAMES
 
 
 def _decide(facts, attempt=1, max_retries=3, **kw):

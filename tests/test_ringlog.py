@@ -1,11 +1,11 @@
-"""The bounded JSON-lines file a run's telemetry and events live in (gpuops.onbox.ringlog)."""
+"""The bounded JSON-lines file a run's telemetry and events live in (gpuops.onbox.host.ringlog)."""
 
 import json
 import os
 
 import pytest
 
-from gpuops.onbox import ringlog
+from gpuops.onbox.host import ringlog
 
 
 def test_a_weeks_long_run_never_grows_its_file_past_the_limit(tmp_path):

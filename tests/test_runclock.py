@@ -1,10 +1,10 @@
-"""A run's limits follow the supervisor's monotonic clock (gpuops.onbox.runwatch.Watch, driven
+"""A run's limits follow the supervisor's monotonic clock (gpuops.onbox.run.runwatch.Watch, driven
 with a clock of the test's): a wall clock stepped by 700 s ends nothing, the monotonic clock
 reaching the --max-runtime does. The processes the watch would stop are the test's fakes."""
 
 import time
 
-from gpuops.onbox import runrules, runwatch
+from gpuops.onbox.run import runrules, runwatch
 
 
 class Run:

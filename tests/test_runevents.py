@@ -1,4 +1,4 @@
-"""A run's events file and its --notify command (gpuops.onbox.runevents): real shell commands,
+"""A run's events file and its --notify command (gpuops.onbox.run.runevents): real shell commands,
 real process groups."""
 
 import json
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpuops.onbox import runevents
+from gpuops.onbox.run import runevents
 
 
 def _appender(path):

@@ -1,8 +1,9 @@
-"""The run supervisor's rules (gpuops.onbox.runrules), pure: no process, no clock, no disk."""
+"""The run supervisor's rules (gpuops.onbox.run.runrules), pure: no process, no clock, no disk."""
 
 import pytest
 
-from gpuops.onbox import retrypolicy, runevents, runrules
+from gpuops.onbox.triage import retrypolicy
+from gpuops.onbox.run import runevents, runrules
 
 
 @pytest.mark.parametrize("klass,kind", [(None, "completed"), ("cancelled", "stopped"), ("timeout", "timed-out"),

@@ -7,7 +7,7 @@ import pytest
 
 from gpuops.errors import BadAnswer
 from gpuops.jobs import runtelemetry
-from gpuops.onbox import telemetry
+from gpuops.onbox.host import telemetry
 from gpuops.ops import diagnose, jobs as op, triage
 from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose

@@ -10,9 +10,11 @@ import pytest
 
 from gpuops import checks, engines, xid
 from gpuops.diagnose import verdict
-from gpuops.jobs import state, states
-from gpuops.onbox import job_facts, steps
-from gpuops.triage import classify_bytes, timestamps, triage_file
+from gpuops.engines import state
+from gpuops import states
+from gpuops.onbox.jobs import job_facts
+from gpuops.onbox.triage import steps
+from gpuops.onbox.triage import classify_bytes, timestamps, triage_file
 from tests.triage.helpers import EXPECTED, log, now_of
 
 WITH_STEPS = sorted(n for n, e in EXPECTED.items() if e["expect"]["progress"]["last_step"] is not None)
@@ -91,7 +93,7 @@ def test_a_live_job_is_stalled_for_status_exactly_when_triage_calls_it_hanging(t
     row = _status(tmp_path, raw, now)
     assert (row["state"], by_triage) in ((states.RUNNING, "running"), (states.STALLED, "hanging")), row.get("reason")
     # Status shows the log's own number; triage's projection is 0-indexed (a form that counts steps
-    # done shows N for index N - 1: gpuops.onbox.steps.counts_done).
+    # done shows N for index N - 1: gpuops.onbox.triage.steps.counts_done).
     shown = EXPECTED[name]["expect"]["progress"]["last_step"] + (1 if steps.counts_done(form, form.first(raw)) else 0)
     assert row["progress"]["last"]["step"] == shown
 
@@ -148,7 +150,7 @@ def test_the_table_has_the_codes_every_rule_once_named():
 def test_no_state_name_is_spelled_outside_the_state_table():
     """Adding a state means adding its row, not grepping for 'VANISHED' across packages."""
     package = Path(checks.__file__).resolve().parent.parent
-    allowed = {package / "jobs" / "states.py"}
+    allowed = {package / "states.py"}
     names = set(states.NAMES)
     found = []
     for path in package.rglob("*.py"):
@@ -159,9 +161,9 @@ def test_no_state_name_is_spelled_outside_the_state_table():
                 found.append(f"{path.relative_to(package)}:{node.lineno} {node.value!r}")
     # Slurm's own words for its states are Slurm's (triage maps them; each engine maps its own in
     # its modules, gpuops.engines), not gpuops' table.
-    slurm = {"gpuops/triage/signatures.py", "gpuops/triage/classify.py"}
+    slurm = {"gpuops/onbox/triage/signatures.py", "gpuops/onbox/triage/classify.py"}
     found = [f for f in found if not any(f.startswith(os.path.relpath(s, "gpuops")) for s in slurm)]
-    # An engine's box half (onbox/slurm_watch.py asks Slurm whether the job still runs) is the engine's too.
-    found = [f for f in found if not any(f.startswith((f"engines/{e}_", f"engines/{e}.py", f"onbox/{e}_"))
+    # An engine's box half (onbox/engines/slurm_watch.py asks Slurm whether the job still runs) is the engine's too.
+    found = [f for f in found if not any(f.startswith((f"engines/{e}_", f"engines/{e}.py", f"onbox/engines/{e}_"))
                                          for e in engines.names())]
     assert not found, found

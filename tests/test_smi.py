@@ -1,7 +1,7 @@
-"""nvidia-smi's CSV answers read without NVML (gpuops.onbox.smi) against the fake nvidia-smi, which
+"""nvidia-smi's CSV answers read without NVML (gpuops.onbox.host.smi) against the fake nvidia-smi, which
 refuses every field a real driver 580 refuses."""
 
-from gpuops.onbox import smi
+from gpuops.onbox.host import smi
 from tests.test_gpu_light import _box
 
 

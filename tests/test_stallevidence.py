@@ -1,4 +1,4 @@
-"""Stall evidence (gpuops.onbox.stallevidence): real hung Python processes, the real py-spy when
+"""Stall evidence (gpuops.onbox.run.stallevidence): real hung Python processes, the real py-spy when
 this machine has it, real /proc; the fake nvidia-smi for the GPU snapshot."""
 
 import json
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from gpuops.onbox import stallevidence as se
-from gpuops.onbox import telemetry
+from gpuops.onbox.run import stallevidence as se
+from gpuops.onbox.host import telemetry
 from tests.fixtures.fakegpu.boxes import FAKEGPU, SYSTEM_PATH, compose
 
 # The real py-spy, found before a test narrows PATH (its pyenv shim would need pyenv's own PATH).

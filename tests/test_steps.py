@@ -1,8 +1,8 @@
-"""The progress policy (gpuops.onbox.steps) that status, diagnose and triage share."""
+"""The progress policy (gpuops.onbox.triage.steps) that status, diagnose and triage share."""
 
 import pytest
 
-from gpuops.onbox import steps
+from gpuops.onbox.triage import steps
 
 T = 1_000_000.0
 

@@ -2,7 +2,7 @@
 table read through the sysroot seam, in /proc/self/mountinfo's own line format, and the verdict."""
 
 from gpuops.checks import disk as checks
-from gpuops.onbox import disk
+from gpuops.onbox.host import disk
 from gpuops.ops import preflight as op
 from gpuops.remote.local import LocalTarget
 from tests.fixtures.fakegpu.boxes import compose

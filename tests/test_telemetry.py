@@ -1,4 +1,4 @@
-"""Run telemetry (gpuops.onbox.telemetry): rows the supervisor samples from the fake nvidia-smi
+"""Run telemetry (gpuops.onbox.host.telemetry): rows the supervisor samples from the fake nvidia-smi
 (which refuses every field a real driver 580 refuses) and the real /proc, and the judgements a
 series allows: the busy-wait hang (seed 002, U21), a throttle during the run (U23), dataloader
 starvation (U24/U38)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.onbox import gpu_light, ringlog, telemetry
+from gpuops.onbox.host import gpu_light, ringlog, telemetry
 from tests.fixtures.fakegpu.boxes import FAKEGPU, SYSTEM_PATH, compose
 from tests.test_probe_parsing import FakeNvml
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from gpuops import checks
-from gpuops.checks import trackers as T
-from gpuops.onbox import trackers as onbox
+from gpuops.onbox.track import verdicts as T
+from gpuops.onbox.track import trackers as onbox
 from gpuops.remote.local import LocalTarget
 
 KEY = "0123456789abcdef0123456789abcdef01234567"  # 40 hex characters, the shape of a W&B key
@@ -151,7 +151,7 @@ def test_preflight_names_a_running_tensorboard_whose_logdir_is_empty_then_passes
                                               {})] == ["ok"]
 
 
-# ---- diagnose: what the run's own log says about W&B (gpuops.diagnose.trackers) ----------------
+# ---- diagnose: what the run's own log says about W&B (gpuops.onbox.track.wandblines) ----------------
 
 ONLINE = ("wandb: Currently logged in as: ada. Use `wandb login --relogin` to force relogin\n"
           "wandb: Tracking run with wandb version 0.21.1\n"
@@ -167,7 +167,7 @@ OFFLINE = ("wandb: Tracking run with wandb version 0.21.1\n"
 
 
 def test_the_syncing_line_passes_and_its_absence_after_wandbs_header_is_the_signal():
-    from gpuops.diagnose import trackers as D
+    from gpuops.onbox.track import wandblines as D
 
     found = D.wandb(ONLINE, "step 10 loss 0.5\n")
     assert (found["state"], found["run"], found["url"]) == ("syncing", "brisk-sun-12",

@@ -1,4 +1,4 @@
-"""The supervisor's look at a young run (gpuops.onbox.trackwatch): when it looks, what it makes of
+"""The supervisor's look at a young run (gpuops.onbox.track.trackwatch): when it looks, what it makes of
 wandb's lines and the job's WANDB_MODE (U35), of event files no TensorBoard reads (U39), and what
 the workstation accepts of its record (gpuops.jobs.curves). The rig tests are
 tests/jobs/test_jobs_trackers.py."""
@@ -10,7 +10,7 @@ import pytest
 
 from gpuops.errors import BadAnswer
 from gpuops.jobs import curves
-from gpuops.onbox import trackwatch as W
+from gpuops.onbox.track import trackwatch as W
 from tests.test_trackers import OFFLINE, ONLINE
 
 HEADER_ONLY = ONLINE.split("wandb: Syncing run")[0]

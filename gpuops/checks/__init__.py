@@ -6,11 +6,12 @@ absent (another finding says why they are absent). Thresholds come from `thresho
 """
 
 from ..findings import Finding, worst_first
-from . import box, cpu, disk, gpu, kernlog, link, memory, software, trackers
+from . import box, cpu, disk, gpu, kernlog, link, memory, software
+from ..onbox.track import verdicts
 from .thresholds import merged
 
 ALL = (gpu.CHECKS + link.CHECKS + kernlog.CHECKS + memory.CHECKS + cpu.CHECKS + disk.CHECKS + software.CHECKS + box.CHECKS
-       + trackers.CHECKS)
+       + verdicts.CHECKS)
 
 
 def evaluate(facts, thresholds=None):

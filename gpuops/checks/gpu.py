@@ -4,7 +4,7 @@ its memory held by something nobody can see."""
 import re
 
 from ..findings import Finding
-from ..onbox import busid
+from ..onbox.host import busid
 
 # Clock-event (throttle) reason bits, identical in NVML and nvidia-smi's active mask.
 HW_SLOWDOWN = 0x8

@@ -8,7 +8,7 @@ device node), it is ours and lost (gpu.lost fails), not a neighbour's on a share
 
 from .. import xid as X
 from ..findings import Finding
-from ..onbox import busid
+from ..onbox.host import busid
 from .gpu import RERENT, device_for_bus, label
 
 LOST_FIX = ("nvidia-smi -q -i {pci}   # 'GPU is lost': only a host reboot brings it back, and a card that fell off "

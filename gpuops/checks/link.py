@@ -1,6 +1,6 @@
 """Link and topology verdicts: is each GPU's PCIe link as wide and fast as the GPU and its slot allow,
 can the GPUs reach each other (P2P, NVLink), are they near the CPUs this container may use, and is
-the fabric up where the GPUs need one. Facts from gpuops.onbox.gpulinks.
+the fabric up where the GPUs need one. Facts from gpuops.onbox.host.gpulinks.
 
 A link's generation drops when the GPU idles (nvidia-smi: "may be reduced when the GPU is not in
 use"), so a lower generation on an idle GPU is a note, and `preflight --qualify` reads it again

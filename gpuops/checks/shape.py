@@ -1,4 +1,4 @@
-"""The shape of the facts the probe (gpuops.onbox.probe) returns and the checks read.
+"""The shape of the facts the probe (gpuops.onbox.facts.probe) returns and the checks read.
 
 Every key the probe may answer with is declared here, nested as it comes: a dict of keys, `[...]`
 for a list of such items, and "*" for a map whose keys are data (a tool or a variable name).

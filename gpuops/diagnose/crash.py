@@ -1,4 +1,4 @@
-"""A native crash, from the core dumps a run left (gpuops.onbox.cores) and the signal it died of.
+"""A native crash, from the core dumps a run left (gpuops.onbox.host.cores) and the signal it died of.
 
 A process killed by SIGSEGV, SIGABRT, SIGBUS and the other signals whose default action is "Core"
 (signal(7)) crashed in native code: a CUDA, driver or extension bug, not the Python program's own

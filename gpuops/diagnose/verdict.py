@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from .. import xid
 from ..gotcha import split_ids
 from ..jobs.rows import SHELL_CODES
-from ..jobs.states import STALLED
-from ..onbox.retrypolicy import MAX_RUNTIME, STALL
+from ..states import STALLED
+from ..onbox.triage.retrypolicy import MAX_RUNTIME, STALL
 from . import crash
 
 EXTERNAL = {"SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT"}
@@ -67,7 +67,7 @@ def _xid_after_launch(ev):
 def decide(ev: dict) -> dict:
     """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal.
 
-    `ev["status"]`, when given, is the job's status row (gpuops.jobs.state.derive of the same
+    `ev["status"]`, when given, is the job's status row (gpuops.engines.state.derive of the same
     facts `status` reads), so a live job is "stalled" exactly when status calls it STALLED."""
     record = ev.get("exit") or None
     ruled_out, evidence = [], []
@@ -101,7 +101,7 @@ def decide(ev: dict) -> dict:
     if record and code == 0:
         return out("completed", "high", ["exit record: exit code 0"])
     if record and code is None and sig is None:
-        # A record of what is known when the supervisor was lost (gpuops.onbox.wrapper): how the
+        # A record of what is known when the supervisor was lost (gpuops.onbox.run.wrapper): how the
         # job ended is not in it, so it is judged as one that vanished.
         evidence.append("exit record without an exit code or a signal: " + str(record.get("error") or "no reason"))
         record = None

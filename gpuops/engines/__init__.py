@@ -2,7 +2,7 @@
 
 A job runs on one engine: the box's own supervisor (`box`, the default), Slurm, ... Each engine
 is a module here holding `ENGINE` (a gpuops.engines.base.Engine): its state rule (the engine's
-facts -> a row of gpuops.jobs.states), its resource flags and their checks, and what diagnose,
+facts -> a row of gpuops.states), its resource flags and their checks, and what diagnose,
 triage and stop may ask of it. Its box half is gpuops.onbox.engines' entry of the same name. A
 gang (gpuops.jobs.gang) is a composition of engine jobs, not an engine.
 
@@ -47,7 +47,7 @@ def each():
 
 def phases():
     """{engine: {its state word: phase}}: what the box's engine code compares, since it may spell
-    no state itself (gpuops.onbox.jobrecord.phases)."""
+    no state itself (gpuops.onbox.host.jobrecord.phases)."""
     return {e.name: e.phases() for e in each() if e.states}
 
 

@@ -7,7 +7,7 @@ steps out; the verbs (gpuops.ops) do the talking to the box.
 
 from ..envelope import step
 from ..errors import UsageError
-from ..jobs import states
+from .. import states
 
 
 def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
@@ -25,9 +25,9 @@ class Engine:
     detach: str | None = None  # the profile launch.detach that means "this engine runs the jobs"
     flags: dict = {}  # {verb parameter: help} of the flags only this engine takes (launch; see flags_for)
     switches: tuple = ()  # those of its flags that take no value
-    states: dict = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
+    states: dict = {}  # its own state words -> the gpuops state (gpuops.states) each is reported as
     stop_target: dict = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
-    meta_fields: dict = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
+    meta_fields: dict = {}  # the shape of what its box half adds to a job's record (gpuops.engines.answers)
     # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
     # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
     composes = False
@@ -146,7 +146,7 @@ class Engine:
 
     def present(self, facts):
         """Whether the probe's facts show this engine's cluster on the host (then preflight asks
-        its box half for the cluster's facts: gpuops.onbox.engine_facts)."""
+        its box half for the cluster's facts: gpuops.onbox.facts.engine_facts)."""
         return False
 
     def preflight(self, facts, cluster):

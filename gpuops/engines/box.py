@@ -1,4 +1,4 @@
-"""The box's own supervisor as an engine, on this side (its box half: gpuops.onbox.box_engine).
+"""The box's own supervisor as an engine, on this side (its box half: gpuops.onbox.engines.box_engine).
 
 Its state rule: an exit record decides COMPLETED, FAILED or KILLED, unless `gpuops pause` stopped
 the job (PAUSED until resumed); a changed boot_id or a dead process without an exit record is
@@ -6,7 +6,7 @@ VANISHED; a live process is RUNNING (then judged for a stall like every engine's
 """
 
 from ..jobs import rows, runpolicy
-from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
+from ..states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
 from ..envelope import step
 from .base import Engine, command_line
 
@@ -19,7 +19,7 @@ class Box(Engine):
     policy_fields = runpolicy.ENFORCED + ("gang",)
     stop_target = {"pid": int, "start_ticks": (int, type(None)), "cmd": (str, type(None)), "gpu": bool,
                    "planned": bool}
-    # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)
+    # what the box's check of --gpus found (gpuops.onbox.host.gpu_pins; read by gpuops.engines.answers.gpu_findings)
     meta_fields = {"share_gpu": (bool, type(None)), "gpu_check": (dict, type(None))}
 
     def decide(self, row, facts, meta):
@@ -50,7 +50,7 @@ class Box(Engine):
         return f"pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}"
 
     def plan(self, targets):
-        """The leader and the lasting processes (gpuops.onbox.box_stop): not a child that comes and goes."""
+        """The leader and the lasting processes (gpuops.onbox.engines.box_stop): not a child that comes and goes."""
         bound = [t for t in targets if t["planned"]]
         return {"pids": [t["pid"] for t in bound]}, [(t["pid"], t["start_ticks"]) for t in bound]
 
@@ -71,15 +71,16 @@ class Box(Engine):
              "goes with a GPU reset or a reboot."]
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
-        from ..diagnose import trackers, verdict
+        from ..onbox.track import wandblines
+        from ..diagnose import verdict
 
         v = verdict.decide(ev)
         if pid and v["confidence"] == "high" and v["verdict"] not in ("running", "reboot"):
             v["confidence"] = "medium"  # no exit record or launch baseline for a process we did not start
         nxt, advice = verdict.next_steps(v["verdict"], host, ev.get("job_id"), jobs_dir)
         advice = verdict.triage_advice(triaged, ev, v["ruled_out"]) + advice + verdict.gotcha_advice(v)
-        tracked = trackers.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
-        advice += trackers.advice(tracked)
+        tracked = wandblines.wandb(ev.get("log_head"), ev.get("log_tail"), (ev.get("meta") or {}).get("env"))
+        advice += wandblines.advice(tracked)
         if triaged and triaged.get("primary"):
             nxt += [s for s in triaged.get("next") or [] if s not in nxt]
         data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": ev.get("job_id"), "pid": ev.get("pid"),
@@ -130,6 +131,6 @@ def _vanish_reason(facts):
     if facts.get("wrapper_alive") is False:
         return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
     lost = (facts.get("meta") or {}).get("supervisor_lost")
-    if lost:  # recorded by the launcher (gpuops.onbox.wrapper), which found the job running without it
+    if lost:  # recorded by the launcher (gpuops.onbox.run.wrapper), which found the job running without it
         return f"{lost}, and the job has ended unrecorded"
     return "the process is gone and no exit record was written"

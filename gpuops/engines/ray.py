@@ -1,6 +1,6 @@
-"""Ray Jobs as an engine, on this side (its box half: gpuops.onbox.ray_engine, on the Ray head):
+"""Ray Jobs as an engine, on this side (its box half: gpuops.onbox.engines.ray_engine, on the Ray head):
 `launch --engine ray --host HEAD` submits the job to the cluster through the head's Jobs API.
-Ray is needed on the head, never here: the driver gpuops ships (gpuops.onbox.ray_driver) is the
+Ray is needed on the head, never here: the driver gpuops ships (gpuops.onbox.engines.ray_driver) is the
 standard library, and this module imports nothing of Ray.
 
 Ray's PENDING, RUNNING, STOPPED, SUCCEEDED and FAILED map onto the state table (a stopped job has
@@ -16,8 +16,9 @@ ray_run), and each attempt's end is the one that supervisor recorded (TIMEOUT at
 import base64
 
 from .. import errors
-from ..jobs import rows, runpolicy, states
-from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
+from ..jobs import rows, runpolicy
+from .. import states
+from ..states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
 from .base import Engine, command_line
 
 FLAGS = {
@@ -39,7 +40,7 @@ class Ray(Engine):
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
     # The job's driver runs the box's run loop around the command, inside the Ray job on the head
-    # (gpuops.onbox.ray_run): the whole policy holds there, judged by triage's classifier.
+    # (gpuops.onbox.engines.ray_run): the whole policy holds there, judged by triage's classifier.
     policy_fields = runpolicy.ENFORCED
     stop_target = {"ray_submission_id": str, "status": (str, type(None))}
 
@@ -89,10 +90,10 @@ class Ray(Engine):
         return asked
 
     def with_policy(self, opts, policy, given):
-        """A run's driver is its supervisor (gpuops.onbox.ray_run, a bundle of the run loop and
+        """A run's driver is its supervisor (gpuops.onbox.engines.ray_run, a bundle of the run loop and
         triage's classifier); a job without a policy keeps the small driver."""
         from .. import onbox
-        from ..onbox.runpolicy import PLACEHOLDER
+        from ..onbox.run.boxpolicy import PLACEHOLDER
 
         if policy.get("checkpoint_dir") and PLACEHOLDER in (opts.get("command") or ""):
             # the driver starts attempt 1 from the submitted command as it is: nothing fills its {checkpoint}

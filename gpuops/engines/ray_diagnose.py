@@ -9,7 +9,7 @@ launch is a GPU fault; otherwise the driver's exit code.
 
 from .. import xid
 from ..envelope import step
-from ..jobs import states
+from .. import states
 
 # Ray's error types for a job whose command never ran (its supervisor, runtime env or entrypoint).
 NEVER_RAN = ("JOB_SUPERVISOR_ACTOR_START_FAILURE", "RUNTIME_ENV_SETUP_FAILURE", "JOB_ENTRYPOINT_COMMAND_START_ERROR",

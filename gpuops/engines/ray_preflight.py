@@ -1,5 +1,5 @@
 """What preflight says of a Ray cluster whose head is the host (pure: the probe's facts and the
-head's answer in, findings out; gpuops.onbox.ray_engine.cluster_facts gathers them).
+head's answer in, findings out; gpuops.onbox.engines.ray_engine.cluster_facts gathers them).
 
 The head is seen when a GCS server owns a listening socket on the host. Then: is the dashboard
 (the Jobs API) reachable; are the nodes Ray knows alive; does Ray schedule the CPUs and GPUs the

@@ -1,4 +1,4 @@
-"""Slurm as an engine, on this side (its box half: gpuops.onbox.slurm_engine and the modules it
+"""Slurm as an engine, on this side (its box half: gpuops.onbox.engines.slurm_engine and the modules it
 uses): the flags a Slurm job takes and the sbatch request they make, an sbatch rejection as a
 usage error naming the option at fault, its state rule (gpuops.engines.slurm_state), the words
 of a Slurm stop, and the diagnosis of a Slurm end (gpuops.engines.slurm_diagnose).
@@ -43,14 +43,14 @@ class Slurm(Engine):
     stop_target = {"slurm_job_id": int, "state": (str, type(None)), "nodes": (str, type(None)), "restarts": int,
                    "reason": (str, type(None))}
     # Enforced through Slurm's own requeue (a preemption, a node failure, `scontrol requeue`), by
-    # the batch script at each start (gpuops.onbox.slurm_resume): requeues counted against
+    # the batch script at each start (gpuops.onbox.engines.slurm_resume): requeues counted against
     # --max-retries, each from the newest complete checkpoint; --max-runtime is the job's --time,
     # lowered at each requeue to what is left of the whole run. WATCHED need the box's supervisor:
-    # with one of them the batch script runs the command under it (gpuops.onbox.slurm_watch), which
+    # with one of them the batch script runs the command under it (gpuops.onbox.engines.slurm_watch), which
     # kills a stall with evidence, notifies, prunes, and requeues the job for a failure --retry-on
     # names (a requeue, so the job's state stays Slurm's word and resume.py counts the retry).
     # --share-checkpoint-dir: the submission refuses a checkpoint directory another live Slurm run
-    # of the jobs directory uses (gpuops.onbox.slurm_submit) unless both share it.
+    # of the jobs directory uses (gpuops.onbox.engines.slurm_submit) unless both share it.
     WATCHED = ("stall_after_s", "notify", "keep_checkpoints", "keep_best", "retry_on", "checkpoint_every_s")
     policy_fields = ("max_retries", "checkpoint_dir", "checkpoint_glob", "resume_arg", "max_runtime_s",
                      "share_checkpoint_dir") + WATCHED
@@ -80,9 +80,9 @@ class Slurm(Engine):
         return resources
 
     def with_policy(self, opts, policy, given):
-        """The policy, the program the batch script runs at each start (gpuops.onbox.slurm_resume,
+        """The policy, the program the batch script runs at each start (gpuops.onbox.engines.slurm_resume,
         shipped whole: a compute node has only what the job directory holds) and, for a policy
-        that needs watching, the watcher the command runs under (gpuops.onbox.slurm_watch, shipped
+        that needs watching, the watcher the command runs under (gpuops.onbox.engines.slurm_watch, shipped
         the same way), and --max-runtime as the job's --time (UsageError beside a --time `given`
         that says otherwise)."""
         from .. import onbox
@@ -93,7 +93,7 @@ class Slurm(Engine):
         budget = policy.get("max_runtime_s")
         if not budget:
             return []
-        from ..onbox.slurm_resume import slurm_minutes  # the batch script's own rounding; it loads the run machinery
+        from ..onbox.engines.slurm_resume import slurm_minutes  # the batch script's own rounding; it loads the run machinery
 
         minutes = slurm_minutes(budget)
         asked = given.get("time")
@@ -152,7 +152,7 @@ class Slurm(Engine):
         return ", the rest waiting in Slurm's queue"
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
-        from ..jobs import answers
+        from . import answers
         from . import slurm_diagnose
 
         for rec in ev.get("accounting") or []:

@@ -11,7 +11,7 @@ import re
 
 from .. import xid
 from ..envelope import step
-from ..jobs import states
+from .. import states
 from . import slurm_state
 
 _UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -43,7 +43,7 @@ def facts(ev):
 
 
 def decide(ev, row):
-    """The verdict document of a Slurm job (`row`: its status row, gpuops.jobs.state.derive)."""
+    """The verdict document of a Slurm job (`row`: its status row, gpuops.engines.state.derive)."""
     f = facts(ev)
     state, word = row.get("state"), (f["state"] or "").split(" ")[0]
     evidence = [f"Slurm: {f['state']}, ExitCode {f['exit_code']}, DerivedExitCode {f['derived_exit_code']}"

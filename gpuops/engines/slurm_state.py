@@ -1,6 +1,6 @@
 """A Slurm job's state from what the scheduler said (pure: facts in, the row's state out).
 
-Slurm's JobStates are mapped onto the state table (gpuops.jobs.states) here, in WORDS: the only
+Slurm's JobStates are mapped onto the state table (gpuops.states) here, in WORDS: the only
 place a Slurm state is spelled. What the table cannot know comes from the record: a job held
 after `gpuops pause` is PAUSED, one Slurm no longer knows and whose end was never seen is
 VANISHED, a controller that did not answer is UNREACHABLE. A pending job's reason is said in
@@ -10,9 +10,10 @@ person who asked for it ("asked for 2 nodes; partition debug has 1").
 
 import re
 
-from ..jobs import rows, states
-from ..onbox import signals
-from ..onbox.slurm import exit_code
+from ..jobs import rows
+from .. import states
+from ..onbox.host import signals
+from ..onbox.engines.slurm import exit_code
 
 # Slurm's JobState (as scontrol, squeue and sacct print it) -> the state a job in it is reported as.
 WORDS = dict(
@@ -56,7 +57,7 @@ def row_of(row, facts, meta):
 
 def decide(facts, resources):
     """{state, reason, exit_code, signal, never_runs, ...scheduler fields} of a Slurm job:
-    `facts` as gpuops.onbox.job_facts gathers them (scheduler, exit, pause), `resources` what
+    `facts` as gpuops.onbox.jobs.job_facts gathers them (scheduler, exit, pause), `resources` what
     the launch asked for (the record's)."""
     sched = facts.get("scheduler") or {}
     rec = facts.get("exit") or {}

@@ -1,4 +1,4 @@
-"""Decoder for the framed log stream written by gpuops.onbox.logscan.frame.
+"""Decoder for the framed log stream written by gpuops.onbox.triage.logscan.frame.
 
 A frame is one type byte, a 4-byte big-endian length and the payload. Only complete frames come
 out, so the byte count of the D frames delivered is exactly what reached the reader: resuming

@@ -3,7 +3,7 @@
 Each node is an ordinary box job (its own directory, supervisor, log and exit record on its box)
 labelled with the gang id and its node index; the gang record (gpuops.jobs.gangstore) lists them
 with the rendezvous facts. The gang's state is derived from its nodes' states here, by the same
-table (gpuops.jobs.states):
+table (gpuops.states):
 
     a node ended badly, others still alive    DEGRADED, naming the first node that ended badly
     every node ended, some badly              FAILED, naming the first node that ended badly (or
@@ -23,7 +23,7 @@ import os
 import re
 import time
 
-from . import states
+from .. import states
 
 PREFIX = "gang-"
 GANG_ID = re.compile(r"^gang-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
@@ -75,7 +75,7 @@ _LIVE_ORDER = (states.STALLED, states.STARTING, states.RUNNING)
 
 def aggregate(nodes) -> dict:
     """{state, reason, first_failed} of a gang from its nodes ([{index, host, row}], row a status
-    row of gpuops.jobs.state)."""
+    row of gpuops.engines.state)."""
     by_state: dict = {}
     for n in nodes:
         by_state.setdefault(n["row"]["state"], []).append(n)

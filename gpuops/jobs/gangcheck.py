@@ -1,4 +1,4 @@
-"""A gang's preflight, judged: every node's facts (gpuops.onbox.gang_facts) -> findings, the torch
+"""A gang's preflight, judged: every node's facts (gpuops.onbox.gang.gang_facts) -> findings, the torch
 table, and the rendezvous plan a launch uses. Pure: the facts come in, nothing is asked here.
 
 Refused (a fail finding) before anything starts: a node that could not be asked; two hosts that

@@ -1,4 +1,4 @@
-"""A gang's data plane, judged: every ordered pair of nodes, from gpuops.onbox.gang_peers' facts.
+"""A gang's data plane, judged: every ordered pair of nodes, from gpuops.onbox.gang.gang_peers' facts.
 
 NCCL and Gloo connect between the nodes on ephemeral ports after the rendezvous; a pair that
 cannot is refused here, per pair, with the fix on the side that listens. Pairs a node never got to

@@ -8,7 +8,7 @@ import os
 import time
 
 from ..pullindex import state_dir, write_state
-from .states import UNREACHABLE
+from ..states import UNREACHABLE
 
 _KEEP = 500
 _NAME = "jobs-last-seen.json"

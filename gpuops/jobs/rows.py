@@ -4,9 +4,9 @@ attempt."""
 
 import signal
 
-from ..onbox import steps
-from ..onbox.retrypolicy import MAX_RUNTIME, STALL
-from .states import TIMEOUT
+from ..onbox.triage import steps
+from ..onbox.triage.retrypolicy import MAX_RUNTIME, STALL
+from ..states import TIMEOUT
 
 
 def run_tag(run):
@@ -95,7 +95,7 @@ def add_hint(row, note):
 
 
 def ended_by_supervisor(row, rec):
-    """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
+    """An attempt of a run its supervisor ended (gpuops.onbox.run.runwatch), on any engine that runs
     one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
     its reason)."""
     if rec.get("ended_by") == MAX_RUNTIME:

@@ -2,7 +2,7 @@
 --checkpoint-dir, --resume-arg, --stall-after, --max-runtime, --keep-checkpoints, --keep-best,
 --share-checkpoint-dir, --notify; MCP
 job_launch's fields of the same names), checked here before anything is sent, into the document
-the box's supervisor enforces (gpuops.onbox.runpolicy, which checks it again against the box: a
+the box's supervisor enforces (gpuops.onbox.run.boxpolicy, which checks it again against the box: a
 checkpoint directory the job cannot write).
 
 A policy that cannot work is a usage error (exit 2) before anything starts: a --resume-arg without
@@ -12,12 +12,13 @@ never-retried failure class, a glob that reaches outside the checkpoint director
 
 from .. import xid
 from ..errors import UsageError
-from ..onbox import checkpoints, retrypolicy
-from ..onbox import runpolicy as onbox_policy
+from ..onbox.run import checkpoints
+from ..onbox.triage import retrypolicy
+from ..onbox.run import boxpolicy as onbox_policy
 from ..units import parse_duration
 
 DAY = 86400.0
-# The policy's fields the run loop enforces (gpuops.onbox.runloop), for an engine that runs it
+# The policy's fields the run loop enforces (gpuops.onbox.run.runloop), for an engine that runs it
 # (gpuops.engines.base Engine.policy_fields)
 ENFORCED = ("max_retries", "retry_on", "checkpoint_dir", "checkpoint_glob", "resume_arg", "stall_after_s",
             "max_runtime_s", "keep_checkpoints", "keep_best", "share_checkpoint_dir", "notify", "checkpoint_every_s",
@@ -61,7 +62,7 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
         return None
     max_retries = None if max_retries is None else str(max_retries)
     keep_checkpoints = None if keep_checkpoints is None else str(keep_checkpoints)
-    from ..triage import CLASS_NAMES
+    from ..onbox.triage import CLASS_NAMES
 
     policy = {"max_retries": _whole("--max-retries", max_retries, 0, retrypolicy.MAX_RETRIES) or 0}
     if retry_on:
@@ -121,7 +122,7 @@ def split_checkpoint_dir(text):
 
 def check_command(kind, command, policy):
     """UsageError when the policy's --resume-arg cannot reach the command's program (appended after a
-    pipe, into a comment ...: gpuops.onbox.cmdtail); the box checks the same again."""
+    pipe, into a comment ...: gpuops.onbox.run.cmdtail); the box checks the same again."""
     try:
         onbox_policy.placed(kind, command, None, (policy or {}).get("resume_arg"))
     except onbox_policy.JobError as e:

@@ -1,6 +1,6 @@
 """What a job's telemetry series says, as findings diagnose and triage --job report: the box's
 supervisor sampled the job's GPUs and processes every few seconds while it ran, and judged the
-series there (gpuops.onbox.telemetry.judged); one snapshot never tells these apart (U21):
+series there (gpuops.onbox.host.telemetry.judged); one snapshot never tells these apart (U21):
 
     telemetry.busy-wait   utilisation pinned near 100 % at near-idle power to the end: ranks
                           spinning in a stuck collective, a hang that looks busy (U21)
@@ -14,7 +14,7 @@ The judgements come from the box: their shape is checked here before anything is
 from ..boundary import expect, optional
 from ..errors import BadAnswer
 from ..findings import Finding
-from ..onbox import telemetry
+from ..onbox.host import telemetry
 
 NUMBER = (int, float)
 NONE = type(None)

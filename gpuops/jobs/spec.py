@@ -4,7 +4,7 @@ import re
 import signal
 
 from ..errors import UsageError
-from ..onbox import gpu_pins
+from ..onbox.host import gpu_pins
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -25,7 +25,7 @@ def pairs(values, flag, env_names=False):
 
 def gpus(value):
     """' 0, 1' -> '0,1' (CUDA_VISIBLE_DEVICES); None stays None. Only the syntax is judged here
-    (the box judges what it has: gpuops.onbox.gpu_pins)."""
+    (the box judges what it has: gpuops.onbox.host.gpu_pins)."""
     if value is None or value == "":
         return None
     try:

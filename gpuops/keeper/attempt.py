@@ -8,7 +8,7 @@ import json
 import time
 
 from .. import errors, fleetfile, placement
-from ..onbox import runpolicy as onbox_policy
+from ..onbox.run import boxpolicy as onbox_policy
 from ..ops import fleet, jobs, push
 from ..ops import sync as S
 from ..remote.targets import target_for
@@ -20,7 +20,7 @@ PUSH_RETRY_S = 60.0
 
 
 def ask(target, action, opts, timeout_s=CALL_S) -> dict:
-    """The box's keeper facts (gpuops.onbox.keeper_facts) for `action`."""
+    """The box's keeper facts (gpuops.onbox.facts.keeper_facts) for `action`."""
     doc = target.run_onbox("keeper_facts", [action], stdin=json.dumps(opts).encode("utf-8"), timeout_s=timeout_s)
     if doc.get("error"):
         jobs.raise_reported(target, doc["error"])
@@ -72,7 +72,7 @@ def place(spec, lost, identity=None):
 
 def command_resuming(spec, checkpoint_path) -> str:
     """The run's command line resuming from `checkpoint_path` (quoted): where its `{checkpoint}`
-    stands, else its --resume-arg at its end (gpuops.onbox.runpolicy.resumed, the box's own rule)."""
+    stands, else its --resume-arg at its end (gpuops.onbox.run.boxpolicy.resumed, the box's own rule)."""
     _, _, command = onbox_policy.resumed("cmd", spec["command"].encode("utf-8"), None, spec["command"],
                                          spec["policy"].get("resume_arg"), checkpoint_path)
     return command

@@ -1,7 +1,7 @@
 """The keeper's loop: ask the run's box, decide (gpuops.keeper.rules), act, record; until the run
 has ended and what was asked after it (its outputs in the vault, the box stopped) is done.
 
-Each tick asks the box once (gpuops.onbox.keeper_facts over a connection of its own, closed after),
+Each tick asks the box once (gpuops.onbox.facts.keeper_facts over a connection of its own, closed after),
 so a box that vanished costs one failed connection, and one that comes back is asked afresh. Every
 action is an event in the run's record (gpuops.keeper.record); the ledger's marks are set as the
 run moves (gpuops.keeper.ledger).
@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from .. import errors, fleetfile
-from ..onbox import checkpoints
+from ..onbox.run import checkpoints
 from ..ops import pull
 from ..ops import sync as S
 from ..remote.targets import target_for

@@ -14,7 +14,7 @@ import os
 import time
 
 from .. import contained, errors
-from ..onbox import procs
+from ..onbox.host import procs
 from ..pullindex import state_dir
 from . import vault
 

@@ -1,5 +1,5 @@
 """What the keeper does next: pure decisions over what it saw. gpuops.keeper.loop gathers the facts
-(the box's answer from gpuops.onbox.keeper_facts, what the vault holds) and carries out the action.
+(the box's answer from gpuops.onbox.facts.keeper_facts, what the vault holds) and carries out the action.
 Times are the keeper's monotonic clock, passed in.
 
 A box is lost only on time or on proof (do no harm: a second copy of a run that still runs would

@@ -9,7 +9,7 @@ import sys
 import time
 
 from .. import errors
-from ..onbox import runpolicy as onbox_policy
+from ..onbox.run import boxpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
 from . import attempt, loop, record, rules, vault
 

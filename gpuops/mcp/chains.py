@@ -21,7 +21,7 @@ server, which does, adds what only it can say and takes out what leads nowhere:
 
 import re
 
-from ..jobs import states
+from .. import states
 
 JOB_ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b")
 MOST_CANDIDATES = 10

@@ -8,7 +8,7 @@ answers with a compact default and takes `fields` (the data keys to return; ['*'
 what to ask for. Pure: an envelope in, an envelope out.
 """
 
-from ..jobs.states import HEALTHY
+from ..states import HEALTHY
 
 ALL = "*"
 # tool -> the data keys it returns unless asked for others

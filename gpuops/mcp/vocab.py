@@ -1,7 +1,7 @@
 """The closed vocabularies an answer uses, as output schemas enumerate them: job states, diagnose
 verdicts and their confidence, triage statuses and classes, finding severities, error kinds.
 
-Each comes from the table that defines it where one exists (gpuops.jobs.states, gpuops.triage,
+Each comes from the table that defines it where one exists (gpuops.states, gpuops.onbox.triage,
 gpuops.findings, gpuops.errors). Diagnose verdicts are spread over the engines' own reasoning
 (gpuops.diagnose.verdict, gpuops.engines.*_diagnose), so they are listed here, and
 tests/test_mcp_vocab.py holds the list to every verdict those modules can write: a client
@@ -10,8 +10,8 @@ an error.
 """
 
 from .. import errors
-from ..jobs import states
-from ..triage import CLASS_NAMES, STATUSES
+from .. import states
+from ..onbox.triage import CLASS_NAMES, STATUSES
 
 STATES = states.NAMES
 # a job still in its system is diagnosed as its state, in lower case

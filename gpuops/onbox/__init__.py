@@ -1,27 +1,28 @@
 """Code that runs ON the GPU box, and the bundler that ships it there.
 
-Everything in this package is stdlib-only and must run on the box's python3 >= 3.6: no
+Everything under this package is stdlib-only and must run on the box's python3 >= 3.6: no
 f-string '=' specifiers, no walrus, no dataclasses, no third-party imports. Modules import
-each other relatively (`from . import sysroot`), so the same files work imported locally and
-inlined into one script for the box.
+each other relatively (`from ..host import sysroot`), so the same files work imported locally and
+inlined into one script for the box. The code lives in sub-packages by concern (host, triage, run,
+track, gang, sync, reaper, facts, engines, jobs, helper; README "Architecture" draws their order);
+this module alone is the workstation's, and is never shipped.
 
 `script(entry)` returns a single source text that registers the needed modules under a
 private package name and calls `<entry>.main(argv)`. It is sent through the exec channel's
-stdin (see gpuops.remote.wrap), never through argv and never through Invoke's in_stream.
+stdin (see gpuops.remote.wrap), never through argv and never through Invoke's in_stream. An entry
+is named by its module's leaf name (`probe`, `job_launch`) wherever it lives under this package:
+entries() finds them, and no two entries share a leaf name.
 
-A few modules from above this package are shipped too (BEYOND): triage's classifier and the
-tables it reads, so the box's supervisor judges a failed attempt with triage's own rules (issue
-26: no second rule set; gpuops.onbox.logclass). They stay where they are, and the bundle keeps
-gpuops' package structure under the private root (gpuops.triage.scan is <root>.triage.scan,
-this package <root>.onbox), so their relative imports (`from ..onbox import steps`, `from . import
-signatures`) resolve on the box as they do here. Moving them into this package instead would
-have renamed most of triage (and the Xid and job-state tables the workstation reads everywhere)
-for the sake of the bundler. The preflight's and diagnose's tracker rules are shipped for the same
-reason: the supervisor judges a run's first minutes with them (gpuops.onbox.trackwatch). A bundled module is named relative to this package, as it would be
-imported from here: `steps`, `..triage.scan`, `..triage` (that package's __init__). A package's
-__init__ runs on the box only when shipped code imports a name defined in it; otherwise the
-package is an empty namespace there. What BEYOND ships must meet this package's rules (the
-standard library, Python 3.6: tests/test_onbox_bundle.py runs all of it under python3.6 -S).
+The bundle keeps gpuops' package structure under the private root (gpuops.onbox.triage.scan is
+<root>.onbox.triage.scan), so relative imports resolve on the box as they do here. A bundled module
+is named by its path under gpuops: `onbox.triage.scan`, `onbox.engines` (that package's __init__),
+`xid`. Besides this package it ships only BELOW: the bottom layer of gpuops, plain tables and
+rules that import nothing above them (the Xid table, the job states, findings, the envelope,
+errors, units), which the workstation reads everywhere and the box's classifier reads too (issue
+26: no second rule set). A package's __init__ runs on the box only when shipped code imports a name
+defined in it; otherwise the package is an empty namespace there. What BELOW ships must meet this
+package's rules (the standard library, Python 3.6: tests/test_onbox_bundle.py runs all of it under
+python3.6 -S).
 """
 
 import functools
@@ -29,14 +30,12 @@ import os
 import re
 
 _ROOT = "gpuops_box"  # gpuops' private name on the box: never the gpuops a box may have installed
-_PKG = _ROOT + ".onbox"
-# What the bundle may ship from above this package (paths under gpuops/), with what it imports.
-BEYOND = ("triage", "jobs.states", "xid", "findings", "envelope", "errors", "units", "checks.trackers",
-          "diagnose.trackers")
+# What the bundle may ship besides this package: gpuops' bottom modules (tests/test_layout.py LAYERS).
+BELOW = ("xid", "states", "findings", "envelope", "errors", "units")
 # Entries that look beyond the standard library (pynvml for the probe, the reaper and the fleet's
 # samples; the torch probe, for the probe and a gang's preflight): they get the box's
 # site-packages on every path, an exec channel's `python3` and the resident helper's worker alike
-# (gpuops.onbox.resident runs site.main() for them). Every other entry runs with `python3 -S`,
+# (gpuops.onbox.helper.resident runs site.main() for them). Every other entry runs with `python3 -S`,
 # which spares the site-packages scan and its .pth files on every call.
 NEEDS_SITE = frozenset(("probe", "reap", "fleet_facts", "gang_facts", "qualify"))
 # Entries whose children (the user's jobs, the resident helper's workers) inherit the
@@ -73,8 +72,8 @@ def _define(name, src, is_package):
 
 
 def _parts(name: str) -> list:
-    """A bundled module's path under gpuops, e.g. ['onbox', 'steps'], ['triage', 'scan']."""
-    return name[2:].split(".") if name.startswith("..") else ["onbox", name]
+    """A bundled module's path under gpuops, e.g. ['onbox', 'triage', 'steps'], ['xid']."""
+    return name.split(".")
 
 
 def _file(parts) -> str:
@@ -93,11 +92,20 @@ def _source(name: str) -> str:
 
 
 def _names() -> list:
-    return sorted(f[:-3] for f in os.listdir(_HERE) if f.endswith(".py") and f != "__init__.py")
+    """Every module under this package, sub-packages' __init__ included, this module not."""
+    found = []
+    for dirpath, dirs, files in os.walk(_HERE):
+        dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(dirpath, d, "__init__.py")))
+        package = ["onbox"] + os.path.relpath(dirpath, _HERE).split(os.sep)
+        package = package if dirpath != _HERE else ["onbox"]
+        for f in files:
+            if f.endswith(".py"):
+                found.append(".".join(package if f == "__init__.py" else package + [f[:-3]]))
+    return sorted(n for n in found if n != "onbox")
 
 
 def sources() -> dict:
-    """{module name: source} of every onbox module and of what they ship from BEYOND: what the
+    """{module name: source} of every onbox module and of what they ship from BELOW: what the
     resident helper compiles once. Dependencies come before their dependents (see `loader`)."""
     names = {}
     for module in _names():
@@ -107,12 +115,30 @@ def sources() -> dict:
 
 def module_file(name: str) -> str:
     """The file name a bundled module is compiled under (its __file__ on the box)."""
-    return "<{}.{}>".format(_ROOT, ".".join(_parts(name)))
+    return "<{}.{}>".format(_ROOT, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _entries() -> dict:
+    """{leaf name: bundled name} of the modules that can be shipped and run: those with a main(argv)."""
+    found = {}
+    for name in _names():
+        if re.search(r"^def main\(argv\)", _source(name), re.M):
+            leaf = name.rpartition(".")[2]
+            if leaf in found:
+                raise ValueError("two on-box entries are named {}: {} and {}".format(leaf, found[leaf], name))
+            found[leaf] = name
+    return found
 
 
 def entries() -> list:
-    """The modules that can be shipped and run: those with a main(argv)."""
-    return [n for n in _names() if re.search(r"^def main\(argv\)", _source(n), re.M)]
+    """The entries' names, as Target.ship and run_onbox take them."""
+    return sorted(_entries())
+
+
+def _bundled(name: str) -> str:
+    """An entry's bundled name; a bundled name as it is."""
+    return _entries().get(name, name)
 
 
 _RELATIVE = re.compile(r"^\s*from (\.+)([\w.]*) import ([\w, ]+)", re.M)
@@ -120,7 +146,8 @@ _RELATIVE = re.compile(r"^\s*from (\.+)([\w.]*) import ([\w, ]+)", re.M)
 
 def imports(name: str) -> list:
     """The bundled modules that module `name` imports relatively (a name imported from a package
-    that is no module of it is the package's __init__). ValueError for one outside BEYOND."""
+    that is no module of it is the package's __init__). ValueError for one that is neither under
+    this package nor in BELOW."""
     parts = _parts(name)
     package = parts if _is_package(name) else parts[:-1]
     found = []
@@ -133,17 +160,17 @@ def imports(name: str) -> list:
 
 
 def _named(parts, importer) -> str:
-    if len(parts) == 2 and parts[0] == "onbox":
-        return parts[1]
     dotted = ".".join(parts)
-    if not any(dotted == b or dotted.startswith(b + ".") for b in BEYOND):
-        raise ValueError("{} imports gpuops.{}, which the on-box bundle does not ship (onbox.BEYOND)".format(
+    shipped = dotted in BELOW or (parts[0] == "onbox" and len(parts) > 1)
+    if not shipped or not os.path.exists(_file(parts)):
+        raise ValueError("{} imports gpuops.{}, which the on-box bundle does not ship (onbox.BELOW)".format(
             module_file(importer), dotted))
-    return ".." + dotted
+    return dotted
 
 
 def closure(entry: str) -> list:
-    """`entry` and everything it imports, dependencies before dependents."""
+    """`entry` (an entry's or a bundled module's name) and everything it imports, dependencies
+    before dependents."""
     order, seen = [], set()
 
     def visit(name):
@@ -154,14 +181,14 @@ def closure(entry: str) -> list:
             visit(dep)
         order.append(name)
 
-    visit(entry)
+    visit(_bundled(entry))
     return order
 
 
 @functools.lru_cache(maxsize=None)
 def script(entry: str) -> bytes:
     """One self-contained script that runs onbox module `entry` and what it imports."""
-    call = "sys.exit(sys.modules[{!r}].main(sys.argv[1:]))\n".format(_PKG + "." + entry)
+    call = "sys.exit(sys.modules[{!r}].main(sys.argv[1:]))\n".format(_ROOT + "." + _bundled(entry))
     return (loader(closure(entry)) + call).encode("utf-8")
 
 
@@ -169,5 +196,5 @@ def loader(names) -> str:
     """Source that registers bundled modules `names`; each runs when a name in it is first used."""
     parts = [_LOADER.format(root=_ROOT)]
     for name in names:
-        parts.append("_define({!r}, {!r}, {!r})\n".format(".".join(_parts(name)), _source(name), _is_package(name)))
+        parts.append("_define({!r}, {!r}, {!r})\n".format(name, _source(name), _is_package(name)))
     return "".join(parts)

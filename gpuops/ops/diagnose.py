@@ -7,8 +7,9 @@ from .. import engines, errors
 from ..boundary import expect
 from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, curves, errorline, rows, runtelemetry, state
-from ..triage.classes import CLASS_BY_NAME
+from ..engines import answers, state
+from ..jobs import curves, errorline, rows, runtelemetry
+from ..onbox.triage.classes import CLASS_BY_NAME
 from .jobs import payload
 
 
@@ -59,7 +60,7 @@ def _triage(ev, row, engine):
     tail = ev.get("log_tail")
     if not tail:
         return None, None
-    from ..triage import triage_bytes
+    from ..onbox.triage import triage_bytes
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said, rec = engine.triage_inputs(row, ev) if row else (None, ev.get("exit"))

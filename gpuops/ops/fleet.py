@@ -1,6 +1,6 @@
 """Fleet inventory: every box asked at once (one exec each), its answer checked, one row per box.
 
-The boxes do the looking (gpuops.onbox.fleet_facts); what is judged here is pure: whether a box is
+The boxes do the looking (gpuops.onbox.facts.fleet_facts); what is judged here is pure: whether a box is
 idle, since when and what that cost (`idleness`), and the row people and agents see (`row`). One
 box that cannot be asked, or answers something that is not gpuops's, is a row with its error; the
 others are still shown, and the exit code is the worst row's (gpuops.errors).
@@ -12,7 +12,7 @@ from collections import Counter
 from .. import errors, profiles, qualifystore, shapes
 from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
-from ..jobs.answers import job_id
+from ..engines.answers import job_id
 from ..jobs.platform import records_dir
 from ..remote import knownkeys
 
@@ -37,7 +37,7 @@ _DISK = {"role": str, "path": str, "total_bytes": (int, NONE), "free_bytes": (in
          "total_inodes": (int, NONE), "free_inodes": (int, NONE), "error": (str, NONE), "measured_at": (str, NONE)}
 # What an honest box can say: 64 GPUs of at most 16 TiB each, a century of uptime, a million jobs.
 MAX_GPUS, MAX_MIB, MAX_UPTIME_S, MAX_JOBS, MAX_TEXT = 64, 1 << 24, 100 * 365 * 86400, 1 << 20, 512
-MAX_PROCESSES = 16  # per GPU (gpuops.onbox.fleet_facts)
+MAX_PROCESSES = 16  # per GPU (gpuops.onbox.facts.fleet_facts)
 
 
 def _bounded(value, low, high, host, what):

@@ -1,7 +1,7 @@
 """Gang jobs: one torchrun run across several boxes, launched as one and kept as one record.
 
 `launch` runs the gang preflight first: every node is asked at once, one round trip each
-(gpuops.onbox.gang_facts: the head listens on the rendezvous port while every other node connects
+(gpuops.onbox.gang.gang_facts: the head listens on the rendezvous port while every other node connects
 to it), and the answers are judged by the pure gpuops.jobs.gangcheck. Anything that would make the
 run fail later refuses it now (exit 5; exit 3 when a node cannot be asked), and nothing starts.
 Then every node gets an ordinary box job (gpuops.ops.jobs.launch: its own supervisor, log and exit
@@ -137,7 +137,7 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
            window_s=WINDOW_S, policy=None, max_restarts=None, nnodes=None):
     """Preflight the gang, then start one torchrun node per host; the launch envelope. With a run
     `policy` (gpuops.jobs.runpolicy.build) every node is a run whose supervisor keeps a link to the
-    others (gpuops.onbox.ganglink): the head's node starts first, and the port it listens on goes
+    others (gpuops.onbox.gang.ganglink): the head's node starts first, and the port it listens on goes
     to the rest. `max_restarts` and `nnodes` ('MIN:MAX') are torchrun's own elastic options."""
     check_request(hosts, cmd, nproc_per_node)
     nnodes = elastic_nnodes(nnodes, len(hosts))

@@ -14,8 +14,10 @@ import time
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
-from ..jobs import gang, gangstore, state, states
-from ..onbox import plans
+from ..jobs import gang, gangstore
+from ..engines import state
+from .. import states
+from ..onbox.host import plans
 from ..remote.fanout import each_host
 from ..remote.targets import target_for
 from . import diagnose as diagnose_op
@@ -243,7 +245,7 @@ def _logs_envelope(gang_id, per_node, kept, follow):
 
 
 def _gang_plan(gang_id, nodes, expires):
-    # as one job's plan: each node's leader and lasting processes (gpuops.onbox.box_stop)
+    # as one job's plan: each node's leader and lasting processes (gpuops.onbox.engines.box_stop)
     pairs = [[n["index"], t["pid"], t["start_ticks"]] for n in nodes for t in n["targets"] if t["planned"]]
     return plans.plan_id("gang-stop", gang_id, pairs, expires)
 

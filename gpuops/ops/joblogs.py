@@ -17,7 +17,9 @@ import time
 from .. import contained, engines, errors
 from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import answers, frames, state, states
+from ..engines import answers, state
+from ..jobs import frames
+from .. import states
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link

@@ -2,7 +2,7 @@
 Each returns one envelope; `logs` is gpuops.ops.joblogs, `wait` gpuops.ops.wait.
 
 Every operation is one exec channel to the box running one on-box job entry (options and
-secrets travel in its stdin; see gpuops.onbox.jobrecord).
+secrets travel in its stdin; see gpuops.onbox.host.jobrecord).
 """
 
 import json
@@ -13,9 +13,12 @@ from .. import engines, errors
 from ..boundary import expect
 from ..engines.base import command_line
 from ..envelope import CODE_KEY, envelope, fixes
-from ..jobs import answers, errorline, lastseen, state, states
+from ..engines import answers, state
+from ..jobs import errorline, lastseen
+from .. import states
 from ..jobs.rows import run_tag
-from ..onbox import plans, steps
+from ..onbox.host import plans
+from ..onbox.triage import steps
 from ..units import duration
 
 # The on-box entry that carries out each job action.
@@ -86,7 +89,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
            resources=None, torchrun=None, timeout_s=60.0, confirm_s=None, share_gpu=False, policy=None):
     """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
     asking it for `resources` (that engine's own flags, checked by it). The box refuses `gpus` it
-    lacks, or that a running gpuops job is pinned to unless `share_gpu` (gpuops.onbox.gpu_pins).
+    lacks, or that a running gpuops job is pinned to unless `share_gpu` (gpuops.onbox.host.gpu_pins).
     With a run `policy` (gpuops.jobs.runpolicy.build) the job is a run: its attempts retried on the
     box as the policy says, under the id this returns."""
     if share_gpu and not gpus:

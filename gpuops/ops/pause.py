@@ -1,6 +1,6 @@
 """`pause` and `resume`: checkpoint a job and give its resources back, then continue it.
 
-One call each, on the box (gpuops.onbox.job_pause). Pause sends the checkpoint signal and waits
+One call each, on the box (gpuops.onbox.jobs.job_pause). Pause sends the checkpoint signal and waits
 there for the job's checkpoint marker (a log line matching `ckpt_regex`, or `ckpt_file` written)
 before it stops anything: a Slurm job is requeued and held, a supervised job stopped and kept as
 PAUSED. No marker by the timeout: nothing is stopped and the exit code is 6, as for any wait that
@@ -10,7 +10,8 @@ which finds its checkpoint) or starts the supervised job again as a child with `
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
-from ..jobs import state, states
+from ..engines import state
+from .. import states
 from .jobs import call
 
 MARGIN_S = 60.0  # the signal, the stop ladder and Slurm's requeue around the marker wait

@@ -1,6 +1,6 @@
 """Preflight: ship the probe in one exec, judge its facts here, build the envelope.
 
-The box does the looking (gpuops/onbox/probe.py, one round trip); the verdicts are pure functions
+The box does the looking (gpuops/onbox/facts/probe.py, one round trip); the verdicts are pure functions
 run locally (gpuops/checks), so thresholds and profiles never travel to the box.
 """
 

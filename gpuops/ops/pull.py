@@ -13,7 +13,7 @@ import time
 
 from .. import contained, errors, pullindex
 from ..findings import Finding
-from ..onbox.ignorerules import Rules
+from ..onbox.sync.ignorerules import Rules
 from ..sync import lock, plan, rules, tree
 from . import sync as S
 
@@ -53,7 +53,7 @@ def _pull(target, src, dst, local_root, opts):
     p = plan.make(rmap, lmap)
     if opts.delete:
         S.check_plan(p.extras, opts)  # a plan that no longer holds refuses before anything moves
-    from ..onbox import disk
+    from ..onbox.host import disk
 
     verdict = S.check_budget(rmap, lmap, p.send, disk.measure("destination", local_root), os.path.isdir(local_root),
                              local_root, opts, findings)

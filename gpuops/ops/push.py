@@ -189,7 +189,7 @@ def _delete_remote(target, root, extras, opts, findings):
 
 
 class _Landing(threading.Thread):
-    """Push: hashes each file on the box as the transfer puts it in place (gpuops.onbox.landing)
+    """Push: hashes each file on the box as the transfer puts it in place (gpuops.onbox.sync.landing)
     instead of reading the whole payload there after the transfer; its connection also opens the
     multiplexed session that verification then reuses. Verification is the same as without it: it
     stats every file sent and reuses a digest only for an unchanged stat. The first manifest of

@@ -1,4 +1,4 @@
-"""`preflight --qualify`: measure the box (gpuops.onbox.qualify, one more exec), check every number it
+"""`preflight --qualify`: measure the box (gpuops.onbox.facts.qualify, one more exec), check every number it
 sends, judge it against the datasheet table (gpuops.datasheet) and record the verdict for this
 host (gpuops.qualifystore), which `fleet` shows and placement reads."""
 

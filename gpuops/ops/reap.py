@@ -1,6 +1,6 @@
 """Reap: ship the on-box reaper, turn its plan and outcomes into an envelope, render the plan.
 
-The box does the judging and the signalling in one exec (gpuops.onbox.reap), because a plan
+The box does the judging and the signalling in one exec (gpuops.onbox.reaper.reap), because a plan
 carried back and forth over SSH would be stale by the time it came back; this side only words
 the result, sets the exit code and says what to do next.
 """
@@ -11,8 +11,8 @@ from .. import errors, shapes
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope, step
 from ..findings import Finding, worst_first
-from ..onbox import plans
-from ..onbox.reap_rules import CLASSES
+from ..onbox.host import plans
+from ..onbox.reaper.reap_rules import CLASSES
 
 FAILED_OUTCOMES = ("stuck", "remains", "not-permitted")
 # GPU memory in use that no process here accounts for, above the driver's own few hundred MiB.

@@ -28,7 +28,7 @@ from typing import Optional
 from .. import errors
 from ..envelope import envelope, step
 from ..findings import Finding, worst_first
-from ..onbox import plans
+from ..onbox.host import plans
 from ..remote import wrap
 from ..sync import budget, link, plan, stripes, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome, merge

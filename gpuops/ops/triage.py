@@ -8,14 +8,15 @@ from .. import engines
 from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
 from ..jobs import rows
-from ..triage import locate, triage_file, triage_pieces
+from . import triage_locate
+from ..onbox.triage import triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
 
 
 def parse_now(text):
-    """`--now` as a datetime. Here, not in gpuops.triage.timestamps: datetime.fromisoformat is
-    Python 3.7, and that module is shipped to the box (gpuops.onbox.BEYOND), where it may be 3.6."""
+    """`--now` as a datetime. Here, not in gpuops.onbox.triage.timestamps: datetime.fromisoformat is
+    Python 3.7, and that module is shipped to the box (gpuops.onbox), where it may be 3.6."""
     if text is None:
         return None
     value = text.strip()
@@ -52,14 +53,14 @@ def build(result, host=None, more=(), run=None):
 
 def triage_local(*, log=None, dir=None, slurm_id=None, outputs="outputs", slurm_state=None, now=None):
     if log:
-        loc = locate.from_log(log)
+        loc = triage_locate.from_log(log)
     elif dir:
-        loc = locate.from_dir(dir)
+        loc = triage_locate.from_dir(dir)
     else:
-        loc = locate.from_slurm_id(slurm_id, outputs)
-    state = slurm_state if slurm_state is not None else locate.scontrol_state(loc.slurm_id)
+        loc = triage_locate.from_slurm_id(slurm_id, outputs)
+    state = slurm_state if slurm_state is not None else triage_locate.scontrol_state(loc.slurm_id)
     context = {"log": loc.log, "job_dir": loc.job_dir, "slurm_id": loc.slurm_id,
-               "restore_confirmed": locate.ray_logs_restore(loc.job_dir)}
+               "restore_confirmed": triage_locate.ray_logs_restore(loc.job_dir)}
     try:
         result = triage_file(loc.log, now=now, slurm_state=state, context=context)
     except IsADirectoryError:
@@ -92,7 +93,8 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None, attempt=None):
-    from ..jobs import curves, platform, runtelemetry, state
+    from ..jobs import curves, platform, runtelemetry
+    from ..engines import state
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir, attempt=attempt)

@@ -1,6 +1,6 @@
 """`wait`: block until a job reaches a state, its log matches a regex, or the time is up.
 
-The waiting happens on the box (gpuops.onbox.job_wait), one SSH call for the whole wait: it polls
+The waiting happens on the box (gpuops.onbox.jobs.job_wait), one SSH call for the whole wait: it polls
 the job's records there and answers within a poll of the change. The box knows phases (starting,
 alive, ended); the state is derived here from the facts it returns, like `status` does. Only when
 the phase was reached but the derived state is another one of the same phase (RUNNING asked,
@@ -14,17 +14,18 @@ import time
 from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import answers, state, states
+from ..engines import answers, state
+from .. import states
 from ..units import duration
 from .jobs import call, command_line, job_steps, state_now
 
 TEXT_BYTES = 64 << 10
-MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.job_wait.TEXT_MAX)
+MAX_TEXT_BYTES = 1 << 20  # what the box sends at most (gpuops.onbox.jobs.job_wait.TEXT_MAX)
 SSH_MARGIN_S = 20.0  # connect, ship, and the supervisor's exit record settling (box_stop.EXIT_SETTLE_S)
 RECHECK_S = 2.0
 PHASE = {name: phase for name, phase in states.PHASES.items() if name != states.PENDING}
 TERMINAL = "terminal"
-EVENT = "event"  # --until event: a run's next event (gpuops.onbox.runevents)
+EVENT = "event"  # --until event: a run's next event (gpuops.onbox.run.runevents)
 EVENTS_MAX = 50
 _ANSWER = {"job": dict, "phase": str, "reason": str, "start": int, "next": int, "size": int, "text_start": int,
            "text_b64": str, "match": (dict, type(None))}

@@ -1,4 +1,4 @@
-"""Calls through the box's resident helper (gpuops.onbox.resident), over a kept master.
+"""Calls through the box's resident helper (gpuops.onbox.helper.resident), over a kept master.
 
 A kept master (gpuops.remote.mux) spares a call the handshake, but every exec channel still pays
 the box's login rc and a fresh interpreter: on a box with conda or pyenv in its rc, more than
@@ -16,7 +16,7 @@ runs the call over an exec channel instead and a new helper is armed.
 
 GPUOPS_RESIDENT=0 turns the helper off: every call on a kept master is then an exec channel.
 
-What comes back is framed (gpuops.onbox.frames) and bounded here: frames over FRAME_MAX, an unknown
+What comes back is framed (gpuops.onbox.helper.wire) and bounded here: frames over FRAME_MAX, an unknown
 frame type or a short exit status end the call with exit -1, like a lost connection.
 """
 
@@ -28,7 +28,7 @@ import re
 import socket
 import threading
 
-from ..onbox import frames
+from ..onbox.helper import wire
 from . import mux
 
 ENV = "GPUOPS_RESIDENT"
@@ -156,14 +156,14 @@ def open_call(path, src, args, timeout_s, greet_s, site=False):
     sock.settimeout(greet_s)
     try:
         sock.connect(path)
-        hello = _exactly(sock, len(frames.HELLO))
+        hello = _exactly(sock, len(wire.HELLO))
     except socket.timeout:
         sock.close()
         raise NothingRan(path, stuck=True) from None
     except OSError:
         sock.close()
         raise NothingRan(path) from None
-    if hello != frames.HELLO:
+    if hello != wire.HELLO:
         sock.close()
         raise NothingRan(path)
     sock.settimeout(None)
@@ -215,15 +215,15 @@ class _Input:
         self._sock = sock
 
     def write(self, data):
-        for at in range(0, len(data), frames.FRAME_MAX):
-            self._sock.sendall(frames.frame(frames.STDIN, data[at:at + frames.FRAME_MAX]))
+        for at in range(0, len(data), wire.FRAME_MAX):
+            self._sock.sendall(wire.frame(wire.STDIN, data[at:at + wire.FRAME_MAX]))
 
     def flush(self):
         pass
 
     def close(self):
         with contextlib.suppress(OSError):
-            self._sock.sendall(frames.frame(frames.STDIN_END, b""))
+            self._sock.sendall(wire.frame(wire.STDIN_END, b""))
 
 
 class _Call:
@@ -236,20 +236,20 @@ class _Call:
         self._reader.start()
 
     def _read(self):
-        streams = {frames.STDOUT: self.stdout, frames.STDERR: self.stderr}
+        streams = {wire.STDOUT: self.stdout, wire.STDERR: self.stderr}
         try:
             while True:
-                head = _exactly(self._sock, frames.HEAD)
+                head = _exactly(self._sock, wire.HEAD)
                 if head is None:
                     break
-                kind, size = frames.head(head)
-                if size > frames.FRAME_MAX or (kind not in streams and kind != frames.STATUS):
+                kind, size = wire.head(head)
+                if size > wire.FRAME_MAX or (kind not in streams and kind != wire.STATUS):
                     break
                 payload = _exactly(self._sock, size)
                 if payload is None:
                     break
-                if kind == frames.STATUS:
-                    self.code = frames.code_of(payload)
+                if kind == wire.STATUS:
+                    self.code = wire.code_of(payload)
                     break
                 streams[kind].feed(payload)
         except OSError:

@@ -16,7 +16,7 @@ executable on the box falls through to `python3` on PATH within the same command
 import re
 import shlex
 
-from ..onbox.frames import KILL_AFTER_S
+from ..onbox.helper.wire import KILL_AFTER_S
 
 NO_PYTHON_MARK = "gpuops:no-python3"
 PYTHON_MARK = b"gpuops:python="

@@ -360,7 +360,7 @@ def state_text(row):
     never read as markup)."""
     from rich.text import Text
 
-    from ..jobs.states import style
+    from ..states import style
 
     s = row.get("state") or "?"
     extra = f" {row['exit_code']}" if row.get("exit_code") else ""  # a COMPLETED row's 0 goes without saying

@@ -2,7 +2,7 @@
 
 import sys
 
-from ..jobs.states import ALIVE
+from ..states import ALIVE
 from ..units import duration
 from . import print_next, state_text, step_text, summary_line, verdict_line
 

@@ -2,7 +2,7 @@
 signals sent, GPU memory before and after, the verdict again. A ten-column table of sentences
 wrapped a word per line at 80 columns; a block gives each fact its own line at any width."""
 
-from ..onbox.reap_rules import CLASSES
+from ..onbox.reaper.reap_rules import CLASSES
 from ..units import duration
 from . import cut, doctor, hanging
 

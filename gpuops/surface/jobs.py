@@ -1,7 +1,7 @@
 """The job verbs: launch, status, logs, wait, stop, pause, resume, retry, queue, and their tools."""
 
 from .. import engines
-from ..jobs import states
+from .. import states
 from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
                      JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
                      YES_PLAN_TIP, host)
@@ -21,7 +21,7 @@ ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (def
                choices=tuple(engines.names()))
 
 
-# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.runloop);
+# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.run.runloop);
 # gpuops.jobs.runpolicy checks these before anything is sent.
 RUN_POLICY = (
     Param("max_retries", INT, "attempts after the first when one fails for a transient reason (preemption, a lost "

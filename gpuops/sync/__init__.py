@@ -18,7 +18,7 @@ and then proven by comparing manifests again. Success means verified, never "the
     lanes      one stream's own SSH connection, and the link's measurement (round trip, rate)
     ranges     one range over a lane (resumable part files), a file's ranges joined in place
     striped    the engine wrapping rsync's: one stream, or several lanes at once
-    lock       one writer per destination: pull's here, push's on the box (gpuops.onbox.destlock)
+    lock       one writer per destination: pull's here, push's on the box (gpuops.onbox.sync.destlock)
     crlf       shell scripts with CRLF line endings (U26)
     progress   a rich progress bar for people; nothing for machines
 """

@@ -2,7 +2,7 @@
 transfer is writing is refused (exit 5) with the holder named, instead of ending "verified" with a
 destination that mixes both trees.
 
-Both ends use the flock of gpuops.onbox.destlock, on a file beside the destination (outside its
+Both ends use the flock of gpuops.onbox.sync.destlock, on a file beside the destination (outside its
 tree), so every writer sees it whichever login it came through. Here (pull's --dst) its fallback
 is the per-user state directory.
 On the box (push's --dst) the destlock entry holds it on a channel of its own for the whole push;
@@ -19,7 +19,7 @@ import time
 
 from .. import errors, pullindex, shapes
 from ..boundary import answer
-from ..onbox import destlock
+from ..onbox.sync import destlock
 
 # A writer that has just finished lets go of the box's lock a heartbeat later: a taker waits this
 # long before calling the destination busy.

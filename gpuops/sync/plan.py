@@ -1,6 +1,6 @@
 """Pure comparison of two manifests: what to send, what differs, what is extra.
 
-An entry is the tree walker's Entry(rel, kind, size, sha256, link) (gpuops.onbox.manifest; kind
+An entry is the tree walker's Entry(rel, kind, size, sha256, link) (gpuops.onbox.sync.manifest; kind
 "f" file, "d" directory, "l" symlink, "o" other). A file counts as equal only when both sizes
 match and both sha256 digests are known and equal: an unhashed file is never assumed in sync.
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..contained import problem as path_problem
 from ..errors import BadAnswer
-from ..onbox.manifest import KINDS, Entry
+from ..onbox.sync.manifest import KINDS, Entry
 
 KIND_WORDS = {"f": "file", "d": "directory", "l": "symlink", "o": "special file"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")

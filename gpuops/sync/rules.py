@@ -7,7 +7,7 @@ engine's partial files (which must sit beside what they become, for an atomic re
 manifest is kept outside the tree (gpuops.pullindex), so no name of the user's is taken by it.
 """
 
-from ..onbox.ignorerules import IGNORE_FILE
+from ..onbox.sync.ignorerules import IGNORE_FILE
 
 PARTIAL_DIR = ".gpuops-partial"
 PART_SUFFIX = ".gpuops-part"
@@ -15,7 +15,7 @@ INTERNAL = (PARTIAL_DIR + "/", "*" + PART_SUFFIX)
 
 
 def request(excludes=(), include_git=False, read_ignore_file=True) -> dict:
-    """The rule part of a manifest request (see gpuops.onbox.manifest)."""
+    """The rule part of a manifest request (see gpuops.onbox.sync.manifest)."""
     return {
         "rules_before": [] if include_git else [".git"],
         "ignore_file": IGNORE_FILE if read_ignore_file else None,

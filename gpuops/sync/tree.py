@@ -1,7 +1,7 @@
 """Manifests of both ends: the local tree walked in-process, the remote one in one round trip.
 
-Both ends run the same walker (gpuops.onbox.manifest), so rules, names, hashes and the digest
-cache (gpuops.onbox.digestcache) agree by construction. The remote call survives a dropped
+Both ends run the same walker (gpuops.onbox.sync.manifest), so rules, names, hashes and the digest
+cache (gpuops.onbox.sync.digestcache) agree by construction. The remote call survives a dropped
 connection: it reconnects with the operation's backoff, since a sync that just resumed after a
 cut must still be able to verify.
 """
@@ -11,7 +11,7 @@ import os
 import threading
 
 from ..errors import AuthFailed, GpuopsError, HostError, HostKeyChanged, PythonMissing, TimedOut
-from ..onbox import manifest as walker
+from ..onbox.sync import manifest as walker
 
 # Seconds a remote manifest may take: a floor, plus time to read the bytes it hashes and to
 # stat the entries it walks, at rates slow disks still manage.
@@ -219,7 +219,7 @@ class _Dropped(Exception):
 
 
 def follow(target, root, request, timeout_s, on_output, tally) -> dict:
-    """Run the landing follower (gpuops.onbox.landing) on the box: one attempt, no retries (it
+    """Run the landing follower (gpuops.onbox.sync.landing) on the box: one attempt, no retries (it
     is only a head start). Its output is passed on as it comes: the first byte says it is
     watching, so verification can be held back until it would be told to stop."""
     payload = json.dumps({**request, "root": root}).encode("utf-8", "surrogateescape")

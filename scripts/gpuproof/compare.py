@@ -11,7 +11,7 @@ something the driver can tell.
 
 from gpuops.checks import gpu as gpu_checks
 from gpuops.checks.thresholds import merged
-from gpuops.onbox import busid
+from gpuops.onbox.host import busid
 
 MATCH, MISMATCH, UNCONFIRMED, SHOWN, NEITHER = "match", "MISMATCH", "unconfirmed", "shown", "neither has it"
 JUDGED_REASONS = gpu_checks.HW_SLOWDOWN | gpu_checks.SW_THERMAL | gpu_checks.HW_THERMAL | gpu_checks.HW_POWER_BRAKE

@@ -109,7 +109,7 @@ def step_qualify(p, rec, check, workloads):
     xml = p.sh(["nvidia-smi", "-q", "-x"], name="nvidia-smi-q-x-qualify", timeout=30)
     rec["rows"] += link_rows(links, xml["out"])
     topo = p.sh(["nvidia-smi", "topo", "-p2p", "r"], name="nvidia-smi-topo-p2p-r", timeout=30)
-    from gpuops.onbox import gpulinks
+    from gpuops.onbox.host import gpulinks
 
     csv = p.sh(gpulinks.query(gpulinks.NEW_FIELDS), name="csv-links", timeout=30)  # the fakes' fixture
     check(rec, "the link CSV query is accepted", csv["rc"] == 0, (csv["err"] or csv["out"]).strip()[:300])

@@ -169,7 +169,7 @@ def step_facts(p, rec):
     for name, argv in SMI_QUERIES.items():
         r = p.sh(argv, name="nvidia-smi-" + name, timeout=30)
         check(rec, "nvidia-smi %s answers" % " ".join(argv[1:]), r["rc"] == 0, r["err"].strip()[:200] or None)
-    from gpuops.onbox import gpu, smi
+    from gpuops.onbox.host import gpu, smi
 
     for label, fields in (("core+optional", gpu.CORE_FIELDS + gpu.OPTIONAL_FIELDS), ("apps", gpu.APP_FIELDS),
                           ("light", smi.FIELDS + [smi.NAME_FIELD])):
@@ -243,7 +243,7 @@ def _both_paths(p, rec, label):
     """gpuops' NVML document and its nvidia-smi document, read back to back in this process."""
     import pynvml
 
-    from gpuops.onbox import gpu
+    from gpuops.onbox.host import gpu
 
     nvml_doc, err = gpu.from_nvml(pynvml)
     smi_doc = gpu.finish_smi(gpu.start_smi())
@@ -372,7 +372,7 @@ def step_reap(p, rec):
 def _nvml_used():
     import pynvml
 
-    from gpuops.onbox import gpu
+    from gpuops.onbox.host import gpu
 
     time.sleep(1.0)  # the driver frees a context a moment after its last fd closes
     doc, _ = gpu.from_nvml(pynvml)

@@ -1,4 +1,4 @@
-"""`nvidia-smi -q -x` read into the GPU document gpuops' probe builds (gpuops.onbox.gpu), so the
+"""`nvidia-smi -q -x` read into the GPU document gpuops' probe builds (gpuops.onbox.host.gpu), so the
 proof can set the two side by side field by field and run gpuops' own GPU checks on both.
 
 The XML is the driver's full report, a different code path in nvidia-smi from the CSV queries the

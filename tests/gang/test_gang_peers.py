@@ -5,7 +5,7 @@ import socket
 import threading
 import time
 
-from gpuops.onbox import gang_peers as P
+from gpuops.onbox.gang import gang_peers as P
 
 
 def test_the_table_round_trips_and_words_that_are_not_one_are_skipped():

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from gpuops.jobs import states
-from gpuops.onbox import procs, retrypolicy
+from gpuops import states
+from gpuops.onbox.host import procs
+from gpuops.onbox.triage import retrypolicy
 from gpuops.ops import gangview
 from tests.conftest import FIXTURES
 from tests.jobs.helpers import wait_for

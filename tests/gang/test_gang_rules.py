@@ -6,7 +6,8 @@ import os
 import pytest
 
 from gpuops import errors, placement
-from gpuops.jobs import gang, gangcheck, gangstore, states
+from gpuops.jobs import gang, gangcheck, gangstore
+from gpuops import states
 from gpuops.remote import knownkeys
 from tests.test_fleet_rules import planted
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from gpuops.jobs import states
-from gpuops.onbox import procs
+from gpuops import states
+from gpuops.onbox.host import procs
 from gpuops.ops import gangview
 from tests.gang.conftest import DDP
 from tests.jobs.helpers import meta_of, wait_for

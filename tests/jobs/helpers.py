@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.onbox import procs
+from gpuops.onbox.host import procs
 
 
 def _tagged(job_ids):

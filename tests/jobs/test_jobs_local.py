@@ -77,7 +77,8 @@ def test_missing_script_interpreter_is_refused_before_anything_starts(local_jobs
 
 
 def test_a_job_that_cannot_be_spawned_is_recorded_as_failed_127(local_jobs):
-    from gpuops.onbox import jobrecord, wrapper
+    from gpuops.onbox.host import jobrecord
+    from gpuops.onbox.run import wrapper
 
     d = local_jobs / "20200101-000000-000000"
     d.mkdir(parents=True)
@@ -221,7 +222,7 @@ def _session_root(root, session, oom_kill):
 def test_an_ended_jobs_oom_kills_are_read_from_the_cgroup_its_launch_recorded(monkeypatch, local_jobs, tmp_path):
     """The job's meta named no cgroup, so once its process was gone the counter of the session
     cgroup it ran (and was OOM-killed) in was never read: preflight from a new SSH session said ok."""
-    from gpuops.onbox import cgroup
+    from gpuops.onbox.host import cgroup
 
     root = tmp_path / "root"
     _session_root(root, 7, 0)

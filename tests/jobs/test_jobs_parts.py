@@ -4,7 +4,8 @@ import pytest
 
 from gpuops import errors
 from gpuops.jobs import frames, spec
-from gpuops.onbox import job_queue, logscan, steps
+from gpuops.onbox.jobs import job_queue
+from gpuops.onbox.triage import logscan, steps
 from gpuops.remote.base import Target
 
 

@@ -1,7 +1,7 @@
 """pause and resume on the box's own supervisor, over the real sshd: the checkpoint signal, the
 marker, a stop that keeps the record PAUSED, and a resume that is a child run from the checkpoint."""
 
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.ops import jobs as op, pause
 from tests.jobs.helpers import wait_for
 

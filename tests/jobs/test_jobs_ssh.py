@@ -101,7 +101,7 @@ def test_follow_resumes_after_a_cut_without_losing_or_repeating_bytes(box, jobs_
 
 
 def _alive(pid):
-    from gpuops.onbox import procs
+    from gpuops.onbox.host import procs
 
     return procs.alive(pid)
 
@@ -156,7 +156,7 @@ def test_grace_zero_kills_at_once_instead_of_waiting_the_default(box, jobs_dir):
 
 
 def test_a_reused_pid_is_not_the_job(box, jobs_dir):
-    from gpuops.onbox import jobrecord, procs
+    from gpuops.onbox.host import jobrecord, procs
 
     stranger = subprocess.Popen(["sleep", "30"])
     try:
@@ -180,7 +180,7 @@ def test_a_reused_pid_is_not_the_job(box, jobs_dir):
 def test_a_job_read_while_its_supervisor_writes_the_exit_is_not_vanished(box, jobs_dir):
     """2 of 8 `launch --cmd true` envelopes said VANISHED: the status read landed after the job
     ended and before its supervisor wrote exit.json."""
-    from gpuops.onbox import jobrecord, procs
+    from gpuops.onbox.host import jobrecord, procs
 
     job_id = "20200101-000000-fedcba"
     d = jobs_dir / job_id

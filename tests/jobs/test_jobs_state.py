@@ -2,7 +2,8 @@
 
 import pytest
 
-from gpuops.jobs import state, states
+from gpuops.engines import state
+from gpuops import states
 
 NOW = 1_000_000.0
 
@@ -144,7 +145,7 @@ def test_a_job_whose_supervisor_was_lost_at_launch_says_so_when_it_vanishes():
 
 
 def test_a_run_saving_a_checkpoint_is_not_stalled_and_a_training_one_still_is():
-    """Its supervisor sees the checkpoint directory change (gpuops.onbox.progress): the save is a
+    """Its supervisor sees the checkpoint directory change (gpuops.onbox.run.progress): the save is a
     phase, however long; the status rule's silence alone does not make it STALLED."""
     events = [ev(10, at=NOW - 32, seconds=2.0), ev(11, at=NOW - 30, seconds=2.0)]
     run = {"id": "j1", "attempt": 1, "max_attempts": 2, "phase": "running", "ended": False}

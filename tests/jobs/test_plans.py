@@ -66,7 +66,7 @@ def test_push_delete_applies_its_plan_and_refuses_when_the_extras_changed(jobs_b
 
 
 def test_plan_ids_change_with_the_set_and_carry_their_expiry():
-    from gpuops.onbox import plans
+    from gpuops.onbox.host import plans
 
     a = plans.plan_id("stop", "j", [(1, 10), (2, 20)], 100)
     assert a == plans.plan_id("stop", "j", [(2, 20), (1, 10)], 100) and plans.expiry(a) == 100

@@ -14,7 +14,9 @@ import pytest
 
 from gpuops.jobs import runpolicy
 from gpuops.ops import jobs as op, wait as waiting
-from gpuops.onbox import procs, retrypolicy, runevents
+from gpuops.onbox.host import procs
+from gpuops.onbox.triage import retrypolicy
+from gpuops.onbox.run import runevents
 from tests.conftest import FIXTURES
 from tests.jobs.helpers import event_kinds as kinds, run_record as record, tmpfs, wait_run_end as wait_end
 

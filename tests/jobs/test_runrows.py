@@ -1,8 +1,8 @@
-"""A run's rows, pure (gpuops.jobs.state._run, gpuops.ops.jobs.one_row_per_run): an earlier attempt
+"""A run's rows, pure (gpuops.engines.state._run, gpuops.ops.jobs.one_row_per_run): an earlier attempt
 keeps the state it ended in, only the current one is RETRYING between attempts, a run whose
 supervisor died says it is unsupervised, and a listing shows each run once."""
 
-from gpuops.jobs import state
+from gpuops.engines import state
 from gpuops.ops.jobs import one_row_per_run
 from tests.jobs.test_jobs_state import NOW, facts
 

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from gpuops.jobs import runpolicy
-from gpuops.onbox import procs, runevents
+from gpuops.onbox.host import procs
+from gpuops.onbox.run import runevents
 from gpuops.ops import diagnose, jobs as op, joblogs, triage, wait as waiting
 from tests.jobs.helpers import event_kinds as kinds, kill_everything, run_record as record, tmpfs, wait_for
 from tests.jobs.helpers import wait_run_end as wait_end

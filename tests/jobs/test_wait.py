@@ -13,8 +13,8 @@ import time
 import pytest
 
 from gpuops import errors
-from gpuops.jobs import answers
-from gpuops.onbox import box_stop
+from gpuops.engines import answers
+from gpuops.onbox.engines import box_stop
 from gpuops.ops import joblogs, jobs as op, reap, wait
 from tests.conftest import ROOT
 from tests.jobs.helpers import meta_of, wait_for
@@ -220,7 +220,7 @@ def test_the_readme_lists_every_exit_code():
 
 
 def _alive(pid):
-    from gpuops.onbox import procs
+    from gpuops.onbox.host import procs
 
     return procs.alive(pid)
 

@@ -79,7 +79,7 @@ def _kill_keepers(state):
     import json
     import signal
 
-    from gpuops.onbox import procs
+    from gpuops.onbox.host import procs
 
     for pid_file in (state / "keeper").glob("*/keeper.pid"):
         held = json.loads(pid_file.read_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuops import errors
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.ops import diagnose, joblogs, jobs as op, triage, wait
 from tests.jobs.helpers import wait_for
 

@@ -7,7 +7,8 @@ import pytest
 
 from gpuops import engines, errors
 from gpuops.engines import ray_preflight
-from gpuops.jobs import state, states
+from gpuops.engines import state
+from gpuops import states
 
 RAY = engines.get("ray")
 
@@ -104,7 +105,7 @@ def test_the_head_is_seen_by_its_gcs_listening():
 
 def attempt(exit_record):
     """The row of a run's attempt whose end the run's supervisor, the Ray job's driver, recorded."""
-    from gpuops.onbox import ray_engine
+    from gpuops.onbox.engines import ray_engine
 
     meta = {"engine": "ray", "ray_submission_id": "gpuops-j1", "launched_at": 100.0, "run": {"id": "j1", "attempt": 1}}
     facts = {"job_id": "j1", "now": 200.0, "meta": meta, "exit": exit_record, "progress": {"events": []},

@@ -1,12 +1,13 @@
 """Runs on a real Ray cluster: `launch --engine ray` with a run policy makes the Ray job's driver the
-run's supervisor (gpuops.onbox.ray_run), so the policy is enforced inside the Ray job, on the head,
+run's supervisor (gpuops.onbox.engines.ray_run), so the policy is enforced inside the Ray job, on the head,
 by triage's classifier: a transient death is retried from the newest complete checkpoint, a Python
 exception is not, the run's time limit is TIMEOUT, and a stop ends the run. Every wait is on the
 records the head keeps; no sleep decides an outcome."""
 
 import json
 
-from gpuops.jobs import runpolicy, states
+from gpuops.jobs import runpolicy
+from gpuops import states
 from gpuops.ops import diagnose, jobs as op, wait as waiting
 from tests.jobs.helpers import event_kinds as kinds, run_record as record, wait_run_end as wait_end
 
@@ -91,7 +92,7 @@ def test_gpuops_stop_ends_the_ray_run_and_is_never_retried(box, jobs_dir):
 
 
 def test_a_stall_on_ray_is_evidence_then_a_retry_and_notify_hears_each_event_on_the_head(box, jobs_dir, tmp_path):
-    from gpuops.onbox import runevents
+    from gpuops.onbox.run import runevents
 
     heard = tmp_path / "heard.jsonl"
     # two steps, then the hang: a count that never moved gets the start-up allowance, not --stall-after

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.ops import diagnose, jobs as op, wait
 from gpuops.remote.targets import target_for
 from tests.slurm.conftest import cancel_recorded, login_env

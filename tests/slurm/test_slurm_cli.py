@@ -9,8 +9,8 @@ import stat
 import pytest
 
 from gpuops import profiles
-from gpuops.jobs import states
-from gpuops.onbox import slurm as onbox_slurm
+from gpuops import states
+from gpuops.onbox.engines import slurm as onbox_slurm
 from tests.slurm.conftest import login_env
 from tests.jobs.helpers import wait_for
 

@@ -9,7 +9,7 @@ import json
 import re
 import time
 
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.ops import diagnose, joblogs, jobs as op, pause, triage, wait
 from tests.jobs.helpers import wait_for
 

@@ -9,7 +9,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]
 
 from mcp import Client  # noqa: E402
 
-from gpuops.jobs import states  # noqa: E402
+from gpuops import states  # noqa: E402
 from gpuops.mcp import server  # noqa: E402
 from tests.slurm.conftest import cancel_recorded, login_env  # noqa: E402
 from tests.test_mcp_contract import _undeclared  # noqa: E402

@@ -1,4 +1,4 @@
-"""A run policy under Slurm (gpuops.onbox.slurm_resume): a job that Slurm requeues (here
+"""A run policy under Slurm (gpuops.onbox.engines.slurm_resume): a job that Slurm requeues (here
 `scontrol requeue`, as a preemption or a node failure would) runs again from its newest complete
 checkpoint, with the resume argument quoted into its command; a requeue past --max-retries runs
 nothing more; status, wait and diagnose say the attempt and the checkpoint. Real Slurm, reached
@@ -14,8 +14,10 @@ from gpuops import onbox
 from gpuops.engines import slurm as slurm_engine
 from gpuops.engines import slurm_state
 from gpuops.errors import UsageError
-from gpuops.jobs import rows, runpolicy, states
-from gpuops.onbox import runevents, slurm_resume, slurm_script
+from gpuops.jobs import rows, runpolicy
+from gpuops import states
+from gpuops.onbox.run import runevents
+from gpuops.onbox.engines import slurm_resume, slurm_script
 from gpuops.ops import diagnose as diagnose_op
 from gpuops.ops import jobs as op
 from gpuops.ops import pause

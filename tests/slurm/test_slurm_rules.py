@@ -12,9 +12,10 @@ from gpuops import errors
 from gpuops.engines import slurm_diagnose as scheduled
 from gpuops.engines import slurm_sbatch as sbatch
 from gpuops.engines import slurm_state as slurmstate
-from gpuops.jobs import spec, states
-from gpuops.onbox import slurm_script
-from gpuops.triage import signatures
+from gpuops.jobs import spec
+from gpuops import states
+from gpuops.onbox.engines import slurm_script
+from gpuops.onbox.triage import signatures
 from tests.slurm.conftest import CHECKPOINTING
 
 

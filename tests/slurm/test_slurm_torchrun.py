@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.jobs import states
+from gpuops import states
 from gpuops.ops import jobs as op, wait
 
 SCRIPT = Path(__file__).resolve().parent.parent / "fixtures" / "slurm" / "ddp_train.py"

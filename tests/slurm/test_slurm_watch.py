@@ -1,4 +1,4 @@
-"""The run's watcher inside a Slurm job (gpuops.onbox.slurm_watch): under --engine slurm a hung
+"""The run's watcher inside a Slurm job (gpuops.onbox.engines.slurm_watch): under --engine slurm a hung
 command (SIGSTOPped, or a silent busy loop) is stopped with its evidence saved, then requeued or
 ended as the policy says; a healthy one is never stopped; --notify hears the events,
 --keep-checkpoints prunes only what it may, and a stop is never retried. Real Slurm, reached
@@ -14,8 +14,10 @@ import pytest
 
 from gpuops import onbox
 from gpuops.errors import UsageError
-from gpuops.jobs import runpolicy, states
-from gpuops.onbox import runevents, slurm_script
+from gpuops.jobs import runpolicy
+from gpuops import states
+from gpuops.onbox.run import runevents
+from gpuops.onbox.engines import slurm_script
 from gpuops.ops import jobs as op
 from gpuops.ops import wait
 from tests.jobs.helpers import wait_for

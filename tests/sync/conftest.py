@@ -1,6 +1,6 @@
 """Fixtures for the sync tests: real sshd boxes (one without rsync), a wire meter, odd trees.
 
-Both ends keep digest caches (gpuops.onbox.digestcache): the boxes' go to a session directory
+Both ends keep digest caches (gpuops.onbox.sync.digestcache): the boxes' go to a session directory
 (XDG_CACHE_HOME through sshd's SetEnv), this machine's to each test's own directory, so no test
 reads or writes ~/.cache."""
 

@@ -1,4 +1,4 @@
-"""gpuops.onbox.destlock, the flock one writer per destination holds: in-process, and as the
+"""gpuops.onbox.sync.destlock, the flock one writer per destination holds: in-process, and as the
 shipped entry whose lock lasts exactly as long as its client's channel."""
 
 import json
@@ -7,7 +7,7 @@ import subprocess
 import threading
 
 from gpuops import onbox
-from gpuops.onbox import destlock
+from gpuops.onbox.sync import destlock
 from gpuops.remote import wrap
 
 OWNER = {"verb": "push", "pid": 4242, "host": "laptop", "token": "t"}

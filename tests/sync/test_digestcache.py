@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gpuops.onbox import digestcache, landing, manifest
+from gpuops.onbox.sync import digestcache, landing, manifest
 
 
 def wait_storable(*paths):

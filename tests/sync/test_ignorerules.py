@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from gpuops.onbox.ignorerules import Rules, compile_rule
+from gpuops.onbox.sync.ignorerules import Rules, compile_rule
 
 RULES = [
     "# a comment",
@@ -87,7 +87,7 @@ def test_excluded_directory_cannot_be_reincluded_below():
 
 
 def test_walker_prunes_with_the_rules(tmp_path):
-    from gpuops.onbox import manifest
+    from gpuops.onbox.sync import manifest
 
     for rel in ("keep/a.py", "skip/b.py", "keep/c.log", "keep/!important.log"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

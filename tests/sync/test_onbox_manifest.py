@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gpuops.onbox import digestcache, manifest
+from gpuops.onbox.sync import digestcache, manifest
 from gpuops.remote.local import LocalTarget
 
 

@@ -30,7 +30,7 @@ def test_a_push_opens_the_lock_and_listing_transfer_follower_and_verifier_channe
 
 def test_a_push_with_nothing_to_send_opens_one_channel(rsync_box, sync_env, tmp_path):
     _tree(tmp_path / "src")
-    # Digests are kept only for files whose ctime is safely in the past (gpuops.onbox.digestcache):
+    # Digests are kept only for files whose ctime is safely in the past (gpuops.onbox.sync.digestcache):
     # the second push stores what the first wrote, and the third finds every digest cached.
     for _ in range(2):
         proc, _ = run_cli(sync_env, "push", "--host", rsync_box.spec, "--src", str(tmp_path / "src"), "--dst",

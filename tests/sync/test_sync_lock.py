@@ -1,4 +1,4 @@
-"""One writer per destination (gpuops.sync.lock over gpuops.onbox.destlock): a second push or
+"""One writer per destination (gpuops.sync.lock over gpuops.onbox.sync.destlock): a second push or
 pull to a destination that one is writing is refused with exit 5, naming the holder, and the
 destination is one tree; a holder that was killed is taken over. Real sshd, real processes."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from gpuops.onbox import destlock
+from gpuops.onbox.sync import destlock
 from gpuops.sync import lock
 from tests.sync.conftest import ROOT, run_cli, snapshot
 

@@ -5,8 +5,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gpuops.triage import classify_bytes, signatures as S, triage_bytes
-from gpuops.triage.classify import normalize_state
+from gpuops.onbox.triage import classify_bytes, signatures as S, triage_bytes
+from gpuops.onbox.triage.classify import normalize_state
 
 T0 = datetime(2025, 3, 2, 10, 0, 0)
 

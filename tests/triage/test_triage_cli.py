@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gpuops.triage import signatures as S
-from gpuops.triage.locate import parse_scontrol
+from gpuops.onbox.triage import signatures as S
+from gpuops.ops.triage_locate import parse_scontrol
 from tests.triage.helpers import EXPECTED, log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

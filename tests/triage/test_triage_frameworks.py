@@ -1,4 +1,4 @@
-"""The framework tables (gpuops/triage/frameworks.py, framework_advice.py) against logs written from
+"""The framework tables (gpuops/onbox/triage/frameworks.py, framework_advice.py) against logs written from
 each framework's own source strings: tests/fixtures/triage/frameworks/<framework>/<case>.log, with
 the status, class, progress and advice expected of each in expected.json there.
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuops.triage import frameworks as FW
-from gpuops.triage import framework_advice, triage_file
+from gpuops.onbox.triage import frameworks as FW
+from gpuops.onbox.triage import framework_advice, triage_file
 from tests.triage.helpers import FIXTURES
 
 ROOT = FIXTURES / "frameworks"

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from gpuops.triage import matcher, signatures as S
+from gpuops.onbox.triage import matcher, signatures as S
 
 SEED_ORDER = (  # the procedure's tables, in their priority order
     "container-pull-fail", "container-load-fail", "no-gpu", "nccl-nic-fail", "port-fail", "model-not-found",
@@ -102,7 +102,7 @@ SAMPLES = {
     "aborted_core": b"run.sh: line 7:  5120 Aborted                 (core dumped) python train.py",
     "accelerate_exit": b"subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' returned non-zero "
                        b"exit status 1.",
-    # the framework tables (gpuops/triage/frameworks.py), as each framework prints them
+    # the framework tables (gpuops/onbox/triage/frameworks.py), as each framework prints them
     "subprocess_signal": b"subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' died with "
                          b"<Signals.SIGKILL: 9>.",
     "ds_sigterm": b"[2025-03-02 10:00:00,000] [INFO] [launch.py:319:sigkill_handler] Main process received SIGTERM, exiting",

@@ -3,7 +3,7 @@ lines, truncated last lines, and logs split over many chunks or read only in hea
 
 import pytest
 
-from gpuops.triage import classify_bytes, engines, signatures as S, triage_bytes, triage_file, triage_pieces
+from gpuops.onbox.triage import classify_bytes, scanners, signatures as S, triage_bytes, triage_file, triage_pieces
 from tests.triage.helpers import EXPECTED, log, now_of, state_of
 
 NAMES = sorted(EXPECTED)
@@ -97,7 +97,7 @@ def test_many_matches_keep_bounded_facts():
     body = b"".join(b"%d: Traceback (most recent call last):\n%d: ValueError: bad %d\n" % (i % 8, i % 8, i)
                     for i in range(20_000))
     result = triage_bytes(body)
-    hits = engines.scan_bytes(body).classes["python-exception"]
+    hits = scanners.scan_bytes(body).classes["python-exception"]
     assert hits.count == 20_000 and len(hits.all()) <= 5
     assert len(result.data["evidence"]) <= S.EVIDENCE_MAX
 
@@ -110,7 +110,7 @@ def test_a_tail_keeps_the_real_line_numbers_it_is_given():
 def test_head_and_tail_pieces_keep_real_line_numbers(tmp_path, monkeypatch):
     import base64
 
-    from gpuops.onbox import job_facts
+    from gpuops.onbox.jobs import job_facts
 
     raw = log("status_hanging").read_bytes()
     (tmp_path / "j1").mkdir()
@@ -136,7 +136,7 @@ def test_head_and_tail_pieces_keep_real_line_numbers(tmp_path, monkeypatch):
 # (seen in CI). grep's figure is fine: it is forked from this small child.
 _PEAK_RSS = """
 import resource, sys
-from gpuops.triage import triage_file
+from gpuops.onbox.triage import triage_file
 result = triage_file(sys.argv[1], engine="grep")
 with open("/proc/self/status") as f:
     hwm_kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
@@ -151,7 +151,7 @@ def test_one_huge_line_keeps_grep_and_the_scan_small(tmp_path):
     import subprocess
     import sys
 
-    line = 3 * engines.GREP_AS_BYTES // 2
+    line = 3 * scanners.GREP_AS_BYTES // 2
     path = tmp_path / "one-line.log"
     with open(path, "wb") as fh:
         fh.write(b"step 1 loss 2.0\n")
@@ -163,4 +163,4 @@ def test_one_huge_line_keeps_grep_and_the_scan_small(tmp_path):
     primary, engine, own_kb, child_kb = out.stdout.split()
     assert primary == "oom-gpu" and engine == "python"
     assert int(own_kb) << 10 < 200 << 20, f"the scan itself peaked at {int(own_kb) >> 10} MiB"
-    assert int(child_kb) << 10 <= engines.GREP_AS_BYTES, f"grep peaked at {int(child_kb) >> 10} MiB"
+    assert int(child_kb) << 10 <= scanners.GREP_AS_BYTES, f"grep peaked at {int(child_kb) >> 10} MiB"

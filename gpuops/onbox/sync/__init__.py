@@ -1,0 +1,2 @@
+"""The box half of a checked sync: manifests, the digest cache, landing and the destination lock.
+"""
