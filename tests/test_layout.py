@@ -86,23 +86,157 @@ def test_the_cycle_finder_finds_one(monkeypatch):
     assert _cycles() == [["gpuops.units", "gpuops.xid"]]
 
 
-@pytest.mark.parametrize("lower,upper", [
-    ("gpuops.onbox", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote", "gpuops.checks",
-                      "gpuops.onbox.triage", "gpuops.sync", "gpuops.jobs")),
-    ("gpuops.checks", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    ("gpuops.onbox.triage", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    ("gpuops.jobs", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    ("gpuops.engines", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote")),
-    # one description per verb, which both faces read: it imports neither, nor what runs a verb
-    ("gpuops.surface", ("gpuops.ops", "gpuops.cli", "gpuops.mcp", "gpuops.render", "gpuops.remote", "gpuops.sync")),
-    ("gpuops.ops", ("gpuops.cli", "gpuops.mcp", "gpuops.render")),
-    ("gpuops.render", ("gpuops.cli", "gpuops.mcp", "gpuops.ops")),
-    ("gpuops.mcp", ("gpuops.cli", "gpuops.render")),
-])
-def test_a_layer_never_imports_one_above_it(lower, upper):
-    wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if m.startswith(lower)
-                   for d in deps if d.startswith(upper) and not (lower == "gpuops.onbox" and d in SHIPPED))
+# ---------------------------------------------------------------- packages
+
+
+def _package_of(module):
+    """The package a module counts in: its folder (gpuops.onbox.run), or, for a module right under
+    gpuops/, the module itself (gpuops.xid): each of those is a piece of a layer of its own."""
+    parts = module.split(".")
+    folder = parts if MODULES[module].name == "__init__.py" else parts[:-1]
+    return module if len(folder) == 1 else ".".join(folder)
+
+
+def _package_graph(graph=None):
+    """{package: the packages its modules import}, from the module graph."""
+    out = {}
+    for module, deps in (GRAPH if graph is None else graph).items():
+        here = _package_of(module)
+        out.setdefault(here, set()).update(_package_of(d) for d in deps)
+    return {p: deps - {p} for p, deps in out.items()}
+
+
+def test_no_package_cycle():
+    assert not _cycles(_package_graph())
+
+
+def test_the_package_cycle_finder_finds_one(monkeypatch):
+    """Two modules that import nothing of each other still make a cycle of their packages."""
+    procs = "gpuops.onbox.host.procs"
+    monkeypatch.setitem(GRAPH, procs, GRAPH[procs] | {"gpuops.onbox.reaper.reap_rules"})
+    assert _cycles(_package_graph()) == [["gpuops.onbox.host", "gpuops.onbox.reaper"]]
+    assert not _cycles()
+
+
+# What may import what: each layer's packages, and the layers it stands on. A package imports its own
+# layer and the layers below it, the ones it stands on and theirs, never one above or beside it.
+# Bottom first. Another package is a row here before it can import anything.
+LAYERS = {
+    # plain tables and rules; BELOW (gpuops.onbox.BELOW) of them go to the box too
+    "base": (("gpuops", "gpuops.errors", "gpuops.units", "gpuops.xid", "gpuops.findings", "gpuops.states",
+              "gpuops.envelope", "gpuops.boundary", "gpuops.contained", "gpuops.placement", "gpuops.tomlschema",
+              "gpuops.sshspec", "gpuops.gotcha"), ()),
+    # the bundler, which reads the on-box code as text and imports none of it
+    "onbox": (("gpuops.onbox",), ()),
+    # the code that runs on the box, bottom first
+    "onbox.host": (("gpuops.onbox.host",), ("base",)),
+    "onbox.triage": (("gpuops.onbox.triage",), ("base",)),
+    "onbox.helper": (("gpuops.onbox.helper",), ()),
+    "onbox.sync": (("gpuops.onbox.sync",), ("onbox.host",)),
+    "onbox.reaper": (("gpuops.onbox.reaper",), ("onbox.host",)),
+    "onbox.track": (("gpuops.onbox.track",), ("onbox.host", "onbox.triage")),
+    "onbox.gang": (("gpuops.onbox.gang",), ("onbox.sync",)),
+    "onbox.run": (("gpuops.onbox.run",), ("onbox.gang", "onbox.track")),
+    "onbox.engines": (("gpuops.onbox.engines",), ("onbox.run",)),
+    "onbox.facts": (("gpuops.onbox.facts",), ("onbox.engines",)),
+    "onbox.jobs": (("gpuops.onbox.jobs",), ("onbox.engines",)),
+    "onbox.all": ((), ("onbox", "onbox.helper", "onbox.reaper", "onbox.facts", "onbox.jobs")),
+    # the workstation's rules and records, which read what the box answers
+    "records": (("gpuops.pullindex", "gpuops.probecache", "gpuops.qualifystore"), ("onbox.all",)),
+    "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.profiles_guess",
+               "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
+    "jobs": (("gpuops.jobs", "gpuops.diagnose"), ("rules", "records")),
+    "engines": (("gpuops.engines",), ("jobs",)),
+    # one description per verb, which both faces read: neither face, nor what runs a verb
+    "surface": (("gpuops.surface",), ("engines",)),
+    # I/O: SSH and the copies over it
+    "remote": (("gpuops.remote",), ("rules", "onbox.all")),
+    "sync": (("gpuops.sync",), ("remote", "records")),
+    # drawing for people: data in, text out; no I/O layer
+    "render": (("gpuops.render",), ("onbox.all",)),
+    "ops": (("gpuops.ops",), ("sync", "engines")),
+    "keeper": (("gpuops.keeper",), ("ops", "render")),
+    "mcp": (("gpuops.mcp",), ("ops", "surface", "keeper")),
+    "cli": (("gpuops.cli", "gpuops.refdocs"), ("ops", "surface", "keeper", "render")),
+    "main": (("gpuops.__main__",), ("cli",)),
+}
+
+
+def _layer_of(package):
+    return next((name for name, (members, _) in LAYERS.items() if package in members), None)
+
+
+def _beneath(layer):
+    """The layers `layer` stands on, directly or through another."""
+    out, todo = set(), list(LAYERS[layer][1])
+    while todo:
+        below = todo.pop()
+        if below not in out:
+            out.add(below)
+            todo += LAYERS[below][1]
+    return out
+
+
+def _against_the_layers(graph=None):
+    """'a -> b' for each package import that goes up or sideways in LAYERS, and each package no
+    row places."""
+    packages = _package_graph(graph)
+    wrong = [f"{p}: in no layer" for p in sorted(set(packages) | {d for ds in packages.values() for d in ds})
+             if _layer_of(p) is None]
+    for package, deps in sorted(packages.items()):
+        here = _layer_of(package)
+        wrong += [f"{package} -> {d}" for d in sorted(deps)
+                  if here and _layer_of(d) and _layer_of(d) != here and _layer_of(d) not in _beneath(here)]
+    return wrong
+
+
+def test_no_package_imports_one_above_or_beside_it():
+    wrong = _against_the_layers()
     assert not wrong, wrong
+
+
+@pytest.mark.parametrize("module,imported,says", [
+    ("gpuops.onbox.host.procs", "gpuops.ops.jobs", "gpuops.onbox.host -> gpuops.ops"),         # up
+    ("gpuops.sync.rsync", "gpuops.render.inert", "gpuops.sync -> gpuops.render"),                  # beside
+    ("gpuops.render.live", "gpuops.remote.wrap", "gpuops.render -> gpuops.remote"),                # beside
+    ("gpuops.onbox.triage.scan", "gpuops.onbox.host.procs", "gpuops.onbox.triage -> gpuops.onbox.host"),
+])
+def test_the_layer_rule_finds_an_import_against_it(monkeypatch, module, imported, says):
+    monkeypatch.setitem(GRAPH, module, GRAPH[module] | {imported})
+    assert says in _against_the_layers()
+
+
+def test_every_package_has_a_layer_and_every_layer_a_package():
+    members = [m for ms, _ in LAYERS.values() for m in ms]
+    assert len(members) == len(set(members))
+    assert set(members) == set(_package_graph()), set(members) ^ set(_package_graph())
+
+
+MAX_MODULES = 30
+
+
+def _crowded(root):
+    """{folder: modules} for each folder under `root` with more than MAX_MODULES modules."""
+    counts = {}
+    for path in Path(root).rglob("*.py"):
+        if path.name != "__init__.py" and "__pycache__" not in path.parts:
+            folder = str(path.parent.relative_to(root))
+            counts[folder] = counts.get(folder, 0) + 1
+    return {f: n for f, n in counts.items() if n > MAX_MODULES}
+
+
+def test_no_folder_holds_more_modules_than_a_reader_can_find_their_way_in():
+    assert not _crowded(PACKAGE)
+
+
+def test_the_folder_rule_finds_a_crowded_one(tmp_path):
+    for i in range(MAX_MODULES + 1):
+        (tmp_path / "flat" / f"m{i}.py").parent.mkdir(exist_ok=True)
+        (tmp_path / "flat" / f"m{i}.py").write_text("")
+    (tmp_path / "flat" / "__init__.py").write_text("")
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "m.py").write_text("")
+    assert _crowded(tmp_path) == {"flat": MAX_MODULES + 1}
 
 
 # What goes to the box: every module under gpuops.onbox but the bundler, and the bottom tables they
@@ -121,6 +255,7 @@ def test_everything_under_onbox_is_shipped_and_nothing_beside_it_but_the_bottom_
     """BELOW names what may go, not what does: a bottom module nothing on the box imports stays."""
     assert {m for m in MODULES if m.startswith("gpuops.onbox.")} <= SHIPPED
     assert "gpuops.onbox" not in SHIPPED and "gpuops.ops.triage_locate" not in SHIPPED
+    assert {_layer_of(_package_of(m)) for m in SHIPPED if not m.startswith("gpuops.onbox.")} == {"base"}
 
 
 def test_the_bundler_refuses_an_import_from_above_that_it_does_not_ship(monkeypatch):

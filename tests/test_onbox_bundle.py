@@ -53,7 +53,7 @@ def _python36():
 def test_every_shipped_module_imports_on_the_oldest_python_a_box_may_have():
     """The bug this prevents: a dataclass, a walrus, an f-string '=' or namedtuple(defaults=) in a
     shipped module passes every test on this machine's Python and breaks the box whose python3 is
-    3.6. Every module the bundle ships, triage's classifier from above onbox included, is loaded
+    3.6. Every module the bundle ships, triage's classifier and the bottom tables it reads included, is loaded
     by the bundle's own loader, without site-packages."""
     names = list(onbox.sources())
     assert "onbox.triage.classify" in names and "xid" in names

@@ -553,7 +553,7 @@ def test_a_session_reports_output_and_status_whether_or_not_it_can_wait_on_a_pid
 
 @pytest.mark.parametrize("entry,request_,key", [
     ("manifest", lambda tmp: {"root": str(tmp)}, "exists"),
-    # the classifier shipped from above onbox (triage, the Xid table ...) is compiled once too
+    # the classifier and the bottom tables shipped with it (the Xid table ...) are compiled once too
     ("logclass", lambda tmp: {"logs": [{"log": str(ROOT / "tests" / "fixtures" / "triage" / "oom_host.log")}]},
      "answers"),
 ])

@@ -6,7 +6,8 @@ import pytest
 
 from gpuops import errors
 from gpuops.remote.targets import target_for
-from gpuops.remote.hostspec import parse, resolve, split_hosts
+from gpuops.remote.hostspec import resolve, split_hosts
+from gpuops.sshspec import parse
 
 
 @pytest.fixture(params=["openssh", "paramiko"], autouse=True)

@@ -43,9 +43,10 @@ def _hosts(host, verb_name, single=False, **required):
 
 
 def _progress(as_json, hosts):
-    from ..sync.progress import Silent, for_humans
+    from ..render.syncbar import for_humans
+    from ..sync.progress import Silent
 
-    return for_humans(as_json) if len(hosts) == 1 else Silent()
+    return (for_humans(as_json) if len(hosts) == 1 else None) or Silent()
 
 
 @verb("push")

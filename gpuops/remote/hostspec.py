@@ -19,9 +19,9 @@ import time
 from collections import namedtuple
 
 from ..errors import UsageError
+from ..sshspec import parse
 
 LOCAL_NAMES = ("", "local", "localhost-local")
-_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s\[\]]+)(?::(?P<port>\d+))?$")
 
 
 class HostSpec(namedtuple("HostSpec", ("spec", "hostname", "user", "port", "identity_files", "identities_only",
@@ -49,20 +49,6 @@ def split_hosts(value) -> list:
 
 def is_local(spec: str) -> bool:
     return spec.strip().lower() in LOCAL_NAMES
-
-
-def parse(spec: str):
-    """(user, host, port) from user@host:port; raises UsageError on nonsense."""
-    m = _SPEC.match(spec.strip())
-    if not m:
-        raise UsageError(f"bad host spec {spec!r}: expected an ssh_config alias or user@host:port")
-    host = m.group("host").strip("[]")
-    if host.startswith("-"):  # ssh would read it as an option (`-oProxyCommand=...`), not a host
-        raise UsageError(f"bad host spec {spec!r}: a host name cannot start with '-'")
-    port = int(m.group("port")) if m.group("port") else None
-    if port is not None and not 0 < port < 65536:
-        raise UsageError(f"bad port in host spec {spec!r}")
-    return m.group("user"), host, port
 
 
 SSH_G_TIMEOUT_S = 10

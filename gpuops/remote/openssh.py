@@ -30,6 +30,7 @@ import threading
 import time
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, UnknownHost, Unreachable
+from .. import sshspec
 from . import hostspec, mux, patience, resident, wrap
 from .base import GRACE_S, Target
 
@@ -67,7 +68,7 @@ def ssh_argv(spec, identity=None, control_path=None, control="auto", persist_s=P
     keeps ssh's notices out of a remote command's stderr; it also silences why a connection
     ended ("Connection closed by ...", logged at INFO), so a command line with no remote command
     (the master, whose stderr is ssh's alone) asks for INFO."""
-    user, host, port = hostspec.parse(spec.spec)
+    user, host, port = sshspec.parse(spec.spec)
     argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new",
             "-o", f"ConnectTimeout={spec.connect_timeout}",
             "-o", f"ServerAliveInterval={spec.keepalive_s}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}",

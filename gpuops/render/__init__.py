@@ -299,7 +299,7 @@ def _hint(d, err):
 
 
 def _ssh_command(spec):
-    from ..remote.hostspec import parse
+    from ..sshspec import parse
 
     try:
         user, host, port = parse(spec)
@@ -318,7 +318,8 @@ def rollup_line(doc, con):
 def step_text(step) -> str:
     """A next step as the command line to paste: its argv shell-quoted, never re-split, a word
     with a control character in bash's $'...' (inert on the screen, the same bytes when run)."""
-    from ..remote.wrap import quote
+    from shlex import quote
+
     from .inert import shell_word
 
     return " ".join(shell_word(w, quote) for w in step["argv"])
@@ -327,7 +328,8 @@ def step_text(step) -> str:
 def next_lines(step, width):
     """A next step as the lines to paste: its command on a line of its own, folded between words
     with a trailing backslash where it is wider than the terminal (gpuops.render.fold)."""
-    from ..remote.wrap import quote
+    from shlex import quote
+
     from . import fold
     from .inert import shell_word
 

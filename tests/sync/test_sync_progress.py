@@ -8,7 +8,7 @@ import time
 import pytest
 from rich.console import Console
 
-from gpuops.sync.progress import Bar
+from gpuops.render.syncbar import Bar
 from tests import terminal
 from tests.conftest import gpuops
 

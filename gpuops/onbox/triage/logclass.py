@@ -1,8 +1,8 @@
 """triage's verdict on a job's log, computed on the box: what the supervisor asks after a failed
 attempt, before deciding to retry (retrypolicy takes the class as `triage_class`).
 
-There is one classifier: this module imports gpuops.onbox.triage itself, shipped with the bundle under
-the private root (gpuops.onbox.BEYOND says why it is shipped, not moved), and reads the log
+There is one classifier: this module imports gpuops.onbox.triage itself, the package it lives in,
+which `gpuops triage` runs on the workstation and the bundle ships to the box, and reads the log
 through logexcerpt, the bounded view `gpuops triage --job` reads over SSH. So a class decided on
 the box is the one `gpuops triage --job` reports for that attempt afterwards (with the same job
 state, exit record and clock), and its pure-Python scanner needs nothing from the box but python3.
