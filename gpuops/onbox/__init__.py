@@ -114,8 +114,8 @@ def sources() -> dict:
 
 
 def module_file(name: str) -> str:
-    """The file name a bundled module is compiled under (its __file__ on the box)."""
-    return "<{}.{}>".format(_ROOT, name)
+    """The file name a bundled module (or an entry) is compiled under (its __file__ on the box)."""
+    return "<{}.{}>".format(_ROOT, _bundled(name))
 
 
 @functools.lru_cache(maxsize=None)
