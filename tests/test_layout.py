@@ -297,7 +297,11 @@ def _engine_of(module):
 REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
 # Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
 # not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
-WORDS_OF_THEIR_OWN = ("gpuops.onbox.triage", "gpuops.ops.triage", "gpuops.cli.triage")
+# The classifier's modules: gpuops/onbox/triage/ but the step, log and retry rules beside them.
+_CLASSIFIER = ("advice", "aux", "classes", "classify", "facts", "framework_advice", "frameworks", "matcher",
+               "progress", "scan", "scanners", "signatures", "status", "stepwindow", "tbcontext", "timestamps",
+               "wording")
+WORDS_OF_THEIR_OWN = tuple(f"gpuops.onbox.triage.{m}" for m in _CLASSIFIER) + ("gpuops.ops.triage", "gpuops.cli.triage")
 
 
 def _engine_words():
