@@ -145,5 +145,5 @@ def test_a_run_policy_is_taken_and_its_driver_is_the_run_supervisor():
     RAY.submission(run, {})
     assert RAY.with_policy(run, policy, {}) == [] and run["policy"] == policy
     plain, run = base64.b64decode(plain["driver_b64"]), base64.b64decode(run["driver_b64"])
-    assert b"_define('onbox.runloop'" not in plain and b"_define('onbox.runloop'" in run  # only a run pays for it
-    assert run.endswith(b"['gpuops_box.onbox.ray_run'].main(sys.argv[1:]))\n")
+    assert b"_define('onbox.run.runloop'" not in plain and b"_define('onbox.run.runloop'" in run  # only a run pays for it
+    assert run.endswith(b"['gpuops_box.onbox.engines.ray_run'].main(sys.argv[1:]))\n")

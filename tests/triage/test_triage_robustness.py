@@ -36,7 +36,7 @@ def test_invalid_utf8_and_nuls_change_nothing(name):
 @pytest.mark.parametrize("engine", ["python", "grep"])
 def test_tiny_chunks_and_cut_long_lines_give_the_same_result(monkeypatch, engine):
     expected = {n: baseline(n) for n in NAMES}
-    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(scanners, "CHUNK_BYTES", 4096)
     for name in NAMES:
         got = triage_file(log(name), now=now_of(name), slurm_state=state_of(name), engine=engine).data
         assert verdict(got) == verdict(expected[name]), name
@@ -51,8 +51,8 @@ def test_a_100k_character_line_is_scanned_and_quoted_in_bounds():
 
 
 def test_a_line_longer_than_the_scan_limit_is_cut_not_held(monkeypatch):
-    monkeypatch.setattr(engines, "MAX_LINE_BYTES", 10_000)
-    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(scanners, "MAX_LINE_BYTES", 10_000)
+    monkeypatch.setattr(scanners, "CHUNK_BYTES", 4096)
     blob = b"z" * 50_000 + b" No space left on device " + b"z" * 50_000
     data = classify_bytes(b"first\n" + blob + b"\nlast\n")
     assert data["primary"] == "disk-full"
