@@ -102,11 +102,8 @@ class Run:
     DRAIN_S = 2.0
 
     def __init__(self, argv, on_bytes=None, env=None, watch_writes=False, stall_s=None):
-        self.argv = argv
-        self.on_bytes = on_bytes
-        self.env = env
-        self.watch_writes = watch_writes
-        self.stall_s = stall_s
+        self.argv, self.on_bytes, self.env = argv, on_bytes, env
+        self.watch_writes, self.stall_s = watch_writes, stall_s
         self.stalled = False
         self.progress = 0
         self.completed = 0   # progress at the last finished file

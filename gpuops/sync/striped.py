@@ -31,12 +31,8 @@ class StripedEngine:
     name = "rsync"
 
     def __init__(self, inner, target, direction: str, src_map: dict, requested=None, early=None):
-        self.inner = inner
-        self.target = target
-        self.direction = direction
-        self.src_map = src_map
-        self.requested = requested
-        self.early = early
+        self.inner, self.target, self.direction, self.src_map = inner, target, direction, src_map
+        self.requested, self.early = requested, early
 
     def run(self, rels, force=False) -> Outcome:
         files = {r: self.src_map[r].size for r in rels if self.src_map[r].kind == "f"}
