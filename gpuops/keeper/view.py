@@ -44,7 +44,7 @@ def status(rec) -> dict:
     if rec.get("lost"):
         summary += "; lost: " + ", ".join(f"{b} ({w})" for b, w in rec["lost"].items())
     summary += f"; {ledger.line(money)}"
-    ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP) and (
+    ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP, record.OVER_BUDGET) and (
         phase in record.ENDED or bool(keeper and keeper["alive"]))
     nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
     if phase not in record.ENDED and keeper is not None and not keeper["alive"]:

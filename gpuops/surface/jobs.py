@@ -81,6 +81,12 @@ KEEPER = (
           cli_only=_KEEPER_CLI),
     Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
                           "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
+    Param("budget", NUM, "with --vault: USD the run may spend (the fleet file's prices, by the ledger); when reached, "
+                         "what the box holds is copied to the vault, the run stopped and its boxes' stop commands run",
+          low=0.0001, high=1e6, what="USD", cli_only=_KEEPER_CLI),
+    Param("stop_idle", SECS, "with --vault: once the run completed and is in the vault, run the stop command of each "
+                             "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
+                             "again is left running", low=1, high=366 * DAY, cli_only=_KEEPER_CLI),
 )
 
 
