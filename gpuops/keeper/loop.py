@@ -7,6 +7,7 @@ action is an event in the run's record (gpuops.keeper.record); the ledger's mark
 run moves (gpuops.keeper.ledger).
 """
 
+import math
 import os
 import time
 
@@ -123,7 +124,12 @@ class Keeper(object):
             seen.setdefault(c["name"], min(written, time.time()))
         if answer.get("phase") == "ended" and not (answer.get("final") or {}).get("class") \
                 and not any(m["kind"] == "idle" for m in self.rec["marks"]):
-            self.rec["marks"].append({"kind": "idle", "at": time.time(), "box": att["box"],
+            # idle from the run's end on the box (on this machine's clock), not from when this look saw it
+            ended = answer.get("ended_at")
+            ended = ended + skew if type(ended) in (int, float) and math.isfinite(ended) else time.time()
+            began = max(m["at"] for m in self.rec["marks"])
+            self.rec["marks"].append({"kind": "idle", "at": min(max(ended, began), time.time()),
+                                      "box": ",".join(n["box"] for n in self.nodes()),
                                       "usd_per_hour": att.get("usd_per_hour")})
             self.rec["phase"] = record.COMPLETED
             self.say("completed", box=att["box"], job=answer.get("current"))
@@ -305,7 +311,7 @@ class Keeper(object):
                 continue
             if att is not None:
                 self.rec["attempts"].append(att)
-                label = ",".join(n["box"] for n in att.get("nodes") or [att])
+                label = ",".join(n["box"] for n in self.nodes())
                 self.rec["marks"][-1].update(box=label, usd_per_hour=att["usd_per_hour"])
                 self.rec["marks"].append({"kind": "running", "at": att["launched_at"], "box": label,
                                           "usd_per_hour": att["usd_per_hour"]})

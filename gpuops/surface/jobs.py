@@ -72,18 +72,19 @@ KEEPER = (
     Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
                          "log and events; a keeper process then moves the run to another box of the fleet when its box "
                          "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
-          cli_only=_KEEPER_CLI),
+          tip="with fleet: a local directory (under the roots) keeping the run's checkpoints; a keeper moves a "
+              "lost box's run to another box of the fleet"),
     Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
-          low=1, high=DAY, cli_only=_KEEPER_CLI),
+          low=1, high=DAY, tip="with vault: a box silent this long is lost (default 180 s; a shorter blip is waited out)"),
     Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "
                                     "are verified in the vault, run the box's stop command from the fleet file "
                                     "(stop = \"...\"); a failing stop is reported, never done",
-          cli_only=_KEEPER_CLI),
+          tip="with vault: once completed and in the vault, run the box's stop command from the fleet file"),
     Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
                           "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
     Param("budget", NUM, "with --vault: USD the run may spend (the fleet file's prices, by the ledger); when reached, "
                          "what the box holds is copied to the vault, the run stopped and its boxes' stop commands run",
-          low=0.0001, high=1e6, what="USD", cli_only=_KEEPER_CLI),
+          low=0.0001, high=1e6, what="USD", tip="with vault: USD the run may spend; then evacuated and stopped"),
     Param("stop_idle", SECS, "with --vault: once the run completed and is in the vault, run the stop command of each "
                              "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
                              "again is left running", low=1, high=366 * DAY, cli_only=_KEEPER_CLI),
@@ -169,7 +170,8 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
          "Launch a job on the least loaded fleet box with enough free matching GPUs.", args=(
              a("gpus", kind=INT, low=1, high=64, required=True, tip="how many GPUs the job needs on one box"),
              a("cmd", required=True), a("fleet"), a("gpu_type"), a("min_vram_gib"), a("name"), a("key"),
-             a("workdir"), *ENVS)),
+             a("workdir"), *ENVS, a("checkpoint_dir"), a("resume_arg"), a("vault"), a("lost_after_s", "lost_after"),
+             a("stop_when_done"), a("budget"))),
     Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
          "Start one torchrun run across boxes after a gang preflight; returns the gang id.", implied=("torchrun",),
          args=(
