@@ -25,7 +25,7 @@ TAIL = 2000
 
 
 class Keeper(object):
-    def __init__(self, run_id, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, run_id, clock=time.monotonic, sleep=time.sleep) -> None:
         self.rec = record.read(run_id)
         if self.rec is None:
             raise errors.NotFound(f"no kept run {run_id}")
