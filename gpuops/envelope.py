@@ -115,6 +115,9 @@ def fixes(err: "errors.GpuopsError") -> list:
     if check:
         fix.append(step(*check, why="what ssh makes of this host (HostName, User, IdentityFile): fix its entry "
                                         "in the ssh config"))
+    listing = getattr(err, "listing", ())
+    if listing:
+        fix.append(step(*listing, why="the jobs this box has records of"))
     return fix
 
 

@@ -52,6 +52,7 @@ class Rejected(UsageError):
 class NotFound(GpuopsError):
     exit_code = NOT_FOUND
     kind = "not-found"
+    listing: tuple = ()  # the command that lists what is there (a box's jobs), set where the box is known
 
 
 class UnknownHost(NotFound):

@@ -29,7 +29,11 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "data" / "profiles"  # a link to
 GOTCHA_ID = r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)?"
 
 KINDS = ("ssh-rental", "cloud-api", "ssh", "slurm", "kubernetes", "workstation")
-DETACH = ("tmux", "nohup", "setsid", "onstart", "sbatch", "k8s-job")
+# How a platform keeps a job alive: a process detached on the box, or a scheduler's job, which
+# gpuops launches only through an engine that runs it (gpuops.engines.runs_detach).
+PROCESS_DETACH = ("tmux", "nohup", "setsid", "onstart")
+SCHEDULER_DETACH = ("sbatch", "k8s-job")
+DETACH = PROCESS_DETACH + SCHEDULER_DETACH
 METER_STOP = ("pause", "destroy", "none")
 EGRESS = ("free", "metered", "host-priced", "unknown")
 VERBS = ("stop", "pause", "destroy")

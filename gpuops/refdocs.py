@@ -1,7 +1,8 @@
 """The generated reference documents.
 
 `references/catalog.md`, `references/COVERAGE.md`, `references/INTERFACE.md` (every verb's flags and
-its MCP tools, gpuops.surface), `profiles/SCHEMA.md` and the citation table
+its MCP tools, gpuops.surface), gpuops/verbindex.py (the verb tables the CLI reads before any
+import: gpuops.cli.tables), `profiles/SCHEMA.md` and the citation table
 `gpuops gotcha` reads (gpuops/data/references/citations.json) are generated from the
 gotcha index (gpuops.gotcha), the profile schema (gpuops.profiles) and the code: gpuops.coverage
 scans gpuops/**/*.py for findings that cite a gotcha and tells checks from explanations and
@@ -142,6 +143,7 @@ def citation_table(rows: dict) -> dict:
 
 def generated_docs() -> dict:
     """Path -> expected text of every generated reference document."""
+    from .cli import tables
     from .profiles import schema_markdown
     from .surface import docs as interface
 
@@ -152,6 +154,7 @@ def generated_docs() -> dict:
         REPO / "references" / "COVERAGE.md": coverage_markdown(rows=rows),
         REPO / "references" / "catalog.md": catalog_markdown(rows=rows),
         REPO / "references" / "INTERFACE.md": interface.markdown(),
+        REPO / "gpuops" / "verbindex.py": tables.source(),
         REPO / "profiles" / "SCHEMA.md": "# Profile schema\n\nGenerated from `gpuops/profiles.py` by "
         "`python -m gpuops.refdocs --write`; see profiles/README.md.\n\n" + schema_markdown(),
     }

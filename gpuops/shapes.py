@@ -21,7 +21,7 @@ _AFTER = {"job_id": str, "engine": str, "after": dict}
 _HASHING_MAX = 1 << 62
 
 # {entry: {field: type}}; an entry that serves several actions (argv[0]): {entry: {action: fields}}.
-ANSWERS = {
+ANSWERS: dict[str, dict] = {
     "manifest": {"root": str, "now_ns": int, "exists": bool, "is_dir": bool, "entries": list, "errors": list,
                  "rules": list, "space": (dict, NONE), "rsync": (str, NONE), "hashing": dict},
     "landing": {"root": str, "hashing": dict, "left": int},

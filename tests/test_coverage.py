@@ -82,9 +82,9 @@ def _sync_budget(tmp_path):
 
 def _small_files(tmp_path):
     from gpuops.ops import sync as S
-    from gpuops.sync import budget
+    from gpuops.sync import diskfit
 
-    scan = _tree(tmp_path, {f"s{i}.txt": b"x" for i in range(budget.SMALL_FILES_MIN)})
+    scan = _tree(tmp_path, {f"s{i}.txt": b"x" for i in range(diskfit.SMALL_FILES_MIN)})
     findings = []
     S.check_small_files(scan.entries, list(scan.entries), S.Options(), findings)
     return findings

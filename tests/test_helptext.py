@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuops import surface
 from gpuops.cli import helptext
 from gpuops.cli.flags import words_to_flag
 from gpuops.cli.program import ns
@@ -177,29 +178,43 @@ def test_the_readmes_exit_code_table_is_the_help_page():
     assert rows == list(helptext.EXIT_CODES)
 
 
-def test_launch_groups_its_flags_everyday_first(cli):
-    """35 flags in alphabetical order, the everyday ones (--host, --cmd, --name) among Slurm's."""
+def test_launch_groups_its_flags_by_what_people_do(cli):
+    """Issue 38: 166 rows, with --max-restarts and --nnodes under "Other" rather than torchrun. Each
+    flag sits in its section of the description (Verb.sections): none is left to "Other"."""
     import os
 
     text = cli("help", "launch", env={**os.environ, "COLUMNS": "80"}).stdout
     heads = [line for line in text.splitlines() if line and not line.startswith(" ")]
     from gpuops import engines as registry
 
-    engines = ["Engine (--engine)"] + [f"{e.title} (--engine {e.name})" for e in registry.each() if e.flags]
+    engines = [f"{e.title} (--engine {e.name})" for e in registry.each() if e.flags]
     assert "Slurm (--engine slurm)" in engines  # each engine's own flags under its name
-    assert heads[heads.index("Flags"):] == ["Flags", "Placement (--fleet)", "Runs that look after themselves",
-                                            *engines, "torchrun (--torchrun)", "Other", "Examples"]
-    first = [line.split("=")[0].strip() for line in text.split("Flags\n", 1)[1].splitlines() if line[2:4] == "--"]
-    assert first[:4] == ["--host", "--cmd", "--script", "--name"], first
+    assert heads[heads.index("What to run"):] == [
+        "What to run", "Where it runs", "Engine (--engine)", *engines, "torchrun across boxes (--torchrun)",
+        "Run policy: retries, stalls, time limit, checkpoints", "The run outlives its box (--fleet --vault)", "Output",
+        "Examples"]
+    section, head = {}, "What to run"
+    for line in text.split("What to run\n", 1)[1].splitlines():
+        if line and not line.startswith(" "):
+            head = line
+        elif line[2:4] == "--":
+            section[line.split("=")[0].split()[0]] = head
+    assert section["--max-restarts"] == section["--nnodes"] == section["--rdzv-port"] == \
+        "torchrun across boxes (--torchrun)"
+    assert section["--stall-after"] == section["--max-runtime"] == section["--keep-checkpoints"] == \
+        "Run policy: retries, stalls, time limit, checkpoints"
+    assert section["--vault"] == section["--lost-after"] == "The run outlives its box (--fleet --vault)"
+    first = [flag for flag, head in section.items() if head == "What to run"]
+    assert first[:3] == ["--cmd", "--script", "--name"], first
     assert "with --fleet: how many free GPUs" in " ".join(text.split()), "--gpus says what it means in both cases"
 
 
-@pytest.mark.parametrize("verb", sorted(helptext.EXAMPLES))
+@pytest.mark.parametrize("verb", sorted(surface.verbs()))
 def test_examples_fold_between_words_never_inside_one(verb):
     """A long example wrapped mid-token at 80 columns (`--gpus-per-` / `node`), unpastable."""
     import shlex
 
-    for example in helptext.EXAMPLES[verb]:
+    for example in helptext.examples(verb):
         lines = helptext.example_lines(example, 80)
         assert all(len(line) <= 80 for line in lines), lines
         joined = " ".join(line.strip().removesuffix("\\").strip() for line in lines)

@@ -2,6 +2,7 @@
 and no module grows past what one reader can hold."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,8 @@ REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
 # Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
 # not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
 WORDS_OF_THEIR_OWN = ("gpuops.triage", "gpuops.ops.triage", "gpuops.cli.triage")
+# The profile schema names every detach word, a scheduler's too.
+SCHEDULER_WORDS = {"gpuops.profiles"}
 
 
 def _engine_words():
@@ -186,18 +189,50 @@ def _names_one(node, names):
     return any(isinstance(n, ast.Constant) and n.value in names for n in ast.walk(node))
 
 
-def _engine_branches(path, names, words, own_words):
-    """'line: what' for each place a module compares an engine, reads an engine's own field or
-    spells an engine's own state word."""
+def _engine_keys():
+    """The keys only an engine's records carry (slurm_job_id, ray_submission_id ...): its own job id
+    key, and the keys under its name that its box half adds to a record or its stop targets hold."""
+    from gpuops import engines
+
+    return {k for e in engines.each() for k in ((e.job_id_key,) if e.job_id_key else ()) + tuple(e.meta_fields)
+            + tuple(e.stop_target) if k == e.job_id_key or k.startswith(e.name + "_")}
+
+
+def _scheduler_words():
+    """A profile's launch.detach words that mean a scheduler's job (sbatch, k8s-job): only the profile
+    schema and the engine that runs it spell one; anyone else asks the registry (engines.runs_detach)."""
+    from gpuops.profiles import SCHEDULER_DETACH
+
+    return set(SCHEDULER_DETACH)
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _docstrings(tree):
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def _engine_branches(path, names, words, own_words, keys=frozenset(), schedulers=frozenset()):
+    """'line: what' for each place a module compares an engine, reads an engine's own field,
+    spells an engine's own state word, names an engine's own key in a table (`slurm_job_id` in a
+    list of row keys) or spells a scheduler's detach word (`SCHEDULED = ("k8s-job",)`)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = _docstrings(tree)
+    seen = set()
+    for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and any(_engine_refs(n, names) for n in [node.left] + node.comparators):
             found.append(f"{node.lineno}: compares an engine")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
                 and node.args and _engine_refs(node.args[0], names - {"box"}) and not own_words:
             found.append(f"{node.lineno}: reads {node.args[0].value!r}")
+            seen.add(id(node.args[0]))
         elif isinstance(node, ast.Subscript) and _engine_refs(node.slice, names - {"box"}) and not own_words:
             found.append(f"{node.lineno}: reads {ast.unparse(node.slice)}")
+            seen.update(id(n) for n in ast.walk(node.slice))
         elif isinstance(node, ast.Constant) and node.value in words and not own_words:
             found.append(f"{node.lineno}: spells {node.value!r}")
         elif isinstance(node, ast.keyword) and node.arg == "engine" and _names_one(node.value, names):
@@ -205,6 +240,12 @@ def _engine_branches(path, names, words, own_words):
         elif isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "engine" and
                                                 _names_one(v, names) for k, v in zip(node.keys, node.values)):
             found.append(f"{node.lineno}: picks an engine by name")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs | seen \
+                and not own_words and keys & set(_WORD.findall(node.value)):
+            found.append(f"{node.lineno}: names {sorted(keys & set(_WORD.findall(node.value)))[0]!r}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                and node.value in schedulers:
+            found.append(f"{node.lineno}: spells the detach {node.value!r}")
     return found
 
 
@@ -219,13 +260,14 @@ def test_both_registries_name_the_same_engines():
 def test_no_module_but_an_engines_own_branches_on_the_engine_or_spells_its_states():
     """A new engine is new modules plus a registry line each side: nothing else may say
     `engine == "slurm"`, read `slurm_job_id` or spell NODE_FAIL."""
-    names, words = _engine_names()[0], _engine_words()
+    names, words, keys, schedulers = _engine_names()[0], _engine_words(), _engine_keys(), _scheduler_words()
     wrong = []
     for module, path in sorted(MODULES.items()):
         if _engine_of(module) or module in REGISTRIES:
             continue
         own = module.startswith(WORDS_OF_THEIR_OWN)
-        wrong += [f"{module}:{w}" for w in _engine_branches(path, names, words, own)]
+        theirs = schedulers if module not in SCHEDULER_WORDS else frozenset()
+        wrong += [f"{module}:{w}" for w in _engine_branches(path, names, words, own, keys, theirs)]
     assert not wrong, wrong
 
 
@@ -236,6 +278,18 @@ def test_the_engine_rule_finds_a_branch(tmp_path):
                        'y = "NODE_FAIL"\nlaunch(engine="slurm" if slurm else None)\n')
     found = _engine_branches(branchy, names, _engine_words(), False)
     assert sorted(f.split(":")[0] for f in found) == ["1", "3", "4", "5", "6"], found
+
+
+def test_the_engine_rule_finds_an_engines_key_or_a_schedulers_word_in_a_table(tmp_path):
+    """The leaks of issue 35 a fourth engine would trip on: a row's keys listing `slurm_job_id`, an
+    answer's shape spelling it, a profile's scheduler named by hand (`SCHEDULED = ("k8s-job",)`).
+    A docstring may say them."""
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text('"""Rows carry slurm_job_id; k8s-job is refused."""\n'
+                     'ROW = ("job_id", "slurm_job_id")\nSHAPE = "engine:s slurm_job_id:s? engine_job_id:s?"\n'
+                     'SCHEDULED = ("k8s-job",)\nFINE = ("engine_job_id", "job_id")\n')
+    found = _engine_branches(leaky, _engine_names()[0], _engine_words(), False, _engine_keys(), _scheduler_words())
+    assert sorted(found) == ["2: names 'slurm_job_id'", "3: names 'slurm_job_id'", "4: spells the detach 'k8s-job'"], found
 
 
 def test_engine_modules_are_reached_through_the_registries_only():

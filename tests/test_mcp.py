@@ -14,11 +14,11 @@ pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]
 import anyio  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from gpuops.mcp import budget, server  # noqa: E402
+from gpuops.mcp import clientfit, server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UNREACHABLE = "nobody@127.0.0.1:1"  # nothing listens on port 1: refused at once
-READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_diagnose", "gotcha_lookup",
+READ_ONLY = {"host_preflight", "fleet_status", "job_status", "job_logs", "job_wait", "job_events", "job_diagnose", "gotcha_lookup",
              "profiles_show", "profile_guess", "teardown_check", "log_triage", "data_verify", "gang_status", "gang_logs",
              "gang_wait", "gang_diagnose", "request_wait"}
 CORE_TOOLS = READ_ONLY | {"job_launch", "fleet_launch", "job_retry", "job_queue", "job_stop", "vram_reap", "data_push",
@@ -316,8 +316,8 @@ def test_bound_cuts_bulk_and_says_what_went():
            "data": {"text": "a" * 100_000 + "THE END", "rows": [{"i": i, "pad": "p" * 300} for i in range(500)],
                     "small": 1},
            "findings": [], "next": []}
-    out = budget.bound(doc, limit=20_000)
-    assert len(budget.compact(out)) <= 20_000
+    out = clientfit.bound(doc, limit=20_000)
+    assert len(clientfit.compact(out)) <= 20_000
     assert list(out)[:2] == ["summary", "ok"]
     assert out["data"]["text"].endswith("THE END") and out["data"]["small"] == 1
     cut = out["truncated"]["cut"]
@@ -325,7 +325,7 @@ def test_bound_cuts_bulk_and_says_what_went():
     assert any(c.startswith("data.rows: kept") and c.endswith("of 500 items") for c in cut)
     assert out["data"]["rows"][0]["i"] == 0  # lists keep their head
     assert len(doc["data"]["rows"]) == 500  # the caller's document is untouched
-    assert "truncated" not in budget.bound({"summary": "s", "ok": True, "data": {}})
+    assert "truncated" not in clientfit.bound({"summary": "s", "ok": True, "data": {}})
 
 
 @pytest.mark.anyio

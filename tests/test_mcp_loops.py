@@ -63,8 +63,9 @@ async def _follow(c, start, answers):
     return await visit(start, [])
 
 
-async def _ended(c, cmd):
-    launched = json.loads((await c.call_tool("job_launch", {"host": "local", "cmd": cmd})).content[0].text)
+async def _ended(c, cmd, **more):
+    launched = json.loads((await c.call_tool("job_launch", dict({"host": "local", "cmd": cmd}, **more)))
+                          .content[0].text)
     job = launched["data"]["job"]["job_id"]
     with anyio.fail_after(60):
         while True:
@@ -75,12 +76,15 @@ async def _ended(c, cmd):
 
 
 @pytest.mark.anyio
-async def test_following_every_next_from_every_state_ends(jobs_dir, real_processes):
+async def test_following_every_next_from_every_state_ends(jobs_dir, tmp_path, real_processes):
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     answers = {}
     async with Client(server.build(toolsets="all"), raise_exceptions=True) as c:
         failed = await _ended(c, f"echo step 1; echo '{oom}'; exit 1")
         done = await _ended(c, "echo step 5; echo done")
+        marker = tmp_path / "failed-once"  # a run: attempt 1 killed, attempt 2 completes
+        run = await _ended(c, f"echo step 1; if [ -e {marker} ]; then echo done; else touch {marker}; kill -9 $$; fi",
+                           max_retries=1)
         starts = [
             {"tool": "job_logs", "args": {"host": "local", "job": failed, "from_offset": 0}},
             {"tool": "job_logs", "args": {"host": "local", "job": done}},
@@ -94,6 +98,14 @@ async def test_following_every_next_from_every_state_ends(jobs_dir, real_process
             {"tool": "request_cancel", "args": {"request_id": "req-000000000000"}},
             {"tool": "job_launch", "args": {"host": "local", "cmd": "true", "resume_arg": "--from x"}},
             {"tool": "host_preflight", "args": {"host": NO_SUCH_HOST}},
+            # a run's lineage (issue 37): its events, its first attempt's log, diagnosis and triage
+            {"tool": "job_events", "args": {"host": "local", "job": run}},
+            {"tool": "job_events", "args": {"host": "local", "job": failed}},
+            {"tool": "job_logs", "args": {"host": "local", "job": run, "attempt": 1, "from_offset": 0}},
+            {"tool": "job_diagnose", "args": {"host": "local", "job": run, "attempt": 1}},
+            {"tool": "log_triage", "args": {"host": "local", "job": run, "attempt": 1}},
+            {"tool": "job_wait", "args": {"host": "local", "job": run, "until": ["event"], "after_event": 0}},
+            {"tool": "job_logs", "args": {"host": "local", "job": "no-such-job"}},
         ]
         firsts = [await _follow(c, s, answers) for s in starts]
     unknown = firsts[5]
@@ -110,6 +122,12 @@ async def test_following_every_next_from_every_state_ends(jobs_dir, real_process
         unknown_request["next"] or unknown_request["advice"][0].startswith(chains.NONE))
     assert firsts[10]["error"]["kind"] == "usage" and firsts[10]["advice"][-1].startswith(chains.NONE)
     assert len(answers) >= len(starts) + 3  # the steps were followed, not only the starts answered
+    events = firsts[12]
+    assert [e["kind"] for e in events["data"]["events"]][-1] == "completed", events["summary"]
+    assert firsts[13]["data"]["events"] == [] and "not a run" in firsts[13]["summary"]
+    assert firsts[14]["next"][0]["tool"] == "log_triage" and firsts[14]["next"][0]["args"]["attempt"] == 1
+    assert firsts[18]["error"]["kind"] == "not-found" and firsts[18]["next"] == [
+        {"tool": "job_status", "args": {"host": "local"}, "why": "the jobs this box has records of"}]
 
 
 @pytest.mark.anyio

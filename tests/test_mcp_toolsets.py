@@ -21,7 +21,7 @@ from tests.test_mcp import READ_ONLY, _kill_group, jobs_dir  # noqa: E402,F401 -
 ROOT = Path(__file__).resolve().parent.parent
 TOOLSETS = {
     "check": {"host_preflight"},
-    "jobs": {"job_launch", "job_status", "job_wait", "job_logs", "job_stop", "job_pause", "job_resume", "job_retry",
+    "jobs": {"job_launch", "job_status", "job_wait", "job_events", "job_logs", "job_stop", "job_pause", "job_resume", "job_retry",
              "job_queue"},
     "postmortem": {"job_diagnose", "log_triage", "vram_reap"},
     "data": {"data_push", "data_pull", "data_verify", "teardown_check", "request_wait", "request_cancel"},

@@ -10,7 +10,7 @@ import pytest
 
 from gpuops import checks, engines, xid
 from gpuops.diagnose import verdict
-from gpuops.jobs import state, states
+from gpuops.jobs import states, statusrow
 from gpuops.onbox import job_facts, steps
 from gpuops.triage import classify_bytes, timestamps, triage_file
 from tests.triage.helpers import EXPECTED, log, now_of
@@ -69,7 +69,7 @@ def _status(tmp_path, raw, now):
     facts = {"job_id": "j", "now": now.timestamp(), "meta": {"launched_at": now.timestamp() - 86400},
              "liveness": "alive", "exit": None, "log_size": len(raw),
              "progress": job_facts._progress(str(jdir), str(jdir / "log"), None, 1 << 20)}
-    return state.derive(facts)
+    return statusrow.derive(facts)
 
 
 def _until_last_step(name):

@@ -26,7 +26,7 @@ SURFACE = {
     "profiles": ("profiles_show", "profile_guess"), "gotcha": ("gotcha_lookup",),
     "teardown-check": ("teardown_check",), "disconnect": (),
     "launch": ("job_launch", "fleet_launch", "gang_launch"), "status": ("job_status", "gang_status"),
-    "logs": ("job_logs", "gang_logs"), "wait": ("job_wait", "gang_wait"), "stop": ("job_stop", "gang_stop"),
+    "logs": ("job_logs", "gang_logs"), "wait": ("job_wait", "job_events", "gang_wait"), "stop": ("job_stop", "gang_stop"),
     "pause": ("job_pause",), "resume": ("job_resume",), "retry": ("job_retry", "gang_retry"),
     "queue": ("job_queue",), "push": ("data_push",), "pull": ("data_pull",), "verify": ("data_verify",),
 }

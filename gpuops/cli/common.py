@@ -15,15 +15,18 @@ from .. import errors
 from ..envelope import again, dumps, envelope, error_envelope, exit_code
 
 
-# Verbs that pick up where an interrupted run stopped when run again (sync resumes from its part
-# files and digest caches; verify re-reads only what changed).
-RESUMABLE = ("push", "pull", "verify")
+def _resumable(command) -> bool:
+    """Whether the verb picks up where an interrupted run stopped when run again (its description's
+    Verb.resumable)."""
+    from .. import surface, verbindex
+
+    return command in verbindex.VERBS and surface.verb(command).resumable
 
 
 def interrupted(command):
     """Ctrl-C: say what state things are in and the exact command that goes on from there."""
     again = "gpuops " + shlex.join(sys.argv[1:]) if sys.argv[1:] else f"gpuops {command}"
-    if command in RESUMABLE:
+    if _resumable(command):
         print(f"gpuops: {command} interrupted; nothing was claimed. To resume where it stopped: {again}",
               file=sys.stderr)
     else:

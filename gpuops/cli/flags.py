@@ -11,6 +11,7 @@ traceback. `number()` parses the text instead (within the bounds the description
 a bad value into a usage error.
 """
 
+from .. import verbindex
 from ..errors import UsageError
 from ..surface.model import CHOICE, INT, NUMERIC, REPEATED, SECS
 
@@ -19,9 +20,8 @@ DAY = 86400
 # Verbs with one obvious argument take it as a bare word: `gotcha cuda oom`, `profiles autodl`,
 # `logs demo`. Invoke's own positional arguments would swallow `--help` as a value, so the
 # program rewrites argv instead. True: every bare word joins the query; False: exactly one word.
-WORD_ARGS = {"gotcha": ("--query", True), "profiles": ("--name", False), "logs": ("--job", False),
-             "status": ("--job", False), "stop": ("--job", False), "diagnose": ("--job", False),
-             "pause": ("--job", False), "resume": ("--job", False)}
+# From each verb's description (Verb.word, Verb.words), through gpuops/verbindex.py.
+WORD_ARGS = verbindex.WORD_ARGS
 
 
 def verb(name):
@@ -150,16 +150,6 @@ def check_words(resume_arg):
             shlex.split(resume_arg)
         except ValueError as e:
             raise UsageError(f"--resume-arg {resume_arg!r} cannot be split into words: {e}") from None
-
-
-def check_regex(pattern, flag="--progress-regex"):
-    if pattern:
-        import re
-
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
 def words_to_flag(argv, takes_value):

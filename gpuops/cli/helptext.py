@@ -8,16 +8,14 @@ import difflib
 import re
 import textwrap
 
+from .. import verbindex
+
 TAGLINE = "gpuops: operate rented GPU boxes over SSH without losing runs, data or money."
 
-GROUPS = (
-    ("Check", ("preflight", "fleet", "profiles", "teardown-check")),
-    ("Data", ("push", "pull", "verify")),
-    ("Jobs", ("launch", "status", "wait", "logs", "stop", "pause", "resume", "retry", "queue")),
-    ("Post-mortem", ("diagnose", "triage", "reap")),
-    ("Reference", ("gotcha",)),
-    ("Connections", ("disconnect",)),
-)
+# The verbs by group, in the help's order: from each verb's description (Verb.group), through
+# gpuops/verbindex.py, so the help loads no description for it.
+GROUPS = tuple((group, tuple(v for v, (g, _, _) in verbindex.VERBS.items() if g == group))
+               for group in dict.fromkeys(g for g, _, _ in verbindex.VERBS.values()))
 
 OVERVIEW_EXAMPLES = (
     ("gpuops preflight", "check this machine"),
@@ -34,37 +32,13 @@ USAGE_EXAMPLES = (
     ("gpuops status --host box", "how its jobs are doing"),
 )
 
-EXAMPLES = {
-    "preflight": ["gpuops preflight", "gpuops preflight --host box --json"],
-    "fleet": ["gpuops fleet", "gpuops fleet --host a,b,c --json", "gpuops fleet --fleet train --watch"],
-    "push": ["gpuops push --host box --src ./data --dst /root/autodl-tmp/data"],
-    "pull": ["gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt"],
-    "verify": ["gpuops verify --host box --src ./data --dst /root/autodl-tmp/data"],
-    "launch": ["gpuops launch --host box --name train --cmd 'python train.py'",
-               "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
-               "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
-               "gpuops launch --host login --engine slurm --nodes 2 --gpus-per-node 8 --time 4:00:00 --signal USR1@120 "
-               "--torchrun --cmd 'train.py --resume auto'"],
-    "pause": ["gpuops pause --host login --job train --ckpt-regex 'saved checkpoint'"],
-    "resume": ["gpuops resume --host login --job train",
-               "gpuops resume --host box --job train --resume-arg '--resume last.pt'"],
-    "status": ["gpuops status --host box", "gpuops status --host box --job train", "gpuops status --gang GANG_ID"],
-    "wait": ["gpuops wait --host box --job train --timeout 3600",
-             "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"],
-    "logs": ["gpuops logs --host box --job train --follow", "gpuops logs -j train -f",
-             "gpuops logs --gang GANG_ID --follow"],
-    "stop": ["gpuops stop --host box --job train", "gpuops stop --host box --job train --yes",
-             "gpuops stop --gang GANG_ID"],
-    "retry": ["gpuops retry --host box --job train --resume-arg '--resume last.pt'"],
-    "queue": ["gpuops queue --host box --file runs.txt", "gpuops queue --host box --name runs"],
-    "diagnose": ["gpuops diagnose --host box --job train", "gpuops diagnose --gang GANG_ID"],
-    "triage": ["gpuops triage --log train.log", "gpuops triage --host box --job train"],
-    "reap": ["gpuops reap --host box", "gpuops reap --host box --yes"],
-    "profiles": ["gpuops profiles", "gpuops profiles autodl", "gpuops profiles --guess --host box"],
-    "gotcha": ["gpuops gotcha inode", "gpuops gotcha U7"],
-    "teardown-check": ["gpuops teardown-check --profile autodl"],
-    "disconnect": ["gpuops disconnect", "gpuops disconnect --host box"],
-}
+
+def examples(verb) -> tuple:
+    """The whole command lines a verb's help shows (its description's Verb.examples)."""
+    from .. import surface
+
+    return surface.verb(verb).examples if verb in verbindex.VERBS else ()
+
 
 # Each exit code and what it means: `gpuops help exit-codes` and the README's table (a test keeps
 # the two equal and every code of gpuops.errors listed).
@@ -81,21 +55,6 @@ EXIT_CODES = (
     ("130, 143", "stopped by SIGINT, SIGTERM (Ctrl-C): `logs --follow` and `wait` still print where the job "
                  "stands and the command that goes on; push, pull and verify the command that resumes"),
 )
-
-# A verb's flags in groups, everyday first (gh's way); a flag no group names goes under "Other".
-# ENGINE_FLAGS stands for --engine and one group per engine of its own flags (gpuops.engines).
-ENGINE_FLAGS = "engines"
-FLAG_GROUPS = {
-    "launch": (
-        ("Flags", ("host", "cmd", "script", "name", "gpus", "env", "secret-env", "workdir", "json")),
-        ("Placement (--fleet)", ("fleet", "gpu-type", "min-vram-gib")),
-        ("Runs that look after themselves", ("max-retries", "retry-on", "checkpoint-dir", "checkpoint-glob",
-                                             "resume-arg", "stall-after", "max-runtime", "keep-checkpoints",
-                                             "keep-best", "share-checkpoint-dir", "notify")),
-        ENGINE_FLAGS,
-        ("torchrun (--torchrun)", ("torchrun", "nproc-per-node", "rdzv-port", "rdzv-host", "code")),
-    ),
-}
 
 TOPICS = {"exit-codes": "what each exit code means", "all": "every verb with its whole summary, and examples"}
 
@@ -228,20 +187,27 @@ def verb_help(verb, doc, flags, width=80):
             for n in names:
                 out += _flag_lines(*shown[n][:1], shown[n][1] or "", col, width)
             out.append("")
-    if EXAMPLES.get(verb):
+    if examples(verb):
         out.append("Examples")
-        for e in EXAMPLES[verb]:
+        for e in examples(verb):
             out += example_lines(e, width)
         out.append("")
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
 
 
 def _flag_groups(verb, shown):
-    """[(title, [flag names])]: the verb's FLAG_GROUPS in order, what they leave out last."""
-    groups = FLAG_GROUPS.get(verb)
-    if not groups:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
+    """[(title, [flag names])]: the sections of the verb's description (Verb.sections) in order,
+    each engine's own flags after --engine's, what they leave out last; else every flag, sorted."""
+    from .. import surface
+
+    spec = surface.verb(verb) if verb in verbindex.VERBS else None
+    if spec is None or not spec.sections:  # alphabetical, as `--x` sorts after `-j, --job`'s long name
         return [("Flags", sorted(shown, key=lambda n: shown[n][0].split(", ")[-1]))]
-    groups = [g for group in groups for g in (_engine_groups(verb) if group == ENGINE_FLAGS else [group])]
+    groups = []
+    for title, names in spec.sections:
+        groups.append((title, tuple(n.replace("_", "-") for n in names)))
+        if "engine" in names and spec.engine_flags:
+            groups += _engine_groups(verb)
     placed = [(title, [n for n in names if n in shown]) for title, names in groups]
     named = {n for _, names in placed for n in names}
     rest = sorted(n for n in shown if n not in named)
@@ -249,10 +215,10 @@ def _flag_groups(verb, shown):
 
 
 def _engine_groups(verb):
-    """--engine, then each engine's own flags under its name."""
+    """Each engine's own flags under its name."""
     from .. import engines
 
-    out = [("Engine (--engine)", ("engine",))]
+    out = []
     for e in engines.each():
         names = tuple(k.replace("_", "-") for k in e.flags_for(verb))
         if names:
@@ -270,8 +236,8 @@ def _flag_lines(s, text, col, width):
 
 def missing(verb, flag, what):
     """The usage line for a required flag left out: what it takes, and a whole command to copy."""
-    examples = EXAMPLES.get(verb) or []
-    example = next((e for e in examples if f" {flag} " in f"{e} "), examples[0] if examples else None)
+    shown = examples(verb)
+    example = next((e for e in shown if f" {flag} " in f"{e} "), shown[0] if shown else None)
     return f"{verb} needs {flag} ({what})" + (f"; e.g. {example}" if example else "")
 
 

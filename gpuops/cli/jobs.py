@@ -6,12 +6,12 @@ from functools import partial
 
 from .. import engines
 from ..errors import UsageError
-from ..jobs import runpolicy
 from ..jobs import torchrun as torchrun_defaults
+from ..jobs.spec import check_regex
 from ..surface.common import WHICH as _WHICH
 from . import engineflags, spinner
 from .common import on_hosts, one_host, run, sigterm_interrupts, watched
-from .flags import check_regex, check_words, verb
+from .flags import check_words, verb
 from .spinner import countdown
 from .helptext import missing
 
@@ -32,11 +32,11 @@ def _env_and_secrets(env, secret_env):
 
 @engineflags.takes("launch")
 @verb("launch")
-def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env, gpus, key, progress_regex, jobs_dir,
-           profile, json, timeout, fleet, gpu_type, min_vram_gib, torchrun, nproc_per_node, rdzv_port, rdzv_host, code,
-           engine, share_gpu, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
-           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, max_restarts, nnodes, vault,
-           lost_after, stop_when_done, output, budget, stop_idle, engine_flags):
+def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_regex, host, identity, gpus, share_gpu,
+           profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
+           code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
+           max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
+           output, budget, stop_idle, json, timeout, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -44,37 +44,23 @@ def launch(c, host, identity, cmd, script, name, label, workdir, env, secret_env
     with --engine, the job is that engine's (Slurm: a batch job submitted on the login node --host)."""
     asked = engineflags.given(engine_flags)
     picked = {}
-    from ..jobs import spec
+    from ..jobs import launchrequest, spec
     from ..ops import jobs as op
     from ..render import jobs as render
     from . import gang as several
 
     def produce():
         timeout_s = timeout
-        if not cmd and not script:
-            raise UsageError(missing("launch", "--cmd", "the command line to run, or --script FILE"))
-        if cmd and script:
-            raise UsageError("give one of --cmd or --script, not both")
-        if script:
-            if not os.path.isfile(script):
-                raise UsageError(f"--script {script}: no such file")
-            with open(script, "rb") as f:
-                problem = spec.script_problem(f.read())
-            if problem:
-                raise UsageError(f"--script {script}: {problem}")
-        check_regex(progress_regex)
-        labels = spec.pairs(label, "--label")
-        envs, secrets = _env_and_secrets(env, secret_env)
-        policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
-                                 checkpoint_glob=checkpoint_glob, resume_arg=resume_arg, stall_after=stall_after,
-                                 max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, keep_best=keep_best,
-                                 share_checkpoint_dir=share_checkpoint_dir, notify=notify)
-        prof = None
-        if profile:
-            from .. import profiles
-
-            prof = profiles.load(profile)
-        eng = engineflags.chosen(engine, prof, engine_flags)
+        req = launchrequest.build(
+            cmd=cmd, script=script, labels=label, env=env, secret_env=secret_env, environ=os.environ,
+            progress_regex=progress_regex, profile=profile, engine=engine, resources=asked,
+            missing=UsageError(missing("launch", "--cmd", "the command line to run, or --script FILE")),
+            policy=dict(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
+                        checkpoint_glob=checkpoint_glob, resume_arg=resume_arg, stall_after=stall_after,
+                        max_runtime=max_runtime, keep_checkpoints=keep_checkpoints, keep_best=keep_best,
+                        share_checkpoint_dir=share_checkpoint_dir, notify=notify))
+        labels, envs, secrets, prof, eng, policy = (req[k] for k in ("labels", "env", "secrets", "profile", "engine",
+                                                                     "policy"))
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
         if vault or lost_after or stop_when_done or output or budget is not None or stop_idle:

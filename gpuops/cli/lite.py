@@ -16,17 +16,14 @@ tests/test_lite.py holds both readers to the same reading.
 import importlib
 import sys
 
+from .. import verbindex
 from . import flags as F
 
-# Each module of verbs and the verbs it defines, in the program's order (the full program builds
-# its namespace from them), so a verb loads only its own module; a test holds this to the code.
-MODULES = {
-    "preflight": ("preflight",), "fleet": ("fleet",), "reap": ("reap",),
-    "jobs": ("launch", "status", "logs", "wait", "stop", "retry", "queue"), "pause": ("pause", "resume"),
-    "profiles": ("profiles", "gotcha", "teardown-check"), "diagnose": ("diagnose",), "triage": ("triage",),
-    "sync": ("push", "pull", "verify"), "disconnect": ("disconnect",),
-}
-VERBS = {verb: module for module, verbs in MODULES.items() for verb in verbs}
+# Each verb and the module of verbs that defines it (gpuops/verbindex.py, generated from the
+# modules' TASKS), so a verb loads only its own module; the full program builds its namespace
+# from the modules in this order.
+VERBS = {verb: module for verb, (_, _, module) in verbindex.VERBS.items()}
+MODULES = {module: tuple(v for v, m in VERBS.items() if m == module) for module in dict.fromkeys(VERBS.values())}
 HELP = (["--help"], ["-h"], ["help"])
 
 

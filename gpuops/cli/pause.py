@@ -16,7 +16,7 @@ def pause(c, host, identity, job, ckpt_regex, ckpt_file, signal, timeout, grace,
         if not job:
             raise UsageError("name the job with --job")
         if ckpt_regex:
-            from .flags import check_regex
+            from ..jobs.spec import check_regex
 
             check_regex(ckpt_regex, "--ckpt-regex")
         return on_hosts("pause", one_host("pause", host), lambda t: op.pause(

@@ -8,40 +8,17 @@ that may be a flag) means no warm-up: warming is only a head start, never worth 
 tests/test_warmup.py keeps SWITCHES equal to the tasks' boolean parameters.
 """
 
-# The verbs that connect to their --host (teardown-check's --host only names the box in the pull
-# index, disconnect's the connection to end), each with its boolean flags.
-SWITCHES = {
-    "diagnose": frozenset({"--json"}),
-    "fleet": frozenset({"--json", "--watch"}),
-    "launch": frozenset({"--exclusive", "--json", "--share-checkpoint-dir", "--share-gpu", "--ship-workdir",
-                         "--stop-when-done", "--torchrun"}),
-    "logs": frozenset({"--follow", "--json", "--raw"}),
-    "preflight": frozenset({"--all", "--json", "--qualify", "--verbose"}),
-    "profiles": frozenset({"--json"}),
-    "pull": frozenset({"--compress", "--delete", "--include-git", "--json", "--no-budget", "--rehash", "--verbose",
-                       "--yes"}),
-    "push": frozenset({"--compress", "--delete", "--fix-crlf", "--include-git", "--json", "--no-budget", "--rehash",
-                       "--verbose", "--yes"}),
-    "pause": frozenset({"--json"}),
-    "queue": frozenset({"--cancel", "--exclusive", "--json", "--ship-workdir"}),
-    "reap": frozenset({"--all", "--json", "--verbose", "--yes"}),
-    "resume": frozenset({"--json"}),
-    "retry": frozenset({"--exclusive", "--json", "--ship-workdir"}),
-    "status": frozenset({"--all", "--json", "--watch"}),
-    "stop": frozenset({"--json", "--yes"}),
-    "triage": frozenset({"--json", "--verbose"}),
-    "verify": frozenset({"--all", "--include-git", "--json", "--rehash", "--verbose"}),
-    "wait": frozenset({"--json"}),
-}
+from .. import verbindex
 
+# The verbs that connect to their --host (teardown-check's --host only names the box in the pull
+# index, disconnect's the connection to end), each with its boolean flags: from the verbs'
+# descriptions (gpuops/verbindex.py, generated).
+SWITCHES = verbindex.SWITCHES
 
 # The short flags people reach for first (`logs -f`, `status -j ID`), each with the verbs whose long
-# flag it stands for; anywhere else a short flag stays Invoke's to refuse. tests/test_warmup.py keeps
-# the verbs equal to the tasks that have the long flag.
-SHORT = {
-    "-f": ("--follow", frozenset({"logs"})),
-    "-j": ("--job", frozenset({"diagnose", "logs", "pause", "resume", "retry", "status", "stop", "triage", "wait"})),
-}
+# flag it stands for; anywhere else a short flag stays Invoke's to refuse.
+SHORT_FLAGS = {"-f": "--follow", "-j": "--job"}
+SHORT = {short: (long, verbindex.SHORT_VERBS.get(short, frozenset())) for short, long in SHORT_FLAGS.items()}
 
 
 def expand_short(argv, valued=None):

@@ -74,7 +74,7 @@ def why_none(cores):
     return None
 
 
-def crash(ev, sig, record):
+def crash(ev: dict, sig: str | None, record: dict | None) -> tuple[str, list[str]] | None:
     """(confidence, lines) when the run crashed in native code: it died of a core signal, or left
     a core dump of its own pid with no exit record; None otherwise."""
     lines, mine = dumps(ev.get("cores"), ev.get("pid"))

@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 
 from .. import xid
 from ..gotcha import split_ids
+from ..jobs import records
+from ..jobs.records import ExitRecord
 from ..jobs.rows import SHELL_CODES
 from ..jobs.states import STALLED
 from ..onbox.retrypolicy import MAX_RUNTIME, STALL
@@ -67,12 +69,13 @@ def _xid_after_launch(ev):
 def decide(ev: dict) -> dict:
     """Verdict document: verdict, confidence, evidence, ruled_out, exit_code, signal.
 
-    `ev["status"]`, when given, is the job's status row (gpuops.jobs.state.derive of the same
+    `ev["status"]`, when given, is the job's status row (gpuops.jobs.statusrow.derive of the same
     facts `status` reads), so a live job is "stalled" exactly when status calls it STALLED."""
     record = ev.get("exit") or None
-    ruled_out, evidence = [], []
-    code = record.get("exit_code") if record else None
-    sig = record.get("signal") if record else None
+    rec = records.read(ExitRecord, record)
+    ruled_out: list = []
+    evidence: list = []
+    code, sig = rec.exit_code, rec.signal
     if sig is None and code is not None and 128 < code < 160:
         sig = _signal_name(code - 128)  # bash reports a killed child as 128+N
     oom_level, oom_lines = _oom_evidence(ev, sig)
@@ -103,17 +106,17 @@ def decide(ev: dict) -> dict:
     if record and code is None and sig is None:
         # A record of what is known when the supervisor was lost (gpuops.onbox.wrapper): how the
         # job ended is not in it, so it is judged as one that vanished.
-        evidence.append("exit record without an exit code or a signal: " + str(record.get("error") or "no reason"))
-        record = None
+        evidence.append("exit record without an exit code or a signal: " + str(rec.error or "no reason"))
+        record, rec = None, ExitRecord()
     elif record:
-        evidence.append("exit record: " + (f"signal {sig}" if record.get("signal") else f"exit code {code}"))
+        evidence.append("exit record: " + (f"signal {sig}" if rec.signal else f"exit code {code}"))
     else:
         evidence.append(f"pid {ev.get('pid')} is gone and no exit record was written")
 
     # The run's own supervisor ended the attempt: its signal is gpuops', not someone else's.
-    ended_by = (record or {}).get("ended_by")
+    ended_by = rec.ended_by
     if ended_by == STALL:
-        saved = record.get("stall_evidence")
+        saved = rec.stall_evidence
         return out("stalled", "high", [f"no progress line for the run's --stall-after: gpuops stopped it with {sig} "
                                        "(class hang)" + (f"; evidence in {saved}" if saved else "")])
     if ended_by == MAX_RUNTIME:
@@ -148,7 +151,9 @@ def decide(ev: dict) -> dict:
         return out("killed-by-signal", conf, [f"terminated by {sig} from outside, with no OOM evidence"], gotcha="U3")
     if record:
         # A core a child left (a DataLoader worker's segfault) is evidence the exit code hides.
-        said = SHELL_CODES.get(code, f"the program exited with code {code}") if sig is None else f"the program died of {sig}"
+        exited = f"the program exited with code {code}"
+        said = (SHELL_CODES.get(code, exited) if code is not None else exited) if sig is None else \
+            f"the program died of {sig}"
         return out("failed-exit", "high", [said] + ([f"log says: {ev['error_line']}"] if ev.get("error_line") else [])
                    + crash.dumps(ev.get("cores"), None)[0])
     return out("unknown", "low", ["no record, OOM, Xid, disk or reboot evidence explains the disappearance"],

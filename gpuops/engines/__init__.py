@@ -12,19 +12,23 @@ below and one in gpuops.onbox.engines: nothing else branches on which engine a j
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from ..errors import BadAnswer, UsageError
+
+if TYPE_CHECKING:
+    from .seam import WorkstationHalf
 
 # engine name (meta["engine"], --engine's word) -> its module under gpuops.engines
 ENGINES = {"box": "box", "slurm": "slurm", "ray": "ray"}
 DEFAULT = "box"
 
 
-def names():
+def names() -> tuple[str, ...]:
     return tuple(ENGINES)
 
 
-def get(name=None):
+def get(name: str | None = None) -> "WorkstationHalf":
     """The engine `name` (None: the default); a name no engine has is the caller's mistake."""
     name = name or DEFAULT
     if name not in ENGINES:
@@ -32,7 +36,7 @@ def get(name=None):
     return importlib.import_module(f"{__name__}.{ENGINES[name]}").ENGINE
 
 
-def of(record, host="the box"):
+def of_record(record: dict | None, host: str = "the box") -> "WorkstationHalf":
     """The engine of a job's record or status row (one without the field is the default's); a
     name this gpuops does not know is a box's answer that is not gpuops's."""
     name = (record or {}).get("engine") or DEFAULT
@@ -41,7 +45,7 @@ def of(record, host="the box"):
     return get(name)
 
 
-def each():
+def each() -> list["WorkstationHalf"]:
     return [get(name) for name in ENGINES]
 
 
@@ -49,6 +53,16 @@ def phases():
     """{engine: {its state word: phase}}: what the box's engine code compares, since it may spell
     no state itself (gpuops.onbox.jobrecord.phases)."""
     return {e.name: e.phases() for e in each() if e.states}
+
+
+def job_id_keys() -> tuple:
+    """The keys the engines' rows carry their own job ids under (slurm_job_id ...), in registry order."""
+    return tuple(e.job_id_key for e in each() if e.job_id_key)
+
+
+def runs_detach(detach) -> bool:
+    """Whether an engine runs the jobs of a profile whose launch.detach is `detach`."""
+    return any(e.detach == detach for e in each() if e.detach)
 
 
 def for_profile(profile):
@@ -65,12 +79,7 @@ def flags():
     return out
 
 
-def given(values):
-    """{flag parameter: value} of the engine flags among a verb's `values` that were given."""
-    return {k: values[k] for k in flags() if values.get(k) not in (None, False, "")}
-
-
-def owner(asked):
+def owner_of_flags(asked: dict) -> "WorkstationHalf | None":
     """The engine whose flags `asked` uses (None when none is given); flags of two engines at
     once are a usage error."""
     owners = {e.name: e for e in each() for k in asked if k in e.flags}
@@ -80,26 +89,23 @@ def owner(asked):
     return next(iter(owners.values()), None)
 
 
-def refuse_foreign(engine, asked):
-    """A usage error naming a flag given that belongs to another engine than `engine`."""
+def refuse_foreign(engine: "WorkstationHalf", asked: dict, verb: "str | None" = None) -> None:
+    """The usage error for a flag given that `engine` does not take (on `verb`, when named): another
+    engine's says which --engine it needs. The one refusal of an engine's flags, for the CLI's
+    flags and a tool's `resources` alike (the server rewords the flags)."""
+    takes = engine.flags if verb is None else engine.flags_for(verb)
     for key in sorted(asked):
-        if key not in engine.flags:
-            other = owner({key: asked[key]})
+        if key not in takes:
+            other = owner_of_flags({key: asked[key]})
             if other is None:
                 raise UsageError(f"{flag_of(key)}: no engine takes it")
+            if other is engine:
+                raise UsageError(f"{flag_of(key)}: {engine.title} does not take it on {verb}")
             raise UsageError(f"{flag_of(key)} is asked of {other.title}: add --engine {other.name}")
 
 
 def flag_of(key):
     return "--" + key.replace("_", "-")
-
-
-def refuse_unknown(engine, asked, verb, what):
-    """A usage error for keys of `asked` that `engine` does not take on `verb` (an agent's `what`)."""
-    unknown = sorted(set(asked) - set(engine.flags_for(verb)))
-    if unknown:
-        takes = ", ".join(engine.flags_for(verb)) or "nothing"
-        raise UsageError(f"{what} for {engine.name} takes {takes}; not {', '.join(unknown)}")
 
 
 def help_text():

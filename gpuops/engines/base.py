@@ -2,12 +2,14 @@
 
 An engine subclasses Engine and overrides what it does differently; the defaults are an engine
 that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows, texts and
-steps out; the verbs (gpuops.ops) do the talking to the box.
+steps out; the verbs (gpuops.ops) do the talking to the box. The seam every engine answers, both
+halves, is typed in gpuops.engines.seam.
 """
 
 from ..envelope import step
-from ..errors import UsageError
+from ..errors import GpuopsError, Rejected, UsageError
 from ..jobs import states
+from .seam import StopEnd, WorkstationHalf
 
 
 def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
@@ -28,6 +30,7 @@ class Engine:
     states: dict = {}  # its own state words -> the gpuops state (gpuops.jobs.states) each is reported as
     stop_target: dict = {}  # the shape of one target of its stop answer (gpuops.boundary.expect)
     meta_fields: dict = {}  # the shape of what its box half adds to a job's record (gpuops.jobs.answers)
+    job_id_key: str | None = None  # the key its rows and diagnoses carry its own job id under, beside engine_job_id
     # Its job runs on the one box --host names, so gpuops itself composes several (a --torchrun
     # gang across boxes, a --fleet placement); an engine that places jobs on its nodes does not.
     composes = False
@@ -90,7 +93,7 @@ class Engine:
         """Flag values a platform profile gives every job it launches on this engine."""
         return {}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err: Rejected, asked: dict) -> GpuopsError:
         """A rejection from the box (errors.Rejected), said in terms of the flags asked."""
         return err
 
@@ -121,11 +124,12 @@ class Engine:
         """(dry run's 'would ...', nothing-to-stop's 'it is not ...')."""
         return f"would stop {jid}", "it is not running"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
-        """(ok, summary, next, advice) of a stop that acted."""
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
+        """How a stop that acted ended (its envelope's ok, summary, next steps and advice)."""
         gone = bool(doc.get("all_gone"))
         summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"
-        return gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], []
+        return StopEnd(gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], [])
 
     def queue_note(self):
         """What a queue summary adds about the entries still waiting."""
@@ -153,3 +157,7 @@ class Engine:
         """Findings about its cluster, from the probe's facts and what its box half saw of the
         cluster (untrusted: check its shape), or {"error": ...} where it could not be asked."""
         return []
+
+
+# mypy holds the base class to the seam: a default that drifts from it fails the type check.
+_SEAM: type[WorkstationHalf] = Engine

@@ -5,10 +5,12 @@ the job (PAUSED until resumed); a changed boot_id or a dead process without an e
 VANISHED; a live process is RUNNING (then judged for a stall like every engine's).
 """
 
-from ..jobs import rows, runpolicy
+from ..jobs import records, rows, runpolicy
+from ..jobs.records import ExitRecord, JobFacts, Meta, PauseRecord
 from ..jobs.states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, VANISHED
 from ..envelope import step
 from .base import Engine, command_line
+from .seam import StopEnd
 
 
 class Box(Engine):
@@ -22,26 +24,26 @@ class Box(Engine):
     # what the box's check of --gpus found (gpuops.onbox.gpu_pins; read by gpuops.jobs.answers.gpu_findings)
     meta_fields = {"share_gpu": (bool, type(None)), "gpu_check": (dict, type(None))}
 
-    def decide(self, row, facts, meta):
-        exit_rec = facts.get("exit")
-        if exit_rec is not None and _paused(facts):
+    def decide(self, row: dict, facts: dict, meta: dict) -> None:
+        f = records.read(JobFacts, facts)
+        if f.exit is not None and _paused(f):
             row.update(state=PAUSED, reason="paused by gpuops: checkpointed and stopped; `gpuops resume` starts it "
                                             "again from its checkpoint")
-        elif exit_rec is not None:
-            _from_exit(row, exit_rec, meta, facts.get("survivors_alive") or [])
-        elif facts.get("liveness") == "rebooted":
+        elif f.exit is not None:
+            _from_exit(row, records.read(ExitRecord, f.exit), records.read(Meta, meta), f.survivors_alive or [])
+        elif f.liveness == "rebooted":
             row.update(state=VANISHED, reason="the box rebooted since launch (boot_id changed)")
-        elif facts.get("liveness") == "alive":
+        elif f.liveness == "alive":
             row["state"] = RUNNING
-            if facts.get("wrapper_alive") is False:
+            if f.wrapper_alive is False:
                 row["hint"] = "the gpuops supervisor of this job is gone: its exit will not be recorded"
-        elif facts.get("live_pids"):  # VANISHED only once no process of the job lives
-            pids = facts["live_pids"]
-            row.update(state=RUNNING, reason=f"its leader (pid {meta.get('pid')}) and its gpuops supervisor are gone "
+        elif f.live_pids:  # VANISHED only once no process of the job lives
+            pids = f.live_pids
+            row.update(state=RUNNING, reason=f"its leader (pid {records.read(Meta, meta).pid}) and its gpuops supervisor are gone "
                                              f"unrecorded, but {len(pids)} process(es) of the job still run (pids "
                                              f"{', '.join(map(str, pids))}): gpuops stop --job {row['job_id']} ends them")
         else:
-            row.update(state=VANISHED, reason=_vanish_reason(facts))
+            row.update(state=VANISHED, reason=_vanish_reason(f))
 
     def started_text(self, jid, meta, said):
         return f"started {jid} (pid {meta.get('pid')})"
@@ -59,16 +61,17 @@ class Box(Engine):
         return (f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
                 f"{grace:g}s", "none of its processes is alive")
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         used = "+".join(s["signal"] for s in doc.get("signals") or [])
         if doc.get("all_gone"):
-            return True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}", \
-                [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], []
+            return StopEnd(True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}",
+                           [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], [])
         left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
-        return False, f"{jid}: processes still alive after {used}: {left}", \
-            [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")], \
-            ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU driver): it "
-             "goes with a GPU reset or a reboot."]
+        return StopEnd(False, f"{jid}: processes still alive after {used}: {left}",
+                       [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")],
+                       ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
+                        "driver): it goes with a GPU reset or a reboot."])
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
         from ..diagnose import trackers, verdict
@@ -97,24 +100,24 @@ class Box(Engine):
 ENGINE = Box()
 
 
-def _paused(facts):
-    rec = facts.get("pause") or {}
-    return bool(rec.get("stopped_at")) and not rec.get("resumed_at")
+def _paused(facts: JobFacts) -> bool:
+    rec = records.read(PauseRecord, facts.pause)
+    return bool(rec.stopped_at) and not rec.resumed_at
 
 
-def _from_exit(row, rec, meta, survivors):
-    row["ended_at"] = rec.get("ended_at")
-    row["duration_s"] = rows.since(rec.get("ended_at"), meta.get("launched_at"))
-    if rec.get("signal"):
-        row.update(state=KILLED, signal=rec["signal"])
-    elif rec.get("exit_code") == 0:
+def _from_exit(row: dict, rec: ExitRecord, meta: Meta, survivors: list) -> None:
+    row["ended_at"] = rec.ended_at
+    row["duration_s"] = rows.since(rec.ended_at, meta.launched_at)
+    if rec.signal:
+        row.update(state=KILLED, signal=rec.signal)
+    elif rec.exit_code == 0:
         row.update(state=COMPLETED, exit_code=0)
-    elif rec.get("exit_code") is not None:
-        row.update(state=FAILED, exit_code=rec["exit_code"], hint=rows.code_hint(rec["exit_code"]))
+    elif rec.exit_code is not None:
+        row.update(state=FAILED, exit_code=rec.exit_code, hint=rows.code_hint(rec.exit_code))
     else:
-        row.update(state=VANISHED, reason=rec.get("error") or "the exit record holds neither a code nor a signal")
-    if rec.get("error") and row["state"] == FAILED:
-        row["reason"] = rec["error"]
+        row.update(state=VANISHED, reason=rec.error or "the exit record holds neither a code nor a signal")
+    if rec.error and row["state"] == FAILED:
+        row["reason"] = rec.error
     rows.ended_by_supervisor(row, rec)
     if survivors:
         row["survivors"] = survivors
@@ -122,14 +125,14 @@ def _from_exit(row, rec, meta, survivors):
             len(survivors), ", ".join(map(str, survivors)), row["job_id"]))
 
 
-def _vanish_reason(facts):
-    if facts.get("pid_reused"):
+def _vanish_reason(facts: JobFacts) -> str:
+    if facts.pid_reused:
         return "the recorded pid now belongs to another process (pid reused); the job ended unrecorded"
-    if facts.get("stop"):
+    if facts.stop:
         return "stopped by `gpuops stop`, but its supervisor did not record the exit"
-    if facts.get("wrapper_alive") is False:
+    if facts.wrapper_alive is False:
         return "the process and its gpuops supervisor are gone without an exit record (killed, OOM?)"
-    lost = (facts.get("meta") or {}).get("supervisor_lost")
+    lost = records.read(Meta, facts.meta).supervisor_lost
     if lost:  # recorded by the launcher (gpuops.onbox.wrapper), which found the job running without it
         return f"{lost}, and the job has ended unrecorded"
     return "the process is gone and no exit record was written"

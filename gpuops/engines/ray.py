@@ -16,9 +16,11 @@ ray_run), and each attempt's end is the one that supervisor recorded (TIMEOUT at
 import base64
 
 from .. import errors
-from ..jobs import rows, runpolicy, states
+from ..jobs import records, rows, runpolicy, states
+from ..jobs.records import ExitRecord, JobFacts, Meta, SchedulerSaid
 from ..jobs.states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
 from .base import Engine, command_line
+from .seam import StopEnd
 
 FLAGS = {
     "entrypoint_num_gpus": "Ray: GPUs reserved for the job's driver, which runs on the head (its tasks ask for "
@@ -38,35 +40,36 @@ class Ray(Engine):
     states = {"PENDING": PENDING, "RUNNING": states.RUNNING, "STOPPED": CANCELLED, "SUCCEEDED": COMPLETED,
               "FAILED": FAILED}
     meta_fields = {"ray_submission_id": (str, type(None))}
+    job_id_key = "ray_submission_id"
     # The job's driver runs the box's run loop around the command, inside the Ray job on the head
     # (gpuops.onbox.ray_run): the whole policy holds there, judged by triage's classifier.
     policy_fields = runpolicy.ENFORCED
     stop_target = {"ray_submission_id": str, "status": (str, type(None))}
 
-    def decide(self, row, facts, meta):
-        sched = facts.get("scheduler") or {}
-        rec = facts.get("exit") or {}
-        job = sched.get("job") or rec.get("scheduler") or {}
-        if sched.get("source") == "supervisor":  # an attempt of a run, ended while Ray runs the run on
+    def decide(self, row: dict, facts: dict, meta: dict) -> None:
+        f = records.read(JobFacts, facts)
+        sched, rec = records.read(SchedulerSaid, f.scheduler), records.read(ExitRecord, f.exit)
+        job = sched.job or rec.scheduler or {}
+        if sched.source == "supervisor":  # an attempt of a run, ended while Ray runs the run on
             job = dict(job, status=_attempt_word(rec))
         sid = meta.get("ray_submission_id")
         row.update(ray_submission_id=sid, engine_job_id=sid, scheduler_state=job.get("status") or None,
                    scheduler_reason=job.get("message") or None)
-        if sched.get("known") is None and not rec:
-            row.update(state=UNREACHABLE, reason=sched.get("error") or "the Ray dashboard did not answer")
+        if sched.known is None and not f.exit:
+            row.update(state=UNREACHABLE, reason=sched.error or "the Ray dashboard did not answer")
             return
-        if not sched.get("known") and not rec:
+        if not sched.known and not f.exit:
             row.update(state=VANISHED, reason="the Ray cluster no longer knows this job (restarted?) and gpuops never "
                                               "saw it end")
             return
         row["state"] = self.state_of(job.get("status")) or PENDING
-        if rec.get("ended_at") is not None:
-            row["ended_at"] = rec["ended_at"]
-            row["duration_s"] = rows.since(rec["ended_at"], meta.get("launched_at"))
-        if row["state"] == FAILED and rec.get("signal"):
-            row.update(state=KILLED, signal=rec["signal"])
-        elif row["state"] == FAILED and rec.get("exit_code"):
-            row.update(exit_code=rec["exit_code"], hint=rows.code_hint(rec["exit_code"]))
+        if rec.ended_at is not None:
+            row["ended_at"] = rec.ended_at
+            row["duration_s"] = rows.since(rec.ended_at, records.read(Meta, meta).launched_at)
+        if row["state"] == FAILED and rec.signal:
+            row.update(state=KILLED, signal=rec.signal)
+        elif row["state"] == FAILED and rec.exit_code:
+            row.update(exit_code=rec.exit_code, hint=rows.code_hint(rec.exit_code))
         elif row["state"] == FAILED:
             row["reason"] = "Ray: %s%s" % (job.get("error_type") or "failed", ": " + job["message"]
                                            if job.get("message") else "")
@@ -74,7 +77,7 @@ class Ray(Engine):
             row["reason"] = "stopped through Ray (gpuops stop or ray job stop)"
         elif row["state"] == PENDING:
             row["reason"] = "Ray has not started it: %s" % (job.get("message") or "waiting for the head's resources")
-        if sched.get("source") == "supervisor":  # an attempt of a run its driver ended (a limit, a stall)
+        if sched.source == "supervisor":  # an attempt of a run its driver ended (a limit, a stall)
             rows.ended_by_supervisor(row, rec)
 
     def submission(self, opts, asked, torchrun=None):
@@ -108,7 +111,7 @@ class Ray(Engine):
     def retry_opts(self, asked):
         return {"engine": self.name, "resources": _asked(asked)}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """Ray's refusal with the gpuops flag it names (Ray's words name its fields)."""
         host, _, said = err.message.partition(": ")
         flag = next((f"--{k.replace('_', '-')}" for k in asked if k in said), None)
@@ -129,12 +132,13 @@ class Ray(Engine):
         first = "; ".join(self.target_text(t) for t in targets)
         return f"would stop {first} (Ray: SIGTERM, then SIGKILL)", "it is not pending or running in Ray"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         ids = ", ".join(t["ray_submission_id"] for t in targets)
         if doc.get("all_gone"):
-            return True, f"stopped {jid} (Ray job {ids}); state {after['state']}", \
-                [command_line(host, "retry", jid, jobs_dir=jobs_dir)], []
-        return False, f"{jid}: Ray job {ids} has not ended after its stop ({after['state']})", [], []
+            return StopEnd(True, f"stopped {jid} (Ray job {ids}); state {after['state']}",
+                           [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
+        return StopEnd(False, f"{jid}: Ray job {ids} has not ended after its stop ({after['state']})", [], [])
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
         from .ray_diagnose import diagnosis
@@ -163,12 +167,12 @@ class Ray(Engine):
 ENGINE = Ray()
 
 
-def _attempt_word(rec):
+def _attempt_word(rec: ExitRecord) -> str:
     """Ray's word for a run's attempt, from the exit record the run's supervisor (the Ray job's
     driver) wrote of it: Ray itself never saw the attempt end."""
-    if rec.get("ended_by") == "stop":
+    if rec.ended_by == "stop":
         return "STOPPED"
-    return "SUCCEEDED" if rec.get("exit_code") == 0 and not rec.get("signal") else "FAILED"
+    return "SUCCEEDED" if rec.exit_code == 0 and not rec.signal else "FAILED"
 
 
 def _asked(asked):

@@ -81,7 +81,7 @@ def diagnosis(engine, ev, row, host, jobs_dir, triaged):
     if triaged and triaged.get("primary"):
         nxt += [s for s in triaged.get("next") or [] if s not in nxt]
     data = {"verdict": v["verdict"], "confidence": v["confidence"], "job": jid, "engine": engine.name,
-            "engine_job_id": sid, "exit_code": v["exit_code"], "signal": v["signal"], "evidence": v["evidence"],
+            "engine_job_id": sid, engine.job_id_key: sid, "exit_code": v["exit_code"], "signal": v["signal"], "evidence": v["evidence"],
             "ruled_out": v["ruled_out"], "scheduler": ray_words(ev),
             "kernel_log": {"readable": ev.get("kernel_readable"), "source": ev.get("kernel_source"),
                            "node": ev.get("node"), "node_is_here": ev.get("node_is_here")},

@@ -9,6 +9,7 @@ from ..jobs import spec, torchrun
 from . import slurm_sbatch as sbatch
 from . import slurm_state
 from .base import Engine, command_line
+from .seam import StopEnd
 
 # One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
 SRUN = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL"
@@ -34,6 +35,7 @@ LAUNCH_ONLY = {
 
 class Slurm(Engine):
     name, title, detach = "slurm", "Slurm", "sbatch"
+    job_id_key = "slurm_job_id"
     help = "sbatch on the login node --host; a profile with launch.detach = \"sbatch\" implies it"
     flags = dict(RESOURCES, **LAUNCH_ONLY)
     switches = ("exclusive",)
@@ -117,7 +119,7 @@ class Slurm(Engine):
         return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
                 if site is not None and getattr(site, k)}
 
-    def blamed(self, err, asked):
+    def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
         host, _, said = err.message.partition(": ")
         flag = sbatch.at_fault(said, asked)
@@ -140,13 +142,14 @@ class Slurm(Engine):
         before = f"send SIG{signal} to its batch shell, wait up to {grace:g}s, then " if signal else ""
         return f"would {before}scancel {first}", "it is not queued or running in Slurm"
 
-    def stopped(self, host, jid, targets, after, doc, jobs_dir):
+    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
+                jobs_dir: str | None) -> StopEnd:
         used = "+".join(s["signal"] for s in doc.get("signals") or [])
         ids = ", ".join(str(t["slurm_job_id"]) for t in targets)
         if doc.get("all_gone"):
-            return True, f"cancelled {jid} (Slurm job {ids}, {used}); state {after['state']}", \
-                [command_line(host, "retry", jid, jobs_dir=jobs_dir)], []
-        return False, f"{jid}: Slurm job {ids} has not ended after {used} ({after['state']})", [], []
+            return StopEnd(True, f"cancelled {jid} (Slurm job {ids}, {used}); state {after['state']}",
+                           [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
+        return StopEnd(False, f"{jid}: Slurm job {ids} has not ended after {used} ({after['state']})", [], [])
 
     def queue_note(self):
         return ", the rest waiting in Slurm's queue"

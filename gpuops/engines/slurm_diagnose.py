@@ -43,7 +43,7 @@ def facts(ev):
 
 
 def decide(ev, row):
-    """The verdict document of a Slurm job (`row`: its status row, gpuops.jobs.state.derive)."""
+    """The verdict document of a Slurm job (`row`: its status row, gpuops.jobs.statusrow.derive)."""
     f = facts(ev)
     state, word = row.get("state"), (f["state"] or "").split(" ")[0]
     evidence = [f"Slurm: {f['state']}, ExitCode {f['exit_code']}, DerivedExitCode {f['derived_exit_code']}"

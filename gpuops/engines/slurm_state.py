@@ -10,7 +10,8 @@ person who asked for it ("asked for 2 nodes; partition debug has 1").
 
 import re
 
-from ..jobs import rows, states
+from ..jobs import records, rows, states
+from ..jobs.records import ExitRecord, JobFacts, Meta, RunEnd, RunRecord, SchedulerSaid
 from ..onbox import signals
 from ..onbox.slurm import exit_code
 
@@ -37,45 +38,47 @@ def from_word(word):
     return WORDS.get(str(word or "").strip().split(" ")[0].rstrip("+").upper())
 
 
-def row_of(row, facts, meta):
+def row_of(row: dict, facts: dict, meta: dict) -> dict:
     """A Slurm job's status row: the scheduler decides the state (a running one can still be
     STALLED, judged by the caller)."""
-    row.update(decide(facts, meta.get("resources") or {}), slurm_job_id=meta.get("slurm_job_id"),
+    f = records.read(JobFacts, facts)
+    row.update(decide(facts, records.read(Meta, meta).resources or {}), slurm_job_id=meta.get("slurm_job_id"),
                engine_job_id=meta.get("slurm_job_id"))
-    final = (facts.get("run") or {}).get("final") or {}
-    if row["state"] == states.FAILED and final.get("why"):
+    final = records.read(RunEnd, records.read(RunRecord, f.run).final)
+    if row["state"] == states.FAILED and final.why:
         # the batch script ran nothing after a requeue: the run policy's limit, not the command, ended it
-        row.update(state=states.TIMEOUT if final.get("class") == "timed-out" else states.FAILED,
-                   reason=final["why"], exit_code=None if final.get("class") == "timed-out" else row["exit_code"])
+        row.update(state=states.TIMEOUT if final.class_ == "timed-out" else states.FAILED,
+                   reason=final.why, exit_code=None if final.class_ == "timed-out" else row["exit_code"])
     elif row["state"] == states.FAILED:
         row["hint"] = rows.code_hint(row["exit_code"])
-    if (facts.get("exit") or {}).get("ended_at") is not None:
-        row["ended_at"] = facts["exit"]["ended_at"]
+    ended_at = records.read(ExitRecord, f.exit).ended_at
+    if ended_at is not None:
+        row["ended_at"] = ended_at
     return row
 
 
-def decide(facts, resources):
+def decide(facts: dict, resources: dict) -> dict:
     """{state, reason, exit_code, signal, never_runs, ...scheduler fields} of a Slurm job:
     `facts` as gpuops.onbox.job_facts gathers them (scheduler, exit, pause), `resources` what
     the launch asked for (the record's)."""
-    sched = facts.get("scheduler") or {}
-    rec = facts.get("exit") or {}
-    job = sched.get("job") or rec.get("scheduler") or {}
+    f = records.read(JobFacts, facts)
+    sched, rec = records.read(SchedulerSaid, f.scheduler), records.read(ExitRecord, f.exit)
+    job = sched.job or rec.scheduler or {}
     out = {"state": None, "reason": None, "exit_code": None, "signal": None,
-           "scheduler_state": (job.get("JobState") or rec.get("engine_state") or None),
+           "scheduler_state": (job.get("JobState") or rec.engine_state or None),
            "scheduler_reason": job.get("Reason"), "nodes": _set(job.get("NodeList")),
            "partition": job.get("Partition"), "time_limit": job.get("TimeLimit"), "run_time": job.get("RunTime"),
-           "restarts": _int(job.get("Restarts")), "scheduler_source": sched.get("source")}
-    if sched.get("known") is None and not rec:
-        out.update(state=states.UNREACHABLE, reason=sched.get("error") or "the Slurm controller did not answer")
+           "restarts": _int(job.get("Restarts")), "scheduler_source": sched.source}
+    if sched.known is None and not f.exit:
+        out.update(state=states.UNREACHABLE, reason=sched.error or "the Slurm controller did not answer")
         return out
-    if not sched.get("known") and not rec:
+    if not sched.known and not f.exit:
         out.update(state=states.VANISHED, reason="Slurm no longer knows this job (neither scontrol nor sacct has "
                                                  "it) and gpuops never saw it end")
         return out
     word = (out["scheduler_state"] or "").split(" ")[0]
     name = from_word(word)
-    if sched.get("paused"):
+    if sched.paused:
         name = states.PAUSED
     out["state"] = name or states.PENDING
     code, sig = exit_code(job.get("ExitCode"))
@@ -84,8 +87,8 @@ def decide(facts, resources):
     if name == states.FAILED or (name == states.COMPLETED and code == 0):
         out["exit_code"] = code
     out["reason"] = _reason(out, word, job, sched, resources)
-    if name == states.PENDING and not sched.get("held"):
-        pending = sched.get("pending") or {}
+    if name == states.PENDING and not sched.held:
+        pending = sched.pending or {}
         out.update(position=pending.get("position"), pending_in_partition=pending.get("pending_in_partition"),
                    start_estimate=pending.get("start_estimate"))
         never = never_runs(job, pending, resources)
@@ -94,16 +97,16 @@ def decide(facts, resources):
     return out
 
 
-def _reason(out, word, job, sched, resources):
+def _reason(out: dict, word: str, job: dict, sched: SchedulerSaid, resources: dict) -> str | None:
     name = out["state"]
     said = job.get("Reason")
     if name == states.PAUSED:
         return ("paused by gpuops: checkpointed, requeued and held; `gpuops resume` releases it"
-                if sched.get("paused") else "suspended in Slurm (scontrol suspend): resources still held")
-    if sched.get("held"):
+                if sched.paused else "suspended in Slurm (scontrol suspend): resources still held")
+    if sched.held:
         return "held in Slurm (%s): `scontrol release %s` or `gpuops resume`" % (said, job.get("JobId"))
     if name == states.PENDING:
-        return pending_reason(said, job, sched.get("pending") or {})
+        return pending_reason(said, job, sched.pending or {})
     if name == states.TIMEOUT:
         return "reached its time limit (%s; ran %s)%s" % (job.get("TimeLimit") or resources.get("time"),
                                                          job.get("RunTime"),

@@ -13,55 +13,32 @@ from .. import engines
 from ..onbox import progress
 from ..boundary import expect
 from ..errors import BadAnswer
-from . import curves
+from . import curves, records
+from .records import shape
 
-NUMBER = (int, float)
 NONE = type(None)
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-_FACTS = {"job_id": str, "now": (NUMBER + (NONE,)), "meta": (dict, NONE), "exit": (dict, NONE),
-          "progress": (dict, NONE), "liveness": (str, NONE), "stop": (dict, NONE), "log_size": (int, NONE),
-          "log_mtime": NUMBER + (NONE,), "dir_age_s": NUMBER + (NONE,), "survivors_alive": (list, NONE),
-          "pid_reused": (bool, NONE), "wrapper_alive": (bool, NONE), "scheduler": (dict, NONE), "pause": (dict, NONE),
-          "run": (dict, NONE), "telemetry": (dict, NONE), "trackers": (dict, NONE), "live_pids": (list, NONE)}
+# The records' shapes: gpuops.jobs.records types each once, for this check and for the rules after it.
+_FACTS = shape(records.JobFacts)
 LIVE_MAX = 20  # gpuops.onbox.box_engine.LIVE_SHOWN
-_META = {"name": (str, NONE), "labels": (dict, NONE), "pid": (int, NONE), "key": (str, NONE),
-         "parent_job_id": (str, NONE), "command": (str, NONE), "launched_at": NUMBER + (NONE,),
-         "spawn_error": (str, NONE), "supervisor_lost": (str, NONE), "engine": (str, NONE), "engine_job_id": (str, NONE),
-         "resources": (dict, NONE)}
-_EXIT = {"exit_code": (int, NONE), "signal": (str, NONE), "ended_at": NUMBER + (NONE,), "error": (str, NONE),
-         "survivors": (list, NONE), "engine_state": (str, NONE), "scheduler": (dict, NONE), "ended_by": (str, NONE),
-         "stall_evidence": (str, NONE)}
-# A run's attempt (gpuops.onbox.runrecord.facts) and its last event (gpuops.onbox.runevents).
-_RUN = {"id": str, "attempt": (int, NONE), "current": (str, NONE), "attempts": (int, NONE),
-        "max_attempts": (int, NONE), "phase": (str, NONE), "ended": (bool, NONE), "next_at": NUMBER + (NONE,),
-        "started_at": NUMBER + (NONE,), "resumed_from": (str, NONE), "final": (dict, NONE), "last_event": (dict, NONE),
-        "failed": (list, NONE), "activity": (dict, NONE), "ended_at": NUMBER + (NONE,), "unsupervised": (bool, NONE),
-        "attempt_ids": (list, NONE)}
-_ACTIVITY = {"phase": (str, NONE), "since": NUMBER + (NONE,), "step": (int, NONE)}
+_META = shape(records.Meta)
+_EXIT = shape(records.ExitRecord)
+_RUN = shape(records.RunRecord)
+_ACTIVITY = shape(records.Activity)
 ATTEMPTS_MAX = 101  # a run's attempts: at most retrypolicy.MAX_RETRIES + 1
-_FAILED = {"attempt": (int, NONE), "job": (str, NONE), "class": (str, NONE), "why": (str, NONE), "retry": (bool, NONE),
-           "step": (int, NONE)}
-_RUN_EVENT = {"seq": int, "kind": str, "at": NUMBER + (NONE,), "attempt": (int, NONE), "job": (str, NONE),
-              "why": (str, NONE), "class": (str, NONE), "checkpoint": (str, NONE), "backoff_s": NUMBER + (NONE,)}
-_FINAL = {"class": (str, NONE), "why": (str, NONE), "job": (str, NONE), "attempt": (int, NONE)}
-# A telemetry row (gpuops.onbox.telemetry): numbers, and per GPU a table of numbers.
-_TELEMETRY = {"t": NUMBER + (NONE,), "cpu": NUMBER + (NONE,), "cpu_top": NUMBER + (NONE,), "cores": NUMBER + (NONE,),
-              "rss": (int, NONE), "nproc": (int, NONE), "gpus": (list, NONE), "src": (str, NONE),
-              "gpu_error": (str, NONE)}
-_PAUSE = {"requested_at": NUMBER + (NONE,), "held_at": NUMBER + (NONE,), "stopped_at": NUMBER + (NONE,),
-          "resumed_at": NUMBER + (NONE,), "signal": (str, NONE), "marker": (dict, NONE), "failed": (str, NONE),
-          "resumed_as": (str, NONE)}
-# What a scheduler said (its engine's box half): its own words, each a bounded string.
-_SCHEDULER = {"known": (bool, NONE), "source": (str, NONE), "job": (dict, NONE), "held": (bool, NONE),
-              "paused": (bool, NONE), "pending": (dict, NONE), "error": (str, NONE)}
-_PENDING = {"position": (int, NONE), "pending_in_partition": (int, NONE), "start_estimate": (str, NONE),
-            "partition": (dict, NONE), "nodes": (list, NONE)}
+_FAILED = shape(records.FailedAttempt)
+_RUN_EVENT = shape(records.RunEvent)
+_FINAL = shape(records.RunEnd)
+_TELEMETRY = shape(records.TelemetryRow)
+_PAUSE = shape(records.PauseRecord)
+_SCHEDULER = shape(records.SchedulerSaid)
+_PENDING = shape(records.Pending)
 WORD_MAX = 1024
-_STOP = {"requested_at": NUMBER + (NONE,), "signals": (list, NONE), "all_gone": (bool, NONE)}
-_STOP_ROUND = {"signal": str, "pids": list, "at": NUMBER + (NONE,)}
-_PROGRESS = {"events": (list, NONE), "first_step": (int, NONE), "regex_error": (str, NONE)}
-_EVENT = {"end": int, "step": (int, NONE), "seconds": NUMBER + (NONE,), "at": NUMBER + (NONE,), "text": (str, NONE)}
+_STOP = shape(records.StopRecord)
+_STOP_ROUND = shape(records.StopRound)
+_PROGRESS = shape(records.Progress)
+_EVENT = shape(records.ProgressEvent)
 
 
 def job_id(value, host):
@@ -143,7 +120,7 @@ def facts(doc, host):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
     expect(doc, _FACTS, host, "job record")
     job_id(doc["job_id"], host)
-    meta = dict(_META, **engines.of(doc.get("meta"), host).meta_fields) if doc.get("meta") is not None else _META
+    meta = dict(_META, **engines.of_record(doc.get("meta"), host).meta_fields) if doc.get("meta") is not None else _META
     for key, fields in (("meta", meta), ("exit", _EXIT), ("progress", _PROGRESS), ("stop", _STOP),
                         ("pause", _PAUSE), ("scheduler", _SCHEDULER)):
         if doc.get(key) is not None:

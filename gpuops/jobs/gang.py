@@ -75,7 +75,7 @@ _LIVE_ORDER = (states.STALLED, states.STARTING, states.RUNNING)
 
 def aggregate(nodes) -> dict:
     """{state, reason, first_failed} of a gang from its nodes ([{index, host, row}], row a status
-    row of gpuops.jobs.state)."""
+    row of gpuops.jobs.statusrow)."""
     by_state: dict = {}
     for n in nodes:
         by_state.setdefault(n["row"]["state"], []).append(n)

@@ -4,19 +4,20 @@ The job directory moves to the profile's job_root, HF_HOME points at its big-cac
 profile's fixed environment is added, and its proxy hook (e.g. AutoDL's network_turbo) is sourced
 before the command. Anything the user passed explicitly wins. A platform whose jobs go through
 an engine (a detach an engine names, such as Slurm's "sbatch": gpuops.engines.for_profile)
-submits them there, with the site's defaults that engine reads; one whose jobs must be
-Kubernetes Jobs is refused: a process started inside a pod's shell is not a job there, and it
-dies or is killed without a record.
+submits them there, with the site's defaults that engine reads; one whose jobs must be a
+scheduler's that no engine runs (Kubernetes Jobs) is refused: a process started inside a pod's
+shell is not a job there, and it dies or is killed without a record.
 """
 
 from ..errors import Refused
 
-SCHEDULED = ("k8s-job",)
-
 
 def settings(profile, *, jobs_dir=None, env=None):
     """(jobs_dir, env, pre_hook, notes) for a launch under `profile`."""
-    if profile.launch.detach in SCHEDULED:
+    from .. import engines
+    from ..profiles import SCHEDULER_DETACH  # loaded already: `profile` is one
+
+    if profile.launch.detach in SCHEDULER_DETACH and not engines.runs_detach(profile.launch.detach):
         raise Refused(f"profile {profile.name} runs work through {profile.launch.detach}: submit it there; "
                       f"gpuops launch would start an untracked process on this node")
     env = dict(env or {})

@@ -6,6 +6,8 @@ import signal
 
 from ..onbox import steps
 from ..onbox.retrypolicy import MAX_RUNTIME, STALL
+from . import records
+from .records import ExitRecord, FailedAttempt
 from .states import TIMEOUT
 
 
@@ -15,17 +17,18 @@ def run_tag(run):
     return f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}{resumed}]"
 
 
-def earlier_attempts(failed, job_id):
+def earlier_attempts(failed: list | None, job_id: str) -> list[str]:
     """Evidence lines for a run's attempts other than `job_id` that failed, as their supervisor
     judged each when it ended, in words first and the class after: 'run: attempt 1 (J) ended at step 25:
     no progress for the --stall-after limit: gpuops stopped it (class hang); retried'."""
     lines = []
-    for f in failed or []:
-        if f.get("job") == job_id or not f.get("class"):
+    for entry in failed or []:
+        f = records.read(FailedAttempt, entry)
+        if f.job == job_id or not f.class_:
             continue
-        step = f" at step {f['step']}" if f.get("step") is not None else ""
-        lines.append(f"run: attempt {f.get('attempt')} ({f.get('job')}) ended{step}: {f.get('why')} (class {f['class']}); "
-                     + ("retried" if f.get("retry") else "not retried"))
+        step = f" at step {f.step}" if f.step is not None else ""
+        lines.append(f"run: attempt {f.attempt} ({f.job}) ended{step}: {f.why} (class {f.class_}); "
+                     + ("retried" if f.retry else "not retried"))
     return lines
 
 
@@ -94,14 +97,14 @@ def add_hint(row, note):
     row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
 
 
-def ended_by_supervisor(row, rec):
+def ended_by_supervisor(row: dict, rec: ExitRecord) -> None:
     """An attempt of a run its supervisor ended (gpuops.onbox.runwatch), on any engine that runs
     one: at the run's time limit (TIMEOUT), or after a stall (its state as it ended, the class in
     its reason)."""
-    if rec.get("ended_by") == MAX_RUNTIME:
+    if rec.ended_by == MAX_RUNTIME:
         row.update(state=TIMEOUT, reason="the run reached its --max-runtime: gpuops stopped it (SIGTERM, SIGKILL "
                                          "after the grace); never retried")
-    elif rec.get("ended_by") == STALL:
-        saved = rec.get("stall_evidence")
+    elif rec.ended_by == STALL:
+        saved = rec.stall_evidence
         row["reason"] = "stalled (class hang): no progress line for --stall-after, so gpuops stopped it" + (
             f"; evidence in {saved}" if saved else "")

@@ -48,6 +48,15 @@ def secrets(names, environ, taken=()):
     return out
 
 
+def check_regex(pattern, flag="--progress-regex"):
+    """A regular expression the box will compile, else a usage error naming `flag`."""
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
+
+
 def slug(text, default="queue"):
     s = _SLUG.sub("-", str(text).lower()).strip("-")[:40]
     return s or default

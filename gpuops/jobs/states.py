@@ -6,7 +6,7 @@
     style      how a terminal shows it (rich markup style)
 
 Each engine maps its own state words onto these rows in its own module (gpuops.engines), and its
-rule picks a row (gpuops.jobs.state calls it); renderers, the CLI help, MCP descriptions and
+rule picks a row (gpuops.jobs.statusrow calls it); renderers, the CLI help, MCP descriptions and
 triage read names and attributes from here, so a new state is one row (plus its rule where one
 applies).
 """

@@ -9,7 +9,7 @@ from .. import errors
 from ..surface import common
 
 OP_TIMEOUT_S = common.CALL_S  # on-box work per call, leaving room for the SSH connect under ~50 s
-LOG_TEXT_BYTES = common.PAGE  # of the ~40k characters a result may take (gpuops.mcp.budget), room for escapes
+LOG_TEXT_BYTES = common.PAGE  # of the ~40k characters a result may take (gpuops.mcp.clientfit), room for escapes
 MAX_WAIT_S = common.WAIT_S  # one job_wait call; clients give up near 60 s, so a longer wait is several calls
 PROGRESS_EVERY_S = 2.0
 

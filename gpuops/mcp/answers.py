@@ -8,6 +8,7 @@ a trailing ? admits null.
 import dataclasses
 import typing
 
+from .. import engines
 from ..checks.shape import FACTS
 from . import vocab
 
@@ -57,13 +58,15 @@ def known():
                     "saved_to:s name:s? duration_s:n?",
         "job_wait": "job_id:s state:s until:a reached:b timed_out:b reason:s new_text:s text_starts_at:i "
                     "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s events:a" + _TRIMMED,
+        "job_events": "job_id:s state:s job:o events:a last_event:i more:b" + _TRIMMED,
         "job_pause": "job_id:s engine:s state:s paused:b marker:o? job:o",
         "job_resume": "job_id:s engine:s state:s job:o child:o",
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
                     "refused_plan:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
-                        "engine:s slurm_job_id:s? engine_job_id:s? scheduler:o telemetry:o? run:o? gotcha:s?",
+                        "engine:s " + "".join(f"{k}:s? " for k in engines.job_id_keys()) +
+                        "engine_job_id:s? scheduler:o telemetry:o? run:o? gotcha:s?",
         "log_triage": "status:s primary:s? also:a stage:s? evidence:a progress:o",
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "
@@ -121,6 +124,7 @@ ADVERTISED = {
     "job_status": {"jobs": _rows(job_id=_S, state=STATE, reason=_S0), "more": _I},
     "job_logs": {"text": _S, "bytes_b64": _S, "next_offset": _I0, "more": _B, "text_exact": _B},
     "job_wait": {"state": STATE, "timed_out": _B, "new_text": _S, "next_offset": _I},
+    "job_events": {"last_event": _I, "more": _B},
     "job_stop": {"dry_run": _B, "plan": _PLAN},
     "job_pause": {"paused": _B},
     "job_resume": {"child": _obj(job_id=_S)},

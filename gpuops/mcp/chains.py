@@ -126,7 +126,7 @@ def chained(tool, args, doc, listed) -> dict:
     elif tool in _ENDED_HERE and _completed(tool, args, data):
         jid = _completed(tool, args, data)
         steps = [s for s in steps if s.get("tool") != "job_logs"]  # from its end: nothing left to read
-        if "log_triage" in listed:
+        if "log_triage" in listed and not any(s.get("tool") == "log_triage" for s in steps):
             steps.insert(0, _call("log_triage", {"host": args.get("host", "local"), "job": jid},
                                   "how far it got and what it logged"))
         if "data_pull" in listed and PULL_ADVICE not in advice:

@@ -13,6 +13,7 @@ import functools
 
 from .. import engines, surface
 from ..surface import model as M
+from ..surface.jobs import EVENT
 
 S, I, F, B, L, STATES = "str", "int", "float", "flag", "list", "states"
 CSV, IMPLIED = "csv", "implied"  # 'a,b' as a list; a flag the tool itself means (no parameter)
@@ -115,8 +116,8 @@ def _value(kind, word, before):
     if kind == "pairs":
         key, sep, value = word.partition("=")
         return dict(before or {}, **{key: value}) if sep and key else None
-    if kind == STATES:
-        return [w.strip().upper() for w in word.split(",")]
+    if kind == STATES:  # states are upper case; 'event' (a run's next) is not a state
+        return [w.strip().upper() if w.strip().lower() != EVENT else EVENT for w in word.split(",")]
     return word
 
 

@@ -8,26 +8,24 @@ and no more (error kinds are said once, in the server's instructions: an error i
 result, which clients do not check against this schema, and 16 kinds on every tool cost 4,000
 characters a turn): other keys are allowed (consumers ignore keys they do not know, the
 envelope's own rule), none is required but the envelope's own (the budget may drop a data key:
-gpuops.mcp.budget). Clients validate a successful result against it (the official client does);
+gpuops.mcp.clientfit). Clients validate a successful result against it (the official client does);
 tests/test_mcp_contract.py holds each tool's answers to every key it may carry (answers.KNOWN).
 """
 
+from .. import surface
 from ..findings import SEVERITIES
-from . import budget, vocab
+from . import clientfit, vocab
 from .answers import ADVERTISED
 
 _S = {"type": "string"}
 FAR = 100_000  # a maximum past this (a year of seconds) says nothing a model needs
-# the tools whose answers carry findings; the others' findings list is always empty
-WITH_FINDINGS = ("host_preflight", "log_triage", "vram_reap", "teardown_check", "data_verify", "data_push",
-                 "data_pull", "gang_launch", "gang_retry")
 FINDING = {"properties": {"id": _S, "severity": vocab.enum(SEVERITIES)}}
 
 
 def output_schema(tool):
     """The envelope as `tool` returns it."""
     props = {"data": {"properties": ADVERTISED[tool]}}
-    if tool in WITH_FINDINGS:
+    if surface.tool(tool).findings:  # the others' findings list is always empty
         props["findings"] = {"type": "array", "items": FINDING}
     return {"type": "object", "required": ["summary", "ok", "command"], "properties": props}
 
@@ -35,7 +33,7 @@ def output_schema(tool):
 def input_schema(tool, schema, profile_names):
     """What a tool's arguments look like to a caller: without pydantic's titles and null defaults
     (an omitted optional is simply absent), profile names as an enum, and log_triage's rule."""
-    out = budget.lean_schema(schema)
+    out = clientfit.lean_schema(schema)
     for prop in out["properties"].values():
         if prop.get("default", 0) is None:
             del prop["default"]

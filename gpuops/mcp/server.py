@@ -2,7 +2,7 @@
 its description (gpuops.surface: parameters, purpose, toolset, what it does to the world).
 
 Every tool returns the operation's envelope (gpuops.envelope), `summary` first, bounded by
-gpuops.mcp.budget, as compact JSON in both the structured content and the one text block:
+gpuops.mcp.clientfit, as compact JSON in both the structured content and the one text block:
 some clients show the model only one of the two. A negative answer (a failed check, a job
 that failed, a dry run) is a successful call with ok=false; only a GpuopsError (unreachable,
 usage, not found, refused) or a bug makes an is_error result, and that still carries the whole
@@ -25,8 +25,8 @@ from pydantic import ConfigDict, ValidationError
 from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
-from . import (budget, chains, nextsteps, params, requests, resources, schemas, tools_box, tools_gang, tools_jobs,
-               vocab, words)
+from . import (approval, chains, clientfit, nextsteps, params, requests, resources, schemas, tools_box, tools_gang,
+               tools_jobs, vocab, words)
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -119,7 +119,9 @@ class StrictTool(Tool):
         try:
             if spec.toolset not in self.offered:
                 sets.not_offered(spec, self.offered)
-            sets.refuse(verb, sets.effect_of(spec, arguments))
+            effect = sets.effect_of(spec, arguments)
+            sets.refuse(verb, effect)
+            await approval.approve(context, self.name, spec.does, effect, dict(arguments or {}))
             doc = await super().run(arguments, context, convert_result=False)
         except errors.GpuopsError as e:
             doc = error_envelope(verb, e)
@@ -140,8 +142,8 @@ class StrictTool(Tool):
         doc = public(doc)
         doc["next"] = nextsteps.translate(doc.get("next") or [], self.listed)
         doc = chains.chained(self.name, dict(arguments or {}), doc, self.listed)
-        doc = budget.bound(words.for_mcp(doc, self.listed))
-        return CallToolResult(content=[TextContent(type="text", text=budget.compact(doc))], structured_content=doc,
+        doc = clientfit.bound(words.for_mcp(doc, self.listed))
+        return CallToolResult(content=[TextContent(type="text", text=clientfit.compact(doc))], structured_content=doc,
                               is_error=bool(doc.get("error")))
 
 

@@ -12,7 +12,6 @@ import os
 from mcp.server.mcpserver import Context
 
 from .. import engines, errors
-from ..jobs import runpolicy
 from . import scope, trim
 from .adapter import OP_TIMEOUT_S, applies_plan, check_regex, on_host, with_progress
 
@@ -30,54 +29,33 @@ def _labels(labels):
     return spec.pairs([f"{k}={v}" for k, v in (labels or {}).items()], "labels")
 
 
-def _script(path):
-    """The local script a launch runs: under the owner's roots, and one the box can run."""
-    from ..jobs import spec
-
-    real = scope.local_path(path, os.environ)
-    if not os.path.isfile(real):
-        raise errors.UsageError(f"script {path}: no such file")
-    with open(real, "rb") as f:
-        problem = spec.script_problem(f.read())
-    if problem:
-        raise errors.UsageError(f"script {path}: {problem}")
-    return real
-
-
 def _resources(engine, resources, verb):
     chosen = engines.get(engine)
     asked = dict(resources or {})
-    engines.refuse_unknown(chosen, asked, verb, "resources")
+    engines.refuse_foreign(chosen, asked, verb)
     return asked
 
 
 def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
                engine, resources, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
                keep_checkpoints, keep_best):
-    from .. import profiles
-    from ..jobs import spec
+    from ..jobs import launchrequest, spec
     from ..ops import jobs as op
 
-    if bool(cmd) == bool(script):
-        raise errors.UsageError("job_launch: give one of cmd or script")
     scope.runs_here("job_launch", [host], os.environ)
     workdir, checkpoint_dir = scope.job_dir(host, workdir, os.environ), scope.box_path(host, checkpoint_dir, os.environ)
-    if progress_regex:
-        check_regex("progress_regex", progress_regex)
-    envs, secrets = _envs(env, secret_env)
-    real = _script(script) if script else None
-    pinned, tags = spec.gpus(gpus), _labels(labels)
-    prof = profiles.load(profile) if profile else None
-    chosen = engines.get(engine) if engine else (engines.for_profile(prof) if prof else engines.get(None))
-    asked = dict(resources or {})
-    engines.refuse_unknown(chosen, asked, "launch", "resources")
-    policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
-                             resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
-                             keep_checkpoints=keep_checkpoints, keep_best=keep_best)
+    req = launchrequest.build(
+        cmd=cmd, script=script and scope.local_path(script, os.environ), script_shown=script, labels=labels, env=env,
+        secret_env=scope.allowed_secrets(secret_env, os.environ), environ=os.environ, progress_regex=progress_regex,
+        profile=profile, engine=engine, resources=resources,
+        policy=dict(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir, resume_arg=resume_arg,
+                    stall_after=stall_after_s, max_runtime=max_runtime_s, keep_checkpoints=keep_checkpoints,
+                    keep_best=keep_best))
+    pinned = spec.gpus(gpus)
     return trim.launched(on_host("launch", host, lambda t: op.launch(
-        t, command=cmd, script=real, name=name, labels=tags, env=envs, secrets=secrets, workdir=workdir, gpus=pinned,
-        key=key, progress_regex=progress_regex, profile=prof, engine=engine, resources=asked, timeout_s=OP_TIMEOUT_S,
-        share_gpu=share_gpu, policy=policy)))
+        t, command=cmd, script=req["script"], name=name, labels=req["labels"], env=req["env"], secrets=req["secrets"],
+        workdir=workdir, gpus=pinned, key=key, progress_regex=progress_regex, profile=req["profile"], engine=engine,
+        resources=req["resources"], timeout_s=OP_TIMEOUT_S, share_gpu=share_gpu, policy=req["policy"])))
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
@@ -122,7 +100,7 @@ def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resou
     envs, secrets = _envs(env, secret_env)
     asked = dict(resources or {})
     if asked:
-        engines.refuse_unknown(engines.owner(asked) or engines.get(None), asked, "retry", "resources")
+        engines.refuse_foreign(engines.owner_of_flags(asked) or engines.get(None), asked, "retry")
     return trim.launched(on_host("retry", host, lambda t: op.retry(
         t, job=job, env=envs, secrets=secrets, resume_arg=resume_arg, key=key, resources=asked, timeout_s=OP_TIMEOUT_S,
         checkpoint_dir=checkpoint_dir)))
@@ -169,11 +147,12 @@ def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min
         limit=limit, timeout_s=OP_TIMEOUT_S)), fields, failed_only)
 
 
-def job_logs(host, job, tail, from_offset, max_bytes, encoding):
+def job_logs(host, job, attempt, tail, from_offset, max_bytes, encoding):
     from ..ops import joblogs as op
 
     return on_host("logs", host, lambda t: op.logs(
-        t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0, encoding=encoding))
+        t, job=job, tail=tail, from_offset=from_offset, max_bytes=max_bytes, reconnect_s=10.0, encoding=encoding,
+        attempt=attempt))
 
 
 async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
@@ -189,6 +168,13 @@ async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_
 
     return trim.fields(await with_progress(ctx, timeout_s, lambda: f"waiting on the box for {job}", work), "job_wait",
                        fields)
+
+
+def job_events(host: str, job: str, after_event: int) -> dict:
+    from ..ops import wait as op
+
+    return trim.fields(on_host("wait", host, lambda t: op.events(t, job=job, after_event=after_event)),
+                       "job_events", None)
 
 
 def job_stop(host, job, grace_s, yes, plan_id):
@@ -221,23 +207,23 @@ def job_resume(host, job, resume_arg, env, secret_env, key):
                                                        key=key))
 
 
-def job_diagnose(host, job):
+def job_diagnose(host, job, attempt):
     from ..ops import diagnose as op
 
-    return on_host("diagnose", host, lambda t: op.diagnose(t, job=job, timeout_s=OP_TIMEOUT_S))
+    return on_host("diagnose", host, lambda t: op.diagnose(t, job=job, timeout_s=OP_TIMEOUT_S, attempt=attempt))
 
 
-def log_triage(path, job, host):
+def log_triage(path, job, host, attempt):
     from ..ops import triage as op
 
     if bool(path) == bool(job):
         raise errors.UsageError("log_triage: give exactly one of path or job")
-    if host and not job:
-        raise errors.UsageError("log_triage: host goes with job (the box the job ran on)")
+    if (host or attempt) and not job:
+        raise errors.UsageError("log_triage: host and attempt go with job (the run and the box it ran on)")
     if path:
         return op.triage_local(log=scope.local_path(path, os.environ))
-    return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job))
+    return on_host("triage", host or "local", lambda t: op.triage_remote(t, job=job, attempt=attempt))
 
 
-TOOLS = (job_launch, fleet_launch, job_retry, job_queue, job_status, job_logs, job_wait, job_stop, job_pause,
-         job_resume, job_diagnose, log_triage)
+TOOLS = (job_launch, fleet_launch, job_retry, job_queue, job_status, job_logs, job_wait, job_events, job_stop,
+         job_pause, job_resume, job_diagnose, log_triage)

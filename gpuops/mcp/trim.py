@@ -8,6 +8,7 @@ answers with a compact default and takes `fields` (the data keys to return; ['*'
 what to ask for. Pure: an envelope in, an envelope out.
 """
 
+from .. import engines
 from ..jobs.states import HEALTHY
 
 ALL = "*"
@@ -16,15 +17,18 @@ COMPACT = {
     "host_preflight": ("errors", "gpu", "host", "torch", "profile"),
     "job_wait": ("job_id", "state", "reason", "reached", "timed_out", "new_text", "text_starts_at", "next_offset",
                  "log_size", "waited_s", "match", "interrupted", "job", "events"),
+    "job_events": ("job_id", "state", "events", "last_event", "more", "job"),
 }
 # a job row's keys unless asked for others (the command and the timestamps are for a later look)
-ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", "slurm_job_id", "engine_job_id",
-       "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
+ROW = ("job_id", "name", "state", "reason", "exit_code", "signal", "hint", "engine", *engines.job_id_keys(),
+       "engine_job_id", "labels", "age_s", "duration_s", "progress", "stall_after_s", "parent_job_id", "run")
 FINE = ("ok", "info")                 # finding severities failed_only leaves out
-# a launch's meta keys an agent may act on; the others are the box's bookkeeping (pids' start
-# ticks, cgroups, the boot id), and the policy's Xid table is gpuops.xid's, the same for every run
-META = ("job_id", "name", "kind", "command", "workdir", "log", "engine", "host", "gpus", "labels", "key", "policy",
-        "run", "parent_job_id", "launched_at", "pid", "profile", "queue")
+# a launch's meta keys an agent may act on and the row does not say already (its name, labels,
+# pid, parent); the others are the box's bookkeeping (pids' start ticks, cgroups, the boot id) or
+# the caller's own words said back (the command), and the policy's Xid table is gpuops.xid's, the
+# same for every run
+META = ("job_id", "kind", "workdir", "log", "engine", "host", "gpus", "key", "policy", "run", "launched_at", "profile",
+        "queue")
 
 
 def _keep(mapping, wanted, default):
@@ -88,7 +92,7 @@ def _engine_keys(meta: dict) -> tuple:
     from ..errors import BadAnswer
 
     try:
-        return tuple(engines.of(meta).meta_fields)
+        return tuple(engines.of_record(meta).meta_fields)
     except BadAnswer:  # an engine this gpuops does not know: its answer was refused before here
         return ()
 
@@ -100,6 +104,8 @@ def launched(doc: dict) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("meta"), dict) or doc.get("error"):
         return doc
     meta, gone = _keep(data["meta"], None, META + _engine_keys(data["meta"]))
+    row_has = data["job"] if isinstance(data.get("job"), dict) else {}
+    gone = [k for k in gone if k not in row_has]  # said in the row: not left out
     policy = meta.get("policy")
     if isinstance(policy, dict) and "xid_kinds" in policy:
         meta["policy"] = {k: v for k, v in policy.items() if k != "xid_kinds"}

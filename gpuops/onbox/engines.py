@@ -20,6 +20,8 @@ Each engine is a module here named after it (box_engine, slurm_engine, ...), hol
     queue_cancel(job_id, meta)    take back a chained entry that has not started
     cluster_facts()               optional: what preflight reports of its cluster from this host
 
+Typed on the workstation as gpuops.engines.seam.BoxHalf (this side runs on Python 3.6, without
+typing.Protocol); tests/test_engine_seam.py holds every engine here to it.
 A job action calls the engine of the job's record; none branches on which one it is. What the
 engine's own state words mean comes from the caller (gpuops.onbox.jobrecord.phases), so no
 module here spells a state.

@@ -2,7 +2,7 @@
 written) and `excerpt` (a bounded view of a log for triage, with the job's facts). Entry: main(argv).
 
 Only facts are gathered here; the state (RUNNING, STALLED, VANISHED ...) is derived on the
-caller's side (gpuops.jobs.state), so the rule is pure and tested without a box.
+caller's side (gpuops.jobs.statusrow), so the rule is pure and tested without a box.
 """
 
 import base64

@@ -6,7 +6,7 @@ Waiting here, next to the records, costs one SSH call however long the wait, and
 within one poll. The box knows only phases, as the job's engine tells them (gpuops.onbox.engines):
 "starting" (no start record yet, or queued), "alive", "paused" and "ended". The caller maps its
 states onto phases and derives the state from the facts returned, so the state rules stay in one
-place (gpuops.jobs.state).
+place (gpuops.jobs.statusrow).
 """
 
 import base64
@@ -98,8 +98,7 @@ def wait(opts):
     after = opts.get("events_after")
     after = after if isinstance(after, int) and not isinstance(after, bool) and (run_id or later) else None
     if after is not None and after < 0:  # from now on
-        newest = runrecord.events(run_id or later, 0, 1)
-        after = newest[-1]["seq"] if newest else 0
+        after = runrecord.newest_seq(run_id or later)
     job_id = jobrecord.current(run_id) if run_id else named
     log = jobrecord.path(job_id, LOG)
     size = logscan.size_of(log) or 0

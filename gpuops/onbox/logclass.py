@@ -39,7 +39,7 @@ def classify_log(path, now=None, job_state=None, exit_record=None, progress=None
     exit_record  {"exit_code": int or None, "signal": "SIGKILL" or None}: the supervisor's own
                  record of how the job's leader ended (it stands in for a JOB SUMMARY)
     progress     {"at": epoch the last step line was written, "step_time_s": ...}, as
-                 gpuops.jobs.state.dated_progress gives it from the growth samples: the stall
+                 gpuops.jobs.statusrow.dated_progress gives it from the growth samples: the stall
                  is then judged as `status` judges it
     OSError when the log cannot be read."""
     return _verdict(path, now, job_state, exit_record, progress, head, tail)[1]

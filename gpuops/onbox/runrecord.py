@@ -168,9 +168,15 @@ def brief(event):
 
 
 def events(run_id, after_seq=0, most=EVENTS_MAX):
-    """The run's events after `after_seq`, oldest first, at most `most` (the newest)."""
-    found = runevents.read(jobrecord.job_dir(run_id), after_seq)
-    return found[-most:]
+    """The run's events after `after_seq`, oldest first, at most `most`: the oldest of them, so a
+    reader that asks again after the last seq it got reads every event, none skipped."""
+    return runevents.read(jobrecord.job_dir(run_id), after_seq)[:most]
+
+
+def newest_seq(run_id: str) -> int:
+    """The seq of the run's newest event; 0 before any."""
+    last = runevents.last(jobrecord.job_dir(run_id))
+    return last.get("seq") or 0 if isinstance(last, dict) else 0
 
 
 def is_run(job_id):

@@ -7,9 +7,9 @@ from .. import engines, errors
 from ..boundary import expect
 from ..diagnose import crash
 from ..envelope import envelope
-from ..jobs import answers, curves, errorline, rows, runtelemetry, state
+from ..jobs import answers, curves, errorline, rows, runtelemetry, statusrow
 from ..triage.classes import CLASS_BY_NAME
-from .jobs import payload
+from .jobs import payload, raise_reported
 
 
 
@@ -22,15 +22,15 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         args += ["--jobs-dir", jobs_dir]
     ev = target.run_onbox("diagnose", args, stdin=payload({"attempt": attempt}), timeout_s=timeout_s)
     if ev.get("error"):
-        err = expect(ev, {"error": dict}, target.name)["error"]
-        raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+        raise_reported(target, expect(expect(ev, {"error": dict}, target.name)["error"], {"kind": str, "message": str},
+                                      target.name, "error"))
     ev["cores"] = crash.checked(ev.get("cores"), target.name)
     if ev.get("job_id") is not None:
         answers.job_id(ev["job_id"], target.name)
-    row = state.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
+    row = statusrow.derive(answers.facts(ev["job"], target.name)) if ev.get("job") else None
     if row is not None:
         ev["status"] = row
-    engine = engines.of(row, target.name)  # a bare pid is the box's to judge
+    engine = engines.of_record(row, target.name)  # a bare pid is the box's to judge
     triaged, ev["error_line"] = _triage(ev, row, engine)
     d = engine.diagnosis(ev, row, target.name, jobs_dir, triaged, pid=pid)
     v = d["verdict"]
@@ -46,8 +46,8 @@ def diagnose(target, job=None, pid=None, since=None, jobs_dir=None, timeout_s=60
         failed = ((ev.get("job") or {}).get("run") or {}).get("failed")
         d["data"]["evidence"] = list(d["data"].get("evidence") or []) + rows.earlier_attempts(failed, row["job_id"])
         if run.get("unsupervised"):
-            d["data"]["evidence"].append(f"run: {state.UNSUPERVISED}")
-            summary += f"; {state.UNSUPERVISED.split(' (')[0]}"
+            d["data"]["evidence"].append(f"run: {statusrow.UNSUPERVISED}")
+            summary += f"; {statusrow.UNSUPERVISED.split(' (')[0]}"
     return envelope("diagnose", ok=d["ok"], summary=summary, data=d["data"], next=d["next"], advice=d["advice"],
                     findings=runtelemetry.findings(judged) + curves.findings((ev.get("job") or {}).get("trackers")))
 
@@ -64,7 +64,7 @@ def _triage(ev, row, engine):
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said, rec = engine.triage_inputs(row, ev) if row else (None, ev.get("exit"))
     result = triage_bytes(tail.encode("utf-8", "replace"), now=now, slurm_state=said, exit_record=rec,
-                          progress=state.dated_progress(row))
+                          progress=statusrow.dated_progress(row))
     if result.data["status"] in ("running", "hanging", "completed"):
         return result.data, None
     primary = result.data["primary"]

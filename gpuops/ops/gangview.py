@@ -14,7 +14,7 @@ import time
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
-from ..jobs import gang, gangstore, state, states
+from ..jobs import gang, gangstore, states, statusrow
 from ..onbox import plans
 from ..remote.fanout import each_host
 from ..remote.targets import target_for
@@ -57,13 +57,13 @@ def node_rows(record, identity=None):
             why = (node.get("launch_error") or {}).get("message") or "no job was started"
             row = {"job_id": None, "state": states.VANISHED, "reason": f"never started: {why}"}
         elif isinstance(value, errors.GpuopsError):
-            row = state.unreachable(node["job_id"], value.message)
+            row = statusrow.unreachable(node["job_id"], value.message)
         elif isinstance(value, Exception):
             raise value
         elif value["data"]["jobs"]:
             row = value["data"]["jobs"][0]
         else:
-            row = state.unreachable(node["job_id"], value["summary"])
+            row = statusrow.unreachable(node["job_id"], value["summary"])
         out.append({"index": node["index"], "host": node["host"], "job_id": node.get("job_id"), "row": row})
     return out
 

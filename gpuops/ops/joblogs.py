@@ -17,7 +17,7 @@ import time
 from .. import contained, engines, errors
 from ..boundary import answer, expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import answers, frames, state, states
+from ..jobs import answers, frames, states, statusrow
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
@@ -290,7 +290,7 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
             meta["engine"] = end["engine"]
         # what the end frame says, as facts every engine's rule reads: the process is gone, and a
         # scheduler knows the job while it has an exit record
-        row = state.derive(answers.facts({"job_id": job_id, "exit": rec, "liveness": "gone", "meta": meta,
+        row = statusrow.derive(answers.facts({"job_id": job_id, "exit": rec, "liveness": "gone", "meta": meta,
                                           "scheduler": {"known": bool(rec)}}, target.name))
         data.update(state=row["state"], exit=rec, name=end.get("name"), duration_s=row.get("duration_s"))
         ok = row["state"] == states.COMPLETED
@@ -312,6 +312,10 @@ def _logs_envelope(target, run, save, kept, sink, jobs_dir, encoding="text"):
     if run.opts.get("attempt"):  # the first attempt's id is the run's: without it, the next page is another log
         again += ["--attempt", str(run.opts["attempt"])]
     nxt = [] if not ok or ended else [command_line(target.name, "logs", job_id, *again, jobs_dir=jobs_dir)]
+    if data.get("ended") and not data.get("more"):  # read to the end of an ended job's log: the same page forever
+        which = ["--attempt", str(run.opts["attempt"])] if run.opts.get("attempt") else []
+        nxt = [command_line(target.name, "triage", job_id, *which, jobs_dir=jobs_dir,
+                            why="what its log says: the job ended and its log has no more")]
     out = envelope("logs", ok=ok and not run.timed_out and not run.interrupted, summary=summary, data=data,
                    next=nxt)
     if run.interrupted:

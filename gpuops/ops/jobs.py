@@ -13,7 +13,7 @@ from .. import engines, errors
 from ..boundary import expect
 from ..engines.base import command_line
 from ..envelope import CODE_KEY, envelope, fixes
-from ..jobs import answers, errorline, lastseen, state, states
+from ..jobs import answers, errorline, lastseen, states, statusrow
 from ..jobs.rows import run_tag
 from ..onbox import plans, steps
 from ..units import duration
@@ -32,8 +32,11 @@ def payload(opts):
     return json.dumps(sent).encode("utf-8")
 
 
-def raise_reported(target, err):
-    raise errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+def raise_reported(target, err: dict) -> None:
+    made = errors.for_kind(err.get("kind"))(f"{target.name}: {err.get('message')}")
+    if isinstance(made, errors.NotFound):  # a job the box does not know: the ones it does know are the way on
+        made.listing = ("gpuops", "status", "--host", target.name)
+    raise made
 
 
 def call(target, action, opts, timeout_s=60):
@@ -124,7 +127,7 @@ def launch(target, *, command=None, script=None, name=None, labels=None, env=Non
     try:
         doc = call(target, "launch", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise eng.blamed(e, asked) from None
+        raise eng.explain_rejection(e, asked) from None
     out = _started("launch", target, doc, jobs_dir=jobs_dir, key=key)
     out["advice"] = notes + out["advice"]  # what the profile set up, for the person reading it
     return out
@@ -145,7 +148,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
     from ..jobs import runpolicy
 
     confirm_s = confirm_seconds(confirm_s)
-    eng = engines.owner(resources or {})
+    eng = engines.owner_of_flags(resources or {})
     where, glob = runpolicy.split_checkpoint_dir(checkpoint_dir)
     opts = {"job": job, "env": env or {}, "secrets": secrets or {}, "resume_arg": resume_arg, "key": key,
             "jobs_dir": jobs_dir, "confirm_s": confirm_s, "checkpoint_dir": where, "checkpoint_glob": glob}
@@ -154,7 +157,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
     try:
         doc = call(target, "retry", opts, timeout_s + confirm_s)
     except errors.Rejected as e:
-        raise (eng or engines.get()).blamed(e, resources or {}) from None
+        raise (eng or engines.get()).explain_rejection(e, resources or {}) from None
     out = _started("retry", target, doc, parent=doc.get("parent_job_id"), jobs_dir=jobs_dir)
     resumed = doc.get("checkpoint")
     if isinstance(resumed, dict) and isinstance(resumed.get("path"), str):
@@ -165,7 +168,7 @@ def retry(target, *, job, env=None, secrets=None, resume_arg=None, key=None, job
 
 def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
     facts = doc["job"]
-    row = state.derive(facts)
+    row = statusrow.derive(facts)
     meta = facts.get("meta") or {}
     jid = row["job_id"]
     data = {"job": row, "existing": bool(doc.get("existing")), "meta": meta}
@@ -191,7 +194,7 @@ def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
             data["first_error"] = errorline.first_error(doc.get("log_head") or "")
             summary += f": {data['first_error']}" if data["first_error"] else ""
     else:
-        summary = (engines.of(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
+        summary = (engines.of_record(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
                    + (f" as a retry of {parent}" if parent else ""))
         if meta.get("policy"):
             from ..jobs import runpolicy
@@ -222,14 +225,14 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         doc = call(target, "status", opts, timeout_s)
     except errors.HostError as e:
         seen = lastseen.recall(target.name, job) if job else None
-        rows = [state.unreachable(job, e.message, seen)] if job else []
+        rows = [statusrow.unreachable(job, e.message, seen)] if job else []
         message = e.message
         if seen:
             message += f" (job last seen {seen['state']} {duration(time.time() - seen['seen_at'])} ago)"
         error = dict(e.as_dict(), message=message)
         return envelope("status", ok=False, summary=f"UNREACHABLE: {message}", data={"jobs": rows}, error=error,
                         next=fixes(e))
-    rows = [state.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
+    rows = [statusrow.derive(f, stall_factor, stall_min_s) for f in doc["jobs"]]
     lastseen.remember(target.name, rows)
     if not job:
         rows = one_row_per_run(rows, all_attempts)
@@ -282,8 +285,8 @@ def job_steps(host, row, jobs_dir=None):
         return [command_line(host, "resume", jid, jobs_dir=jobs_dir, why="continues it from its checkpoint")]
     if now in states.ALIVE:
         return [command_line(host, "wait", jid, jobs_dir=jobs_dir, why="returns when it ends, or at the timeout")]
-    if now == states.COMPLETED:
-        return []
+    if now == states.COMPLETED:  # its log's end says how far it got; its last page is an empty read
+        return [command_line(host, "triage", jid, jobs_dir=jobs_dir, why="how far it got and what it logged")]
     if now in states.TERMINAL:
         return [command_line(host, "diagnose", jid, jobs_dir=jobs_dir, why="why it stopped"),
                 command_line(host, "triage", jid, jobs_dir=jobs_dir, why="what its log says")]
@@ -297,7 +300,7 @@ def state_now(target, job, jobs_dir=None, timeout_s=10.0):
         doc = call(target, "status", {"job": job, "jobs_dir": jobs_dir}, timeout_s)
     except errors.GpuopsError:
         return None
-    return state.derive(doc["jobs"][0]) if doc["jobs"] else None
+    return statusrow.derive(doc["jobs"][0]) if doc["jobs"] else None
 
 
 def one_line(row):
@@ -336,10 +339,10 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
         opts.update(plan=plan, plan_age_s=time.time() - (plans.expiry(plan) - plans.TTL_S))
     doc = call(target, "stop", dict(opts, yes=bool(yes) and not stale), timeout_s=float(grace) + 60)
     jid = doc["job_id"]
-    eng = engines.of(doc, target.name)
+    eng = engines.of_record(doc, target.name)
     for t in doc["targets"]:
         expect(t if isinstance(t, dict) else {}, eng.stop_target, target.name, "stop target")
-    after = state.derive(doc["after"])
+    after = statusrow.derive(doc["after"])
     targets = [dict(t, shown=eng.target_text(t)) for t in doc["targets"]]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
@@ -362,8 +365,8 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
                                           "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
         out[CODE_KEY] = errors.REFUSED
         return out
-    ok, summary, nxt, advice = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
-    return envelope("stop", ok=ok, summary=summary, data=data, next=nxt, advice=advice)
+    end = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
+    return envelope("stop", ok=end.ok, summary=end.summary, data=data, next=end.next, advice=end.advice)
 
 
 def _plan(eng, jid, targets, expires):
@@ -404,16 +407,16 @@ def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, g
     try:
         doc = call(target, "queue", opts, timeout_s=float(wait) + 60)
     except errors.Rejected as e:
-        raise eng.blamed(e, asked) from None
+        raise eng.explain_rejection(e, asked) from None
     entries = []
     for entry in doc["entries"]:
-        row = state.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
+        row = statusrow.derive(entry["job"]) if entry.get("job") else {"job_id": None, "state": states.PENDING}
         entries.append({"line": entry["line"], "command": entry["command"], "job_id": row.get("job_id"),
                         "state": row["state"], "exit_code": row.get("exit_code"), "signal": row.get("signal")})
     done = doc.get("done")
     finished = sum(1 for e in entries if e["state"] in states.TERMINAL)
     failed = [e["line"] for e in entries if e["state"] in states.TERMINAL and e["state"] != states.COMPLETED]
-    ran_on = engines.of(doc, target.name)
+    ran_on = engines.of_record(doc, target.name)
     data = {"queue": name, "engine": ran_on.name, "entries": entries, "done": done,
             "runner_alive": doc.get("runner_alive"),
             "runner_started": doc.get("runner_started"), "failed_lines": failed, "dir": doc.get("dir")}

@@ -10,7 +10,7 @@ which finds its checkpoint) or starts the supervised job again as a child with `
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
-from ..jobs import state, states
+from ..jobs import states, statusrow
 from .jobs import call
 
 MARGIN_S = 60.0  # the signal, the stop ladder and Slurm's requeue around the marker wait
@@ -25,7 +25,7 @@ def pause(target, *, job, ckpt_regex=None, ckpt_file=None, signal=None, timeout_
     opts = {"job": job, "marker_regex": ckpt_regex, "marker_file": ckpt_file, "timeout": float(timeout_s),
             "grace": float(grace), "signal": spec.checkpoint_signal(signal)[0], "jobs_dir": jobs_dir}
     doc = call(target, "pause", opts, timeout_s=float(timeout_s) + float(grace) + MARGIN_S)
-    row = state.derive(doc["after"])
+    row = statusrow.derive(doc["after"])
     jid = row["job_id"]
     data = {"job_id": jid, "engine": doc["engine"], "state": row["state"], "paused": bool(doc.get("paused")),
             "marker": doc.get("marker"), "job": row}
@@ -49,11 +49,11 @@ def resume(target, *, job, resume_arg=None, env=None, secrets=None, key=None, jo
     opts = {"job": job, "resume_arg": resume_arg, "env": env or {}, "secrets": secrets or {}, "key": key,
             "jobs_dir": jobs_dir}
     doc = call(target, "resume", opts, timeout_s=timeout_s)
-    row = state.derive(doc["after"])
+    row = statusrow.derive(doc["after"])
     jid = row["job_id"]
     data = {"job_id": jid, "engine": doc["engine"], "state": row["state"], "job": row}
     if doc.get("child") is not None:
-        child = state.derive(doc["child"])
+        child = statusrow.derive(doc["child"])
         data["child"] = child
         summary = f"resumed {jid} as {child['job_id']} ({child['state']})"
         watched = child["job_id"]

@@ -30,7 +30,7 @@ from ..envelope import envelope, step
 from ..findings import Finding, worst_first
 from ..onbox import plans
 from ..remote import wrap
-from ..sync import budget, link, plan, stripes, tree
+from ..sync import diskfit, link, plan, stripes, tree
 from ..sync.outcome import DISK_FULL, FATAL, TRANSPORT, Outcome, merge
 from ..sync.progress import Silent
 from ..sync.retry import Backoff
@@ -142,11 +142,11 @@ def make_engine(name, version, target, direction, local_root, remote_root, src_m
 
 
 def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findings):
-    needed = budget.need(src_map, dst_map, send, root_exists)
-    verdict = budget.check(needed, space or {})
+    needed = diskfit.need(src_map, dst_map, send, root_exists)
+    verdict = diskfit.check(needed, space or {})
     if not verdict["fits"]:
         if opts.check_budget:
-            raise errors.Refused(budget.refusal(verdict, where))
+            raise errors.Refused(diskfit.refusal(verdict, where))
         findings.append(Finding("sync.budget", "warn", "the payload may not fit; sending anyway (--no-budget)",
                                 evidence=verdict, gotcha="U7"))
     return verdict
@@ -155,7 +155,7 @@ def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findin
 def check_small_files(src_map, send, opts, findings):
     """A payload of many small files is slow to send and slow to read: a finding of the report,
     said once, after the verdict (a line above the bar said it first, and the report again)."""
-    evidence = budget.small_files(src_map, send)
+    evidence = diskfit.small_files(src_map, send)
     if evidence:
         title = (f"{evidence['files']:,} files of median size {evidence['median_size']}: per-file costs will "
                  "dominate the transfer and the reads that follow")

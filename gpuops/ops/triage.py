@@ -92,20 +92,23 @@ def _piece(piece, host):
 
 
 def triage_remote(target, *, job, jobs_dir=None, profile=None, slurm_state=None, now=None, attempt=None):
-    from ..jobs import curves, platform, runtelemetry, state
+    from ..jobs import curves, platform, runtelemetry, statusrow
 
     jobs_dir, _ = platform.records_dir(profile, jobs_dir)
     facts, pieces, size, box_now, judged = read_excerpt(target, job, jobs_dir, attempt=attempt)
-    row = state.derive(facts)
+    row = statusrow.derive(facts)
     if now is None and box_now:
         now = datetime.fromtimestamp(float(box_now))
     meta = facts.get("meta") or {}
     context = {"host": target.name, "job": row["job_id"], "jobs_dir": jobs_dir, "log_bytes_total": size,
                "job_dir": os.path.dirname(meta["log"]) if meta.get("log") else None}
-    said, rec = engines.of(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
+    said, rec = engines.of_record(row, target.name).triage_inputs(row, facts)  # a scheduler's job: its own word
     said = slurm_state or said
     # The stall is judged on the facts status reads: when the supervisor saw each step line written.
     result = triage_pieces(pieces, now=now, slurm_state=said, exit_record=rec, context=context,
-                           progress=state.dated_progress(row))
+                           progress=statusrow.dated_progress(row))
     more = runtelemetry.findings(judged) + curves.findings(facts.get("trackers"))  # checked with the facts
-    return build(result, host=target.name, more=more, run=row.get("run"))
+    doc = build(result, host=target.name, more=more, run=row.get("run"))
+    # diagnose's own next is this triage: a step back to it is a loop, at the CLI as through MCP
+    doc["next"] = [s for s in doc["next"] if s.get("argv", [])[:2] != ["gpuops", "diagnose"]]
+    return doc

@@ -14,7 +14,7 @@ import time
 from .. import errors
 from ..boundary import expect
 from ..envelope import CODE_KEY, envelope
-from ..jobs import answers, state, states
+from ..jobs import answers, states, statusrow
 from ..units import duration
 from .jobs import call, command_line, job_steps, state_now
 
@@ -75,7 +75,7 @@ def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs
         doc = _checked(call(target, "wait", opts, timeout_s=left + SSH_MARGIN_S), target.name, max_bytes)
         first = doc["start"] if first is None else first
         kept = (kept + doc["text"])[-int(max_bytes):] if max_bytes else b""
-        row = state.derive(doc["job"])
+        row = statusrow.derive(doc["job"])
         reached = doc["reason"] in ("match", "event") or row["state"] in until
         over = row["state"] in states.TERMINAL  # nothing it waits for can come any more
         if reached or over or doc["reason"] != "phase" or time.monotonic() + RECHECK_S >= deadline:
@@ -177,20 +177,67 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
         summary = f"{said}; still not {wanted} after {waited:.1f}s (timed out)"
     else:
         summary = f"{said}; it ended, so {wanted} can no longer be reached"
-    nxt = _next(host, jid, row, until, log_regex, doc["next"], timed_out, jobs_dir)
+    nxt = _next(host, jid, row, until, log_regex, doc["next"], timed_out, jobs_dir, doc.get("events"))
     out = envelope("wait", ok=reached, summary=summary, data=data, next=nxt)
     if timed_out:
         out[CODE_KEY] = errors.WAIT_TIMED_OUT
     return out
 
 
-def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir):
+def _again(until, log_regex, offset, events) -> list:
+    """The flags of a wait that goes on from where one stopped: its text from `offset` (not the
+    newest bytes again), a run's events after the last one it returned (none returned twice)."""
+    said = TERMINAL if set(until) == set(states.TERMINAL) else ",".join(until)
+    words = ["--until", said] + (["--log-regex", log_regex] if log_regex else []) + ["--from-offset", str(offset)]
+    if events:
+        words += ["--after-event", str(events[-1]["seq"])]
+    return words
+
+
+def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=None) -> list:
     if timed_out:
-        said = TERMINAL if set(until) == set(states.TERMINAL) else ",".join(until)
-        again = ["--until", said] + (["--log-regex", log_regex, "--from-offset", str(offset)]
-                                                 if log_regex else [])
-        return [command_line(host, "wait", jid, *again, jobs_dir=jobs_dir, why="keep waiting")]
-    if row["state"] in states.TERMINAL and row["state"] != states.COMPLETED:
+        return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
+                             why="keep waiting, from where this wait stopped")]
+    if row["state"] in states.TERMINAL:
         return job_steps(host, row, jobs_dir)
-    return [command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir,
-                         why="the log from where this wait stopped")]
+    logs = command_line(host, "logs", jid, "--from-offset", str(offset), jobs_dir=jobs_dir,
+                        why="the log from where this wait stopped")
+    if events:  # returned on a run's event, and the run goes on
+        return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
+                             why="keep waiting, from where this wait stopped"), logs]
+    return [logs]
+
+
+def events(target, *, job: str, after_event: int = 0, jobs_dir: str | None = None) -> dict:
+    """A run's events after `after_event` (a seq; 0: from its first), at once: a wait on its next
+    event that does not wait. At most EVENTS_MAX come back, the oldest; `more` says the answer was
+    full, so a call after its last seq may read others. A job that is not a run has none."""
+    doc = wait(target, job=job, until=(EVENT,), timeout_s=0, max_bytes=0, jobs_dir=jobs_dir, after_event=after_event)
+    data = doc.get("data") or {}
+    if doc.get("error") or data.get("interrupted"):
+        return doc
+    if "events" not in data:
+        return envelope("wait", ok=True, summary=f"{data['job_id']}: {data['state']}; not a run (launched without a "
+                                                 "run policy), so it has no events",
+                        data=dict(_events_data(data), events=[]), next=job_steps(target.name, data["job"], jobs_dir))
+    found = data["events"]
+    jid, now = data["job_id"], data["state"]
+    last = found[-1]["seq"] if found else int(after_event or 0)
+    more = len(found) >= EVENTS_MAX
+    said = ", ".join(e["kind"] for e in found[-5:]) or "none"
+    summary = f"{jid}: {now}; {len(found)} event(s) after {int(after_event or 0)}" + (
+        f" (the latest: {said})" if found else "") + ("; more after the last" if more else "")
+    if more:
+        nxt = [command_line(target.name, "wait", jid, "--until", EVENT, "--after-event", str(last),
+                            "--timeout", "0", jobs_dir=jobs_dir, why="the events after these")]
+    elif now in states.TERMINAL:
+        nxt = job_steps(target.name, data["job"], jobs_dir)
+    else:
+        nxt = [command_line(target.name, "wait", jid, "--until", EVENT, "--after-event", str(last),
+                            jobs_dir=jobs_dir, why="returns at the run's next event")]
+    return envelope("wait", ok=True, summary=summary,
+                    data=dict(_events_data(data), events=found, last_event=last, more=more), next=nxt)
+
+
+def _events_data(data: dict) -> dict:
+    return {k: data[k] for k in ("job_id", "state", "job") if k in data}

@@ -17,17 +17,15 @@ Nothing here imports the CLI, the MCP SDK or an operation: both faces read it.
 
 import functools
 import importlib
+import pkgutil
 
+from .. import verbindex
 from .model import Tool, Verb, resolve
 
-# Where each verb is described: the CLI loads only its verb's (a verb's task is made at import,
-# and `gpuops gotcha U7` must not pay for the engines' or profiles' modules).
-MODULES = {"box": ("preflight", "fleet", "reap", "diagnose", "triage", "profiles", "gotcha", "disconnect"),
-           "teardown": ("teardown-check",),
-           "jobs": ("launch", "status", "logs", "wait", "stop", "pause", "resume", "retry", "queue"),
-           "data": ("push", "pull", "verify")}
-_HOME = {verb: module for module, names in MODULES.items() for verb in names}
-
+# Where each verb is described (gpuops/verbindex.py, generated from described()): the CLI loads
+# only its verb's (a verb's task is made at import, and `gpuops gotcha U7` must not pay for the
+# engines' or profiles' modules).
+_HOME = {name: module for name, (_, module, _) in verbindex.VERBS.items()}
 # The toolsets a server may offer (gpuops-mcp --toolsets), in the order tools/list shows them.
 TOOLSETS = ("check", "jobs", "postmortem", "data", "fleet", "reference")
 DEFAULT_TOOLSETS = ("check", "jobs", "postmortem")
@@ -48,8 +46,17 @@ def _module(name):
 
 @functools.lru_cache(maxsize=1)
 def verbs() -> dict:
-    """{name: Verb} of every CLI verb."""
-    return {v.name: v for m in MODULES for v in _module(m).VERBS}
+    """{name: Verb} of every CLI verb, in `gpuops help`'s order."""
+    return {name: verb(name) for name in _HOME}
+
+
+def described() -> dict:
+    """{name: (module, Verb)} of every verb its module describes, found by reading every module
+    here: what gpuops/verbindex.py is written from (gpuops.cli.tables)."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        found.update({v.name: (info.name, v) for v in getattr(_module(info.name), "VERBS", ())})
+    return found
 
 
 def verb(name) -> Verb:

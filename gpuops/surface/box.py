@@ -8,7 +8,8 @@ from .model import CHOICE, CSV, ENDS, INT, LIST, READS, SECS, SWITCH, TEXT, Para
 CALLS_OWN_LIMIT = "a tool call's own limit applies"
 PROFILE_TIP = "platform profile (see profiles_show)"
 
-PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? one SSH round trip", params=(
+PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? one SSH round trip",
+                 examples=("gpuops preflight", "gpuops preflight --host box --json"), params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     JSON,
@@ -27,11 +28,13 @@ PREFLIGHT = Verb("preflight", "Check", READS, line="will this box hurt my run? o
     VERBOSE,
 ), tools=(
     Tool("host_preflight", "preflight", "check", READS, "Preflight a GPU box",
-         "Check a GPU box before a run: what fails, each with its fix.", args=(
+         "Check a GPU box before a run: what fails, each with its fix.", findings=True, args=(
              HOST1, a("profile"), a("paths", "path"), FIELDS, FAILED_ONLY)),
 ))
 
-FLEET = Verb("fleet", "Check", READS, line="every box at once: GPUs, jobs, disk, idle cost", params=(
+FLEET = Verb("fleet", "Check", READS, line="every box at once: GPUs, jobs, disk, idle cost",
+             examples=("gpuops fleet", "gpuops fleet --host a,b,c --json", "gpuops fleet --fleet train --watch"),
+             params=(
     host("boxes to ask, comma-separated (an ssh_config alias or user@host:port each); a box the fleet file lists "
          "keeps its price and profile"),
     Param("fleet", TEXT, "a [fleet.NAME] group of ~/.config/gpuops/fleet.toml, or a fleet file of its own (default: "
@@ -50,7 +53,8 @@ FLEET = Verb("fleet", "Check", READS, line="every box at once: GPUs, jobs, disk,
              a("window_s", "window", low=0.5, high=10))),
 ))
 
-REAP = Verb("reap", "Post-mortem", ENDS, line="free GPU memory held by orphans (a dry run first)", params=(
+REAP = Verb("reap", "Post-mortem", ENDS, line="free GPU memory held by orphans (a dry run first)",
+            examples=("gpuops reap --host box", "gpuops reap --host box --yes"), params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     Param("gpu", INT, "only holders of this GPU index", low=0, high=1023, what="a GPU index"),
@@ -70,13 +74,15 @@ REAP = Verb("reap", "Post-mortem", ENDS, line="free GPU memory held by orphans (
     VERBOSE,
 ), tools=(
     Tool("vram_reap", "reap", "postmortem", ENDS, "Reap GPU memory holders",
-         "Free GPU memory held by orphaned or idle processes, or only plan it.",
+         "Free GPU memory held by orphaned or idle processes, or only plan it.", findings=True,
          acts_when=("yes",), args=(
              HOST1, a("gpu"), a("yes"), a("plan_id", "plan"), a("min_age_s", "min_age"),
              a("idle_window_s", "idle_window", high=10), a("term_wait_s", "term_wait", high=10))),
 ))
 
-DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the evidence, the next step", params=(
+DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the evidence, the next step",
+                examples=("gpuops diagnose --host box --job train", "gpuops diagnose --gang GANG_ID"),
+                word="job", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, "a gpuops job id, --key or --name", tip=JOB.tip),
@@ -94,13 +100,14 @@ DIAGNOSE = Verb("diagnose", "Post-mortem", READS, line="why did my run stop? the
 ), tools=(
     Tool("job_diagnose", "diagnose", "postmortem", READS, "Why a job stopped",
          "Why a job stopped (OOM kill, reboot, Xid, disk full, its exit), with evidence.",
-         args=(HOST1, JOB)),
+         args=(HOST1, JOB, a("attempt"))),
     Tool("gang_diagnose", "diagnose", "fleet", READS, "Why a gang stopped",
          "Why a gang stopped: the node that failed first, and its verdict.", args=(a("gang", required=True),)),
 ))
 
 _LOCAL_ONLY = "a tool triages a job, or a log file under the server's roots"
-TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status, failure, progress", params=(
+TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status, failure, progress",
+              examples=("gpuops triage --log train.log", "gpuops triage --host box --job train"), params=(
     Param("log", TEXT, "the job's log file", tip="a log file on this machine (under GPUOPS_MCP_ROOTS)"),
     Param("dir", TEXT, "a job directory (its `log` link, else the sibling <dir>.log)", cli_only=_LOCAL_ONLY),
     Param("slurm_id", TEXT, "a Slurm job id, looked up as <outputs>/<id>-*/log or <outputs>/<id>-*.log",
@@ -127,11 +134,13 @@ TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status,
           cli_only=VERBOSE.cli_only),
 ), tools=(
     Tool("log_triage", "triage", "postmortem", READS, "Triage a job log",
-         "Classify a job's log: failure class, evidence lines, progress, advice.", args=(
-             a("path", "log"), a("job"), a("host"))),
+         "Classify a job's log: failure class, evidence lines, progress, advice.", findings=True, args=(
+             a("path", "log"), a("job"), a("host"), a("attempt"))),
 ))
 
-PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop button destroys", params=(
+PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop button destroys",
+                examples=("gpuops profiles", "gpuops profiles autodl", "gpuops profiles --guess --host box"),
+                word="name", params=(
     Param("name", TEXT, "show one profile in full (default: list them all)", tip="one profile in full (default: "
                                                                                 "list them)"),
     Param("host", TEXT, "guess the platform of this box from its hostname, mounts and env names (reported, never "
@@ -146,7 +155,8 @@ PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop
          "Which platform profile a box resembles (a guess, never applied).", args=(a("host", required=True),)),
 ))
 
-GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU traps", params=(
+GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU traps",
+              examples=("gpuops gotcha inode", "gpuops gotcha U7"), word="query", words=True, params=(
     Param("query", TEXT, "a gotcha id (U7, AD4, RP3) or keywords (inode, xid, crlf, stdin, zombie …)",
           tip="a gotcha id (U7, AD4) or keywords (inode, xid, zombie)"),
     Param("limit", INT, "at most this many entries (default 5)", tip="gotchas returned at most, best match first",
@@ -159,10 +169,11 @@ GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU trap
              a("query", required=True), a("limit", high=20))),
 ))
 
-DISCONNECT = Verb("disconnect", "Connections", READS, line="close the SSH connections kept between calls", params=(
+DISCONNECT = Verb("disconnect", "Connections", READS, line="close the SSH connections kept between calls",
+                  examples=("gpuops disconnect", "gpuops disconnect --host box"), connects=False, params=(
     host("close only this box's connection (an ssh_config alias or user@host:port; comma-separate several)"),
     Param("identity", TEXT, "the SSH private key file the connection was opened with"),
     Param("json", SWITCH, "print one JSON envelope instead of text"),
 ), cli_only="the SSH connections a person's shell keeps between calls; the server's end with it")
 
-VERBS = (PREFLIGHT, FLEET, REAP, DIAGNOSE, TRIAGE, PROFILES, GOTCHA, DISCONNECT)
+VERBS = (PREFLIGHT, FLEET, PROFILES, DIAGNOSE, TRIAGE, REAP, GOTCHA, DISCONNECT)

@@ -32,10 +32,11 @@ WATCH = Param("watch", SWITCH, "redraw the table in place, asking again each sec
                                "the last one)", cli_only="a table redrawn for people; a tool answers once")
 WHICH = "the job's id or a unique part of it, its --key or its --name"
 JOB_TIP = "job id, idempotency key or name"
-# A run's attempt by its number (gpuops.onbox.jobrecord.attempt_of); no tool takes it yet.
+# A run's attempt by its number (gpuops.onbox.jobrecord.attempt_of): the first attempt's id is the
+# run's, so without it attempt 1's log and diagnosis cannot be named.
 ATTEMPT = Param("attempt", INT, "with --job naming a run: its attempt N (1: the first, whose id is the run's), "
                                 "not the run's current attempt", low=1, high=101, what="an attempt number",
-                cli_only="the tools speak of a run's current attempt; each attempt's id names it")
+                tip="a run's attempt N (1: its first)")
 GANG = Param("gang", TEXT, "a gang id (launch --torchrun prints it): every node at once; --host is not needed",
              tip="the gang id gang_launch returned")
 ENV = Param("env", PAIRS, "KEY=VALUE set in the job's environment (repeatable)",

@@ -48,7 +48,8 @@ _LAST = (REHASH, IDENTITY, _PLAN, _COMPRESS, JSON_SYNC, VERBOSE)
 _COPY = (a("exclude"), a("include_git"), a("delete"), a("yes"), a("plan_id", "plan"), a("no_budget"), a("compress"),
          a("rehash"), WAIT)
 
-PUSH = Verb("push", "Data", CHANGES, line="send a tree to the box and prove it arrived", params=(
+PUSH = Verb("push", "Data", CHANGES, line="send a tree to the box and prove it arrived",
+            resumable=True, examples=("gpuops push --host box --src ./data --dst /root/autodl-tmp/data",), params=(
     *_transfer(("local directory to send", f"local directory to send, {_LOCAL}"),
                ("directory on the box (created if missing)", "directory on the box (created if missing)")),
     Param("fix_crlf", SWITCH, "convert shell scripts with CRLF line endings to LF before sending",
@@ -59,11 +60,12 @@ PUSH = Verb("push", "Data", CHANGES, line="send a tree to the box and prove it a
     *_LAST,
 ), tools=(
     Tool("data_push", "push", DATA, CHANGES, "Send a directory, verified",
-         "Send a local directory to a box, resuming after drops, and prove it arrived (sha256).", args=(
+         "Send a local directory to a box, resuming after drops, and prove it arrived (sha256).", findings=True, args=(
              HOST1, a("local", "src", required=True), a("remote", "dst", required=True), *_COPY,
              a("fix_crlf"), a("profile")), dangerous=("delete",)),
 ))
-PULL = Verb("pull", "Data", CHANGES, line="fetch a tree from the box, verified and recorded", params=(
+PULL = Verb("pull", "Data", CHANGES, line="fetch a tree from the box, verified and recorded",
+            resumable=True, examples=("gpuops pull --host box --src /root/autodl-tmp/ckpt --dst ./ckpt",), params=(
     *_transfer(("directory on the box to fetch", "directory on the box to fetch"),
                ("local directory (created if missing)", f"local directory to write (created if missing), "
                                                         f"{_LOCAL}")),
@@ -71,11 +73,13 @@ PULL = Verb("pull", "Data", CHANGES, line="fetch a tree from the box, verified a
     *_LAST,
 ), tools=(
     Tool("data_pull", "pull", DATA, CHANGES, "Fetch a directory, verified",
-         "Fetch a directory from a box, verify it, and record the verified pull for teardown_check.", args=(
+         "Fetch a directory from a box, verify it, and record the verified pull for teardown_check.", findings=True,
+         args=(
              HOST1, a("remote", "src", required=True), a("local", "dst", required=True), *_COPY),
          dangerous=("delete",)),
 ))
-VERIFY = Verb("verify", "Data", READS, line="compare a local tree with the box's by sha256", params=(
+VERIFY = Verb("verify", "Data", READS, line="compare a local tree with the box's by sha256",
+              resumable=True, examples=("gpuops verify --host box --src ./data --dst /root/autodl-tmp/data",), params=(
     host(_HOST),
     Param("src", TEXT, "local directory, the reference (as push's --src)",
           tip=f"local file or directory, {_LOCAL}"),
@@ -91,7 +95,8 @@ VERIFY = Verb("verify", "Data", READS, line="compare a local tree with the box's
     Param("remote", TEXT, "old name of --dst, still taken", cli_only="an old name of --dst"),
 ), tools=(
     Tool("data_verify", "verify", DATA, READS, "Verify a copy by hashes",
-         "Compare content hashes of a local tree and its copy on a box; ok only when every file matches.", args=(
+         "Compare content hashes of a local tree and its copy on a box; ok only when every file matches.",
+         findings=True, args=(
              HOST1, a("local", "src", required=True), a("remote", "dst", required=True), a("exclude"),
              a("include_git"), a("rehash"), WAIT)),
 ))

@@ -6,7 +6,8 @@ from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG,
                      JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
                      YES_PLAN_TIP, host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
-                    Param, Tool, Verb, a)
+                    Param, Tool, Verb, a, sectioned)
+from .runs import KEEPER, RUN_POLICY
 
 JOBS = "jobs"
 GANG_NODES = (1, 64)           # processes per box a gang takes
@@ -14,81 +15,12 @@ GANG_PORT = (1024, 65535)      # its rendezvous port
 WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNREACHABLE, states.DEGRADED))
 EVENT = "event"  # --until event: a run's next event (gpuops.ops.wait)
 TAIL_LINES = "last N lines"
+STATUS_ROWS = 5  # job_status's rows unless asked for more: an answer under 2,000 characters (issue 37)
 
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
               tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
 ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",
                choices=tuple(engines.names()))
-
-
-# A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.runloop);
-# gpuops.jobs.runpolicy checks these before anything is sent.
-RUN_POLICY = (
-    Param("max_retries", INT, "attempts after the first when one fails for a transient reason (preemption, a lost "
-                              "node or peer, an NCCL timeout, a GPU fault, a stall gpuops killed, a kill without "
-                              "OOM); default 0", tip="retries of a transient failure", low=0, high=100),
-    Param("retry_on", TEXT, "failure classes to retry, comma-separated, instead of the transient ones ('default' adds "
-                            "them): triage's class names, e.g. python-exception",
-          tip="classes to retry ('default': transient)"),
-    Param("checkpoint_dir", TEXT, "DIR[:GLOB] where the job writes checkpoints (relative to --workdir): each retry "
-                                  "resumes from the newest complete one. Its checkpoints are the names the "
-                                  "libraries write (checkpoint-N, global_stepN, iter_NNNNNNN, epoch=E-step=S.ckpt, "
-                                  "ckpt-N, step_N ...), or what GLOB matches; nothing else in DIR is ever resumed "
-                                  "from or deleted",
-          tip="DIR[:GLOB] resumed from"),
-    Param("checkpoint_glob", TEXT, "the names in --checkpoint-dir that are checkpoints (e.g. 'model_*.pt'), instead "
-                                   "of the names the libraries write; the same as DIR:GLOB",
-          cli_only="checkpoint_dir takes DIR:GLOB"),
-    Param("resume_arg", TEXT, "added to the command of each attempt that resumes: ARGS with {checkpoint}, e.g. "
-                              "'--resume {checkpoint}', where the command holds {checkpoint}, else at its end "
-                              "(refused when the end is a comment or after a pipe, ';' or '&&'); without it a "
-                              "{checkpoint} in the command is the path, and the job can read $GPUOPS_RESUME_FROM",
-          tip="on resuming, e.g. '--resume {checkpoint}'"),
-    Param("stall_after", SECS, "no progress line for this long (90, 15s, 10m): capture stacks and state, stop the "
-                               "attempt, retry it as a hang", tip="no progress this long: stop, retry",
-          low=1, high=366 * DAY),
-    Param("max_runtime", SECS, "the whole run's limit, retries included (4h, 1h30m): then TIMEOUT, never retried",
-          tip="whole run's limit: then TIMEOUT", low=1, high=366 * DAY),
-    Param("keep_checkpoints", INT, "keep the K newest complete checkpoints, delete older ones (never the newest "
-                                   "complete nor the best; nothing while which to delete is ambiguous), and warn "
-                                   "when the disk cannot hold the next",
-          tip="keep K newest checkpoints", low=1, high=100000),
-    Param("keep_best", TEXT, "with --keep-checkpoints: a GLOB of checkpoint names never deleted (besides HF's "
-                             "best_model_checkpoint, Lightning's best_model_path and best* names, always kept)",
-          tip="glob never pruned"),
-    Param("share_checkpoint_dir", SWITCH, "let this run use a checkpoint directory another live run uses (refused "
-                                          "otherwise: each would resume from and prune the other's checkpoints)",
-          cli_only="a person's call: an agent's run gets a checkpoint directory of its own"),
-    Param("notify", TEXT, "a command run on the box for each event (retrying, stalled, resumed, completed, gave up, "
-                          "disk low), the event as JSON on its stdin, e.g. 'curl -d @- https://ntfy.sh/TOPIC'",
-          cli_only="a person's alert: an agent hears each event from job_wait until event"),
-)
-
-
-# The run outlives the box (gpuops.keeper): with --fleet, a keeper on this machine copies each complete
-# checkpoint into the vault and moves the run to another box of the fleet when its box is lost.
-_KEEPER_CLI = "the keeper is a detached process on the machine that runs the CLI"
-KEEPER = (
-    Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
-                         "log and events; a keeper process then moves the run to another box of the fleet when its box "
-                         "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
-          tip="with fleet: a local directory (under the roots) keeping the run's checkpoints; a keeper moves a "
-              "lost box's run to another box of the fleet"),
-    Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
-          low=1, high=DAY, tip="with vault: a box silent this long is lost (default 180 s; a shorter blip is waited out)"),
-    Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "
-                                    "are verified in the vault, run the box's stop command from the fleet file "
-                                    "(stop = \"...\"); a failing stop is reported, never done",
-          tip="with vault: once completed and in the vault, run the box's stop command from the fleet file"),
-    Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
-                          "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
-    Param("budget", NUM, "with --vault: USD the run may spend (the fleet file's prices, by the ledger); when reached, "
-                         "what the box holds is copied to the vault, the run stopped and its boxes' stop commands run",
-          low=0.0001, high=1e6, what="USD", tip="with vault: USD the run may spend; then evacuated and stopped"),
-    Param("stop_idle", SECS, "with --vault: once the run completed and is in the vault, run the stop command of each "
-                             "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
-                             "again is left running", low=1, high=366 * DAY, cli_only=_KEEPER_CLI),
-)
 
 
 def _over(arg, **changes):
@@ -100,65 +32,91 @@ def _yes(help):
     return (Param("yes", SWITCH, help, tip=YES_PLAN_TIP),)
 
 
-LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True, params=(
-    host(SEVERAL),
-    IDENTITY,
-    Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
-          tip="bash command line, run as given"),
-    Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
-          tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
-    Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
-    LABEL,
-    Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
-    ENV,
-    SECRET_ENV,
-    Param("gpus", TEXT, "on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); with "
-                        "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
-                        "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
-    Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
-          tip="idempotency key: an existing job with it is returned"),
-    Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for status",
-          tip="regex of progress lines (group 1 = step)"),
-    JOBS_DIR,
-    Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
-                           "profiles`); a Slurm profile's site defaults too",
-          tip="platform profile (see profiles_show)"),
-    JSON,
-    Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY, what="whole seconds",
-          cli_only="a tool call's own limit applies"),
-    Param("fleet", TEXT, "place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet file) "
-                         "with --gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With --torchrun: "
-                         "the gang is every box of the group, in its order",
-          tip="a [fleet.NAME] group of the server's fleet file; default: every box in it"),
-    Param("gpu_type", TEXT, "with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
-          tip="only GPUs whose model names this (H100, A100-SXM4-80GB)"),
-    Param("min_vram_gib", NUM, "with --fleet: only GPUs with at least this much memory (GiB)",
-          tip="only GPUs with this much memory", low=0.001, high=4096, what="GiB"),
-    Param("torchrun", SWITCH, "one training run across every --host box (or every box of a --fleet group, in its "
-                              "order): a gang preflight, then torchrun on each (c10d rendezvous on the first box); "
-                              "prints the gang id the other verbs take with --gang. With an --engine that schedules "
-                              "nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its "
-                              "first)"),
-    Param("nproc_per_node", INT, "with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: "
-                                 "--gpus-per-node)", tip="processes (GPUs) per box", low=1, high=1024),
-    Param("rdzv_port", INT, "with --torchrun: the rendezvous port on the first box or node (default 29500; under "
-                            "Slurm, a free one when it is taken there)", tip="rendezvous port on the first box",
-          low=1, high=65535, what="a TCP port"),
-    Param("rdzv_host", TEXT, "with --torchrun: the first box's address as the others reach it (default: its SSH "
-                             "HostName)", tip="first box's address as the others reach it"),
-    Param("code", TEXT, "with --torchrun: a directory on the boxes that must be identical on all of them (sha256 "
-                        "compared)", tip="directory that must be identical on every box"),
-    ENGINE,
-    Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
-                               "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
-    *RUN_POLICY,
-    Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
-                               "workers on every node after a worker fails (default 0: a failed node ends the "
-                               "gang's attempt, and a run policy retries the gang as a whole)",
-          tip="torchrun's own restarts of failed workers", low=0, high=100),
-    Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
-                          "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
-    *KEEPER,
+LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True,
+              examples=("gpuops launch --host box --name train --cmd 'python train.py'",
+                        "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
+                        "gpuops launch --host a,b --torchrun --nproc-per-node 8 --cmd 'train.py --lr 3e-4'",
+                        "gpuops launch --host login --engine slurm --nodes 2 --gpus-per-node 8 --time 4:00:00 "
+                        "--signal USR1@120 --torchrun --cmd 'train.py --resume auto'"),
+              **sectioned(
+    ("What to run", (
+        Param("cmd", TEXT, "the command line to run (bash syntax; stored verbatim and run exactly as given)",
+              tip="bash command line, run as given"),
+        Param("script", TEXT, "a local script file to copy to the box and run (its #! line is honoured, else bash)",
+              tip="instead of cmd: a local script to run (under GPUOPS_MCP_ROOTS)"),
+        Param("name", TEXT, "a name for the job (any text)", tip="a name later calls may use for the job"),
+        Param("workdir", TEXT, "directory on the box to run in (default: the remote home)", tip="directory on the box"),
+        ENV,
+        SECRET_ENV,
+        LABEL,
+        Param("key", TEXT, "idempotency key: if a job with this key exists, return it instead of starting another",
+              tip="idempotency key: an existing job with it is returned"),
+        Param("progress_regex", TEXT, "extra regex for training-progress lines (group 1 = step number), kept for "
+                                      "status",
+              tip="regex of progress lines (group 1 = step)"),
+    )),
+    ("Where it runs", (
+        host(SEVERAL),
+        IDENTITY,
+        Param("gpus", TEXT, "on a --host box: which GPUs, as indices or UUIDs for CUDA_VISIBLE_DEVICES (e.g. 0,1); "
+                            "with "
+                            "--fleet: how many free GPUs the job needs (e.g. 4), the box and its GPUs are then chosen "
+                            "for it", tip="CUDA_VISIBLE_DEVICES, e.g. '0,1'"),
+        Param("share_gpu", SWITCH, "with --gpus on a --host box: start even on a GPU a running gpuops job is pinned to "
+                                   "(else refused)", tip="with gpus: also on a GPU another job is pinned to"),
+        Param("profile", TEXT, "platform profile: its job dir, HF_HOME, fixed env and proxy hook apply (see `gpuops "
+                               "profiles`); a Slurm profile's site defaults too",
+              tip="platform profile (see profiles_show)"),
+        JOBS_DIR,
+        Param("fleet", TEXT, "place the job on the least loaded box of this fleet (a [fleet.NAME] group or a fleet "
+                             "file) with --gpus N free GPUs; nothing fitting is exit 5 and launches nothing. With "
+                             "--torchrun: "
+                             "the gang is every box of the group, in its order",
+              tip="a [fleet.NAME] group of the server's fleet file; default: every box in it"),
+        Param("gpu_type", TEXT, "with --fleet: only GPUs whose model names this (H100, A100-SXM4-80GB, ...)",
+              tip="only GPUs whose model names this (H100, A100-SXM4-80GB)"),
+        Param("min_vram_gib", NUM, "with --fleet: only GPUs with at least this much memory (GiB)",
+              tip="only GPUs with this much memory", low=0.001, high=4096, what="GiB"),
+    )),
+    ("Engine (--engine)", (
+        ENGINE,
+    )),
+    ("torchrun across boxes (--torchrun)", (
+        Param("torchrun", SWITCH, "one training run across every --host box (or every box of a --fleet group, in its "
+                                  "order): a gang preflight, then torchrun on each (c10d rendezvous on the first box); "
+                                  "prints the gang id the other verbs take with --gang. With an --engine that "
+                                  "schedules "
+                                  "nodes (Slurm: srun), torchrun runs on every node of the allocation (c10d on its "
+                                  "first)"),
+        Param("nproc_per_node", INT, "with --torchrun: processes (GPUs) per box or node (default 1; under Slurm: "
+                                     "--gpus-per-node)", tip="processes (GPUs) per box", low=1, high=1024),
+        Param("rdzv_port", INT, "with --torchrun: the rendezvous port on the first box or node (default 29500; under "
+                                "Slurm, a free one when it is taken there)", tip="rendezvous port on the first box",
+              low=1, high=65535, what="a TCP port"),
+        Param("rdzv_host", TEXT, "with --torchrun: the first box's address as the others reach it (default: its SSH "
+                                 "HostName)", tip="first box's address as the others reach it"),
+        Param("code", TEXT, "with --torchrun: a directory on the boxes that must be identical on all of them (sha256 "
+                            "compared)", tip="directory that must be identical on every box"),
+        Param("max_restarts", INT, "with --torchrun: torchrun's own --max-restarts, its elastic agent restarting the "
+                                   "workers on every node after a worker fails (default 0: a failed node ends the "
+                                   "gang's attempt, and a run policy retries the gang as a whole)",
+              tip="torchrun's own restarts of failed workers", low=0, high=100),
+        Param("nnodes", TEXT, "with --torchrun: torchrun's elastic --nnodes MIN:MAX (the gang's box count between; "
+                              "default: exactly the boxes given)", tip="elastic MIN:MAX nodes"),
+    )),
+    ("Run policy: retries, stalls, time limit, checkpoints", (
+        *RUN_POLICY,
+    )),
+    ("The run outlives its box (--fleet --vault)", (
+        *KEEPER,
+    
+    )),
+    ("Output", (
+        JSON,
+        Param("timeout", SECS, "seconds the launch may take on the box", default=60, low=1, high=DAY,
+              what="whole seconds",
+              cli_only="a tool call's own limit applies"),
+    )),
 ), tools=(
     Tool("job_launch", "launch", JOBS, RUNS, "Launch a detached job",
          "Start a command detached on a box (or as an engine's job); returns its id.", args=(
@@ -173,7 +131,8 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
              a("workdir"), *ENVS, a("checkpoint_dir"), a("resume_arg"), a("vault"), a("lost_after_s", "lost_after"),
              a("stop_when_done"), a("budget"))),
     Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
-         "Start one torchrun run across boxes after a gang preflight; returns the gang id.", implied=("torchrun",),
+         "Start one torchrun run across boxes after a gang preflight; returns the gang id.", findings=True,
+         implied=("torchrun",),
          args=(
              a("cmd", required=True, tip="training script and arguments torchrun runs, e.g. 'train.py --lr 3e-4'"),
              a("hosts", "host", kind=CSV, tip="boxes; the first hosts the rendezvous"),
@@ -184,7 +143,9 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
              *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
 ))
 
-STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records", params=(
+STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records",
+              examples=("gpuops status --host box", "gpuops status --host box --job train",
+                        "gpuops status --gang GANG_ID"), word="job", params=(
     host(SEVERAL),
     IDENTITY,
     Param("job", TEXT, "one job: " + WHICH + " (default: list recent jobs). States: " + states.listing(),
@@ -207,7 +168,8 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
 ), tools=(
     Tool("job_status", "status", JOBS, READS, "Job states",
          "Job states: running, stalled, how it ended.", args=(
-             HOST1, a("job"), a("limit", low=1, high=200, tip="jobs listed, newest first"), a("labels", "label"),
+             HOST1, a("job"), a("limit", default=STATUS_ROWS, low=1, high=200, tip="jobs listed, newest first"),
+             a("labels", "label"),
              a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
              a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),
              a("failed_only", **_over(FAILED_ONLY, default=False, tip="only jobs whose state needs a look")))),
@@ -215,7 +177,9 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
          "A gang's state from its nodes: RUNNING only when all run.", args=(a("gang", required=True),)),
 ))
 
-LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow", params=(
+LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow",
+            examples=("gpuops logs --host box --job train --follow", "gpuops logs -j train -f",
+                      "gpuops logs --gang GANG_ID --follow"), word="job", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -248,7 +212,7 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
 ), tools=(
     Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
          "A page of a job's log: its last lines or from a byte offset.", args=(
-             HOST1, JOB, a("tail", default=80, low=1, high=2000), a("from_offset"),
+             HOST1, JOB, a("attempt"), a("tail", default=80, low=1, high=2000), a("from_offset"),
              a("max_bytes", default=PAGE, high=PAGE),
              a("encoding", kind=CHOICE, choices=("text", "base64"), default="text",
                why="the CLI prints the log's bytes as they are", tip="base64: exact bytes in data.bytes_b64"))),
@@ -259,7 +223,9 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
 ))
 
 _AGAIN = "seconds at most; call again while timed_out"
-WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a log line", params=(
+WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a log line",
+            examples=("gpuops wait --host box --job train --timeout 3600",
+                      "gpuops wait --host box --job train --log-regex 'step 1000\\b' --timeout 600"), params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -287,6 +253,9 @@ WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a l
              a("from_offset"),
              a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
              a("max_bytes", default=4000, high=PAGE), FIELDS)),
+    Tool("job_events", "wait", JOBS, READS, "A run's events",
+         "A run's events (attempts, retries, its end) after a seq, at once.", args=(
+             HOST1, JOB, a("after_event", default=0))),
     Tool("gang_wait", "wait", "fleet", READS, "Wait for a gang",
          "Wait until a whole gang reaches a state, or can no longer.", args=(
              a("gang", required=True), a("until", default=None, items=WAITABLE),
@@ -297,7 +266,9 @@ _GRACE = Param("grace", SECS, "seconds between SIGTERM and SIGKILL", default=10,
                tip="seconds from SIGTERM to SIGKILL")
 _GRACE_S = a("grace_s", "grace", high=GRACE_S)
 
-STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry run first)", params=(
+STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry run first)",
+            examples=("gpuops stop --host box --job train", "gpuops stop --host box --job train --yes",
+                      "gpuops stop --gang GANG_ID"), word="job", params=(
     host(),
     IDENTITY,
     Param("job", TEXT, WHICH, tip=JOB_TIP),
@@ -322,7 +293,8 @@ STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry r
 _PAUSED = "the job: its id, --key, --name or Slurm job id"
 _RESUME_ARG = "text appended to its command, e.g. '--resume last.ckpt'"
 
-PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resources back", params=(
+PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resources back",
+             examples=("gpuops pause --host login --job train --ckpt-regex 'saved checkpoint'",), word="job", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -347,7 +319,9 @@ PAUSE = Verb("pause", "Jobs", ENDS, line="checkpoint a job and give its resource
              _GRACE_S)),
 ))
 
-RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its checkpoint", params=(
+RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its checkpoint",
+              examples=("gpuops resume --host login --job train",
+                        "gpuops resume --host box --job train --resume-arg '--resume last.pt'"), word="job", params=(
     host(HOST_WORDS + " (a Slurm job: its login node)", default="local"),
     IDENTITY,
     Param("job", TEXT, _PAUSED, tip=JOB_TIP),
@@ -367,7 +341,8 @@ RESUME = Verb("resume", "Jobs", RUNS, line="continue a paused job from its check
              HOST1, JOB, a("resume_arg"), *ENVS, a("key"))),
 ))
 
-RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable command", engine_flags=True, params=(
+RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable command", engine_flags=True,
+             examples=("gpuops retry --host box --job train --resume-arg '--resume last.pt'",), params=(
     host(),
     IDENTITY,
     Param("job", TEXT, "the job to retry: " + WHICH, tip="the job to run again: its id, idempotency key or name"),
@@ -387,11 +362,12 @@ RETRY = Verb("retry", "Jobs", RUNS, line="start a job again from its immutable c
          "Run a job's command again as its child job.", args=(
              HOST1, a("job", required=True), a("resume_arg"), a("checkpoint_dir"), a("key"), *ENVS, RESOURCES)),
     Tool("gang_retry", "retry", "fleet", RUNS, "Launch a gang again",
-         "Launch a gang again (a new id, its parent named) once none of its nodes runs.", args=(
+         "Launch a gang again (a new id, its parent named) once none of its nodes runs.", findings=True, args=(
              a("gang", required=True), a("resume_arg"), *ENVS)),
 ))
 
-QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another", engine_flags=True, params=(
+QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another", engine_flags=True,
+             examples=("gpuops queue --host box --file runs.txt", "gpuops queue --host box --name runs"), params=(
     host(SEVERAL, default="local"),
     IDENTITY,
     Param("file", TEXT, "local file: one command per line (# comments and blank lines skipped); re-run with more "
@@ -421,4 +397,4 @@ QUEUE = Verb("queue", "Jobs", RUNS, line="run a file of jobs one after another",
              a("cancel"), a("wait_s", "wait", high=CALL_S), a("workdir"), a("gpus"), *ENVS, a("engine"), RESOURCES)),
 ))
 
-VERBS = (LAUNCH, STATUS, LOGS, WAIT, STOP, PAUSE, RESUME, RETRY, QUEUE)
+VERBS = (LAUNCH, STATUS, WAIT, LOGS, STOP, PAUSE, RESUME, RETRY, QUEUE)

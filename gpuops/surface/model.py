@@ -18,6 +18,9 @@ JSON_TYPE = {TEXT: "string", INT: "integer", NUM: "number", SECS: "number", SWIT
 REPEATED = (LIST, PAIRS)  # a flag given as often as wanted (Invoke's `iterable`)
 NUMERIC = (INT, NUM, SECS)
 
+# The groups of `gpuops help`, in its order; a verb's group is one of them.
+GROUPS = ("Check", "Data", "Jobs", "Post-mortem", "Reference", "Connections")
+
 # What a tool does to the world; the server's levels (gpuops.mcp.toolsets) admit some of them.
 READS = "reads"        # changes nothing anywhere
 RUNS = "runs"          # starts work: any command the caller wrote (as destructive as a shell can be)
@@ -83,6 +86,7 @@ class Tool:
     acts_when: tuple = ()           # Args without which a call only reads (a stop without yes plans)
     dangerous: tuple = ()           # Args that make one call destructive (delete on a copy)
     local: bool = False             # reads only this machine (no box)
+    findings: bool = False          # its answers carry findings (the output schema lists them)
 
 
 @dataclass(frozen=True)
@@ -95,12 +99,26 @@ class Verb:
     tools: tuple = ()
     engine_flags: bool = False      # takes every engine's own flags (gpuops.engines); MCP: `resources`
     cli_only: str = ""              # why no tool is made of it
+    examples: tuple = ()            # whole command lines its --help shows, everyday first
+    word: str = ""                  # the Param a bare word fills (`gpuops logs demo`: job)
+    words: bool = False             # with word: every bare word joins it (`gotcha cuda oom`)
+    connects: bool = True           # its --host is a box it connects to (the warm-up may start early)
+    resumable: bool = False         # run again after Ctrl-C, it picks up where it stopped
+    sections: tuple = ()            # ((title, (param names)), ...): its --help's groups of flags (sectioned)
 
     def param(self, name) -> Param:
         for p in self.params:
             if p.name == name:
                 return p
         raise KeyError(f"{self.name} has no parameter {name!r}")
+
+
+def sectioned(*sections) -> dict:
+    """A Verb's params= and sections= from ((title, (Param, ...)), ...), each flag written once in
+    its section: its --help shows them under their titles in this order, and its task takes them
+    in it."""
+    return {"params": tuple(p for _, params in sections for p in params),
+            "sections": tuple((title, tuple(p.name for p in params)) for title, params in sections)}
 
 
 def a(name, param=None, **over) -> Arg:

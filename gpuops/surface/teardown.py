@@ -7,7 +7,8 @@ from .model import CHOICE, LIST, READS, TEXT, Param, Tool, Verb, a
 # gpuops.profiles.VERBS, which tests/test_surface.py holds this to: importing the profiles here
 # would cost `gpuops --help` and every light verb their TOML loader
 TEARDOWN_VERBS = ("stop", "pause", "destroy")
-TEARDOWN = Verb("teardown-check", "Check", READS, line="before giving a box back: is what you keep pulled?", params=(
+TEARDOWN = Verb("teardown-check", "Check", READS, line="before giving a box back: is what you keep pulled?",
+                examples=("gpuops teardown-check --profile autodl",), connects=False, params=(
     Param("host", TEXT, "the box, named as it was when pulling (the pull index is keyed by it)",
           tip="the box, named as when its outputs were pulled"),
     Param("profile", TEXT, "platform profile: decides what the verb deletes (see `gpuops profiles`)",
@@ -22,7 +23,7 @@ TEARDOWN = Verb("teardown-check", "Check", READS, line="before giving a box back
     VERBOSE,
 ), tools=(
     Tool("teardown_check", "teardown-check", "data", READS, "What a teardown would lose",
-         "Before stopping a box: what its platform deletes, and is each kept path pulled and verified.",
+         "Before stopping a box: what its platform deletes, and is each kept path pulled and verified.", findings=True,
          local=True,
          args=(a("host", required=True), a("profile", required=True), a("keep"), a("verb"))),
 ))

@@ -13,14 +13,14 @@ a Slurm job state (RUNNING, CANCELLED, ...; None when unknown), `exit_record` a 
 record ({"exit_code": int | None, "signal": "SIGKILL" | None}) that stands in for a JOB SUMMARY, and
 `first_line` the line number of data's first line when data is a tail (evidence then points at
 the real file; data should start at a line start), and `progress` what a job's own record says of
-its last step line ({"at": epoch written, "step_time_s": ...}, gpuops.jobs.state.dated_progress):
+its last step line ({"at": epoch written, "step_time_s": ...}, gpuops.jobs.statusrow.dated_progress):
 the stall is then judged on the facts `status` uses.
 
 `triage_bytes` / `triage_file` return the full `classify.Result` (data, findings, context).
 """
 
 from .classify import classify as _classify
-from .engines import scan_file, scan_pieces
+from .readers import scan_file, scan_pieces
 from .signatures import CLASS_NAMES, DATA_KEYS, PROGRESS_KEYS, STATUSES
 
 __all__ = ["classify_bytes", "classify_file", "triage_bytes", "triage_file", "triage_pieces",

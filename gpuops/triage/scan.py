@@ -1,11 +1,11 @@
 """One pass over a job log, as bytes, into bounded facts (gpuops.triage.facts) for classify.py.
 
-Chunks come from an engine (gpuops.triage.engines). Bytes are never decoded as a whole: invalid
+Chunks come from a reader (gpuops.triage.readers). Bytes are never decoded as a whole: invalid
 UTF-8, CRLF, bare-CR progress bars and NULs are just bytes.
 
 Per chunk:
-  * candidate lines: offsets where some signature matched, from the engine; each candidate line
-    is re-read with every signature (matcher.LINE_RX), so both engines give the same facts. A
+  * candidate lines: offsets where some signature matched, from the reader; each candidate line
+    is re-read with every signature (matcher.LINE_RX), so both readers give the same facts. A
     line holding a known-harmless pattern is dropped whole.
   * step lines (the most frequent line by far) are not matched one by one. The log's step form
     (gpuops.onbox.steps: MaxText's `completed step: N`, a tqdm bar, `Step N/M`, ...) is picked

@@ -7,7 +7,7 @@ import pytest
 
 from gpuops import engines, errors
 from gpuops.engines import ray_preflight
-from gpuops.jobs import state, states
+from gpuops.jobs import states, statusrow
 
 RAY = engines.get("ray")
 
@@ -16,7 +16,7 @@ def row(status, exit=None, known=True, **job):
     meta = {"engine": "ray", "ray_submission_id": "gpuops-j1", "launched_at": 100.0}
     facts = {"job_id": "j1", "now": 200.0, "meta": meta, "exit": exit, "progress": {"events": []},
              "scheduler": {"known": known, "source": "ray", "job": dict(job, status=status) if status else None}}
-    return state.derive(facts)
+    return statusrow.derive(facts)
 
 
 @pytest.mark.parametrize("status,expected", [("PENDING", states.PENDING), ("RUNNING", states.RUNNING),
@@ -38,14 +38,14 @@ def test_a_failed_driver_carries_its_exit_code_or_its_signal():
 
 def test_a_cluster_that_forgot_the_job_or_cannot_be_asked():
     assert row(None, known=False)["state"] == states.VANISHED
-    down = state.derive({"job_id": "j1", "now": 1.0, "meta": {"engine": "ray"}, "exit": None,
+    down = statusrow.derive({"job_id": "j1", "now": 1.0, "meta": {"engine": "ray"}, "exit": None,
                          "scheduler": {"known": None, "error": "the Ray head's dashboard does not answer"}})
     assert down["state"] == states.UNREACHABLE and "dashboard" in down["reason"]
 
 
 def test_a_rejection_names_the_flag_ray_names():
     said = errors.Rejected("head: Ray refused it: TypeError: entrypoint_num_gpus must be a number, got <class 'str'>")
-    blamed = RAY.blamed(said, {"entrypoint_num_gpus": "two"})
+    blamed = RAY.explain_rejection(said, {"entrypoint_num_gpus": "two"})
     assert blamed.message == ("head: Ray refused the job (--entrypoint-num-gpus): TypeError: entrypoint_num_gpus "
                               "must be a number, got <class 'str'>")
 
@@ -109,7 +109,7 @@ def attempt(exit_record):
     meta = {"engine": "ray", "ray_submission_id": "gpuops-j1", "launched_at": 100.0, "run": {"id": "j1", "attempt": 1}}
     facts = {"job_id": "j1", "now": 200.0, "meta": meta, "exit": exit_record, "progress": {"events": []},
              "scheduler": {"known": True, "source": "supervisor", "job": ray_engine.attempt_end(exit_record)}}
-    return state.derive(facts)
+    return statusrow.derive(facts)
 
 
 def test_an_attempt_ends_as_its_supervisor_recorded_while_ray_runs_the_submission_on():

@@ -103,28 +103,28 @@ def test_rsync_exit_11_without_its_message_is_judged_by_the_free_space_left():
 
 
 def test_many_small_files_are_named_before_sending_with_the_shard_advice():
-    from gpuops.sync import budget
+    from gpuops.sync import diskfit
 
-    tiny = plan.by_path([[f"d/{i}.json", "f", 200, None, None] for i in range(budget.SMALL_FILES_MIN)])
-    evidence = budget.small_files(tiny, list(tiny))
-    assert evidence["files"] == budget.SMALL_FILES_MIN and evidence["median_size"] == "200 B"
-    assert budget.small_files(tiny, list(tiny)[:-1]) is None, "fewer files than the threshold"
-    big = plan.by_path([[f"d/{i}.bin", "f", 1 << 20, None, None] for i in range(budget.SMALL_FILES_MIN)])
-    assert budget.small_files(big, list(big)) is None, "many files, but not small ones"
+    tiny = plan.by_path([[f"d/{i}.json", "f", 200, None, None] for i in range(diskfit.SMALL_FILES_MIN)])
+    evidence = diskfit.small_files(tiny, list(tiny))
+    assert evidence["files"] == diskfit.SMALL_FILES_MIN and evidence["median_size"] == "200 B"
+    assert diskfit.small_files(tiny, list(tiny)[:-1]) is None, "fewer files than the threshold"
+    big = plan.by_path([[f"d/{i}.bin", "f", 1 << 20, None, None] for i in range(diskfit.SMALL_FILES_MIN)])
+    assert diskfit.small_files(big, list(big)) is None, "many files, but not small ones"
 
 
 def test_a_push_of_ten_thousand_tiny_files_warns_with_u25(sync_env, tmp_path):
-    from gpuops.sync import budget
+    from gpuops.sync import diskfit
 
     src = tmp_path / "src"
-    for i in range(budget.SMALL_FILES_MIN):
+    for i in range(diskfit.SMALL_FILES_MIN):
         d = src / f"d{i // 1000}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"{i}.json").write_text('{"label": %d}\n' % i)
     proc, doc = run_cli(sync_env, "push", "--host", "local", "--src", str(src), "--dst", str(tmp_path / "dst"))
     assert proc.returncode == 0, proc.stdout[-1500:]
     (warn,) = [f for f in doc["findings"] if f["id"] == "sync.small-files"]
-    assert warn["gotcha"] == "U25" and warn["evidence"]["files"] == budget.SMALL_FILES_MIN and "tar" in warn["fix"]
+    assert warn["gotcha"] == "U25" and warn["evidence"]["files"] == diskfit.SMALL_FILES_MIN and "tar" in warn["fix"]
     # on a terminal: said once, after the verdict (it opened the push above the bar, then came again)
     from tests import terminal
 

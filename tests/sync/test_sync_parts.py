@@ -11,7 +11,7 @@ import pytest
 from gpuops.errors import UsageError
 from gpuops.remote.hostspec import HostSpec
 from gpuops.remote.openssh import OpenSSHTarget
-from gpuops.sync import budget, crlf, plan, rsync
+from gpuops.sync import crlf, diskfit, plan, rsync
 from gpuops.sync.retry import Backoff
 
 A = "a" * 64
@@ -51,7 +51,7 @@ def test_budget_counts_blocks_and_inodes():
     src = plan.by_path([["d", "d", 0, None, None], ["d/tiny", "f", 100, None, None], ["big", "f", 10_000, None, None],
                         ["replaced", "f", 5, None, None]])
     dst = plan.by_path([["replaced", "f", 9, None, None]])
-    need = budget.need(src, dst, ["d", "d/tiny", "big", "replaced"], root_exists=False)
+    need = diskfit.need(src, dst, ["d", "d/tiny", "big", "replaced"], root_exists=False)
     # a directory block + 1 block + 3 blocks + 1 block; inodes: root, d, tiny, big (+ partial dir + temp)
     assert need == {"bytes": 4096 * 6, "inodes": 1 + 3 + 2}
 
@@ -63,12 +63,12 @@ def test_budget_counts_blocks_and_inodes():
     (10 << 20, 0, 0, True, []),  # f_files == 0: the filesystem has no inode limit
 ])
 def test_budget_check_with_margin(free_bytes, free_inodes, total_inodes, fits, short):
-    verdict = budget.check({"bytes": 1 << 20, "inodes": 10},
+    verdict = diskfit.check({"bytes": 1 << 20, "inodes": 10},
                            {"free_bytes": free_bytes, "free_inodes": free_inodes, "total_inodes": total_inodes,
                             "path": "/data"})
     assert (verdict["fits"], verdict["short_of"]) == (fits, short)
     if not fits:
-        line = budget.refusal(verdict, "box:/data/run")
+        line = diskfit.refusal(verdict, "box:/data/run")
         assert f"({free_bytes} B)" in line and "box:/data/run" in line and "exit 5" in line
 
 

@@ -3,7 +3,7 @@ lines, truncated last lines, and logs split over many chunks or read only in hea
 
 import pytest
 
-from gpuops.triage import classify_bytes, engines, signatures as S, triage_bytes, triage_file, triage_pieces
+from gpuops.triage import classify_bytes, readers, signatures as S, triage_bytes, triage_file, triage_pieces
 from tests.triage.helpers import EXPECTED, log, now_of, state_of
 
 NAMES = sorted(EXPECTED)
@@ -36,7 +36,7 @@ def test_invalid_utf8_and_nuls_change_nothing(name):
 @pytest.mark.parametrize("engine", ["python", "grep"])
 def test_tiny_chunks_and_cut_long_lines_give_the_same_result(monkeypatch, engine):
     expected = {n: baseline(n) for n in NAMES}
-    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 4096)
     for name in NAMES:
         got = triage_file(log(name), now=now_of(name), slurm_state=state_of(name), engine=engine).data
         assert verdict(got) == verdict(expected[name]), name
@@ -51,8 +51,8 @@ def test_a_100k_character_line_is_scanned_and_quoted_in_bounds():
 
 
 def test_a_line_longer_than_the_scan_limit_is_cut_not_held(monkeypatch):
-    monkeypatch.setattr(engines, "MAX_LINE_BYTES", 10_000)
-    monkeypatch.setattr(engines, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 10_000)
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 4096)
     blob = b"z" * 50_000 + b" No space left on device " + b"z" * 50_000
     data = classify_bytes(b"first\n" + blob + b"\nlast\n")
     assert data["primary"] == "disk-full"
@@ -97,7 +97,7 @@ def test_many_matches_keep_bounded_facts():
     body = b"".join(b"%d: Traceback (most recent call last):\n%d: ValueError: bad %d\n" % (i % 8, i % 8, i)
                     for i in range(20_000))
     result = triage_bytes(body)
-    hits = engines.scan_bytes(body).classes["python-exception"]
+    hits = readers.scan_bytes(body).classes["python-exception"]
     assert hits.count == 20_000 and len(hits.all()) <= 5
     assert len(result.data["evidence"]) <= S.EVIDENCE_MAX
 
@@ -151,7 +151,7 @@ def test_one_huge_line_keeps_grep_and_the_scan_small(tmp_path):
     import subprocess
     import sys
 
-    line = 3 * engines.GREP_AS_BYTES // 2
+    line = 3 * readers.GREP_AS_BYTES // 2
     path = tmp_path / "one-line.log"
     with open(path, "wb") as fh:
         fh.write(b"step 1 loss 2.0\n")
@@ -163,4 +163,4 @@ def test_one_huge_line_keeps_grep_and_the_scan_small(tmp_path):
     primary, engine, own_kb, child_kb = out.stdout.split()
     assert primary == "oom-gpu" and engine == "python"
     assert int(own_kb) << 10 < 200 << 20, f"the scan itself peaked at {int(own_kb) >> 10} MiB"
-    assert int(child_kb) << 10 <= engines.GREP_AS_BYTES, f"grep peaked at {int(child_kb) >> 10} MiB"
+    assert int(child_kb) << 10 <= readers.GREP_AS_BYTES, f"grep peaked at {int(child_kb) >> 10} MiB"

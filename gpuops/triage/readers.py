@@ -1,13 +1,13 @@
-"""The scan's engines: how candidate lines are found and the log is read in chunks.
+"""The scan's readers: how candidate lines are found and the log is read in chunks.
 
       - python: one literal-prefix regex per first character (matcher.CHUNK_RXS) over each chunk;
       - grep:   `grep -aobE` over the file, started beside the scan (several times faster on big
                 logs; used for files of GREP_MIN_BYTES or more when grep is on PATH).
-Each candidate line is re-read with every signature by the Scanner, so both engines give the same
+Each candidate line is re-read with every signature by the Scanner, so both readers give the same
 facts. Chunks are cut at line ends, so memory stays bounded whatever the log's size (a line longer
 than MAX_LINE_BYTES is cut for scanning). grep holds a whole line in memory, so it runs under an
 address-space cap (GREP_AS_BYTES): a log with one 2 GB line makes it fail with "memory exhausted",
-and the scan starts over with the python engine instead of growing with the line.
+and the scan starts over with the python reader instead of growing with the line.
 """
 
 import os
