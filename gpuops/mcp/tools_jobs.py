@@ -61,6 +61,7 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
                  resume_arg, vault, lost_after_s, stop_when_done, budget):
     from .. import fleetfile, placement
+    from ..jobs import runpolicy
     from ..ops import place
 
     envs, secrets = _envs(env, secret_env)
