@@ -55,7 +55,7 @@ ANSWERS: dict[str, dict] = {
                 "disks": list, "not_measured": list},
     "keeper_facts": {"where": {"workdir": str, "checkpoint_dir": (str, NONE), "boot_id": (str, NONE), "now": NUMBER},
                      "run": {"now": NUMBER, "boot_id": (str, NONE), "run_id": str, "current": str,
-                             "phase": (str, NONE), "ended": bool, "supervisor_alive": bool,
+                             "phase": (str, NONE), "ended": bool, "ended_at": (NUMBER, NONE), "supervisor_alive": bool,
                              "attempt_liveness": str, "checkpoints": (dict, NONE)}},
 }
 

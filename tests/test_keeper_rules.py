@@ -79,3 +79,36 @@ def test_the_ledger_splits_the_wall_time_and_adds_up():
     assert doc["usd"] == pytest.approx(3.6 * 130 / 3600 + 7.2 * 130 / 3600)
     assert doc["totals"]["redone"]["usd"] == pytest.approx(0.03)
     assert ledger.line(doc).startswith("$0.3900 over 260s: useful 160s")
+
+
+def node(box, ans, failing_since=None, error=None):
+    return {"box": box, "answer": ans, "error": error, "failing_since": failing_since, "boot_id": BOOT}
+
+
+def test_a_gang_waits_while_a_node_is_silent_even_when_its_peer_ended_and_relaunches_once_it_is_lost():
+    # the head gave up because its peer vanished: no verdict on the run while the peer is only silent
+    head = answer(phase="ended", sup=False, live="gone", final={"class": "node-lost", "why": "peer gone"})
+    silent = node("b", None, failing_since=100.0, error="connection refused")
+    waiting = rules.decide_gang(159.0, [node("a", head), silent], {"held": []}, POLICY)
+    assert waiting["do"] == rules.WAIT and waiting["why"].startswith("b: not answering for 59s")
+    gone = rules.decide_gang(160.0, [node("a", head), silent], {"held": []}, POLICY)
+    assert gone["do"] == rules.RELAUNCH and list(gone["boxes"]) == ["b"] and gone["boxes"]["b"].startswith("unreachable")
+    # with every node answering, the head's own end is the run's: a bug fails on every box
+    ended = node("b", answer(phase="ended", sup=False, live="gone", final={"class": "node-lost"}))
+    assert rules.decide_gang(101.0, [node("a", head), ended], {"held": []}, POLICY)["do"] == rules.FAILED
+
+
+def test_a_gang_copies_the_heads_checkpoints_while_a_node_is_judged_and_finishes_when_every_node_ended():
+    head = answer(complete=("ckpt-10",))
+    silent = node("b", None, failing_since=100.0, error="refused")
+    assert rules.decide_gang(101.0, [node("a", head), silent], {"held": []}, POLICY)["names"] == ["ckpt-10"]
+    done = answer(phase="ended", sup=False, live="gone", complete=("ckpt-10",), final={"class": None})
+    going = node("b", answer())
+    assert rules.decide_gang(101.0, [node("a", done), going], {"held": ["ckpt-10"]}, POLICY)["do"] == rules.WAIT
+    over = node("b", answer(phase="ended", sup=False, live="gone", final={"class": None}))
+    assert rules.decide_gang(101.0, [node("a", done), over], {"held": ["ckpt-10"]}, POLICY)["do"] == rules.FINISH
+
+
+def test_a_budget_is_reached_at_its_figure_and_never_without_one():
+    assert rules.over_budget(0.99, 1.0) is None and rules.over_budget(5.0, None) is None
+    assert rules.over_budget(1.0, 1.0) == {"do": rules.BUDGET, "why": "spent $1.0000: --budget $1 reached"}

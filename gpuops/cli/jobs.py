@@ -36,7 +36,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
            profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
            code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
            max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
-           output, json, timeout, engine_flags):
+           output, budget, stop_idle, json, timeout, engine_flags):
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -64,11 +64,14 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
                                                                      "policy"))
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
-        if vault or lost_after or stop_when_done or output:
+        if vault or lost_after or stop_when_done or output or budget is not None or stop_idle:
             several.refuse({"--key": key, "--label": label, "--progress-regex": progress_regex,
                             "--share-gpu": share_gpu, "--code": code, "--rdzv-host": rdzv_host}, KEPT_ONLY)
-            return _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
-                         lost_after, stop_when_done, output, common, identity)
+            gang = {"hosts": host, "nproc_per_node": nproc_per_node, "rdzv_port": rdzv_port, "nnodes": nnodes,
+                    "max_restarts": max_restarts} if torchrun else None
+            return _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
+                         dict(lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
+                              budget_usd=budget, stop_idle_s=stop_idle), common, identity)
         if not eng.composes:
             several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
                            {"--fleet": f"{eng.title} places the job on its own nodes",
@@ -112,25 +115,44 @@ KEPT_ONLY = dict.fromkeys(("--key", "--label", "--progress-regex", "--share-gpu"
                           "a run kept with --vault is relaunched without it")
 
 
-def _kept(vault, fleet, torchrun, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, lost_after, stop_when_done,
-          output, common, identity):
-    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start)."""
+def _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, keeping, common,
+          identity):
+    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start).
+    With --torchrun, a gang: its first nodes are --host's boxes, replacements come from the fleet."""
     from .. import placement
     from ..keeper import start
 
     if not vault:
-        raise UsageError("--lost-after, --stop-when-done and --output go with --vault DIR")
-    if not fleet or host or torchrun or script or engine:
-        raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (not --host, "
-                         "--torchrun, --script or --engine)")
+        raise UsageError("--lost-after, --stop-when-done, --stop-idle, --budget and --output go with --vault DIR")
+    if not fleet or (host and not gang) or (gang and not host) or script or engine:
+        raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (and with "
+                         "--torchrun, the gang's first boxes in --host; not --script or --engine)")
+    if gang:
+        gang = _kept_gang(gang, cmd)
     if common.get("profile") is not None or common.get("secrets"):
         raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
     req = placement.request(1 if gpus is None else int(gpus) if str(gpus).isdigit() else gpus, gpu_type, min_vram_gib)
-    spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req,
-                         lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
+    spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req, **keeping,
                          name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),
-                         jobs_dir=common.get("jobs_dir"))
+                         jobs_dir=common.get("jobs_dir"), gang=gang)
     return start.launch(spec, identity)
+
+
+def _kept_gang(gang, cmd):
+    """The gang part of a kept run's spec, checked as `launch --torchrun` checks it."""
+    from ..jobs import torchrun as defaults
+    from ..ops import gang as op
+    from ..remote.hostspec import split_hosts
+    from ..surface.jobs import GANG_NODES, GANG_PORT
+    from .flags import number
+
+    hosts = split_hosts(gang["hosts"])
+    nproc = number("--nproc-per-node", gang["nproc_per_node"] or 1, *GANG_NODES, integer=True)
+    op.check_request(hosts, cmd, nproc)
+    return {"hosts": hosts, "nproc_per_node": nproc, "nnodes": op.elastic_nnodes(gang["nnodes"], len(hosts)) if
+            gang["nnodes"] else None, "max_restarts": gang["max_restarts"],
+            "rdzv_port": number("--rdzv-port", gang["rdzv_port"] or defaults.DEFAULT_PORT, *GANG_PORT, integer=True,
+                                what="a TCP port")}
 
 
 def _kept_run(job, host, gang):

@@ -78,6 +78,16 @@ def command_resuming(spec, checkpoint_path) -> str:
     return command
 
 
+def push_checkpoint(target, alias, vault, name, dst) -> None:
+    """Vault checkpoint `name`, hashed against its manifest first, pushed (verified) to `dst` on the box."""
+    bad = vault.verify(name)
+    if bad:
+        raise errors.Refused(f"vault checkpoint {name} no longer matches its manifest ({', '.join(bad[:3])}); not pushed")
+    doc = push.push(target, vault.path("checkpoints", name), dst, S.Options(retry_for=PUSH_RETRY_S))
+    if not doc["ok"]:
+        raise errors.HostError(f"{alias}: pushing checkpoint {name} failed: {doc['summary']}")
+
+
 def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> tuple:
     """Launch the run on `box` (after pushing checkpoint `resume` from `vault` there): (the attempt's
     record {box, job, boot_id, workdir, checkpoint_dir, launched_at, resumed_from, usd_per_hour,
@@ -90,14 +100,8 @@ def launch(spec, box, gpus, resume=None, vault=None, identity=None) -> tuple:
         if not str(where.get("checkpoint_dir") or "").startswith("/"):
             raise errors.BadAnswer(f"{box.alias}: the box named no absolute checkpoint directory for the run")
         if resume:
-            bad = vault.verify(resume)
-            if bad:
-                raise errors.Refused(f"vault checkpoint {resume} no longer matches its manifest "
-                                     f"({', '.join(bad[:3])}); not pushed")
             dst = f"{where['checkpoint_dir']}/{resume}"
-            doc = push.push(target, vault.path("checkpoints", resume), dst, S.Options(retry_for=PUSH_RETRY_S))
-            if not doc["ok"]:
-                raise errors.HostError(f"{box.alias}: pushing checkpoint {resume} failed: {doc['summary']}")
+            push_checkpoint(target, box.alias, vault, resume, dst)
             command = command_resuming(spec, dst)
         doc = jobs.launch(target, command=command, name=spec.get("name"), env=spec.get("env") or {},
                           workdir=spec.get("workdir"), gpus=",".join(map(str, gpus)) if gpus else None,

@@ -7,40 +7,48 @@ action is an event in the run's record (gpuops.keeper.record); the ledger's mark
 run moves (gpuops.keeper.ledger).
 """
 
+import math
 import os
-import subprocess
 import time
 
-from .. import errors, fleetfile
+from .. import errors
 from ..onbox.run import checkpoints
 from ..ops import pull
 from ..ops import sync as S
 from ..remote.targets import target_for
-from ..render import inert
-from . import attempt, record, rules, vault
+from . import attempt, gangattempt, ledger, record, rules, stopping, vault
 
 POLL_S = 5.0
 PULL_RETRY_S = 30.0
-STOP_TIMEOUT_S = 600.0
 PLACE_FOR_S = 900.0  # how long a relaunch looks for a fitting box before the keeper gives up
 TAIL = 2000
 
 
 class Keeper(object):
-    def __init__(self, run_id, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, run_id, clock=time.monotonic, sleep=time.sleep) -> None:
         self.rec = record.read(run_id)
         if self.rec is None:
             raise errors.NotFound(f"no kept run {run_id}")
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
         self.vault = vault.Vault(self.spec["vault"], run_id)
-        self.last_ok, self.last_ok_wall, self.error = clock(), time.time(), None
-        self.failing_since = None  # when the box first failed to answer, of the failures in a row
+        self.watch: dict = {}  # box -> how it answered lately (see _watch)
         # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
         self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
 
     @property
     def attempt(self) -> dict:
         return self.rec["attempts"][-1]
+
+    def nodes(self) -> list:
+        """[{box, job, boot_id}] of the current attempt: a gang's nodes, head first, or its one box."""
+        att = self.attempt
+        return att.get("nodes") or [{"box": att["box"], "job": att["job"], "boot_id": att["boot_id"]}]
+
+    def _watch(self, box) -> dict:
+        """{error, failing_since (when the box first failed to answer, of the failures in a row),
+        last_ok (monotonic), last_ok_wall} of `box`, from when the keeper began to look at it."""
+        return self.watch.setdefault(box, {"error": None, "failing_since": None, "last_ok": self.clock(),
+                                           "last_ok_wall": time.time()})
 
     def save(self) -> None:
         record.write(self.rec)
@@ -62,42 +70,53 @@ class Keeper(object):
         return 0 if self.rec["phase"] == record.FINISHED else 1
 
     def tick(self) -> None:
-        answer = self.observe()
-        held = [h["name"] for h in self.vault.held()]
-        facts = {"answer": answer, "error": self.error, "failing_since": self.failing_since,
-                 "boot_id": self.attempt["boot_id"],
-                 "held": held, "outputs_done": self.rec.get("outputs_done")}
+        seen = []
+        for i, node in enumerate(self.nodes()):
+            answer = self.observe(node, head=i == 0)
+            w = self._watch(node["box"])
+            seen.append({"box": node["box"], "answer": answer, "error": w["error"], "failing_since": w["failing_since"],
+                         "boot_id": node["boot_id"]})
+        facts = {"held": [h["name"] for h in self.vault.held()], "outputs_done": self.rec.get("outputs_done")}
         policy = {"lost_after_s": self.spec["lost_after_s"], "keep": self.spec["keep"],
                   "outputs": self.spec.get("outputs")}
-        action = rules.decide(self.clock(), facts, policy)
+        spent = ledger.ledger(self.rec["marks"], time.time())["usd"]
+        action = rules.over_budget(spent, self.spec.get("budget_usd"))
+        if action is None and self.attempt.get("nodes"):
+            action = rules.decide_gang(self.clock(), seen, facts, policy)
+        elif action is None:
+            action = rules.decide(self.clock(), dict(seen[0], **facts), policy)
         try:
-            getattr(self, "do_" + action["do"])(action, answer)
+            getattr(self, "do_" + action["do"])(action, seen[0]["answer"])
         except errors.HostError as e:  # the box went away mid-action: the next tick judges it
-            self.failing_since = self.failing_since or self.clock()
+            w = self._watch(self.attempt["box"])
+            w["failing_since"] = w["failing_since"] or self.clock()
             self.say("action-failed", action=action["do"], why=e.message)
         except errors.GpuopsError as e:  # a fleet file being edited, a vault disk full: said, tried again
             self.say("action-failed", action=action["do"], why=e.message)
 
-    def observe(self):
-        """The box's answer (and the time it came), or None with the error."""
-        att = self.attempt
+    def observe(self, node, head=True):
+        """The box's answer on `node`'s run, or None (its _watch says why); the head's answer sets
+        when each checkpoint was written and when the run completed."""
+        att, w = self.attempt, self._watch(node["box"])
         try:
-            target = target_for(att["box"])
+            target = target_for(node["box"])
             try:
-                answer = attempt.checked_run(attempt.ask(target, "run", {"run": att["job"], "jobs_dir": self.spec.get("jobs_dir"),
+                answer = attempt.checked_run(attempt.ask(target, "run", {"run": node["job"], "jobs_dir": self.spec.get("jobs_dir"),
                                                      "interval_s": self.spec.get("look_s", checkpoints.INTERVAL_S)},
                                      timeout_s=max(10.0, min(60.0, self.spec["lost_after_s"]))))
             finally:
                 target.close()
         except errors.HostError as e:
-            if self.error is None:
-                self.say("unreachable", box=att["box"], why=e.message)
-            self.error = e.message
-            self.failing_since = self.failing_since or self.clock()
+            if w["error"] is None:
+                self.say("unreachable", box=node["box"], why=e.message)
+            w["error"] = e.message
+            w["failing_since"] = w["failing_since"] or self.clock()
             return None
-        if self.error is not None:
-            self.say("answering", box=att["box"], why=f"answered again after {self.clock() - self.last_ok:.0f}s")
-        self.error, self.failing_since, self.last_ok, self.last_ok_wall = None, None, self.clock(), time.time()
+        if w["error"] is not None:
+            self.say("answering", box=node["box"], why=f"answered again after {self.clock() - w['last_ok']:.0f}s")
+        w.update(error=None, failing_since=None, last_ok=self.clock(), last_ok_wall=time.time())
+        if not head:
+            return answer
         seen, skew = att.setdefault("seen", {}), time.time() - answer["now"]
         for c in (answer.get("checkpoints") or {}).get("complete") or []:
             # when it was written, on this machine's clock: the work after it is redone if the box is lost
@@ -105,7 +124,12 @@ class Keeper(object):
             seen.setdefault(c["name"], min(written, time.time()))
         if answer.get("phase") == "ended" and not (answer.get("final") or {}).get("class") \
                 and not any(m["kind"] == "idle" for m in self.rec["marks"]):
-            self.rec["marks"].append({"kind": "idle", "at": time.time(), "box": att["box"],
+            # idle from the run's end on the box (on this machine's clock), not from when this look saw it
+            ended = answer.get("ended_at")
+            ended = ended + skew if type(ended) in (int, float) and math.isfinite(ended) else time.time()
+            began = max(m["at"] for m in self.rec["marks"])
+            self.rec["marks"].append({"kind": "idle", "at": min(max(ended, began), time.time()),
+                                      "box": ",".join(n["box"] for n in self.nodes()),
                                       "usd_per_hour": att.get("usd_per_hour")})
             self.rec["phase"] = record.COMPLETED
             self.say("completed", box=att["box"], job=answer.get("current"))
@@ -173,71 +197,128 @@ class Keeper(object):
         self.end(record.FAILED, action["why"])
 
     def do_finish(self, action, answer) -> None:
-        with self._target() as target:
-            self._copy_logs(target, answer)
-        if not self.spec.get("stop_when_done"):
+        if not self.rec.get("logs_done"):
+            with self._target() as target:
+                self._copy_logs(target, answer)
+            self.rec["logs_done"] = True
+        if self.spec.get("stop_when_done"):
+            self._stop_all(action["why"], record.FINISHED, "completed, evacuated and stopped")
+        elif self.spec.get("stop_idle_s"):
+            self._stop_idle()
+        else:
             self.end(record.FINISHED, action["why"])
+
+    def do_budget(self, action, answer) -> None:
+        """--budget reached: what the box holds that the vault lacks is copied, the run stopped (a stop
+        wins over its supervisor's retries), then every box of the attempt stopped."""
+        self.say("budget-reached", why=action["why"])
+        if answer is not None and answer.get("checkpoints"):
+            names = rules.wanted(answer["checkpoints"], [h["name"] for h in self.vault.held()], self.spec["keep"])
+            if names:
+                self.do_evacuate({"names": names}, answer)
+        for box, why in gangattempt.stop(self.nodes(), self.spec.get("jobs_dir")):
+            self.say("run-not-stopped", box=box, why=why)
+        self._stop_all(action["why"], record.OVER_BUDGET, action["why"])
+
+    def _stop_all(self, why, phase, done_why) -> None:
+        """Every box of the attempt stopped by its stop command, then the run ends in `phase`; the
+        first stop that fails (or a box with none) ends it in STOP_FAILED instead."""
+        stops = stopping.commands(self.spec)
+        for node in self.nodes():
+            if not self._stop_box(node["box"], stops.get(node["box"]), why):
+                return
+        self.end(phase, done_why)
+
+    def _stop_idle(self) -> None:
+        """--stop-idle: each box of the last attempt stopped once the fleet sees it idle that long; a
+        box busy again (another job, a GPU in use) is no longer the run's to stop and is left running."""
+        limit, done = self.spec["stop_idle_s"], self.rec.setdefault("idle_done", [])
+        left = [n["box"] for n in self.nodes() if n["box"] not in done]
+        stops, seen = stopping.commands(self.spec), stopping.idle(self.spec, left)
+        for box in left:
+            state, idle_s, why = seen.get(box, ("unknown", None, "not in the fleet file"))
+            if state == "busy":
+                self.say("stop-idle-skipped", box=box, why=f"busy again ({why}): left running")
+            elif state != "idle" or idle_s < limit:
+                continue
+            elif not self._stop_box(box, stops.get(box), f"idle {idle_s:.0f}s (--stop-idle {limit:g}s)"):
+                return
+            done.append(box)
+        if len(done) < len(self.nodes()):
+            self.do_wait({"why": f"waiting for --stop-idle {limit:g}s on {', '.join(left)}"}, None)
             return
-        box = self.attempt["box"]
-        stop = next((b.stop for b in fleetfile.boxes(self.spec["fleet"]) if b.alias == box), "")
-        if not stop:
-            self.say("stop-failed", box=box, why="the fleet file gives this box no stop command")
-            self.end(record.STOP_FAILED, f"{box} has no stop = \"...\" in the fleet file")
-            return
-        self.say("stopping", box=box, why=action["why"])
-        env = dict(os.environ, GPUOPS_BOX=box, GPUOPS_RUN_ID=self.rec["run_id"], GPUOPS_VAULT=self.vault.root)
-        try:
-            done = subprocess.run(["bash", "-c", stop], env=env, capture_output=True, timeout=STOP_TIMEOUT_S,
-                                  stdin=subprocess.DEVNULL)
-            code, said = done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace")
-        except subprocess.TimeoutExpired:
-            code, said = None, f"still running after {STOP_TIMEOUT_S:g}s; left alone"
-        if code != 0:
-            why = f"stop command exited {code}: {inert.text(said[-TAIL:]).strip()}"
-            self.say("stop-failed", box=box, why=why)
-            self.end(record.STOP_FAILED, why)
-            return
+        self.end(record.FINISHED, "completed and evacuated; its idle boxes handled by --stop-idle")
+
+    def _stop_box(self, box, command, why) -> bool:
+        """Run `box`'s stop command; False (and the run's end) when there is none or it fails."""
+        if command:
+            self.say("stopping", box=box, why=why)
+        ok, failed = stopping.run(box, command, self.rec["run_id"], self.vault.root)
+        if not ok:
+            self.say("stop-failed", box=box, why=failed)
+            self.end(record.STOP_FAILED, f"{box}: {failed}")
+            return False
         self.say("stopped", box=box, why="stop command exited 0")
-        self.end(record.FINISHED, "completed, evacuated and stopped")
+        return True
 
     def do_relaunch(self, action, answer) -> None:
         att, now = self.attempt, time.time()
+        gone = action.get("boxes") or {att["box"]: action["why"]}
         att.update(ended_at=now, ended_why=action["why"])
-        self.rec["lost"][att["box"]] = action["why"]
-        record.mark_lost(att["box"], action["why"], self.rec["run_id"])
+        for box, why in gone.items():
+            self.rec["lost"][box] = why
+            record.mark_lost(box, why, self.rec["run_id"])
+            self.say("lost", box=box, why=why)
         self.rec["phase"] = record.RELAUNCHING
-        self.say("lost", box=att["box"], why=action["why"])
+        self.save()
+        keep = self._stop_survivors([n for n in att.get("nodes") or [] if n["box"] not in gone])
         held = [{"name": h["name"], "step": checkpoints.step_of(h["name"])} for h in self.vault.held()]
         resume = max(held, key=lambda h: (h["step"] is not None, h["step"] or 0))["name"] if held else None
         running = next(m for m in reversed(self.rec["marks"]) if m["kind"] == "running")
         running["redone_after"] = att.get("seen", {}).get(resume, running["at"])
-        detect_at = min(self.last_ok_wall, now) if answer is None else now
-        self.rec["marks"] += [{"kind": "detection", "at": detect_at, "box": att["box"],
+        silent = [self._watch(b)["last_ok_wall"] for b in gone if self._watch(b)["failing_since"] is not None]
+        detect_at = min(silent + [now])
+        self.rec["marks"] += [{"kind": "detection", "at": detect_at, "box": running["box"],
                                "usd_per_hour": att.get("usd_per_hour")},
                               {"kind": "launch", "at": now, "box": None, "usd_per_hour": None}]
-        self.start(resume)
+        self.start(resume, keep)
 
-    def start(self, resume) -> None:
-        """The next attempt, on a fitting box this run never lost, from `resume`."""
+    def _stop_survivors(self, nodes) -> list:
+        """A gang's nodes on boxes that were not lost: their runs stopped (what still runs would wait
+        for the lost node, or retry with it); the boxes the next attempt keeps, in node order. A node
+        whose stop failed is left alone and its box not used again by this run."""
+        if not nodes:
+            return []
+        failed = dict(gangattempt.stop(nodes, self.spec.get("jobs_dir")))
+        for box, why in failed.items():
+            self.rec["lost"][box] = f"its node of the gang could not be stopped: {why}"
+            self.say("node-not-stopped", box=box, why=why)
+        kept = [n["box"] for n in nodes if n["box"] not in failed]
+        if kept:
+            self.say("nodes-stopped", boxes=kept, why="the gang goes on without its lost node")
+        return kept
+
+    def start(self, resume, keep=()) -> None:
+        """The next attempt, on fitting boxes this run never lost (a gang: `keep` first), from `resume`."""
         until, said = self.clock() + self.spec.get("place_for_s", PLACE_FOR_S), None
         tried: set = set()
         while self.clock() < until:
-            box, gpus, why = attempt.place(self.spec, set(self.rec["lost"]) | tried)
-            if box is not None:
-                try:
-                    att, _ = attempt.launch(self.spec, box, gpus, resume=resume, vault=self.vault)
-                except errors.GpuopsError as e:
-                    tried.add(box.alias)
-                    self.say("launch-failed", box=box.alias, why=e.message)
-                    continue
+            try:
+                att, why = self._launch(resume, keep, set(self.rec["lost"]) | tried)
+            except _LaunchFailed as e:
+                tried |= e.boxes
+                self.say("launch-failed", box=",".join(sorted(e.boxes)), why=e.why)
+                continue
+            if att is not None:
                 self.rec["attempts"].append(att)
-                self.rec["marks"][-1].update(box=box.alias, usd_per_hour=box.usd_per_hour)
-                self.rec["marks"].append({"kind": "running", "at": att["launched_at"], "box": box.alias,
-                                          "usd_per_hour": box.usd_per_hour})
+                label = ",".join(n["box"] for n in self.nodes())
+                self.rec["marks"][-1].update(box=label, usd_per_hour=att["usd_per_hour"])
+                self.rec["marks"].append({"kind": "running", "at": att["launched_at"], "box": label,
+                                          "usd_per_hour": att["usd_per_hour"]})
                 self.rec["phase"] = record.RUNNING
-                self.last_ok, self.last_ok_wall, self.error, self.failing_since = self.clock(), time.time(), None, None
-                self.say("relaunched", box=box.alias, job=att["job"], resumed_from=resume,
-                         why=f"on {box.alias}" + (f" from vault checkpoint {resume}" if resume else " from the start"))
+                self.watch.clear()
+                self.say("relaunched", box=label, job=att["job"], resumed_from=resume,
+                         why=f"on {label}" + (f" from vault checkpoint {resume}" if resume else " from the start"))
                 return
             if why != said:
                 self.say("no-box", why=why)
@@ -246,12 +327,38 @@ class Keeper(object):
             self.sleep(self.spec.get("poll_s", POLL_S))
         self.end(record.GAVE_UP, f"no fitting box for {self.spec.get('place_for_s', PLACE_FOR_S):g}s: {said}")
 
+    def _launch(self, resume, keep, passed) -> tuple:
+        """(the new attempt's record, None), or (None, why no box fits now); _LaunchFailed names the
+        boxes a launch failed on."""
+        if not self.spec.get("gang"):
+            box, gpus, why = attempt.place(self.spec, passed)
+            if box is None:
+                return None, why
+            try:
+                return attempt.launch(self.spec, box, gpus, resume=resume, vault=self.vault)[0], None
+            except errors.GpuopsError as e:
+                raise _LaunchFailed({box.alias}, e.message) from None
+        boxes, short = gangattempt.place(self.spec, passed, [k for k in keep if k not in passed])
+        if short and len(boxes) < gangattempt.smallest(self.spec):
+            return None, f"{len(boxes)} box(es) for a gang of at least {gangattempt.smallest(self.spec)}: {short}"
+        try:
+            return gangattempt.launch(self.spec, boxes, resume=resume, vault=self.vault), None
+        except errors.GpuopsError as e:
+            raise _LaunchFailed({b.alias for b in boxes if b.alias not in keep} or {b.alias for b in boxes},
+                                e.message) from None
+
     def end(self, phase, why) -> None:
         self.rec.update(phase=phase, ended_at=time.time(), why=why)
         self.say("ended", phase=phase, why=why)
 
     def _target(self):
         return _Closing(target_for(self.attempt["box"]))
+
+
+class _LaunchFailed(Exception):
+    def __init__(self, boxes, why):
+        super().__init__(why)
+        self.boxes, self.why = boxes, why
 
 
 class _Closing(object):

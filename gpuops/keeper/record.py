@@ -21,10 +21,10 @@ from . import vault
 RECORD, PID, LOG, FLEET_STATE = "record.json", "keeper.pid", "keeper.log", "fleet-state.json"
 EVENTS_MAX = 500
 
-# phases of a kept run; the last four are its end
+# phases of a kept run; the last five are its end
 RUNNING, RELAUNCHING, COMPLETED = "running", "relaunching", "completed"
-FINISHED, FAILED, STOP_FAILED, GAVE_UP = "finished", "failed", "stop-failed", "gave-up"
-ENDED = (FINISHED, FAILED, STOP_FAILED, GAVE_UP)
+FINISHED, FAILED, STOP_FAILED, GAVE_UP, OVER_BUDGET = "finished", "failed", "stop-failed", "gave-up", "over-budget"
+ENDED = (FINISHED, FAILED, STOP_FAILED, GAVE_UP, OVER_BUDGET)
 
 
 def run_dir(run_id) -> str:

@@ -12,12 +12,17 @@ fight the first over its checkpoints and its GPUs):
     gone and the attempt's process too (nothing on the box will ever finish or retry it).
 A run that ended on the box by its own supervisor's judgement (completed, gave up, stopped, timed
 out) is never relaunched elsewhere: a bug fails on every box, and a stop always wins.
+
+A gang (torchrun over several boxes) is lost when any node's box is lost; a node that ended because
+its peer vanished is no verdict on the run while that peer is only silent, so the gang waits for the
+silent node to be judged. Its head (node 0, where rank 0 writes the checkpoints) says the rest.
 """
 
 LOST_AFTER_S = 180.0
 KEEP = 3
 
 WAIT, EVACUATE, OUTPUTS, RELAUNCH, FINISH, FAILED = "wait", "evacuate", "outputs", "relaunch", "finish", "failed"
+BUDGET = "budget"
 
 
 def _step_key(item):
@@ -83,3 +88,33 @@ def decide(now, facts, policy) -> dict:
     if policy.get("outputs") and not facts.get("outputs_done"):
         return {"do": OUTPUTS, "why": "the run completed: its outputs go to the vault"}
     return {"do": FINISH, "why": "the run completed and its final checkpoint and outputs are in the vault"}
+
+
+def decide_gang(now, nodes, facts, policy) -> dict:
+    """decide() for a gang: `nodes` [{box, answer, error, failing_since, boot_id}] in node order;
+    `facts`: held, outputs_done. A RELAUNCH names every lost node in `boxes` {box: why}."""
+    gone, notes = {}, []
+    for node in nodes:
+        why, note = lost(now, node, policy.get("lost_after_s", LOST_AFTER_S))
+        if why:
+            gone[node["box"]] = why
+        elif note:
+            notes.append(f"{node['box']}: {note}")
+    if gone:
+        return {"do": RELAUNCH, "why": "; ".join(f"{b} {w}" for b, w in gone.items()), "boxes": gone}
+    head = dict(facts, **{k: nodes[0].get(k) for k in ("answer", "error", "failing_since", "boot_id")})
+    action = decide(now, head, policy)
+    if action["do"] == EVACUATE:  # what the head wrote is copied while another node is judged
+        return action
+    if any(n.get("answer") is None for n in nodes):
+        return {"do": WAIT, "why": "; ".join(notes)}
+    if action["do"] in (OUTPUTS, FINISH) and any(n["answer"].get("phase") != "ended" for n in nodes[1:]):
+        return {"do": WAIT, "why": "the head completed; the other nodes have not ended yet"}
+    return action
+
+
+def over_budget(spent, budget):
+    """The BUDGET action once the ledger's money `spent` reached --budget (None: no budget), else None."""
+    if budget is None or spent < budget:
+        return None
+    return {"do": BUDGET, "why": f"spent ${spent:.4f}: --budget ${budget:g} reached"}

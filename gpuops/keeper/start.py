@@ -11,17 +11,23 @@ import time
 from .. import errors
 from ..onbox.run import boxpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
-from . import attempt, loop, record, rules, vault
+from . import attempt, gangattempt, loop, record, rules, vault
 
 MIN_POLL_S = 1.0
 GPUOPS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, keep=None, stop_when_done=False,
-            outputs=(), name=None, env=None, workdir=None, jobs_dir=None, poll_s=None) -> dict:
+            outputs=(), name=None, env=None, workdir=None, jobs_dir=None, poll_s=None, gang=None, budget_usd=None,
+            stop_idle_s=None) -> dict:
     """What the keeper needs to launch the run again anywhere, checked: a vault needs the run's
     checkpoints (--checkpoint-dir) and a way to resume from one (--resume-arg, or `{checkpoint}` in
-    the command itself)."""
+    the command itself). `gang`: {hosts (the first attempt's nodes, each a box of the fleet),
+    nproc_per_node, rdzv_port, nnodes ('MIN:MAX' or None), max_restarts} for a torchrun gang.
+    `budget_usd`: the ledger's money at which the run is evacuated and its boxes stopped;
+    `stop_idle_s`: once the run completed, each box idle this long is stopped."""
+    if stop_when_done and stop_idle_s:
+        raise errors.UsageError("give --stop-when-done (stop at once) or --stop-idle DURATION (once idle), not both")
     resumes = bool(policy and (policy.get("resume_arg") or onbox_policy.PLACEHOLDER in (command or "")))
     if not policy or not policy.get("checkpoint_dir") or not resumes:
         raise errors.UsageError("--vault keeps the run's checkpoints: give --checkpoint-dir DIR[:GLOB] and "
@@ -34,7 +40,8 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
     spec = {"command": command, "fleet": fleet, "vault": os.path.abspath(os.path.expanduser(vault_dir)),
             "policy": policy, "request": request, "lost_after_s": lost_after_s or rules.LOST_AFTER_S,
             "keep": keep or policy.get("keep_checkpoints") or rules.KEEP, "stop_when_done": bool(stop_when_done),
-            "outputs": list(outputs), "name": name, "env": env or {}, "workdir": workdir, "jobs_dir": jobs_dir}
+            "outputs": list(outputs), "name": name, "env": env or {}, "workdir": workdir, "jobs_dir": jobs_dir,
+            "gang": gang, "budget_usd": budget_usd, "stop_idle_s": stop_idle_s}
     # at least four looks within --lost-after, at most one each POLL_S
     spec["poll_s"] = poll_s or max(MIN_POLL_S, min(loop.POLL_S, spec["lost_after_s"] / 4))
     return spec
@@ -43,28 +50,47 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
 def launch(spec, identity=None) -> dict:
     """The launch envelope of the run's first attempt, with data.keeper; exit 5 when no box fits."""
     began = time.time()
-    box, gpus, why = attempt.place(spec, set(), identity)
-    if box is None:
-        out = envelope("launch", ok=False, summary=f"{why}; nothing was launched", data={"placement": why})
-        out[CODE_KEY] = errors.REFUSED
-        return out
-    att, doc = attempt.launch(spec, box, gpus, identity=identity)
-    run_id = att["job"]
+    if spec.get("gang"):
+        att, doc = _gang(spec, identity)
+        run_id, box = att["gang_id"], None
+    else:
+        box, gpus, why = attempt.place(spec, set(), identity)
+        if box is None:
+            out = envelope("launch", ok=False, summary=f"{why}; nothing was launched", data={"placement": why})
+            out[CODE_KEY] = errors.REFUSED
+            return out
+        att, doc = attempt.launch(spec, box, gpus, identity=identity)
+        run_id = att["job"]
+    label = ",".join(n["box"] for n in att.get("nodes") or [att])
     vault.Vault(spec["vault"], run_id)  # made now: a vault that cannot be written fails here, not later
     rec = {"run_id": run_id, "spec": spec, "phase": record.RUNNING, "attempts": [att], "lost": {}, "events": [],
-           "marks": [{"kind": "launch", "at": began, "box": box.alias, "usd_per_hour": box.usd_per_hour},
-                     {"kind": "running", "at": att["launched_at"], "box": box.alias,
-                      "usd_per_hour": box.usd_per_hour}],
+           "marks": [{"kind": "launch", "at": began, "box": label, "usd_per_hour": att["usd_per_hour"]},
+                     {"kind": "running", "at": att["launched_at"], "box": label, "usd_per_hour": att["usd_per_hour"]}],
            "started_at": began}
-    record.event(rec, "launched", box=box.alias, job=run_id, why=f"placed on {box.alias}: GPUs {gpus}")
+    record.event(rec, "launched", box=label, job=run_id,
+                 why=f"placed on {box.alias}: GPUs {gpus}" if box else f"gang {run_id} on {label}")
     record.write(rec)
     pid = spawn(run_id)
-    doc["host"] = box.alias
+    doc["host"] = att["box"]
     doc["summary"] += f"; kept by keeper pid {pid}, vault {vault.Vault(spec['vault'], run_id).root}"
     doc["data"]["keeper"] = {"pid": pid, "vault": vault.Vault(spec["vault"], run_id).root,
                              "record": record.path(run_id, record.RECORD), "log": record.path(run_id, record.LOG),
                              "lost_after_s": spec["lost_after_s"]}
     return doc
+
+
+def _gang(spec, identity) -> tuple:
+    """The first attempt of a kept gang on its --host boxes (each of the fleet file, for its price and
+    stop command): (its record, the launch envelope)."""
+    by_alias = {b.alias: b for b in attempt.candidates(spec, set())}
+    missing = [h for h in spec["gang"]["hosts"] if h not in by_alias]
+    if missing:
+        raise errors.UsageError(f"--vault --torchrun: {', '.join(missing)} is not a box of the fleet {spec['fleet']} "
+                                "(the keeper needs its price and its stop command)")
+    att = gangattempt.launch(spec, [by_alias[h] for h in spec["gang"]["hosts"]], identity=identity)
+    doc = envelope("launch", ok=True, summary=f"started gang {att['gang_id']} on {', '.join(spec['gang']['hosts'])}",
+                   data={"job": {"job_id": att["gang_id"]}, "gang": {"gang_id": att["gang_id"], "nodes": att["nodes"]}})
+    return att, doc
 
 
 def spawn(run_id) -> int:

@@ -25,7 +25,8 @@ def status(rec) -> dict:
     money = ledger.ledger(rec["marks"], end)
     keeper = record.keeper_alive(run_id)
     attempts = [{"n": i + 1, "box": a["box"], "job": a["job"], "launched_at": a["launched_at"],
-                 "ended_at": a.get("ended_at"), "why": a.get("ended_why"), "resumed_from": a.get("resumed_from")}
+                 "ended_at": a.get("ended_at"), "why": a.get("ended_why"), "resumed_from": a.get("resumed_from"),
+                 "gang_id": a.get("gang_id"), "boxes": [n["box"] for n in a.get("nodes") or [a]]}
                 for i, a in enumerate(rec["attempts"])]
     held = vault.Vault(rec["spec"]["vault"], run_id).held()
     data = {"kept": {"run_id": run_id, "phase": phase, "why": rec.get("why"), "attempts": attempts,
@@ -35,6 +36,8 @@ def status(rec) -> dict:
                      "events": rec["events"][-EVENTS_SHOWN:]}}
     now = rec["attempts"][-1]
     where = f"attempt {len(attempts)} on {now['box']} (job {now['job']})"
+    if now.get("gang_id"):  # a gang: its head's job, and every node's box
+        where = f"attempt {len(attempts)} on {', '.join(n['box'] for n in now['nodes'])} (gang {now['gang_id']})"
     if phase in record.ENDED:
         summary = f"run {run_id}: {phase.upper()}: {rec.get('why')}; last {where}"
     else:
@@ -44,7 +47,7 @@ def status(rec) -> dict:
     if rec.get("lost"):
         summary += "; lost: " + ", ".join(f"{b} ({w})" for b, w in rec["lost"].items())
     summary += f"; {ledger.line(money)}"
-    ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP) and (
+    ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP, record.OVER_BUDGET) and (
         phase in record.ENDED or bool(keeper and keeper["alive"]))
     nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
     if phase not in record.ENDED and keeper is not None and not keeper["alive"]:
@@ -77,7 +80,8 @@ def show(doc, con) -> None:
             last = a["n"] == len(k["attempts"])
             ended = f"ended: {a['why']}" if a.get("why") else (k["phase"] if last else "")
             frm = f", resumed from {a['resumed_from']}" if a.get("resumed_from") else ""
-            con.print(inert.text(f"  attempt {a['n']}: {a['box']} job {a['job']}{frm}; {ended}"), markup=False)
+            on = f"{','.join(a['boxes'])} gang {a['gang_id']}" if a.get("gang_id") else f"{a['box']} job {a['job']}"
+            con.print(inert.text(f"  attempt {a['n']}: {on}{frm}; {ended}"), markup=False)
         con.print(inert.text(f"  vault {k['vault']['root']}: {', '.join(k['vault']['held']) or 'nothing yet'}"),
                   markup=False)
         for kind, t in k["ledger"]["totals"].items():

@@ -59,13 +59,38 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
         resources=req["resources"], timeout_s=OP_TIMEOUT_S, share_gpu=share_gpu, policy=req["policy"])))
 
 
-def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env):
+def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
+                 resume_arg, vault, lost_after_s, stop_when_done, budget):
     from .. import fleetfile, placement
+    from ..jobs import runpolicy
     from ..ops import place
 
     envs, secrets = _envs(env, secret_env)
+    policy = runpolicy.build(checkpoint_dir=checkpoint_dir, resume_arg=resume_arg) \
+        if checkpoint_dir or resume_arg else None
+    if vault or lost_after_s or stop_when_done or budget is not None:
+        return _kept(vault, fleet, placement.request(gpus, gpu_type, min_vram_gib), cmd, policy, key, secrets,
+                     dict(name=name, env=envs, workdir=workdir, lost_after_s=lost_after_s,
+                          stop_when_done=stop_when_done, budget_usd=budget))
+    if policy:
+        raise errors.UsageError("fleet_launch: checkpoint_dir and resume_arg go with vault (a kept run); "
+                                "job_launch takes a run policy on one box")
     return place.launch(fleetfile.boxes(fleet), placement.request(gpus, gpu_type, min_vram_gib), command=cmd,
                         name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
+
+
+def _kept(vault, fleet, request, cmd, policy, key, secrets, fields):
+    """fleet_launch with vault: the run's first attempt and its keeper (gpuops.keeper.start), a
+    detached process on this machine that outlives the server; the vault lies under the roots."""
+    from ..keeper import start
+
+    if not vault:
+        raise errors.UsageError("fleet_launch: lost_after_s, stop_when_done and budget go with vault")
+    if key or secrets:
+        raise errors.UsageError("fleet_launch with vault: a relaunch carries no key or secret_env")
+    spec = start.spec_of(command=cmd, fleet=fleet or "", vault_dir=scope.local_path(vault, os.environ), policy=policy,
+                         request=request, **fields)
+    return start.launch(spec)
 
 
 def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):
@@ -109,7 +134,12 @@ def job_queue(host, name, commands, cancel, wait_s, workdir, gpus, env, secret_e
 
 
 def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min_s, fields, failed_only):
+    from ..keeper import view
     from ..ops import jobs as op
+
+    kept = view.kept(job)
+    if kept is not None:  # a run a keeper looks after: its boxes, vault and ledger from the keeper's record
+        return view.status(kept)
 
     if progress_regex:
         check_regex("progress_regex", progress_regex)

@@ -161,7 +161,13 @@ def row(box, facts=None, error=None):
 
 
 def build(rows):
-    """The fleet envelope: data.hosts (one row per box, in the order asked) and the totals."""
+    """The fleet envelope: data.hosts (one row per box, in the order asked) and the totals. A box a
+    keeper called lost (gpuops.keeper.record's fleet state) carries `lost`: {lost_at, why, run}."""
+    from ..keeper import record
+
+    lost = record.lost_boxes()
+    for r in rows:
+        r["lost"] = lost.get(r["host"]) if isinstance(lost.get(r["host"]), dict) else None
     answered = [r for r in rows if r["ok"]]
     idle = [r for r in answered if r["idle"]["state"] == "idle"]
     spent = [r["idle"]["idle_usd"] for r in idle if r["idle"]["idle_usd"] is not None]
@@ -178,6 +184,9 @@ def build(rows):
     failed = [r for r in rows if not r["ok"]]
     if failed:
         parts.append(f"{len(failed)} not answering ({', '.join(r['host'] for r in failed)})")
+    gone = [r["host"] for r in rows if r["lost"]]
+    if gone:
+        parts.append(f"{len(gone)} lost by a kept run ({', '.join(gone)})")
     summary = f"{len(rows)} box{'es' if len(rows) != 1 else ''}: " + ", ".join(parts)
     doc = envelope("fleet", ok=not failed, summary=summary, data={"hosts": rows, "totals": totals})
     code = exit_code({"hosts": [{"ok": r["ok"], "error": r["error"]} for r in rows]})

@@ -156,7 +156,9 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
     endpoint = torchrun.endpoint(rdzv_host, port)
     plan = {n["index"]: n for n in pre["nodes"]}
 
-    link = {"token": os.urandom(16).hex(), "nodes": len(hosts), "head": plan[0]["address"], "port": None}
+    # a gang of one (an elastic gang gone down to its last node) has no peer to keep a link to
+    link = {"token": os.urandom(16).hex(), "nodes": len(hosts), "head": plan[0]["address"], "port": None} \
+        if policy and len(hosts) > 1 else None
 
     def start(host):
         index = hosts.index(host)
@@ -174,7 +176,7 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
         finally:
             target.close()
 
-    started = _start_nodes(hosts, start, link if policy else None)
+    started = _start_nodes(hosts, start, link)
     record = {"gang_id": gang_id, "created_at": time.time(), "parent_gang_id": parent,
               "spec": {"hosts": hosts, "cmd": cmd, "nproc_per_node": nproc_per_node, "name": name, "workdir": workdir,
                        "env": env or {}, "secret_env_names": sorted(secrets or {}), "code": code, "rdzv_port": port,
@@ -218,8 +220,8 @@ def elastic_nnodes(nnodes, count):
 
 def node_policy(policy, link, index):
     """Node `index`'s run policy: the gang's, with its place on the link between the supervisors."""
-    if not policy:
-        return None
+    if not policy or link is None:
+        return policy
     place = {"node": index, "nodes": link["nodes"], "token": link["token"]}
     if index == 0:
         place["bind"] = link["head"]

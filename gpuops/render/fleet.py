@@ -2,7 +2,7 @@
 Pure `cells` builds the text of each row, so what a row says is tested without a terminal."""
 
 from ..units import duration, human_bytes
-from . import render_errors, summary_line
+from . import inert, render_errors, summary_line
 
 COLUMNS = ("HOST", "GPUS", "VRAM USED / FREE", "UTIL", "JOBS", "DATA DIR", "FREE", "INODES FREE", "UPTIME",
            "IDLE FOR", "IDLE $")
@@ -152,6 +152,10 @@ def _view(doc, width):
 
 def render(doc, con):
     con.print(_view(doc, con.width))
+    for r in doc["data"]["hosts"]:  # what a keeper found (gpuops.keeper): the run never uses the box again
+        if r.get("lost"):
+            con.print(inert.text(f"{r['host']}: lost by run {r['lost'].get('run')}: {r['lost'].get('why')}"),
+                      markup=False)
     # A box that did not answer gets the one stderr line (with how to see why) every verb gives it.
     render_errors({"hosts": [{"host": r["host"], "error": r["error"]} for r in doc["data"]["hosts"] if not r["ok"]]})
     summary_line(doc, con)

@@ -2,7 +2,7 @@
 stops and keeps) and its keeper (what outlives the box)."""
 
 from .common import DAY
-from .model import INT, LIST, SECS, SWITCH, TEXT, Param
+from .model import INT, LIST, NUM, SECS, SWITCH, TEXT, Param
 
 # A run: one supervisor on the box starts, watches and judges each attempt (gpuops.onbox.run.runloop);
 # gpuops.jobs.runpolicy checks these before anything is sent.
@@ -55,13 +55,20 @@ KEEPER = (
     Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
                          "log and events; a keeper process then moves the run to another box of the fleet when its box "
                          "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
-          cli_only=_KEEPER_CLI),
+          tip="with fleet: a local directory (under the roots) keeping the run's checkpoints; a keeper moves a "
+              "lost box's run to another box of the fleet"),
     Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
-          low=1, high=DAY, cli_only=_KEEPER_CLI),
+          low=1, high=DAY, tip="with vault: a box silent this long is lost (default 180 s; a shorter blip is waited out)"),
     Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "
                                     "are verified in the vault, run the box's stop command from the fleet file "
                                     "(stop = \"...\"); a failing stop is reported, never done",
-          cli_only=_KEEPER_CLI),
+          tip="with vault: once completed and in the vault, run the box's stop command from the fleet file"),
     Param("output", LIST, "with --vault: a path on the box (relative to --workdir) the run leaves behind, copied to the "
                           "vault before the run counts as done (repeatable)", cli_only=_KEEPER_CLI),
+    Param("budget", NUM, "with --vault: USD the run may spend (the fleet file's prices, by the ledger); when reached, "
+                         "what the box holds is copied to the vault, the run stopped and its boxes' stop commands run",
+          low=0.0001, high=1e6, what="USD", tip="with vault: USD the run may spend; then evacuated and stopped"),
+    Param("stop_idle", SECS, "with --vault: once the run completed and is in the vault, run the stop command of each "
+                             "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
+                             "again is left running", low=1, high=366 * DAY, cli_only=_KEEPER_CLI),
 )

@@ -37,6 +37,7 @@ def run(opts):
     meta = jobrecord.read_json(jobrecord.path(current, META)) or {}
     out = {"now": time.time(), "boot_id": procs.boot_id(), "run_id": run_id, "current": current,
            "phase": rec.get("phase"), "ended": runrecord.ended(rec), "final": rec.get("final"),
+           "ended_at": rec.get("ended_at") if isinstance(rec.get("ended_at"), (int, float)) else None,
            "supervisor_alive": runrecord.supervisor_alive(rec),
            "attempt_liveness": jobrecord.liveness(meta) if meta else "gone",
            "run_dir": jobrecord.job_dir(run_id), "attempt_dir": jobrecord.job_dir(current), "checkpoints": None}

@@ -1,0 +1,55 @@
+"""An agent keeps a run across boxes (issue 36, MCP) through the official client: fleet_launch takes the
+keeper's fields (vault, lost_after_s, stop_when_done, budget with checkpoint_dir and resume_arg), a
+vault outside the server's roots is refused before anything starts, and job_status of the run answers
+from the keeper's record: where each attempt ran, the vault, the ledger."""
+
+import json
+
+import anyio
+import pytest
+
+from gpuops.keeper import record
+from tests.keeper.test_keeper_boxes import command
+
+pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+
+
+def _doc(result):
+    return json.loads(result.content[0].text)
+
+
+@pytest.mark.anyio
+async def test_an_agent_launches_a_kept_run_and_reads_its_boxes_vault_and_ledger(fleet, monkeypatch, tmp_path_factory):
+    from mcp import Client
+
+    from gpuops.mcp import server
+
+    a = fleet.box(1.8)
+    config = fleet.base / "config"
+    (config / "gpuops").mkdir(parents=True)
+    (config / "gpuops" / "fleet.toml").write_text(fleet.file.read_text() + f'[fleet.kept]\nhosts = ["{a}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(fleet.base))
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    asked = {"fleet": "kept", "gpus": 1, "cmd": command(steps=5), "checkpoint_dir": "ckpt",
+             "resume_arg": "--resume {checkpoint}", "lost_after_s": 6}
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    async with Client(server.build(toolsets="all")) as client:
+        outside = await client.call_tool("fleet_launch", dict(asked, vault=str(elsewhere)))
+        assert outside.is_error and "GPUOPS_MCP_ROOTS" in _doc(outside)["summary"], _doc(outside)
+        assert not fleet.jobs(a).exists() or not any(fleet.jobs(a).iterdir())  # nothing started
+        launched = await client.call_tool("fleet_launch", dict(asked, vault=str(fleet.vault)))
+        doc = _doc(launched)
+        assert not launched.is_error and doc["ok"] and doc["host"] == a, doc
+        run = doc["data"]["job"]["job_id"]
+        assert doc["data"]["keeper"]["vault"] == str(fleet.vault / run)
+        with anyio.fail_after(120):
+            while record.read(run)["phase"] not in record.ENDED:
+                await anyio.sleep(0.5)
+        status = await client.call_tool("job_status", {"host": a, "job": run})
+    kept = _doc(status)["data"]["kept"]
+    assert kept["phase"] == record.FINISHED and [x["box"] for x in kept["attempts"]] == [a]
+    assert "checkpoint-5" in kept["vault"]["held"] and kept["lost"] == {}
+    money = kept["ledger"]
+    assert sum(t["seconds"] for t in money["totals"].values()) == pytest.approx(money["wall_s"])
+    assert money["usd"] == pytest.approx(1.8 * money["wall_s"] / 3600)
