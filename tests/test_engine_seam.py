@@ -9,7 +9,7 @@ import pytest
 from gpuops import engines
 from gpuops.engines import seam
 from gpuops.engines.base import Engine
-from gpuops.onbox import engines as on_box
+from gpuops.onbox.engines import registry as on_box
 
 MISSING = object()
 

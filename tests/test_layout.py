@@ -143,7 +143,7 @@ LAYERS = {
     "onbox.jobs": (("gpuops.onbox.jobs",), ("onbox.engines",)),
     "onbox.all": ((), ("onbox", "onbox.helper", "onbox.reaper", "onbox.facts", "onbox.jobs")),
     # the workstation's rules and records, which read what the box answers
-    "records": (("gpuops.pullindex", "gpuops.probecache", "gpuops.qualifystore"), ("onbox.all",)),
+    "records": (("gpuops.pullindex", "gpuops.probecache", "gpuops.qualifystore", "gpuops.fleetstate"), ("onbox.all",)),
     "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.profiles_guess",
                "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
     "jobs": (("gpuops.jobs", "gpuops.diagnose"), ("rules", "records")),
@@ -281,7 +281,7 @@ def test_no_module_is_longer_than_one_reader_can_hold():
 
 def _engine_names():
     from gpuops import engines
-    from gpuops.onbox import engines as on_box
+    from gpuops.onbox.engines import registry as on_box
 
     return set(engines.names()), set(on_box.ENGINES)
 
@@ -295,13 +295,13 @@ def _engine_of(module):
 
 
 # The registries name every engine; they import engines, never compare them.
-REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines"}
+REGISTRIES = {"gpuops.engines", "gpuops.engines.base", "gpuops.onbox.engines.registry"}
 # Log triage reads the scheduler words a log or a harness summary prints (`triage --slurm-state`),
 # not a gpuops job's engine: its words are its own (tests/test_shared_rules.py).
 # The classifier's modules: gpuops/onbox/triage/ but the step, log and retry rules beside them.
 _CLASSIFIER = ("advice", "aux", "classes", "classify", "facts", "framework_advice", "frameworks", "matcher",
-               "progress", "readers", "scan", "signatures", "status", "stepwindow", "tbcontext", "timestamps",
-               "wording")
+               "logtriage", "progress", "readers", "scan", "signatures", "status", "stepwindow", "tbcontext",
+               "timestamps", "wording")
 WORDS_OF_THEIR_OWN = tuple(f"gpuops.onbox.triage.{m}" for m in _CLASSIFIER) + ("gpuops.ops.triage", "gpuops.cli.triage")
 # The profile schema names every detach word, a scheduler's too.
 SCHEDULER_WORDS = {"gpuops.profiles"}
@@ -393,7 +393,7 @@ def _engine_branches(path, names, words, own_words, keys=frozenset(), schedulers
 
 
 def test_both_registries_name_the_same_engines():
-    from gpuops.onbox import engines as on_box
+    from gpuops.onbox.engines import registry as on_box
 
     here, box = _engine_names()
     assert here == box and "box" in here
@@ -440,3 +440,15 @@ def test_engine_modules_are_reached_through_the_registries_only():
     wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() for d in deps
                    if _engine_of(d) and m not in REGISTRIES and _engine_of(m) != _engine_of(d))
     assert not wrong, wrong
+
+
+def test_an_onbox_package_s_init_imports_nothing():
+    """Every module of a package runs its __init__ first: an __init__ that imported its package's
+    modules made reading one step line load the whole classifier, and one Slurm word every engine's
+    supervisor (and subprocess, on a call that must start no process)."""
+    heavy = []
+    for init in sorted((Path(__file__).resolve().parent.parent / "gpuops" / "onbox").glob("*/__init__.py")):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree)):
+            heavy.append(str(init))
+    assert not heavy

@@ -21,7 +21,7 @@ from gpuops.ops.triage import read_excerpt
 from gpuops.remote import wrap
 from gpuops.remote.local import LocalTarget
 from gpuops.remote.targets import target_for
-from gpuops.onbox.triage import triage_file, triage_pieces
+from gpuops.onbox.triage.logtriage import triage_file, triage_pieces
 from tests.test_onbox_bundle import _python36
 from tests.test_resident import _armed_box, box_runtime, reuse  # noqa: F401 - fixtures
 from tests.triage.helpers import EXPECTED, FIXTURES, log, long_noisy_hanging_log, now_of, state_of

@@ -83,6 +83,6 @@ def test_a_bundled_module_keeps_its_package_under_the_private_root():
     out = subprocess.run([sys.executable, "-S", "-B", "-"], input=src, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     names, same_steps, same_xid, where = json.loads(out.stdout)
-    assert same_steps and same_xid and where == "gpuops_box.onbox.triage"
+    assert same_steps and same_xid and where == "gpuops_box.onbox.triage.logtriage"
     assert not [n for n in names if n.split(".")[0] != "gpuops_box"]
     assert "gpuops_box.states" in names and not [n for n in names if n.startswith(("gpuops_box.ops", "gpuops_box.jobs"))]

@@ -4,7 +4,7 @@ supervisor saw and what triage read, in triage's class vocabulary."""
 import pytest
 
 from gpuops.onbox.triage import retrypolicy as rp
-from gpuops.onbox.triage import CLASS_NAMES
+from gpuops.onbox.triage.signatures import CLASS_NAMES
 
 
 def _decide(facts, attempt=1, max_retries=3, **kw):

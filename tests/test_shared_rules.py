@@ -14,7 +14,8 @@ from gpuops import states
 from gpuops.engines import statusrow
 from gpuops.onbox.jobs import job_facts
 from gpuops.onbox.triage import steps
-from gpuops.onbox.triage import classify_bytes, timestamps, triage_file
+from gpuops.onbox.triage import timestamps
+from gpuops.onbox.triage.logtriage import classify_bytes, triage_file
 from tests.triage.helpers import EXPECTED, log, now_of
 
 WITH_STEPS = sorted(n for n, e in EXPECTED.items() if e["expect"]["progress"]["last_step"] is not None)

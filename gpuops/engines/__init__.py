@@ -3,11 +3,11 @@
 A job runs on one engine: the box's own supervisor (`box`, the default), Slurm, ... Each engine
 is a module here holding `ENGINE` (a gpuops.engines.base.Engine): its state rule (the engine's
 facts -> a row of gpuops.states), its resource flags and their checks, and what diagnose,
-triage and stop may ask of it. Its box half is gpuops.onbox.engines' entry of the same name. A
+triage and stop may ask of it. Its box half is gpuops.onbox.engines.registry' entry of the same name. A
 gang (gpuops.jobs.gang) is a composition of engine jobs, not an engine.
 
 A new engine is its modules (named after it, here and in gpuops.onbox) plus one line in ENGINES
-below and one in gpuops.onbox.engines: nothing else branches on which engine a job has
+below and one in gpuops.onbox.engines.registry: nothing else branches on which engine a job has
 (tests/test_layout.py holds that).
 """
 

@@ -1,4 +1,4 @@
-"""What every engine answers on this side (its box half: gpuops.onbox.engines).
+"""What every engine answers on this side (its box half: gpuops.onbox.engines.registry).
 
 An engine subclasses Engine and overrides what it does differently; the defaults are an engine
 that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows, texts and

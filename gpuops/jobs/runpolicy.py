@@ -62,7 +62,7 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
         return None
     max_retries = None if max_retries is None else str(max_retries)
     keep_checkpoints = None if keep_checkpoints is None else str(keep_checkpoints)
-    from ..onbox.triage import CLASS_NAMES
+    from ..onbox.triage.signatures import CLASS_NAMES
 
     policy = {"max_retries": _whole("--max-retries", max_retries, 0, retrypolicy.MAX_RETRIES) or 0}
     if retry_on:

@@ -11,7 +11,7 @@ import math
 import os
 import time
 
-from .. import errors
+from .. import errors, fleetstate
 from ..onbox.run import checkpoints
 from ..ops import pull
 from ..ops import sync as S
@@ -267,7 +267,7 @@ class Keeper(object):
         att.update(ended_at=now, ended_why=action["why"])
         for box, why in gone.items():
             self.rec["lost"][box] = why
-            record.mark_lost(box, why, self.rec["run_id"])
+            fleetstate.mark_lost(box, why, self.rec["run_id"])
             self.say("lost", box=box, why=why)
         self.rec["phase"] = record.RELAUNCHING
         self.save()

@@ -1,10 +1,9 @@
 """What the keeper keeps on this machine, in the state dir (gpuops.pullindex.state_dir):
 
     keeper/RUN/record.json   the run across boxes: its launch spec, attempts (box, job, boot id,
-                             why it ended), lost boxes, vault, ledger marks, events, phase
+                             why it ended), lost boxes, vault, ledger marks, events, phase (the boxes it lost are in gpuops.fleetstate)
     keeper/RUN/keeper.pid    {pid, start_ticks} of the keeper process looking after it
     keeper/RUN/keeper.log    what that process wrote
-    fleet-state.json         {alias: {lost_at, why, run}}: boxes a keeper called lost, and why
 
 Each file is replaced whole (a reader sees the old one or the new one).
 """
@@ -18,7 +17,7 @@ from ..onbox.host import procs
 from ..pullindex import state_dir
 from . import vault
 
-RECORD, PID, LOG, FLEET_STATE = "record.json", "keeper.pid", "keeper.log", "fleet-state.json"
+RECORD, PID, LOG = "record.json", "keeper.pid", "keeper.log"
 EVENTS_MAX = 500
 
 # phases of a kept run; the last five are its end
@@ -87,14 +86,3 @@ def keeper_alive(run_id):
     if not held:
         return None
     return {"pid": held.get("pid"), "alive": bool(held.get("pid")) and procs.alive(held["pid"], held.get("start_ticks"))}
-
-
-def mark_lost(alias, why, run_id) -> None:
-    """The fleet's state says box `alias` was lost by run `run_id`, and why."""
-    doc = lost_boxes()
-    doc[alias] = {"lost_at": time.time(), "why": why, "run": run_id}
-    _write(state_dir(), FLEET_STATE, doc)
-
-
-def lost_boxes() -> dict:
-    return _read(os.path.join(state_dir(), FLEET_STATE)) or {}

@@ -11,7 +11,7 @@ an error.
 
 from .. import errors
 from .. import states
-from ..onbox.triage import CLASS_NAMES, STATUSES
+from ..onbox.triage.signatures import CLASS_NAMES, STATUSES
 
 STATES = states.NAMES
 # a job still in its system is diagnosed as its state, in lower case

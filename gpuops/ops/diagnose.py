@@ -60,7 +60,7 @@ def _triage(ev, row, engine):
     tail = ev.get("log_tail")
     if not tail:
         return None, None
-    from ..onbox.triage import triage_bytes
+    from ..onbox.triage.logtriage import triage_bytes
 
     now = datetime.fromtimestamp(float(ev["now"])) if ev.get("now") else None
     said, rec = engine.triage_inputs(row, ev) if row else (None, ev.get("exit"))

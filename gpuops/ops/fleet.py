@@ -9,7 +9,7 @@ others are still shown, and the exit code is the worst row's (gpuops.errors).
 import re
 from collections import Counter
 
-from .. import errors, profiles, qualifystore, shapes
+from .. import errors, fleetstate, profiles, qualifystore, shapes
 from ..boundary import bounded, shaped
 from ..envelope import CODE_KEY, envelope, exit_code
 from ..engines.answers import job_id
@@ -162,10 +162,8 @@ def row(box, facts=None, error=None):
 
 def build(rows):
     """The fleet envelope: data.hosts (one row per box, in the order asked) and the totals. A box a
-    keeper called lost (gpuops.keeper.record's fleet state) carries `lost`: {lost_at, why, run}."""
-    from ..keeper import record
-
-    lost = record.lost_boxes()
+    keeper called lost (gpuops.fleetstate) carries `lost`: {lost_at, why, run}."""
+    lost = fleetstate.lost_boxes()
     for r in rows:
         r["lost"] = lost.get(r["host"]) if isinstance(lost.get(r["host"]), dict) else None
     answered = [r for r in rows if r["ok"]]

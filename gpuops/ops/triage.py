@@ -9,7 +9,7 @@ from ..envelope import envelope
 from ..errors import BadAnswer, UsageError
 from ..jobs import rows
 from . import triage_locate
-from ..onbox.triage import triage_file, triage_pieces
+from ..onbox.triage.logtriage import triage_file, triage_pieces
 
 _OK_STATUSES = ("completed", "running")
 

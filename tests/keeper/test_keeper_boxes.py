@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuops import fleetstate
 from gpuops.jobs import runpolicy
 from gpuops.keeper import record, start, view
 from gpuops.keeper import vault as vaultmod
@@ -68,7 +69,7 @@ def test_a_box_killed_outright_mid_run_finishes_on_another_from_the_vault(fleet)
     assert r["phase"] == record.FINISHED, r.get("why")
     assert [x["box"] for x in r["attempts"]] == [a, b]
     assert r["lost"][a].startswith("unreachable for")
-    assert record.lost_boxes()[a]["run"] == run
+    assert fleetstate.lost_boxes()[a]["run"] == run
     resumed = r["attempts"][1]["resumed_from"]
     assert resumed in held(fleet, run) or resumed.startswith("checkpoint-")
     box_log = next((fleet.jobs(b)).glob("*/log")).read_text()

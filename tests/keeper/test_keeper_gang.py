@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from gpuops import fleetstate
 from gpuops.jobs import runpolicy
 from gpuops.keeper import record, start, view
 from gpuops.keeper import vault as vaultmod
@@ -71,7 +72,7 @@ def test_a_gang_whose_node_box_is_killed_outright_finishes_on_a_replacement_from
     r = finished(run, LOST_AFTER_S + 180)
     assert [[n["box"] for n in x["nodes"]] for x in r["attempts"]] == [[a, b], [a, c]]
     assert list(r["lost"]) == [b] and r["lost"][b].startswith("unreachable for")
-    assert record.lost_boxes()[b]["run"] == run
+    assert fleetstate.lost_boxes()[b]["run"] == run
     name, step = resumed_step(r)
     assert step >= 10  # the vault held it (checked against its manifest before the push); since pruned
     log = head_log(fleet, a)

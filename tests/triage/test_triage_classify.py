@@ -6,7 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from gpuops.onbox.triage import classify_bytes, signatures as S, triage_bytes, triage_file
+from gpuops.onbox.triage import signatures as S
+from gpuops.onbox.triage.logtriage import classify_bytes, triage_bytes, triage_file
 from gpuops.onbox.triage.classify import normalize_state
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "triage"

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gpuops.onbox.triage import signatures as S
-from gpuops.onbox.triage import triage_file
+from gpuops.onbox.triage.logtriage import triage_file
 
 from tests.triage.helpers import EXPECTED, FIXTURES, log, now_of, state_of
 

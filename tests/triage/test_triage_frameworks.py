@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpuops.onbox.triage import frameworks as FW
-from gpuops.onbox.triage import framework_advice, triage_file
+from gpuops.onbox.triage import framework_advice
+from gpuops.onbox.triage.logtriage import triage_file
 from tests.triage.helpers import FIXTURES
 
 ROOT = FIXTURES / "frameworks"

@@ -85,7 +85,7 @@ def test_checkpoint_period_sources(cfg, arg, enabled, expected):
 def test_a_fresh_run_that_counts_from_one_is_no_restore():
     """`Step 1/100` first: the framework counts steps done; it was "restored from checkpoint step 0"
     and counted `8 / 100` after `Step 7/100`."""
-    from gpuops.onbox.triage import triage_bytes
+    from gpuops.onbox.triage.logtriage import triage_bytes
 
     log = b"".join(b"[2025-03-02 10:00:%02d] Step %d/100 loss 2.0\n" % (i, i) for i in range(1, 8))
     result = triage_bytes(log)
@@ -99,7 +99,7 @@ def test_a_job_that_ended_is_projected_to_its_end_not_to_todays_clock():
     """A failed run from long ago: 'expected step now' was 54,849,375 (today's clock)."""
     from datetime import datetime
 
-    from gpuops.onbox.triage import classify_bytes
+    from gpuops.onbox.triage.logtriage import classify_bytes
 
     log = b"".join(b"[2025-03-02 10:00:%02d] completed step: %d, seconds: 1.000\n" % (i, i) for i in range(0, 20))
     log += b"[2025-03-02 10:00:30] Traceback (most recent call last):\nValueError: bad batch\n"

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from gpuops.onbox.triage import classify_bytes
+from gpuops.onbox.triage.logtriage import classify_bytes
 
 STEP_CASCADE = b"""[2025-03-02 10:00:00] srun --kill-on-bad-exit=1 python train.py
 1: Traceback (most recent call last):

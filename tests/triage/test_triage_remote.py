@@ -7,7 +7,7 @@ import pytest
 
 from gpuops.ops.triage import read_excerpt
 from gpuops.remote.local import LocalTarget
-from gpuops.onbox.triage import triage_pieces
+from gpuops.onbox.triage.logtriage import triage_pieces
 from tests.jobs.helpers import kill_everything
 from tests.triage.helpers import EXPECTED, log, long_noisy_hanging_log, now_of
 

@@ -3,7 +3,8 @@ lines, truncated last lines, and logs split over many chunks or read only in hea
 
 import pytest
 
-from gpuops.onbox.triage import classify_bytes, readers, signatures as S, triage_bytes, triage_file, triage_pieces
+from gpuops.onbox.triage import readers, signatures as S
+from gpuops.onbox.triage.logtriage import classify_bytes, triage_bytes, triage_file, triage_pieces
 from tests.triage.helpers import EXPECTED, log, now_of, state_of
 
 NAMES = sorted(EXPECTED)
@@ -136,7 +137,7 @@ def test_head_and_tail_pieces_keep_real_line_numbers(tmp_path, monkeypatch):
 # (seen in CI). grep's figure is fine: it is forked from this small child.
 _PEAK_RSS = """
 import resource, sys
-from gpuops.onbox.triage import triage_file
+from gpuops.onbox.triage.logtriage import triage_file
 result = triage_file(sys.argv[1], engine="grep")
 with open("/proc/self/status") as f:
     hwm_kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))

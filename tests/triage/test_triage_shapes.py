@@ -17,7 +17,7 @@ from datetime import datetime
 import pytest
 
 from gpuops.onbox.triage import signatures as S
-from gpuops.onbox.triage import triage_bytes, triage_file
+from gpuops.onbox.triage.logtriage import triage_bytes, triage_file
 from tests.triage.helpers import FIXTURES
 
 ROOT = FIXTURES / "shapes"

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from gpuops.onbox.triage import classify_bytes, triage_file
+from gpuops.onbox.triage.logtriage import classify_bytes, triage_file
 from tests.triage.helpers import log, now_of, state_of
 from tests.triage.test_triage_classify import T0, last_time, steps, text
 

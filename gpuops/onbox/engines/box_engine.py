@@ -1,4 +1,4 @@
-"""The box's own supervisor as an engine, on the box (gpuops.onbox.engines lists the interface;
+"""The box's own supervisor as an engine, on the box (gpuops.onbox.engines.registry lists the interface;
 its other half is gpuops.engines.box). The job is a process group under gpuops.onbox.run.wrapper,
 which records its start and its end beside it; pause stops it once its checkpoint is written,
 and resume starts it again as a child of the same command.

@@ -1,4 +1,4 @@
-"""Ray Jobs as an engine, on the Ray head (gpuops.onbox.engines lists the interface; its other
+"""Ray Jobs as an engine, on the Ray head (gpuops.onbox.engines.registry lists the interface; its other
 half is gpuops.engines.ray): a job is a Ray job submission (gpuops.onbox.engines.ray_submit) whose driver
 runs on the head beside its record (gpuops.onbox.engines.ray_driver); Ray says how it stands
 (PENDING ... as Ray spells them, mapped by the caller), and `ray job stop`'s REST call stops it.

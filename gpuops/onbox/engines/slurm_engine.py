@@ -1,4 +1,4 @@
-"""Slurm as an engine, on the login node (gpuops.onbox.engines lists the interface; its other
+"""Slurm as an engine, on the login node (gpuops.onbox.engines.registry lists the interface; its other
 half is gpuops.engines.slurm): sbatch submits (gpuops.onbox.engines.slurm_submit), the scheduler says how
 the job stands (gpuops.onbox.engines.slurm), scancel and scontrol act on it (gpuops.onbox.engines.slurm_control),
 and a queue is a dependency chain Slurm runs itself.

@@ -19,7 +19,7 @@
                     meta.json names its run as run: {id, attempt}
         run-stop.json  beside run.json: `gpuops stop` of any attempt of the run, written under
                     run.lock before any signal; no attempt starts once it exists
-meta.json's `engine` names who runs the job (gpuops.onbox.engines; records older than the field
+meta.json's `engine` names who runs the job (gpuops.onbox.engines.registry; records older than the field
 are the supervisor's). A job of another engine has the same directory where that engine's client
 runs (a Slurm login node's shared filesystem, a Ray head): cmd, meta.json (with the engine's own
 id for the job, engine_job_id, and what was asked of it), log, and exit.json written once the

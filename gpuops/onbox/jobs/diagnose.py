@@ -3,7 +3,7 @@
 For a gpuops job: its records, the facts `status` derives its state from, the box's boot_id and
 uptime now, the cgroup OOM counter now, free bytes and inodes on the job's paths, core dumps
 since launch (gpuops.onbox.host.cores: the job's cwd, coredumpctl where present), the log's head (where
-trackers such as W&B say whether they sync), and what its engine adds (gpuops.onbox.engines: the supervisor's boot_id, OOM counter and pid at launch against
+trackers such as W&B say whether they sync), and what its engine adds (gpuops.onbox.engines.registry: the supervisor's boot_id, OOM counter and pid at launch against
 now, the kernel log's OOM-killer and Xid lines stamped after launch, the log's tail; a scheduler's
 account of the job).
 For a bare pid (`--pid P --since EPOCH`) the box's part, minus the records. Reads only.
@@ -15,7 +15,7 @@ import sys
 import time
 
 from ..host import cgroup, cores, disk, evidence, jobrecord, procs, telemetry
-from .. import engines
+from ..engines import registry
 from . import job_facts
 
 
@@ -42,7 +42,7 @@ def gather(job_ref=None, pid=None, since=None):
         facts = job_facts.facts(job_id)
         ev.update(job_id=job_id, meta=meta or None, exit=rec["exit"], job=facts,
                   since=meta.get("launched_at") or since or now)
-        engines.of(meta).diagnose_facts(ev, job_id, rec, facts)
+        registry.of(meta).diagnose_facts(ev, job_id, rec, facts)
         ev["telemetry"] = telemetry.judged(rec["dir"])
         ev["log_head"] = evidence.head(meta.get("log") or os.path.join(rec["dir"], jobrecord.LOG))
         paths = [rec["dir"]] + ([meta["workdir"]] if meta.get("workdir") else [])

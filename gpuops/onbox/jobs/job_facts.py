@@ -10,7 +10,7 @@ import os
 import socket
 import time
 
-from .. import engines
+from ..engines import registry
 from ..host import jobrecord, procs, telemetry
 from ..triage import logexcerpt, logscan, steps
 from ..run import runrecord
@@ -36,7 +36,7 @@ def facts(job_id, progress_regex=None, detail=True):
         out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
         return out
     out["meta"] = meta
-    engines.of(meta).observe(out, jdir, meta, detail)
+    registry.of(meta).observe(out, jdir, meta, detail)
     out["exit"] = jobrecord.read_json(os.path.join(jdir, EXIT))
     out["pause"] = jobrecord.read_json(os.path.join(jdir, PAUSE))
     out["stop"] = jobrecord.read_json(os.path.join(jdir, STOP))

@@ -1,4 +1,4 @@
-"""On-box `launch` and `retry`: start a job on its engine (gpuops.onbox.engines: the supervisor,
+"""On-box `launch` and `retry`: start a job on its engine (gpuops.onbox.engines.registry: the supervisor,
 Slurm ...), once per idempotency key, and look at it for a moment. Entry: main(argv). The options
 (command, env, secrets) come on stdin, never in argv."""
 
@@ -7,7 +7,7 @@ import os
 import shlex
 
 from ..run import checkpoints, boxpolicy, runrecord
-from .. import engines
+from ..engines import registry
 from . import job_facts
 from ..host import jobrecord, signals
 from ..host.jobrecord import CMD, LOG, META, JobError
@@ -42,7 +42,7 @@ def confirmed(job_id, seconds):
 
 
 def launch(opts):
-    return _started(opts, body_of(opts), engines.named(opts.get("engine")).submit, opts.get("confirm_s"))
+    return _started(opts, body_of(opts), registry.named(opts.get("engine")).submit, opts.get("confirm_s"))
 
 
 def _started(spec, body, make, confirm_s):
@@ -68,7 +68,7 @@ def retry(opts):
     parent_id = jobrecord.resolve(opts.get("job"))
     pdir = jobrecord.job_dir(parent_id)
     parent = jobrecord.read_json(os.path.join(pdir, META)) or {}
-    engine = engines.of(parent)
+    engine = registry.of(parent)
     if opts.get("engine") and opts["engine"] != engine.NAME:
         raise JobError("usage", "job %s ran on %s, not %s: its retry takes no %s resources"
                        % (parent_id, engine.NAME, opts["engine"], opts["engine"]))

@@ -2,7 +2,7 @@
 
 Pause sends the job its checkpoint signal, waits until the job shows its checkpoint is written
 (a line matching `marker_regex` in its log after the signal, or `marker_file` appearing or
-changing), and only then has its engine give its resources back (gpuops.onbox.engines: a Slurm
+changing), and only then has its engine give its resources back (gpuops.onbox.engines.registry: a Slurm
 job is requeued and held, a supervised job is stopped and its record kept as paused). Without
 the marker by the timeout nothing is stopped. Resume is the engine's (a held Slurm job released:
 the same job, restarted from its script, which finds the checkpoint), or starts the job again as
@@ -14,7 +14,7 @@ import re
 import signal
 import time
 
-from .. import engines
+from ..engines import registry
 from . import job_facts, job_launch, job_wait
 from ..host import jobrecord
 from ..host.jobrecord import LOG, META, PAUSE, JobError
@@ -64,7 +64,7 @@ def pause(opts):
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
     since = time.time()
     wait = marker_waiter(job_id, opts, since)
-    engine = engines.of(meta)
+    engine = registry.of(meta)
     done = engine.before_pause(job_id, meta)
     if done is None:
         done = _checkpoint(opts, job_id, meta, wait, engine)
@@ -96,7 +96,7 @@ def _checkpoint(opts, job_id, meta, wait, engine):
 def resume(opts):
     job_id = jobrecord.resolve(opts.get("job"))
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
-    engine = engines.of(meta)
+    engine = registry.of(meta)
     done = engine.resume(job_id, meta, opts)
     if done is None:  # the engine starts it again: a child of the same command, from its checkpoint
         child = job_launch.retry(dict(opts, job=job_id))

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from .. import engines
+from ..engines import registry
 from . import job_facts, job_launch
 from ..host import jobrecord, procs
 from ..run import wrapper
@@ -79,7 +79,7 @@ def queue(opts):
             jobrecord.write_json(cancel_path, {"at": time.time()})
         elif new is not None and os.path.exists(cancel_path):
             os.unlink(cancel_path)  # sending the file again means: carry on
-        engine = engines.named(_engine(qdir, opts))
+        engine = registry.named(_engine(qdir, opts))
         scheduled = engine.chain is not None
         if scheduled:
             _schedule(name, qdir, opts, new is not None, engine)
@@ -107,7 +107,7 @@ def _engine(qdir, opts):
     recorded = (jobrecord.read_json(path) or {}).get("engine")
     asked = opts.get("engine")
     if recorded is None:
-        recorded = engines.named(asked).NAME
+        recorded = registry.named(asked).NAME
         jobrecord.write_json(path, {"engine": recorded})
     elif asked and asked != recorded:
         raise JobError("usage", "queue %s runs on %s, not %s" % (opts.get("name"), recorded, asked))
@@ -169,7 +169,7 @@ def _pending(name, text):
 
 def _entry_open(job_id):
     meta = jobrecord.read_json(jobrecord.path(job_id, META))
-    return bool(meta) and engines.of(meta).phase(job_id, meta) in ("starting", "alive")
+    return bool(meta) and registry.of(meta).phase(job_id, meta) in ("starting", "alive")
 
 
 def queue_report(name, qdir):
@@ -229,7 +229,7 @@ def _run_queue(name, qdir, opts):
                 spec = dict(common, command=cmd, kind="cmd", name="%s:%d" % (name, line), key=key, queue=name,
                             labels={"queue": name, "queue_line": str(line)})
                 try:
-                    job_id = engines.named(opts.get("engine")).submit(spec, job_launch.body_of(spec))
+                    job_id = registry.named(opts.get("engine")).submit(spec, job_launch.body_of(spec))
                 except JobError as e:
                     sys.stderr.write("gpuops queue %s: line %d not started: %s\n" % (name, line, e))
                     _finish_queue(name, qdir, error=str(e))

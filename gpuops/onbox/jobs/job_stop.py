@@ -1,4 +1,4 @@
-"""On-box `stop`: the job's engine stops it (gpuops.onbox.engines: the supervisor's TERM, KILL
+"""On-box `stop`: the job's engine stops it (gpuops.onbox.engines.registry: the supervisor's TERM, KILL
 after the grace and a check that every process is gone; a scheduler's cancel). Dry run unless
 `yes`; with a `plan` id (gpuops.onbox.host.plans), only when what would be stopped is still what was
 planned. Entry: main(argv).
@@ -11,7 +11,7 @@ under a plan binds to the attempt the plan showed; its stop.json is read at the 
 
 import time
 
-from .. import engines
+from ..engines import registry
 from . import job_facts
 from ..host import jobrecord
 from ..run import runrecord
@@ -29,7 +29,7 @@ def stop(opts):
         except (OSError, IOError) as e:
             raise JobError("refused", "cannot record the stop of run %s (%s): nothing was signalled" % (run_id, e))
         meta = jobrecord.read_json(jobrecord.path(job_id, META)) or meta
-    engine = engines.of(meta)
+    engine = registry.of(meta)
     doc = engine.stop(opts, job_id, meta)
     doc.update(engine=engine.NAME, after=job_facts.facts(job_id))
     if run_id:

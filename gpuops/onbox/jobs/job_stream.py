@@ -9,7 +9,7 @@ import select
 import sys
 import time
 
-from .. import engines
+from ..engines import registry
 from ..host import jobrecord
 from ..triage import logscan
 from ..host.jobrecord import EXIT, LOG, META, JobError
@@ -84,7 +84,7 @@ def _stream_end(job_id, meta, follow, limited):
         return {"reason": "eof", "ended": exit_rec is not None}
     if exit_rec is not None:
         return {"reason": "exited", "exit": exit_rec}
-    return engines.of(meta).stream_end(job_id, meta)
+    return registry.of(meta).stream_end(job_id, meta)
 
 
 def _emit(out, data):

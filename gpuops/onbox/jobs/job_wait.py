@@ -3,7 +3,7 @@ regex, or the time is up; then answer once with the job's facts and the log text
 Entry: main(argv).
 
 Waiting here, next to the records, costs one SSH call however long the wait, and notices an exit
-within one poll. The box knows only phases, as the job's engine tells them (gpuops.onbox.engines):
+within one poll. The box knows only phases, as the job's engine tells them (gpuops.onbox.engines.registry):
 "starting" (no start record yet, or queued), "alive", "paused" and "ended". The caller maps its
 states onto phases and derives the state from the facts returned, so the state rules stay in one
 place (gpuops.engines.statusrow).
@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-from .. import engines
+from ..engines import registry
 from . import job_facts
 from ..host import jobrecord
 from ..triage import logscan
@@ -36,7 +36,7 @@ def phase(job_id):
     meta = jobrecord.read_json(os.path.join(jdir, META))
     if meta is None:
         return "starting"
-    return engines.of(meta).phase(job_id, meta)
+    return registry.of(meta).phase(job_id, meta)
 
 
 class Scan(object):
@@ -112,7 +112,7 @@ def wait(opts):
     scan = Scan(log, start, pattern) if pattern else None
     match, events = None, []
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
-    every = engines.of(meta).POLL_S
+    every = registry.of(meta).POLL_S
     asked = 0.0
     while True:
         if time.time() - asked >= every:

@@ -23,7 +23,7 @@ import time
 from datetime import datetime
 
 from . import logexcerpt
-from . import triage_pieces
+from .logtriage import triage_pieces
 
 KEYS = ("status", "primary", "also", "stage", "progress")
 
