@@ -71,10 +71,10 @@ class Dir:
     """An open directory inside a root. Each method takes one name in it and never follows it
     when it is a symlink."""
 
-    def __init__(self, fd):
+    def __init__(self, fd) -> None:
         self.fd = fd
 
-    def close(self):
+    def close(self) -> None:
         os.close(self.fd)
 
     def lstat(self, name):
@@ -87,10 +87,10 @@ class Dir:
         """A descriptor of `name`; a symlink there fails (ELOOP) instead of being followed."""
         return os.open(_name(name), flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.fd)
 
-    def unlink(self, name):
+    def unlink(self, name) -> None:
         os.unlink(_name(name), dir_fd=self.fd)
 
-    def replace(self, src, dst):
+    def replace(self, src, dst) -> None:
         os.replace(_name(src), _name(dst), src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
     def symlink(self, target, name):
@@ -104,7 +104,7 @@ class Dir:
             self.unlink(name)
         os.symlink(os.fsencode(target), name, dir_fd=self.fd)
 
-    def subdir(self, name, create):
+    def subdir(self, name, create: bool):
         """The directory `name` in this one. With `create`, a missing one is made and a symlink
         there is replaced by a directory (the link itself goes, never what it points at)."""
         name = _name(name)
@@ -122,7 +122,7 @@ class Dir:
             os.mkdir(name, 0o777, dir_fd=self.fd)
         return Dir(os.open(name, _DIR_FLAGS, dir_fd=self.fd))
 
-    def remove_tree(self, name):
+    def remove_tree(self, name) -> None:
         """Remove `name`: a file or link itself, or a directory with everything in it."""
         name = _name(name)
         st = self.lstat(name)
@@ -145,11 +145,11 @@ class Dir:
 class Root:
     """A local directory that box-named paths are written under, and never out of."""
 
-    def __init__(self, path):
+    def __init__(self, path) -> None:
         self.path = os.fsencode(os.path.abspath(path))
 
     @contextlib.contextmanager
-    def parent(self, rel, create=True):
+    def parent(self, rel, create: bool = True):
         """(Dir, name): the open directory that holds `rel`, and its last component. With `create`,
         missing directories on the way are made and symlinks on the way replaced by directories;
         without, a symlink on the way fails like a missing directory."""
@@ -164,11 +164,11 @@ class Root:
         finally:
             here.close()
 
-    def makedirs(self, rel):
+    def makedirs(self, rel) -> None:
         with self.parent(rel) as (d, name):
             d.subdir(name, create=True).close()
 
-    def symlink(self, target, rel):
+    def symlink(self, target, rel) -> None:
         with self.parent(rel) as (d, name):
             d.symlink(target, name)
 

@@ -99,7 +99,7 @@ def _gotcha_value(node, aliases):
     return value if isinstance(value, str) else None
 
 
-def kind_of(rel: str, finding: str, severity, function: str = None) -> str:
+def kind_of(rel: str, finding: str, severity, function: str | None = None) -> str:
     """The kind of a finding made in file `rel` (a path from the repository root) by `function`
     with `severity` (a literal, or None when the code computes it)."""
     if rel.startswith(EXPLAINING) or (rel, function) in AFTER_THE_FACT:
@@ -185,7 +185,7 @@ def finding_kinds(root: Path = PACKAGE) -> dict:
     return out
 
 
-def by_gotcha(entries: dict, cites: list, kinds: dict = None) -> dict:
+def by_gotcha(entries: dict, cites: list, kinds: dict | None = None) -> dict:
     """gotcha id -> {kind: sorted names}: finding ids for checked/explained/documented, `verb: how`
     for prevented. Raises ValueError for an index `cited_by` entry no code makes."""
     kinds = finding_kinds() if kinds is None else kinds

@@ -29,7 +29,7 @@ def references(path: str = str(TABLE)) -> dict:
     return data
 
 
-def model_for(name, table=None):
+def model_for(name: str, table=None):
     """(model key, its row) of the first model whose `match` finds GPU `name`, else (None, None)."""
     for key, row in ((table or references())["models"]).items():
         if name and re.search(row["match"], name, re.I):

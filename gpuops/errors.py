@@ -24,7 +24,7 @@ class GpuopsError(Exception):
     exit_code = INTERNAL
     kind = "internal"
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
@@ -128,7 +128,7 @@ class Interrupted(BaseException):
     KeyboardInterrupt, so that no `except Exception` on the way swallows it; the verb catches it
     to report how far it got."""
 
-    def __init__(self, signal_name):
+    def __init__(self, signal_name: str) -> None:
         super().__init__(signal_name)
         self.signal_name = signal_name
 

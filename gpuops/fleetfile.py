@@ -102,7 +102,7 @@ def _check(doc: FleetFile, src) -> None:
                 raise src.error(("fleet", name, "hosts", j), f"{alias!r} is not the alias of any [[host]] here")
 
 
-def boxes(name=None, path=None) -> list:
+def boxes(name: Optional[str]=None, path=None) -> list:
     """The boxes of fleet `name` (a [fleet.NAME] group of the default file, or a file of its own),
     or every [[host]] of the default file when no name is given."""
     if name and (os.sep in name or name.endswith(".toml")):
@@ -123,7 +123,7 @@ def boxes(name=None, path=None) -> list:
     return [by_alias[a] for a in doc.fleet[name].hosts]
 
 
-def aliases(name=None, path=None) -> list:
+def aliases(name: Optional[str]=None, path=None) -> list:
     """The --host words of boxes(name, path), in their order."""
     return [box.alias for box in boxes(name, path)]
 

@@ -170,7 +170,7 @@ def _score(entry: Gotcha, query: str, words: list) -> int:
     return total
 
 
-def search(query: str, limit: int = 5):
+def search(query, limit: int = 5):
     """(hits, total): the best `limit` entries for an id or keywords, and how many matched."""
     query = (query or "").strip()
     if not query:

@@ -31,7 +31,7 @@ def request(gpus, gpu_type=None, min_vram_gib=None) -> dict:
     return {"gpus": gpus, "gpu_type": str(gpu_type).strip() if gpu_type else None, "min_vram_gib": min_vram_gib}
 
 
-def model(name) -> str:
+def model(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3': the words people use."""
     name = (name or "unknown GPU").strip()
     for prefix in ("NVIDIA ", "Tesla "):
@@ -150,7 +150,7 @@ def place(rows, req) -> dict:
     return {"host": chosen["host"], "gpus": indices, "boxes": judged, "summary": summary}
 
 
-def _load(key, gpus):
+def _load(key, gpus) -> str:
     busy, jobs = round(key[0] * len(gpus)), key[1]
     return f"{busy} of {len(gpus)} GPUs busy, {jobs} gpuops job(s)"
 

@@ -45,7 +45,7 @@ def _load():
     return data if isinstance(data, dict) else {}
 
 
-def known(host):
+def known(host: str):
     """{"key", "facts"} kept for `host`, or None."""
     entry = _load().get(host)
     if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not isinstance(entry.get("facts"), dict):
@@ -53,7 +53,7 @@ def known(host):
     return entry
 
 
-def merged(host, torch, kept):
+def merged(host: str, torch, kept):
     """The probe's torch facts with what was kept filled in where the box said they still hold;
     a fresh answer with a key is kept for next time."""
     if not isinstance(torch, dict):
@@ -69,7 +69,7 @@ def merged(host, torch, kept):
     return torch
 
 
-def _remember(host, key, facts):
+def _remember(host: str, key, facts) -> None:
     data = _load()
     data[host] = {"key": key, "facts": facts, "seen_at": time.time()}
     write_per_host(_NAME, data, _KEEP, "seen_at")

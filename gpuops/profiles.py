@@ -208,12 +208,14 @@ class Profile:
     def absolute(self, path: str) -> Optional[str]:
         home = self.ssh.home
         if path == "~" or path.startswith("~/"):
-            path = (home + path[1:]) if home else None
+            full = (home + path[1:]) if home else None
         elif path == "$HOME" or path.startswith("$HOME/"):
-            path = (home + path[5:]) if home else None
+            full = (home + path[5:]) if home else None
         elif path and not path.startswith(("/", "$")):
-            path = posixpath.join(home, path) if home else None
-        return posixpath.normpath(path) if path else None
+            full = posixpath.join(home, path) if home else None
+        else:
+            full = path
+        return posixpath.normpath(full) if full else None
 
     def _pattern(self, tier_path: str):
         path = self.absolute(tier_path)

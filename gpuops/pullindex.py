@@ -29,7 +29,7 @@ def state_dir() -> str:
     return os.path.join(base, "gpuops")
 
 
-def write_state(name, doc) -> None:
+def write_state(name: str, doc) -> None:
     """`doc` as JSON in the state dir's file `name`, readable by this user only, replaced whole
     (a reader sees the old file or the new one); OSError when it cannot be written."""
     from .contained import Root
@@ -38,7 +38,7 @@ def write_state(name, doc) -> None:
     Root(state_dir()).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
 
 
-def write_per_host(name, data, keep, stamp) -> None:
+def write_per_host(name: str, data, keep, stamp) -> None:
     """`data` ({host: entry}) kept as by write_state, only the `keep` entries newest by their `stamp`
     key: best effort, like the caches that use it (a file that cannot be written is as good as none)."""
     if len(data) > keep:

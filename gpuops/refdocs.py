@@ -32,7 +32,7 @@ def source() -> dict:
 
 # ---- generated docs ----------------------------------------------------------------------------
 
-def table(entries: dict = None, cites: list = None, kinds: dict = None) -> dict:
+def table(entries: dict | None = None, cites: list | None = None, kinds: dict | None = None) -> dict:
     """gotcha id -> {kind: names} (gpuops.coverage.by_gotcha) for the index's entries."""
     entries = source() if entries is None else entries
     return C.by_gotcha(entries, C.citations() if cites is None else cites, kinds)
@@ -55,7 +55,7 @@ def _tally(counts: dict, n: int, what: str) -> str:
             f"{counts[C.EXPLAINED]} explained, {counts[C.DOCUMENTED]} documented only.")
 
 
-def coverage_markdown(entries: dict = None, rows: dict = None) -> str:
+def coverage_markdown(entries: dict | None = None, rows: dict = None) -> str:
     entries = source() if entries is None else entries
     rows = table(entries) if rows is None else rows
     universal = [gid for gid in rows if UNIVERSAL.fullmatch(gid)]
@@ -90,7 +90,7 @@ def coverage_markdown(entries: dict = None, rows: dict = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def catalog_markdown(entries: dict = None, rows: dict = None) -> str:
+def catalog_markdown(entries: dict | None = None, rows: dict = None) -> str:
     entries = source() if entries is None else entries
     rows = table(entries) if rows is None else rows
     out = [

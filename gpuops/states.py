@@ -62,7 +62,7 @@ PHASES = {PENDING: "starting", STARTING: "starting", RUNNING: "alive", STALLED: 
 PHASES.update({n: "ended" for n in TERMINAL})
 
 
-def style(name) -> str:
+def style(name: str) -> str:
     s = STATES.get(name)
     return s.style if s else ""
 

@@ -116,7 +116,7 @@ def dotted(path: tuple) -> str:
 class Source:
     """A file being loaded: its display name and key→line map, for precise error lines."""
 
-    def __init__(self, name: str, text: str):
+    def __init__(self, name: str, text: str) -> None:
         self.name = name
         self.lines = key_lines(text)
 
@@ -126,7 +126,7 @@ class Source:
             path = path[:-1]
         return self.lines.get(path, 1)
 
-    def error(self, path: tuple, problem: str, at: tuple = None) -> UsageError:
+    def error(self, path: tuple, problem: str, at: tuple | None = None) -> UsageError:
         line = self.line_of(path if at is None else at)
         return UsageError(f"{self.name}:{line}: {dotted(path)}: {problem}")
 

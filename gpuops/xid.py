@@ -44,7 +44,7 @@ class Xid(namedtuple("Xid", ("code", "name", "meaning", "kind", "action"))):
 Xid.__new__.__defaults__ = ("",)
 
 
-def _x(code, name, meaning, kind, action=""):
+def _x(code, name: str, meaning, kind, action=""):
     return Xid(code, name, meaning, kind, action)
 
 

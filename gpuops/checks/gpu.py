@@ -105,7 +105,7 @@ def throttle(facts, t):
     return _per_gpu(facts, "gpu.throttle", judge, "no hardware or thermal slowdown on {n} GPU(s)")
 
 
-def _distance(temp, slow):
+def _distance(temp, slow) -> str:
     if slow is None:
         return "hot enough to throttle"
     if temp >= slow:

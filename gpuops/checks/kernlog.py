@@ -65,7 +65,7 @@ def xid(facts, t):
     return out
 
 
-def driver_has(facts, pci):
+def driver_has(facts, pci) -> bool:
     """The driver lists this GPU here and, when its minor is known, its device node exists."""
     key = busid.key(pci)
     for g in ((facts.get("gpu") or {}).get("driver_gpus")) or []:

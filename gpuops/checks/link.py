@@ -22,7 +22,7 @@ P2P_MEANING = {"NS": "not supported", "CNS": "chipset not supported", "GNS": "GP
                "TNS": "topology not supported", "U": "unknown"}
 
 
-def pcie_gbps(gen, width):
+def pcie_gbps(gen, width: int):
     """Per-direction PCIe bandwidth in GB/s of a gen x width link, or None."""
     if not gen or not width or gen not in GBPS_PER_LANE:
         return None
@@ -33,7 +33,7 @@ def _links(facts):
     return (facts.get("links") or {}).get("devices") or []
 
 
-def _idle(d):
+def _idle(d) -> bool:
     p = d.get("pstate") or ""
     loaded = p[1:].isdigit() and int(p[1:]) <= LOADED_PSTATE and (d.get("util_pct") or 0) > 0
     return not loaded

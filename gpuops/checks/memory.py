@@ -37,7 +37,7 @@ def _where(victim, mem):
     return "outside", f"cgroup {memcg}, outside this container's {root}: another tenant on a shared host"
 
 
-def _victim_text(v, why):
+def _victim_text(v, why) -> str:
     return f"{v['comm']} (pid {v['pid']}) at {_clock(v.get('at'))}, {why}"
 
 

@@ -43,7 +43,7 @@ DEFAULTS = {
 }
 
 
-def _number(name, value):
+def _number(name: str, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"preflight threshold {name!r} must be a number, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):  # nan slips past `< 0`; inf is no threshold
@@ -53,7 +53,7 @@ def _number(name, value):
     return value
 
 
-def _ports(name, value):
+def _ports(name: str, value):
     if not isinstance(value, (list, tuple)) or not all(
             isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in value):
         raise UsageError(f"preflight threshold {name!r} must be a list of TCP ports, got {value!r}")

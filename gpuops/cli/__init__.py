@@ -6,7 +6,7 @@ command line whose meaning is certain runs without Invoke at all (see cli.lite).
 import sys
 
 
-def main():
+def main() -> None:
     try:
         _main()
     except KeyboardInterrupt:  # a Ctrl-C while gpuops was still starting: its spinner may show by then
@@ -18,7 +18,7 @@ def main():
         sys.exit(130)
 
 
-def _main():
+def _main() -> None:
     from .switches import connect_flags
 
     host, identity = connect_flags(sys.argv[1:])

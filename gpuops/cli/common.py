@@ -23,7 +23,7 @@ def _resumable(command) -> bool:
     return command in verbindex.VERBS and surface.verb(command).resumable
 
 
-def interrupted(command, began=True):
+def interrupted(command, began=True) -> None:
     """Ctrl-C: say what state things are in, in words chosen by what the verb does (or that it had
     not `began`: gpuops was still starting), and the exact command that goes on from there on a
     `next:` line of its own (folded to paste whole)."""
@@ -55,7 +55,7 @@ def _reads(command) -> bool:
 
 
 @contextlib.contextmanager
-def sigterm_interrupts(active):
+def sigterm_interrupts(active: bool):
     """While following or waiting, SIGTERM interrupts like SIGINT does, so the envelope (where the
     job stands, how to go on) is still printed when a supervisor or `timeout` ends the verb."""
     if not active:

@@ -11,7 +11,7 @@ from .. import engines
 from ..errors import UsageError
 
 
-def takes(verb_name, note=""):
+def takes(verb_name: str, note=""):
     """Decorate a verb whose body ends with `engine_flags=None` (after @verb)."""
 
     def make(body):

@@ -24,7 +24,7 @@ ERASE = "\r\x1b[2K"
 
 
 class _Painter:
-    def __init__(self, text: str, err, out):
+    def __init__(self, text: str, err, out) -> None:
         self.text, self.err, self.out = text, err, out
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -61,10 +61,10 @@ class _Painter:
 class _Claiming:
     """A stream whose first write takes the painter's line back, then writes as the stream does."""
 
-    def __init__(self, stream, painter: _Painter):
+    def __init__(self, stream, painter: _Painter) -> None:
         self._stream, self._painter = stream, painter
 
-    def write(self, text):
+    def write(self, text: str):
         self._painter.take_back()
         return self._stream.write(text)
 
@@ -72,7 +72,7 @@ class _Claiming:
         self._painter.take_back()
         return self._stream.writelines(lines)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str):
         if name in ("buffer", "fileno"):  # the way to write bytes around write(): the line goes first
             self._painter.take_back()
         return getattr(self._stream, name)

@@ -24,7 +24,7 @@ DAY = 86400
 WORD_ARGS = verbindex.WORD_ARGS
 
 
-def verb(name):
+def verb(name: str):
     """The task of verb `name`, made from its description (gpuops.surface): its flags and their
     order, defaults, help and which repeat. The body names the parameters it takes (the same, in
     the same order: else a TypeError at import) and gets each number parsed and held to its
@@ -105,7 +105,7 @@ def number(flag, value, low, high, integer=False, what=None):
     return parsed
 
 
-def _parse(text, kind):
+def _parse(text: str, kind):
     try:
         return kind(text)
     except ValueError:
@@ -132,7 +132,7 @@ def seconds(flag, value, low=0, high=DAY, whole=False):
     return int(parsed) if parsed == int(parsed) else parsed
 
 
-def _span(s):
+def _span(s) -> str:
     """A bound in its largest exact unit: 86400 -> '1d', 90 -> '90s'."""
     for unit, size in (("d", DAY), ("h", 3600), ("m", 60)):
         if s and s % size == 0:

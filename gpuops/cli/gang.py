@@ -8,6 +8,7 @@ from ..jobs import spec
 from ..remote.hostspec import split_hosts
 from ..surface.jobs import GANG_NODES, GANG_PORT
 from .flags import number
+from typing import Sequence
 
 # The flags of one box's job that mean nothing for a gang (which has its own id and node records).
 _NOT_FOR_GANG = {"--script": "--torchrun runs --cmd's training script on every box (push the code first)",
@@ -27,7 +28,7 @@ def refuse(given, reasons):
             raise UsageError(f"{flag} does not apply here: {reasons[flag]}")
 
 
-def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_gib, cmd, nproc_per_node,
+def launch_several(*, host: str, fleet, torchrun, identity, gpus, gpu_type, min_vram_gib, cmd, nproc_per_node,
                    rdzv_port, rdzv_host, code, one_job, elastic=None, **common):
     """`launch --fleet` (one job, placed) or `launch --torchrun` (a gang, on --host's boxes or on
     every box of a --fleet group, in its order): the envelope."""
@@ -57,7 +58,7 @@ def launch_several(*, host, fleet, torchrun, identity, gpus, gpu_type, min_vram_
                  identity=identity, gpus=spec.gpus(gpus), policy=one_job.get("policy"), **(elastic or {}), **common)
 
 
-def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):
+def _gang(hosts: Sequence[str], *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, **launch_kw):
     from ..jobs import torchrun
     from ..ops import gang
 
@@ -72,7 +73,7 @@ def _gang(hosts, *, cmd, nproc_per_node, rdzv_port, rdzv_host, code, identity, *
                        identity=identity, **launch_kw)
 
 
-def _placed(fleet_name, *, gpus, gpu_type, min_vram_gib, identity, **launch_kw):
+def _placed(fleet_name: str, *, gpus, gpu_type, min_vram_gib, identity, **launch_kw):
     from .. import fleetfile, placement
     from ..ops import place
 

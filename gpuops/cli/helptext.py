@@ -9,6 +9,7 @@ import re
 import textwrap
 
 from .. import verbindex
+from typing import Sequence
 
 TAGLINE = "gpuops: operate rented GPU boxes over SSH without losing runs, data or money."
 
@@ -63,7 +64,7 @@ TOPICS = {"exit-codes": "what each exit code means", "all": "every verb with its
 HONOURED_CORE = ("help", "version", "complete", "print-completion-script")
 
 
-def _wrap(text, width, indent, subsequent=None):
+def _wrap(text: str, width: int, indent, subsequent=None):
     """`text` filled to `width` at spaces only: a flag (`--gpus-per-node`), a path or a URL is
     never broken inside."""
     return textwrap.fill(" ".join(text.split()), width=max(40, width), initial_indent=indent,
@@ -71,7 +72,7 @@ def _wrap(text, width, indent, subsequent=None):
                          break_long_words=False, break_on_hyphens=False)
 
 
-def example_lines(command, width, indent="  "):
+def example_lines(command, width: int, indent="  "):
     """A command line for the help, folded between its words with a trailing backslash (a shell
     reads the lines as one command, pasted whole); a word or a quoted string is never split."""
     import shlex
@@ -85,7 +86,7 @@ def example_lines(command, width, indent="  "):
     return fold.command(fold.units([shlex.quote(w) for w in words]), width, indent, indent + "    ")
 
 
-def usage(width=80):
+def usage(width: int = 80):
     """What bare `gpuops` prints: the verbs by group, names only, the first commands to try and
     where the rest of the help is; a screen, not the whole reference."""
     out = [TAGLINE, "", "Usage: gpuops <verb> [flags]", ""]
@@ -105,7 +106,7 @@ def usage(width=80):
     return "\n".join(out)
 
 
-def exit_codes(width=80):
+def exit_codes(width: int = 80):
     """`gpuops help exit-codes`: each code, what it means."""
     out = ["Exit codes: the same for every verb (--json adds the error's kind and message)", ""]
     for code, meaning in EXIT_CODES:
@@ -113,7 +114,7 @@ def exit_codes(width=80):
     return "\n".join(out)
 
 
-def index(lines, width=80):
+def index(lines, width: int = 80):
     """`gpuops help`: every verb on one row under its group, and where the rest is; a 24-row
     terminal shows it whole with the prompt under it. lines: {verb: its few words}."""
     group_w = max(len(g) for g, _ in GROUPS) + 2
@@ -131,14 +132,14 @@ def index(lines, width=80):
     return "\n".join(out)
 
 
-def _cut(row, width):
+def _cut(row, width: int):
     """An index row within `width`: its words, ending at a word with an ellipsis when they do not fit."""
     if len(row) <= width:
         return row
     return row[:width - 1].rsplit(" ", 1)[0] + "…"
 
 
-def overview(summaries, width=80):
+def overview(summaries, width: int = 80):
     """`gpuops help all`: verbs grouped, each with its whole summary, then examples. summaries: {verb: line}."""
     out = [TAGLINE, "", "Usage: gpuops <verb> [flags]        gpuops <verb> --help", ""]
     placed = set()
@@ -162,7 +163,7 @@ def overview(summaries, width=80):
     return "\n".join(out)
 
 
-def flag_line(names, value, repeatable, short=None):
+def flag_line(names: Sequence[str], value, repeatable, short=None):
     """'--host=HOST' / '--label=VALUE ...' / '--json' / '-j, --job=JOB' for one flag."""
     long = max(names, key=len)
     shown = (f"{short}, " if short else "") + ("-" if len(long) == 1 else "--") + long
@@ -171,7 +172,7 @@ def flag_line(names, value, repeatable, short=None):
     return shown + (" ..." if repeatable else "")
 
 
-def verb_help(verb, doc, flags, width=80):
+def verb_help(verb, doc, flags, width: int = 80):
     """USAGE / description / FLAGS / EXAMPLES for one verb. flags: [(names, takes_value,
     repeatable, help, short flag or None)]."""
     out = [f"Usage: gpuops {verb} [flags]", ""]
@@ -226,7 +227,7 @@ def _engine_groups(verb):
     return out
 
 
-def _flag_lines(s, text, col, width):
+def _flag_lines(s, text: str, col, width: int):
     if s.endswith(" ...") and "repeatable" not in text:
         text += " (repeatable)"
     if len(s) + 4 > col:
@@ -241,7 +242,7 @@ def missing(verb, flag, what):
     return f"{verb} needs {flag} ({what})" + (f"; e.g. {example}" if example else "")
 
 
-def closest(word, candidates):
+def closest(word: str, candidates):
     """The one candidate close enough to `word` to suggest, or None."""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return close[0] if close else None

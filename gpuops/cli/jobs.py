@@ -16,7 +16,7 @@ from .spinner import countdown
 from .helptext import missing
 
 
-def _need_job(verb_name, job):
+def _need_job(verb_name: str, job):
     if not job:
         raise UsageError(missing(verb_name, "--job", _WHICH))
 
@@ -36,7 +36,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
            profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
            code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
            max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
-           output, budget, stop_idle, json, timeout, engine_flags):
+           output, budget, stop_idle, json, timeout, engine_flags) -> None:
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -103,7 +103,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
 
     from ..render import gang as several_render
 
-    def shown(doc, con):
+    def shown(doc, con) -> None:
         one = not picked.get("composes", True) or not (torchrun or fleet)
         (render.started if one else several_render.launched)(doc, con)  # a scheduler's --torchrun is one job
 
@@ -155,7 +155,7 @@ def _kept_gang(gang, cmd):
                                 what="a TCP port")}
 
 
-def _kept_run(job, host, gang):
+def _kept_run(job, host: str, gang):
     """The keeper's record of `job` when it names a kept run and no --host or --gang was given."""
     if host or gang or not job:
         return None
@@ -165,7 +165,7 @@ def _kept_run(job, host, gang):
 
 
 @verb("status")
-def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, verbose, jobs_dir, json,
+def status(c, host: str, identity, job, label: str, progress_regex, stall_factor, stall_min, limit: int, all, verbose: bool, jobs_dir, json,
            gang, watch):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
@@ -202,8 +202,8 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
 
 @verb("logs")
-def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir,
-         json, raw, gang, cursors):
+def logs(c, host: str, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save: bool, reconnect, jobs_dir,
+         json, raw, gang, cursors) -> None:
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
@@ -257,13 +257,13 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
     run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
 
 
-def _gang_alone(host, job):
+def _gang_alone(host: str, job):
     if host or job:
         raise UsageError("--gang names the gang's boxes and jobs itself: leave out --host and --job")
 
 
 @verb("wait")
-def wait(c, host, identity, job, until, after_event, log_regex, from_offset, timeout, max_bytes, jobs_dir, json,
+def wait(c, host: str, identity, job, until, after_event, log_regex, from_offset, timeout, max_bytes, jobs_dir, json,
          gang):
     """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
     from ..ops import wait as op
@@ -310,7 +310,7 @@ def _stdout_sink(raw):
 
     kept, last = None if raw else LogBytes(), [b"\n"]
 
-    def sink(data):
+    def sink(data) -> None:
         shown = data if kept is None else kept.close() if data is None else kept.feed(data)
         if data is None and last[0] != b"\n" and sys.stdout.isatty():
             shown = (shown or b"") + b"\n"  # a page cut mid-line: gpuops' closing line starts on its own
@@ -323,7 +323,7 @@ def _stdout_sink(raw):
 
 
 @verb("stop")
-def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang):
+def stop(c, host: str, identity, job, grace, yes, plan, signal, jobs_dir, json, gang) -> None:
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone (Slurm: scancel)."""
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -346,8 +346,8 @@ def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang)
 
 @engineflags.takes("retry", "; replaces the parent's")
 @verb("retry")
-def retry(c, host, identity, job, env, secret_env, resume_arg, checkpoint_dir, key, jobs_dir, json, gang,
-          engine_flags):
+def retry(c, host: str, identity, job, env, secret_env, resume_arg, checkpoint_dir, key, jobs_dir, json, gang,
+          engine_flags) -> None:
     """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
     asked = engineflags.given(engine_flags)
     from ..ops import jobs as op
@@ -376,8 +376,8 @@ def retry(c, host, identity, job, env, secret_env, resume_arg, checkpoint_dir, k
 
 @engineflags.takes("queue")
 @verb("queue")
-def queue(c, host, identity, file, name, env, secret_env, workdir, gpus, wait, cancel, jobs_dir, json, engine,
-          engine_flags):
+def queue(c, host: str, identity, file, name: str, env, secret_env, workdir, gpus, wait, cancel, jobs_dir, json, engine,
+          engine_flags) -> None:
     """A sequential run queue: each line a normal job, resumable, append-safe (Slurm: a dependency chain)."""
     asked = engineflags.given(engine_flags)
     from ..jobs import spec

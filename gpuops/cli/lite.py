@@ -27,7 +27,7 @@ MODULES = {module: tuple(v for v, m in VERBS.items() if m == module) for module 
 HELP = (["--help"], ["-h"], ["help"])
 
 
-def _module(name):
+def _module(name: str):
     return importlib.import_module(f"{__package__}.{name}")
 
 

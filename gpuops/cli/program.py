@@ -42,7 +42,7 @@ class GpuopsProgram(Program):
     """Invoke's Program with gpuops's own help, and command-line mistakes as one line and exit 2
     (usage; an envelope too under --json), never exit 1 (check failed) or a Python repr."""
 
-    def run(self, argv=None, exit=True):
+    def run(self, argv=None, exit=True) -> None:
         argv = list(sys.argv if argv is None else argv)
         valued = _takes_value()
         argv, given = _stand_ins(argv[:1] + words_to_flag(expand_short(argv[1:], valued), valued))
@@ -77,17 +77,17 @@ class GpuopsProgram(Program):
             raise errors.UsageError(f"{flag} is an option of Invoke, not of gpuops: no verb runs shell commands "
                                     "through it (dry runs are every changing verb's default; --yes acts)")
 
-    def _usage(self, message, argv, verb):
+    def _usage(self, message, argv, verb) -> None:
         print(f"gpuops: {message}", file=sys.stderr)
         if "--json" in argv:
             command = verb or next((a for a in argv[1:] if a in ns.task_names), "gpuops")
             sys.stdout.write(dumps(error_envelope(command, errors.UsageError(message))) + "\n")
         sys.exit(errors.USAGE)
 
-    def print_help(self):
+    def print_help(self) -> None:
         print(helptext.index(lite.lines(), _width()))
 
-    def print_task_help(self, name):
+    def print_task_help(self, name: str) -> None:
         ctx = self.parser.contexts[name]
         iterable = set(getattr(ns[name], "iterable", None) or ())
         shorts = {long: short for short, (long, verbs) in SHORT.items() if name in verbs}
@@ -96,7 +96,7 @@ class GpuopsProgram(Program):
                  for a in {id(a): a for a in ctx.flags.values()}.values()]
         print(helptext.verb_help(name, inspect.getdoc(ns[name]), flags, _width()), end="")
 
-    def _execute(self, exit):
+    def _execute(self, exit) -> None:
         try:
             self.execute()
         except Exit as e:

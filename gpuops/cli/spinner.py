@@ -17,7 +17,7 @@ from .firstpaint import DELAY_S
 
 
 class Spinner:
-    def __init__(self, console):
+    def __init__(self, console) -> None:
         self._console = console
         self._waits = []
         self._lock = threading.Lock()  # the stack; the only lock the display thread takes
@@ -45,11 +45,11 @@ class Spinner:
                 self._waits.remove(entry)
             self._end()
 
-    def connecting(self, host, deadline):
+    def connecting(self, host: str, deadline):
         """A remote.patience listener: the handshake, with the time left before ssh gives up."""
         return self.waiting(lambda: f"connecting to {host} (gives up in {duration(deadline - time.monotonic())})")
 
-    def _show(self):
+    def _show(self) -> None:
         from rich.live import Live
 
         with self._display:
@@ -61,7 +61,7 @@ class Spinner:
                               redirect_stdout=False)
             self._live.start()
 
-    def _end(self):
+    def _end(self) -> None:
         """Take the line away once nothing is waited for (Live.stop waits for the display thread,
         which takes only the stack's lock: never hold that here)."""
         with self._display:
@@ -93,7 +93,7 @@ _active = None
 
 
 @contextlib.contextmanager
-def active(as_json, quiet=False):
+def active(as_json, quiet: bool = False):
     """While a verb runs: a Spinner on a terminal (not for --json, nor when the verb shows its own
     progress: `quiet`), told of every SSH handshake the verb waits for."""
     global _active
@@ -113,7 +113,7 @@ def active(as_json, quiet=False):
         _active = None
 
 
-def show(text):
+def show(text: str):
     """A context in which the active Spinner (if any) shows `text` (a string or a callable)."""
     return _active.waiting(text) if _active is not None else contextlib.nullcontext()
 

@@ -43,7 +43,7 @@ def expand_short(argv, valued=None):
     return out
 
 
-def _maybe_a_flag(word):
+def _maybe_a_flag(word: str):
     """Invoke takes a word that is one of the verb's flags as that flag, not as a value."""
     return word.startswith("--") and word[2:].replace("-", "").isalnum()
 

@@ -12,6 +12,7 @@ from ..errors import UsageError
 from .common import on_hosts, run
 from .flags import verb
 from .helptext import missing
+from typing import Sequence
 
 def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fix_crlf=False, engine="auto",
              no_budget=False, io_timeout=30, retry_for=300, profile=None, plan=None, compress=False,
@@ -30,7 +31,7 @@ def _options(progress, exclude, include_git, rehash, delete=False, yes=False, fi
                    compress=compress, streams=None if streams == "auto" else int(streams))
 
 
-def _hosts(host, verb_name, single=False, **required):
+def _hosts(host: str, verb_name: str, single=False, **required: bool):
     """The hosts named, once every flag the verb cannot go without is given (required: {flag:
     (value, what it takes)})."""
     from ..remote.hostspec import split_hosts
@@ -45,7 +46,7 @@ def _hosts(host, verb_name, single=False, **required):
     return hosts
 
 
-def _progress(as_json, hosts):
+def _progress(as_json, hosts: Sequence[str]):
     from ..render.syncbar import for_humans
     from ..sync.progress import Silent
 
@@ -53,8 +54,8 @@ def _progress(as_json, hosts):
 
 
 @verb("push")
-def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
-         streams, profile, rehash, identity, plan, compress, json, verbose):
+def push(c, host: str, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
+         streams, profile, rehash, identity, plan, compress, json, verbose: bool) -> None:
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -71,8 +72,8 @@ def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine,
 
 
 @verb("pull")
-def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, streams,
-         rehash, identity, plan, compress, json, verbose):
+def pull(c, host: str, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, streams,
+         rehash, identity, plan, compress, json, verbose: bool) -> None:
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -90,7 +91,7 @@ def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget
 
 
 @verb("verify")
-def verify(c, host, src, dst, exclude, include_git, rehash, identity, json, all, verbose, local, remote):
+def verify(c, host: str, src, dst, exclude, include_git, rehash, identity, json, all, verbose: bool, local, remote) -> None:
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render

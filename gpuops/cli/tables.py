@@ -54,7 +54,7 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def _table(name, comment, rows) -> list:
+def _table(name: str, comment: str, rows) -> list:
     out = ["", comment, f"{name} = {{"]
     for key, value in rows:
         line = f"    {key!r}: {_literal(value)},"

@@ -20,7 +20,7 @@ _ENTRY = {"time": NUMBER + (NONE,), "pid": (int, NONE), "sig": (str, NONE), "cor
 MAX_ENTRIES, MAX_TEXT = 20, 300
 
 
-def checked(doc, host):
+def checked(doc, host: str):
     """The `cores` part of diagnose's evidence once its shape and sizes are gpuops's (None stays None)."""
     if doc is None:
         return None

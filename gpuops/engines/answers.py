@@ -41,19 +41,19 @@ _PROGRESS = shape(records.Progress)
 _EVENT = shape(records.ProgressEvent)
 
 
-def job_id(value, host):
+def job_id(value, host: str):
     if not isinstance(value, str) or not JOB_ID.match(value):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: job id {value!r}")
     return value
 
 
-def words(table, host, what):
+def words(table, host: str, what):
     """A {name: value} table of the scheduler's words: strings only, each bounded."""
     if not all(isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= WORD_MAX for k, v in table.items()):
         raise BadAnswer(f"{host}: the box's {what} is not gpuops's: not a table of short words")
 
 
-def _scheduler_words(doc, host):
+def _scheduler_words(doc, host: str) -> None:
     sched = doc.get("scheduler") or {}
     for table, what in ((sched.get("job"), "scheduler job"), ((doc.get("exit") or {}).get("scheduler"), "exit record"),
                         ((sched.get("pending") or {}).get("partition"), "partition")):
@@ -65,7 +65,7 @@ def _scheduler_words(doc, host):
             words(node if isinstance(node, dict) else {0: 0}, host, "partition node")
 
 
-def run_event(event, host):
+def run_event(event, host: str):
     """One of a run's events once the fields gpuops reads have gpuops' types (the rest is the
     event's own, bounded on the box and shown as data)."""
     expect(event if isinstance(event, dict) else {"seq": "?"}, _RUN_EVENT, host, "run event")
@@ -74,7 +74,7 @@ def run_event(event, host):
     return event
 
 
-def _run_facts(doc, host):
+def _run_facts(doc, host: str):
     run = doc.get("run")
     if run is not None:
         expect(run, _RUN, host, "run record")
@@ -105,7 +105,7 @@ def _run_facts(doc, host):
                 raise BadAnswer(f"{host}: the box's telemetry row is not gpuops's: a GPU reading is not numbers")
 
 
-def exit_record(rec, host):
+def exit_record(rec, host: str):
     """An exit record on its own (a log stream's end carries one), once its shape is gpuops's."""
     if rec is not None:
         expect(rec if isinstance(rec, dict) else {"exit_code": "?"}, _EXIT, host, "exit record")
@@ -114,7 +114,7 @@ def exit_record(rec, host):
     return rec
 
 
-def facts(doc, host):
+def facts(doc, host: str):
     """A job's facts as the box reported them, once their shape is gpuops's."""
     if not isinstance(doc, dict):
         raise BadAnswer(f"{host}: the box's answer is not gpuops's: a job record is a {type(doc).__name__}")
@@ -161,7 +161,7 @@ _GPU_FINDING = {"id": str, "severity": str, "title": str, "evidence": dict, "fix
 MAX_GPU_FINDINGS = 256  # a warning or two per GPU asked (at most 64) and per job running beside it
 
 
-def gpu_findings(meta, host):
+def gpu_findings(meta, host: str):
     """The warnings the box's check of --gpus left in a job's record (gpuops.onbox.host.gpu_pins), as
     findings: [] when it recorded none."""
     check = (meta or {}).get("gpu_check")

@@ -10,9 +10,10 @@ from ..envelope import step
 from ..errors import GpuopsError, Rejected, UsageError
 from .. import states
 from .seam import StopEnd, WorkstationHalf
+from typing import Optional
 
 
-def command_line(host, verb, job, *extra, jobs_dir=None, why=None):
+def command_line(host: str, verb, job, *extra, jobs_dir=None, why=None):
     """The next step `gpuops VERB --host H --job J ...`, on the records directory the op used."""
     words = ["gpuops", verb, "--host", host, "--job", job] + list(extra)
     if jobs_dir:
@@ -44,7 +45,7 @@ class Engine:
         """{its state word: phase} for its box half, which may spell no state."""
         return {word: states.PHASES[name] for word, name in self.states.items()}
 
-    def state_of(self, word):
+    def state_of(self, word: object):
         """The gpuops state of one of its words (as its tools print them), or None."""
         return self.states.get(str(word or "").strip().split(" ")[0].rstrip("+").upper())
 
@@ -108,7 +109,7 @@ class Engine:
 
     # ------------------------------------------------------------ what verbs say
 
-    def started_text(self, jid, meta, said):
+    def started_text(self, jid, meta, said) -> str:
         """A launch's summary once the job is on its way (`said`: its state as one line)."""
         return f"started {jid}"
 
@@ -131,13 +132,13 @@ class Engine:
         summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"
         return StopEnd(gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], [])
 
-    def queue_note(self):
+    def queue_note(self) -> str:
         """What a queue summary adds about the entries still waiting."""
         return ""
 
     # ------------------------------------------------------------ diagnose and triage
 
-    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+    def diagnosis(self, ev, row, host: str, jobs_dir, triaged=None, pid: Optional[int]=None):
         """{verdict (its document), data, next, advice, ok, what}: why the job stands where it does,
         from the box's evidence, its status row and its log's triage."""
         raise NotImplementedError
@@ -148,7 +149,7 @@ class Engine:
 
     # ------------------------------------------------------------ preflight
 
-    def present(self, facts):
+    def present(self, facts) -> bool:
         """Whether the probe's facts show this engine's cluster on the host (then preflight asks
         its box half for the cluster's facts: gpuops.onbox.facts.engine_facts)."""
         return False

@@ -11,6 +11,7 @@ from ..states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, TERMINAL, VANIS
 from ..envelope import step
 from .base import Engine, command_line
 from .seam import StopEnd
+from typing import Optional
 
 
 class Box(Engine):
@@ -45,10 +46,10 @@ class Box(Engine):
         else:
             row.update(state=VANISHED, reason=_vanish_reason(f))
 
-    def started_text(self, jid, meta, said):
+    def started_text(self, jid, meta, said) -> str:
         return f"started {jid} (pid {meta.get('pid')})"
 
-    def target_text(self, t):
+    def target_text(self, t) -> str:
         return f"pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}"
 
     def plan(self, targets):
@@ -73,7 +74,7 @@ class Box(Engine):
                        ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
                         "driver): it goes with a GPU reset or a reboot."])
 
-    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+    def diagnosis(self, ev, row, host: str, jobs_dir, triaged=None, pid: Optional[int]=None):
         from ..onbox.track import wandblines
         from ..diagnose import verdict
 

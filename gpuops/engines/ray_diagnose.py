@@ -61,7 +61,7 @@ def decide(ev, row):
     return out("failed-exit", "high", ["the driver exited with code %s" % row.get("exit_code")])
 
 
-def next_steps(verdict, host, job, jobs_dir=None):
+def next_steps(verdict, host: str, job, jobs_dir=None):
     base = ["--host", host, "--job", job] + (["--jobs-dir", jobs_dir] if jobs_dir else [])
     if verdict in ("cancelled", "stopped", "vanished", "oom-kill", "killed-by-signal", "gpu-fault"):
         return [step("gpuops", "retry", *base), step("gpuops", "logs", *base, "--tail", "50")], []
@@ -74,7 +74,7 @@ def next_steps(verdict, host, job, jobs_dir=None):
     return [step("gpuops", "triage", *base), step("gpuops", "logs", *base, "--tail", "200")], []
 
 
-def diagnosis(engine, ev, row, host, jobs_dir, triaged):
+def diagnosis(engine, ev, row, host: str, jobs_dir, triaged):
     v = decide(ev, row)
     jid, sid = row["job_id"], row.get("engine_job_id")
     nxt, advice = next_steps(v["verdict"], host, jid, jobs_dir)

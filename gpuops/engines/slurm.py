@@ -10,6 +10,7 @@ from . import slurm_sbatch as sbatch
 from . import slurm_state
 from .base import Engine, command_line
 from .seam import StopEnd
+from typing import Optional
 
 # One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
 SRUN = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL"
@@ -60,7 +61,7 @@ class Slurm(Engine):
     def flags_for(self, verb):
         return dict(self.flags) if verb == "launch" else dict(RESOURCES)
 
-    def decide(self, row, facts, meta):
+    def decide(self, row, facts, meta) -> None:
         slurm_state.row_of(row, facts, meta)
 
     def submission(self, opts, asked, torchrun=None):
@@ -125,10 +126,10 @@ class Slurm(Engine):
         flag = sbatch.at_fault(said, asked)
         return errors.Rejected(f"{host}: sbatch refused the job" + (f" ({flag})" if flag else "") + f": {said}")
 
-    def started_text(self, jid, meta, said):
+    def started_text(self, jid, meta, said) -> str:
         return f"submitted {jid} as Slurm job {meta.get('slurm_job_id')}: {said}"
 
-    def target_text(self, t):
+    def target_text(self, t) -> str:
         where = f" on {t['nodes']}" if t.get("nodes") else ""
         return f"Slurm job {t['slurm_job_id']} ({t.get('state')}{where})"
 
@@ -151,10 +152,10 @@ class Slurm(Engine):
                            [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
         return StopEnd(False, f"{jid}: Slurm job {ids} has not ended after {used} ({after['state']})", [], [])
 
-    def queue_note(self):
+    def queue_note(self) -> str:
         return ", the rest waiting in Slurm's queue"
 
-    def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
+    def diagnosis(self, ev, row, host: str, jobs_dir, triaged=None, pid: Optional[int]=None):
         from . import answers
         from . import slurm_diagnose
 

@@ -19,7 +19,7 @@ NEAR_LIMIT = 0.9  # MaxRSS this close to ReqMem: the memory limit is the likely 
 _KILLED = re.compile(r"(?m)(^|\s)Killed\b|oom[-_]kill", re.I)
 
 
-def megabytes(text):
+def megabytes(text: str):
     """MB of a Slurm size ('1234K', '2G', '4000Mn', '16Gc'), or None."""
     m = re.match(r"^\s*([\d.]+)\s*([KMGT]?)[nc]?\s*$", str(text or ""), re.I)
     if not m:
@@ -118,7 +118,7 @@ def _near_limit(f):
     return bool(limit and f["max_rss_mb"] and f["max_rss_mb"] >= NEAR_LIMIT * limit)
 
 
-def next_steps(verdict, host, job, row, resources, jobs_dir=None):
+def next_steps(verdict, host: str, job, row, resources, jobs_dir=None):
     """Runnable next steps (envelope.step) for a verdict; what needs a person's judgement is advice."""
     base = ["--host", host, "--job", job] + (["--jobs-dir", jobs_dir] if jobs_dir else [])
     retry = ("gpuops", "retry", *base)

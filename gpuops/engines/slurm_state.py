@@ -33,7 +33,7 @@ _WAITING = ("Priority", "Resources", "None", "")
 _GRES_GPU = re.compile(r"(?:^|,)gpu(?::[A-Za-z0-9_.-]+)?:(\d+)")
 
 
-def from_word(word):
+def from_word(word: str):
     """The state a Slurm JobState ('CANCELLED by 0', 'PENDING') is reported as, or None for a word
     Slurm does not use."""
     return WORDS.get(str(word or "").strip().split(" ")[0].rstrip("+").upper())
@@ -127,7 +127,7 @@ def _reason(out: dict, word: str, job: dict, sched: SchedulerSaid, resources: di
     return None
 
 
-def pending_reason(said, job, pending):
+def pending_reason(said, job, pending) -> str:
     """Why a job waits, in words; its place in the queue and Slurm's start estimate when known."""
     where = ""
     if pending.get("position"):

@@ -91,7 +91,7 @@ def _run(row: dict, record: dict | None, now: float | None) -> None:
             f"the next starts in {wait:.0f}s" if wait is not None else "its supervisor decides whether to retry"))
 
 
-def _curves(row, record):
+def _curves(row, record) -> None:
     """What the supervisor saw in the job's first minutes about where its curves go (U35, U39)."""
     found = curves.findings(record)
     if found:

@@ -18,7 +18,7 @@ _FINDING = {"id": str, "severity": str, "title": str, "evidence": (dict, NONE), 
             "gotcha": (str, NONE)}
 
 
-def checked(doc, host):
+def checked(doc, host: str):
     """The box's record once its shape is gpuops's (None stays None); BadAnswer otherwise."""
     if optional(doc, _RECORD, host, "tracker record") is None:
         return None

@@ -11,7 +11,7 @@ _ERRORISH = re.compile(r"error|not found|no such file|denied|cannot|can't|fatal|
 MAX_CHARS = 300
 
 
-def first_error(text):
+def first_error(text: str):
     """The line of `text` that says why: after a Python traceback's first line, the first line
     that is not indented (the exception, named); else the first line that reads as an error
     (error, not found, denied ...) without the shell's prefix; else the last line. None for an

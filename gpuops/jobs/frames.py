@@ -18,7 +18,7 @@ MAX_FRAME = 1 << 20
 
 
 class FrameReader:
-    def __init__(self):
+    def __init__(self) -> None:
         self._buf = bytearray()
 
     def feed(self, chunk):

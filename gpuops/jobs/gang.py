@@ -46,7 +46,7 @@ def labels(gang_id, index, nnodes) -> dict:
     return {LABEL: gang_id, NODE_LABEL: str(index), NODES_LABEL: str(nnodes)}
 
 
-def node_name(index, host) -> str:
+def node_name(index, host: str) -> str:
     return f"node {index} ({host})"
 
 

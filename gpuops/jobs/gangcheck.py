@@ -39,7 +39,7 @@ _TORCH = {"installed": bool, "version": (str, NONE), "cuda": (str, NONE), "error
 MAX_TEXT, MAX_LIST = 512, 4096
 
 
-def _address(value, host, what):
+def _address(value, host: str, what):
     if value is not None:
         try:
             ipaddress.ip_address(value)
@@ -48,12 +48,12 @@ def _address(value, host, what):
     return value
 
 
-def _texts(host, *values):
+def _texts(host: str, *values) -> None:
     for value in values:
         bounded(len(value or ""), 0, MAX_TEXT, host, "a text's length", "gang answer")
 
 
-def checked(doc, host):
+def checked(doc, host: str):
     """The gang_facts answer once its shape, sizes and addresses are what gpuops writes."""
     shapes.checked("gang_facts", doc, host)
     for key, fields in (("route", _ROUTE), ("gpu", _GPU), ("torch", _TORCH)):
@@ -117,7 +117,7 @@ def table(nodes):
     return rows
 
 
-def _who(n):
+def _who(n) -> str:
     return f"node {n['index']} ({n['host']})"
 
 
@@ -182,7 +182,7 @@ def _code(nodes, head):
     return out
 
 
-def _port(head, rdzv_host, port):
+def _port(head, rdzv_host, port: int):
     r = head["facts"]["rendezvous"]
     if r["free"]:
         return []
@@ -199,8 +199,8 @@ def _candidates(head):
                      if i["up"] and i["ipv4"] and not torchrun.interface_problem(i["name"]))
 
 
-def _reach(nodes, head, rdzv_host, port):
-    out = []
+def _reach(nodes, head, rdzv_host, port: int):
+    out: list = []
     if not head["facts"]["rendezvous"]["free"]:
         return out  # nothing listened: the busy port is the finding
     known = _candidates(head)
@@ -271,7 +271,7 @@ def _clocks(nodes):
                     "timedatectl set-ntp true   # or chronyc makestep, on each node")]
 
 
-def judge(nodes, *, port, rdzv_host, nproc_per_node, shared_keys=None):
+def judge(nodes, *, port: int, rdzv_host, nproc_per_node, shared_keys=None):
     """{ok, findings, table, multi_host, nodes: [{index, host, interface, address}]} from `nodes`
     ([{index, host, facts (checked) or None, error, received_at}], the head first)."""
     findings = []

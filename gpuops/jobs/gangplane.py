@@ -20,7 +20,7 @@ MAX_NODES, MAX_TEXT = 64, 512
 SHOWN_PAIRS = 12  # findings past this are counted in one more, the pairs are all in the verdict
 
 
-def _address(value, host):
+def _address(value, host: str):
     if value is not None:
         try:
             ipaddress.ip_address(value)
@@ -28,7 +28,7 @@ def _address(value, host):
             raise BadAnswer(f"{host}: the box's gang answer is not gpuops's: data-plane address {value!r}") from None
 
 
-def checked(doc, host):
+def checked(doc, host: str):
     """The `dataplane` part of a gang_facts answer once its shape, sizes and addresses are gpuops's."""
     plane = shaped(doc, _PLANE, host, "gang answer's data plane")
     _address(plane["address"], host)
@@ -63,11 +63,11 @@ def pairs(nodes):
     return out
 
 
-def _who(n):
+def _who(n) -> str:
     return f"node {n['index']} ({n['host']})"
 
 
-def _fix(source, dest, pair):
+def _fix(source, dest, pair) -> str:
     # Linux's default range, for a box that did not say its own.
     low, high = dest["facts"]["dataplane"]["port_range"] or (32768, 60999)
     frm = source["facts"]["dataplane"]["address"] or source["facts"]["route"]["address"] or "SOURCE_ADDR"

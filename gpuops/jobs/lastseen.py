@@ -26,7 +26,7 @@ def load():
         return {}
 
 
-def remember(host, rows):
+def remember(host: str, rows) -> None:
     """Record {job_id: {state, exit_code, signal, seen_at}} for `host`; best effort."""
     data = load()
     seen = data.setdefault(host, {})
@@ -44,7 +44,7 @@ def remember(host, rows):
         pass
 
 
-def recall(host, ref=None):
+def recall(host: str, ref=None):
     """Everything seen on `host`, or the entry for one job named by id, key or name."""
     seen = load().get(host) or {}
     if ref is None:

@@ -11,7 +11,7 @@ from .records import ExitRecord, FailedAttempt
 from ..states import TIMEOUT
 
 
-def run_tag(run):
+def run_tag(run) -> str:
     """' [attempt 2/4 of run R, resumed from /ckpt/step-40]': a run's attempt, as summaries end."""
     resumed = f", resumed from {run['resumed_from']}" if run.get("resumed_from") else ""
     return f" [attempt {run.get('attempt')}/{run.get('of')} of run {run.get('id')}{resumed}]"
@@ -93,7 +93,7 @@ def step_time(events, first_step=None):
     return steps.step_time(((e.get("step"), e.get("seconds"), e.get("at")) for e in events), first_step)
 
 
-def add_hint(row, note):
+def add_hint(row, note) -> None:
     row["hint"] = (row["hint"] + "; " + note) if row.get("hint") else note
 
 

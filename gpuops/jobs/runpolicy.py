@@ -95,7 +95,7 @@ def build(max_retries=None, retry_on=None, checkpoint_dir=None, resume_arg=None,
     return {k: v for k, v in policy.items() if v is not None}
 
 
-def _glob(flag, pattern):
+def _glob(flag, pattern: str):
     try:
         return checkpoints.check_glob(pattern)
     except ValueError as e:
@@ -129,7 +129,7 @@ def check_command(kind, command, policy):
         raise UsageError(str(e)) from None
 
 
-def _resume_words(text):
+def _resume_words(text: str):
     try:
         onbox_policy.resume_words(text, "/")
     except onbox_policy.JobError as e:

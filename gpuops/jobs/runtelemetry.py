@@ -27,7 +27,7 @@ _STARVED = {"gotcha": (str, NONE), "since": NUMBER + (NONE,), "evidence": dict}
 _STARVED_EVIDENCE = {"gpu_util_mean": NUMBER, "cpu_mean_pct": NUMBER, "cpu_top_mean_pct": NUMBER, "cores": NUMBER}
 
 
-def checked(doc, host):
+def checked(doc, host: str):
     """The box's judgements once their shape is gpuops's (None stays None)."""
     if optional(doc, _JUDGED, host, "telemetry judgement") is None:
         return None

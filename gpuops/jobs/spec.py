@@ -5,6 +5,7 @@ import signal
 
 from ..errors import UsageError
 from ..onbox.host import gpu_pins
+from typing import Sequence
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -57,7 +58,7 @@ def check_regex(pattern, flag="--progress-regex"):
             raise UsageError(f"{flag} is not a valid regular expression: {e}") from None
 
 
-def slug(text, default="queue"):
+def slug(text: str, default="queue"):
     s = _SLUG.sub("-", str(text).lower()).strip("-")[:40]
     return s or default
 

@@ -27,6 +27,7 @@ Why these flags (seed 004, elastic training troubleshooting):
 
 import re
 import shlex
+from typing import Optional, Sequence
 
 DEFAULT_PORT = 29500
 BACKENDS = ("c10d", "static")
@@ -50,7 +51,7 @@ def is_variable(value) -> bool:
     return isinstance(value, str) and bool(_VAR.match(value))
 
 
-def _count(name, value, low=1):
+def _count(name: str, value, low=1):
     if is_variable(value):
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -58,7 +59,7 @@ def _count(name, value, low=1):
     return str(value)
 
 
-def endpoint(host, port=DEFAULT_PORT) -> str:
+def endpoint(host: str, port=DEFAULT_PORT) -> str:
     """'host:port' for --rdzv-endpoint; an IPv6 address is bracketed."""
     if not (is_variable(host) or (isinstance(host, str) and _HOST.match(host))):
         raise ValueError(f"rendezvous host {host!r} is not a host name, an address or one $VARIABLE")
@@ -77,7 +78,7 @@ def command(script, **options_kw) -> list:
     return options(**options_kw) + script
 
 
-def options(*, nnodes, nproc_per_node, endpoint, rdzv_id, node_rank=None, backend="c10d", is_host=None,
+def options(*, nnodes, nproc_per_node, endpoint, rdzv_id, node_rank=None, backend="c10d", is_host: Optional[bool]=None,
             local_addr=None, max_restarts=None, join_timeout_s=None, launcher=LAUNCHER) -> list:
     """`launcher` and its options, for a caller that appends the script as shell text of its own
     (a job's --cmd, run by bash as written). ValueError names the first value that cannot be."""
@@ -111,7 +112,7 @@ def options(*, nnodes, nproc_per_node, endpoint, rdzv_id, node_rank=None, backen
     return words
 
 
-def interface_problem(name, multi_host=True):
+def interface_problem(name: str, multi_host=True):
     """Why `name` cannot carry a multi-host job's traffic (None when it can). On one host (all
     nodes in one network namespace) loopback is the right one, so only then is it allowed."""
     if not isinstance(name, str) or not _IFACE.match(name):
@@ -139,7 +140,7 @@ def environment(interface=None, multi_host=True) -> dict:
     return dict.fromkeys(IFACE_VARS, interface)
 
 
-def shell_line(words) -> str:
+def shell_line(words: Sequence[str]) -> str:
     """`words` as one sh command line, each quoted: a word made only of $VARIABLE references and
     characters sh gives no meaning to ('$HEAD:29500') is double-quoted, so the shell expands it and
     its value stays one word; every other word is single-quoted, taken as it is."""

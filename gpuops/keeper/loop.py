@@ -150,7 +150,7 @@ class Keeper(object):
             self._copy_logs(target, answer)
         self._prune(answer["checkpoints"].get("best"))
 
-    def _copy_checkpoint(self, target, box_dir, name) -> None:
+    def _copy_checkpoint(self, target, box_dir, name: str) -> None:
         where = self.vault.incoming(name)
         doc = pull.pull(target, f"{box_dir}/{name}", where, S.Options(retry_for=self.pull_retry_s))
         if not doc["ok"]:
@@ -356,17 +356,17 @@ class Keeper(object):
 
 
 class _LaunchFailed(Exception):
-    def __init__(self, boxes, why):
+    def __init__(self, boxes, why) -> None:
         super().__init__(why)
         self.boxes, self.why = boxes, why
 
 
 class _Closing(object):
-    def __init__(self, target):
+    def __init__(self, target) -> None:
         self.target = target
 
     def __enter__(self):
         return self.target
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.target.close()

@@ -32,11 +32,11 @@ def run_dir(run_id) -> str:
     return os.path.join(state_dir(), "keeper", run_id)
 
 
-def path(run_id, name) -> str:
+def path(run_id, name: str) -> str:
     return os.path.join(run_dir(run_id), name)
 
 
-def _write(where, name, doc):
+def _write(where, name: str, doc) -> None:
     os.makedirs(where, mode=0o700, exist_ok=True)
     contained.Root(where).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
 
@@ -75,7 +75,7 @@ def claim_pid(run_id) -> bool:
     return True
 
 
-def name_keeper(run_id, pid) -> None:
+def name_keeper(run_id, pid: int) -> None:
     """The pid file names process `pid` (with its start time, so a reused pid is not taken for it)."""
     _write(run_dir(run_id), PID, {"pid": pid, "start_ticks": (procs.stat(pid) or {}).get("start_ticks")})
 

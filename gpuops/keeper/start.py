@@ -12,13 +12,14 @@ from .. import errors
 from ..onbox.run import boxpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
 from . import attempt, gangattempt, loop, record, rules, vault
+from typing import Optional
 
 MIN_POLL_S = 1.0
 GPUOPS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, keep=None, stop_when_done=False,
-            outputs=(), name=None, env=None, workdir=None, jobs_dir=None, poll_s=None, gang=None, budget_usd=None,
+            outputs=(), name: Optional[str]=None, env=None, workdir=None, jobs_dir=None, poll_s=None, gang=None, budget_usd=None,
             stop_idle_s=None) -> dict:
     """What the keeper needs to launch the run again anywhere, checked: a vault needs the run's
     checkpoints (--checkpoint-dir) and a way to resume from one (--resume-arg, or `{checkpoint}` in

@@ -29,14 +29,14 @@ MAX_NAME = 255
 TOKEN = "~"  # .incoming/NAME~TOKEN: one copy's own place
 
 
-def plain(name) -> bool:
+def plain(name: object) -> bool:
     """True for a name that is one plain entry: what a box's checkpoint name must be to be copied."""
     return (isinstance(name, str) and 0 < len(name) <= MAX_NAME and "/" not in name and not name.startswith(".")
             and not any(ord(c) < 32 or ord(c) == 127 for c in name))
 
 
 class Vault:
-    def __init__(self, root, run_id):
+    def __init__(self, root, run_id) -> None:
         if not plain(run_id):
             raise errors.UsageError(f"a run id is one plain name, not {run_id!r}")
         self.root = os.path.join(os.path.abspath(os.path.expanduser(root)), run_id)
@@ -59,7 +59,7 @@ class Vault:
         out.sort(key=lambda h: (h["arrived"], h["name"]))
         return out
 
-    def incoming(self, name) -> str:
+    def incoming(self, name: str) -> str:
         """A fresh place to copy checkpoint `name` into: a name of its own (a copy a killed keeper
         left running cannot write into it), after what earlier copies of `name` left is removed."""
         self._check(name)
@@ -69,7 +69,7 @@ class Vault:
                 contained.Root(base).remove(left)
         return os.path.join(base, f"{name}{TOKEN}{secrets.token_hex(4)}")
 
-    def claim(self, name, src) -> None:
+    def claim(self, name: str, src) -> None:
         """Checkpoint `name`, verified at `src` (from incoming()) by its pull, becomes held: the
         manifest first, the directory last (the rename that makes it complete)."""
         self._check(name)
@@ -81,7 +81,7 @@ class Vault:
         os.replace(manifest_for(src), manifest_for(dst))
         os.replace(src, dst)
 
-    def drop(self, name) -> None:
+    def drop(self, name: str) -> None:
         """Stop holding checkpoint `name`: its manifest goes first, so it is never half held."""
         self._check(name)
         where = self.path(CHECKPOINTS, name)
@@ -92,7 +92,7 @@ class Vault:
         if os.path.lexists(where):
             contained.Root(self.path(CHECKPOINTS)).remove(name)
 
-    def verify(self, name) -> list:
+    def verify(self, name: str) -> list:
         """Paths of checkpoint `name` that differ from its manifest (missing, other size or sha256)."""
         self._check(name)
         where = self.path(CHECKPOINTS, name)
@@ -108,7 +108,7 @@ class Vault:
                 bad.append(f["path"])
         return bad
 
-    def _check(self, name):
+    def _check(self, name: str):
         if not plain(name):
             raise errors.BadAnswer(f"vault: {name!r} is not a plain checkpoint name; not copied")
 

@@ -24,14 +24,14 @@ def applies_plan(tool, yes, plan_id):
                                 "yes and the plan_id it showed")
 
 
-def on_host(command, host, op):
+def on_host(command, host: str, op):
     """`op(target) -> envelope` on exactly one host, the way the CLI's --host does it."""
     from ..ops.hosts import on_hosts, one_host
 
     return on_hosts(command, one_host(command, host), op)
 
 
-def check_regex(name, pattern):
+def check_regex(name: str, pattern: str):
     import re
 
     try:
@@ -46,7 +46,7 @@ async def with_progress(ctx, total_s, message, work):
     alive and may extend its own timeout. The progress is the seconds waited: always increasing."""
     import anyio
 
-    async def beat():
+    async def beat() -> None:
         waited = 0.0
         while True:
             await anyio.sleep(PROGRESS_EVERY_S)

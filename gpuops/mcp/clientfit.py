@@ -9,6 +9,7 @@ biggest first. `summary`, `ok` and `error` are never cut. What went is listed un
 """
 
 import json
+from typing import Sequence
 
 LIMIT_CHARS = 40_000
 STRING_CHARS = 4_000
@@ -33,7 +34,7 @@ def tail_text(text: str, chars: int):
     return text[len(text) - chars:], len(text) - chars
 
 
-def bound(doc, limit=LIMIT_CHARS) -> dict:
+def bound(doc, limit: int = LIMIT_CHARS) -> dict:
     """`doc` (summary first) whose compact JSON is at most about `limit` characters."""
     doc = summary_first(json.loads(compact(doc)))  # a private deep copy, JSON types only
     size = len(compact(doc))
@@ -66,7 +67,7 @@ def _size(doc, body, cut):
     return len(compact(dict(doc, **body))) + len(compact(_listed(cut))) + 60
 
 
-def _shorten_strings(node, path, cut):
+def _shorten_strings(node, path, cut) -> None:
     items = node.items() if isinstance(node, dict) else enumerate(node)
     for key, value in list(items):
         where = f"{path}.{key}" if path else str(key)
@@ -78,7 +79,7 @@ def _shorten_strings(node, path, cut):
             _shorten_strings(value, where, cut)
 
 
-def _shorten_lists(node, path, most, cut, lengths):
+def _shorten_lists(node, path, most, cut, lengths) -> None:
     items = node.items() if isinstance(node, dict) else enumerate(node)
     for key, value in list(items):
         where = f"{path}.{key}" if path else str(key)

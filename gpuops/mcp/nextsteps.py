@@ -14,6 +14,7 @@ import functools
 from .. import engines, surface
 from ..surface import model as M
 from ..surface.jobs import EVENT
+from typing import Sequence
 
 S, I, F, B, L, STATES = "str", "int", "float", "flag", "list", "states"
 CSV, IMPLIED = "csv", "implied"  # 'a,b' as a list; a flag the tool itself means (no parameter)
@@ -68,7 +69,7 @@ def translate(steps, listed):
     return out
 
 
-def _args(words, flags):
+def _args(words: Sequence[str], flags):
     args, i = {}, 0
     while i < len(words):
         if words[i] == "--json":  # how the CLI prints, which a tool call has no need to say
@@ -101,7 +102,7 @@ def _args(words, flags):
     return args
 
 
-def _value(kind, word, before):
+def _value(kind, word: str, before):
     try:
         if kind == I:
             return int(word)

@@ -90,7 +90,7 @@ def checked(tool: str, argv: list) -> dict:
 
 
 class Request:
-    def __init__(self, tool, verb, argv, what):
+    def __init__(self, tool, verb, argv, what) -> None:
         self.id = "req-" + secrets.token_hex(6)
         self.tool, self.verb, self.argv, self.what = tool, verb, argv, what
         self.started = time.monotonic()
@@ -105,7 +105,7 @@ class Request:
             r.start()
 
     @staticmethod
-    def _read(stream, into):
+    def _read(stream, into) -> None:
         for chunk in iter(lambda: stream.read1(65536), b""):
             if len(into) < ANSWER_BYTES:
                 into.extend(chunk[:ANSWER_BYTES - len(into)])
@@ -120,7 +120,7 @@ class Request:
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
 
-    def cancel(self):
+    def cancel(self) -> None:
         """SIGINT to the copy's process group, as a terminal's Ctrl-C; SIGKILL if it lingers."""
         self.cancelled = True
         if self.proc.poll() is None:
@@ -185,7 +185,7 @@ def _with_id(doc: dict, request_id: str, **more) -> dict:
     return doc
 
 
-def _signal(pid, sig):
+def _signal(pid: int, sig) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -198,7 +198,7 @@ def _waits(request_id):
                                                                                "the timeout"}
 
 
-def _forget():
+def _forget() -> None:
     """Drop finished requests beyond MOST_KEPT or older than KEEP_S (called under _lock)."""
     ended = sorted((r for r in _requests.values() if r.done()), key=lambda r: r.ended)
     now = time.monotonic()

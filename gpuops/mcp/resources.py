@@ -52,7 +52,7 @@ def post_mortem(host: str, job: str) -> str:
             "command again). Follow each result's `next` when it fits, and say when the evidence is thin.")
 
 
-def register(server):
+def register(server) -> None:
     """Add the resources, their templates and the prompt to `server` (an MCPServer)."""
     from .. import profiles
 

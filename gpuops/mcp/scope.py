@@ -20,6 +20,7 @@ import re
 
 from .. import errors
 from ..pullindex import state_dir
+from typing import Sequence
 
 SECRETS_ENV = "GPUOPS_MCP_SECRETS"
 ROOTS_ENV = "GPUOPS_MCP_ROOTS"
@@ -77,7 +78,7 @@ def job_dir(host: str | None, workdir: str | None, environ) -> str | None:
     return local_path(roots(environ, os.getcwd())[0], environ)
 
 
-def runs_here(tool: str, hosts, environ) -> None:
+def runs_here(tool: str, hosts: Sequence[str], environ) -> None:
     """Refused when `hosts` name this machine and its owner has not let jobs run here: a command
     reads and writes whatever this server's user can, so no root binds it."""
     if any(here(h) for h in hosts) and environ.get(LOCAL_ENV, "").strip().lower() not in ("1", "yes", "true"):

@@ -13,12 +13,13 @@ from .. import errors
 from . import scope
 from .adapter import applies_plan, with_progress
 from .tools_jobs import _envs
+from typing import Sequence
 
 # The preflight's rendezvous test waits at most this long, so a launch answers well inside a call.
 LAUNCH_WINDOW_S = 10.0
 
 
-def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env,
+def gang_launch(cmd, hosts: Sequence[str], fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name: str, env, secret_env,
                 max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
                 keep_checkpoints, keep_best):
     from .. import fleetfile

@@ -77,7 +77,7 @@ def _tool_of(match: re.Match, listed: frozenset) -> str:
     return shown[0] if shown else match.group(0)
 
 
-def reword(verb, text, listed=None):
+def reword(verb, text: str, listed=None):
     """`text` as an MCP caller should read it (see the module docstring)."""
     listed = frozenset(surface.tools()) if listed is None else listed
     text = _APPLY.sub(r"call again with yes=true and plan_id \1", text)

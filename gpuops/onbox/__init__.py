@@ -28,6 +28,7 @@ python3.6 -S).
 import functools
 import os
 import re
+from typing import Sequence
 
 _ROOT = "gpuops_box"  # gpuops' private name on the box: never the gpuops a box may have installed
 # What the bundle may ship besides this package: gpuops' bottom modules (tests/test_layout.py LAYERS).
@@ -173,7 +174,7 @@ def closure(entry: str) -> list:
     before dependents."""
     order, seen = [], set()
 
-    def visit(name):
+    def visit(name: str) -> None:
         if name in seen:
             return
         seen.add(name)
@@ -192,7 +193,7 @@ def script(entry: str) -> bytes:
     return (loader(closure(entry)) + call).encode("utf-8")
 
 
-def loader(names) -> str:
+def loader(names: Sequence[str]) -> str:
     """Source that registers bundled modules `names`; each runs when a name in it is first used."""
     parts = [_LOADER.format(root=_ROOT)]
     for name in names:

@@ -85,12 +85,12 @@ def guess_on(target) -> dict:
                     next=_guess_steps(target.name, best["name"]))
 
 
-def _guess_steps(host, name):
+def _guess_steps(host: str, name: str):
     return [step("gpuops", "profiles", "--name", name),
             step("gpuops", "preflight", "--host", host, "--profile", name, why="checks the box with that profile")]
 
 
-def find_gotchas(query: str, limit: int = 5) -> dict:
+def find_gotchas(query, limit: int = 5) -> dict:
     hits, total = gotchas.search(query, limit)
     if not hits:
         raise NotFound(f"no gotcha matches {query!r}; try an id (U7, AD4) or a word such as inode, xid, crlf")

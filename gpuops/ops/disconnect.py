@@ -3,9 +3,10 @@
 from .. import errors
 from ..envelope import envelope
 from ..remote import hostspec, mux
+from typing import Optional
 
 
-def disconnect(host=None, identity=None):
+def disconnect(host: Optional[str]=None, identity=None):
     directory = mux.shared_dir()
     if directory is None:
         return envelope("disconnect", ok=True, summary="no shared SSH masters here (none are kept)",

@@ -40,11 +40,11 @@ MAX_GPUS, MAX_MIB, MAX_UPTIME_S, MAX_JOBS, MAX_TEXT = 64, 1 << 24, 100 * 365 * 8
 MAX_PROCESSES = 16  # per GPU (gpuops.onbox.facts.fleet_facts)
 
 
-def _bounded(value, low, high, host, what):
+def _bounded(value, low, high, host: str, what):
     return bounded(value, low, high, host, what, "fleet answer")
 
 
-def checked(facts, host):
+def checked(facts, host: str):
     """The fleet answer once its shape and ranges are what gpuops' on-box code writes."""
     shapes.checked("fleet_facts", facts, host)
     gpu = shaped(facts["gpu"], _GPU, host, "fleet GPU answer")

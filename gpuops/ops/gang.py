@@ -26,6 +26,7 @@ from ..remote.fanout import each_host
 from ..remote.targets import target_for
 from ..sync import rules
 from . import jobs
+from typing import Optional, Sequence
 
 MAX_NODES = 64
 WINDOW_S = 15.0  # the head listens, and each other node keeps trying to connect, this long at most
@@ -35,7 +36,7 @@ SLACK_S = 60.0  # past the window: the torch import (seconds on a cold disk), nv
 LAUNCHER = ("python3", "-m", "torch.distributed.run")
 
 
-def check_request(hosts, cmd, nproc_per_node):
+def check_request(hosts: Sequence[str], cmd, nproc_per_node):
     """UsageError for what is wrong before any box is asked."""
     if not hosts:
         raise errors.UsageError("--torchrun needs the boxes of the gang in --host a,b,...")
@@ -71,12 +72,12 @@ def _code_request(code):
     return dict(rules.request(), root=code, hash="all", cache="use") if code else None
 
 
-def preflight(hosts, *, nproc_per_node, port, rdzv_host, code=None, identity=None, window_s=WINDOW_S):
+def preflight(hosts: Sequence[str], *, nproc_per_node, port: int, rdzv_host, code=None, identity=None, window_s=WINDOW_S):
     """The judged gang preflight (gpuops.jobs.gangcheck.judge's document), every node asked at once."""
     nonce = os.urandom(8).hex()
     request = _code_request(code)
 
-    def ask(host):
+    def ask(host: str):
         index = hosts.index(host)
         role = "head" if index == 0 else "worker"
         opts = {"role": role, "node": index, "host": rdzv_host, "port": port, "window": window_s, "nonce": nonce,
@@ -133,7 +134,7 @@ def _refusal(pre, gang_id):
     return out
 
 
-def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=None, code=None, name=None,
+def launch(hosts: Sequence[str], *, cmd, nproc_per_node, port: int = torchrun.DEFAULT_PORT, rdzv_host=None, code=None, name: Optional[str]=None,
            env=None, secrets=None, workdir=None, gpus=None, jobs_dir=None, profile=None, identity=None, parent=None,
            window_s=WINDOW_S, policy=None, max_restarts=None, nnodes=None):
     """Preflight the gang, then start one torchrun node per host; the launch envelope. With a run
@@ -160,7 +161,7 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
     link = {"token": os.urandom(16).hex(), "nodes": len(hosts), "head": plan[0]["address"], "port": None} \
         if policy and len(hosts) > 1 else None
 
-    def start(host):
+    def start(host: str):
         index = hosts.index(host)
         node = plan[index]
         words = torchrun.options(nnodes=nnodes, nproc_per_node=nproc_per_node, endpoint=endpoint,
@@ -206,7 +207,7 @@ def launch(hosts, *, cmd, nproc_per_node, port=torchrun.DEFAULT_PORT, rdzv_host=
     return _launched(record, pre, failed)
 
 
-def elastic_nnodes(nnodes, count):
+def elastic_nnodes(nnodes, count: int):
     """torchrun's --nnodes for a gang of `count` boxes: the count, or an elastic 'MIN:MAX' that
     admits it (torchrun then starts once MIN nodes joined, and takes up to MAX)."""
     if nnodes in (None, ""):
@@ -230,7 +231,7 @@ def node_policy(policy, link, index):
     return dict(policy, gang=place)
 
 
-def _start_nodes(hosts, start, link):
+def _start_nodes(hosts: Sequence[str], start, link):
     """[(host, launch envelope or error)] of every node: at once, or (a run's gang) the head first,
     then the rest with the port its supervisor listens on."""
     if link is None:

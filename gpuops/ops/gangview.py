@@ -34,7 +34,7 @@ def _on_node(record, identity, fn):
     """fn(target, node) on every node of the record at once: [(node, value or exception)]."""
     by_host = {n["host"]: n for n in record["nodes"]}
 
-    def one(host):
+    def one(host: str):
         target = target_for(host, identity)
         try:
             return fn(target, by_host[host])
@@ -143,7 +143,7 @@ def wait(gang_id, *, until=states.TERMINAL, timeout_s=300.0, identity=None, poll
 # ------------------------------------------------------------------ logs
 
 
-def parse_cursors(text, record):
+def parse_cursors(text: str, record):
     """{node index: offset} from '0=123,1=456'; UsageError for anything else."""
     out = {}
     indices = {n["index"] for n in record["nodes"]}
@@ -159,16 +159,16 @@ def parse_cursors(text, record):
 class _Prefixer:
     """Complete lines of one node's log, prefixed with the node, to a shared writer."""
 
-    def __init__(self, label, write):
+    def __init__(self, label: str, write) -> None:
         self.label, self.write, self.rest = label.encode("utf-8"), write, b""
 
-    def __call__(self, data):
+    def __call__(self, data) -> None:
         self.rest += data
         *lines, self.rest = self.rest.split(b"\n")
         if lines:
             self.write(b"".join(self.label + line + b"\n" for line in lines))
 
-    def flush(self):
+    def flush(self) -> None:
         if self.rest:
             self.write(self.label + self.rest + b"\n")
             self.rest = b""
@@ -182,7 +182,7 @@ def logs(gang_id, *, tail=50, cursors=None, follow=False, timeout_s=None, max_by
     started = [n for n in record["nodes"] if n.get("job_id")]
     lock, kept, pages = threading.Lock(), [], {}
 
-    def write(data):
+    def write(data) -> None:
         with lock:
             if sink is not None:
                 sink(data)

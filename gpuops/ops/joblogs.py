@@ -21,6 +21,7 @@ from ..engines import answers, statusrow
 from ..jobs import frames
 from .. import states
 from .jobs import ENTRIES, call, command_line, one_line, payload, raise_reported, state_now
+from typing import Optional
 
 STREAM_IDLE_S = 30  # the box sends a keepalive frame every 10 s; silence this long = dead link
 PAGE_TIMEOUT_S = 120  # a page is at most MAX_BYTES read from a file: a box still sending after this is stuck or lying
@@ -31,7 +32,7 @@ MAX_BYTES = 16 << 20
 class _Stream:
     """One framed stream call: delivers D payloads to `sink`, remembers header and end."""
 
-    def __init__(self, sink, host, limit=None):
+    def __init__(self, sink, host: str, limit: Optional[int]=None) -> None:
         self.host = host
         self.reader = frames.FrameReader()
         self.sink = sink
@@ -65,7 +66,7 @@ def stream_once(target, opts, s, timeout_s=None):
 
     done = threading.Event()
 
-    def watchdog():
+    def watchdog() -> None:
         # The box sends a keepalive frame every 10 s: silence means a half-open link. Dropping the
         # link makes the blocked read return, whatever the transport: on a kept master that means
         # the master itself, which holds our end of the channel's pipes (OpenSSH passes a mux
@@ -119,7 +120,7 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
         save_file, from_offset = _open_save(target, job, save, jobs_dir, attempt)
     kept = bytearray()
 
-    def deliver(data):
+    def deliver(data) -> None:
         if save_file is not None:
             save_file.write(data)
         if sink is not None:
@@ -158,11 +159,12 @@ def logs(target, *, job, tail=100, follow=False, from_offset=None, save=None, jo
 class _Run:
     """The channels of one `logs` call: where it started, how far it got, and how it ended."""
 
-    def __init__(self, target, opts, deliver, reconnect_s, notice, timeout_s):
+    def __init__(self, target, opts, deliver, reconnect_s, notice, timeout_s) -> None:
         self.target, self.opts, self.deliver = target, opts, deliver
         self.reconnect_s, self.notice = reconnect_s, notice
         self.deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
-        self.start = self.offset = self.end = self.size = self.interrupted = None
+        self.start = self.offset = self.end = self.size = None
+        self.interrupted: Optional[str] = None
         self.reconnects, self.job_id, self.timed_out = 0, opts["job"], False
 
     def go(self):
@@ -211,7 +213,7 @@ class _Run:
             if self.offset is not None:
                 opts["from_offset"] = self.offset
 
-    def _count(self, s):
+    def _count(self, s) -> None:
         """What stream `s` delivered, counted even when a signal cut it short."""
         if s.header is None:
             return
@@ -221,7 +223,7 @@ class _Run:
         self.size = max(self.size or 0, s.header["size"])
         self.offset = s.header["start"] + s.received
 
-    def stopped(self, signal_name):
+    def stopped(self, signal_name: str) -> None:
         self.interrupted = signal_name
         self.target.close()  # ends the channel on the box too
 

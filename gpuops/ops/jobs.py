@@ -20,6 +20,7 @@ from ..jobs.rows import run_tag
 from ..onbox.host import plans
 from ..onbox.triage import steps
 from ..units import duration
+from typing import Optional, Sequence
 
 # The on-box entry that carries out each job action.
 ENTRIES = {"launch": "job_launch", "retry": "job_launch", "status": "job_facts", "excerpt": "job_facts",
@@ -87,7 +88,7 @@ def confirm_seconds(given=None):
     return min(max(float(given), 0.0), 60.0)
 
 
-def launch(target, *, command=None, script=None, name=None, labels=None, env=None, secrets=None,
+def launch(target, *, command=None, script=None, name: Optional[str]=None, labels=None, env=None, secrets=None,
            workdir=None, gpus=None, key=None, progress_regex=None, jobs_dir=None, profile=None, engine=None,
            resources=None, torchrun=None, timeout_s=60.0, confirm_s=None, share_gpu=False, policy=None):
     """Start a job on `engine` (gpuops.engines; default: the profile's, else the box's supervisor),
@@ -218,8 +219,8 @@ def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
 # ------------------------------------------------------------------ status
 
 
-def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=steps.STALL_STEPS,
-           stall_min_s=steps.STALL_MIN_S, limit=50, jobs_dir=None, timeout_s=60.0, all_attempts=False):
+def status(target, *, job=None, labels: Optional[Sequence[str]]=None, progress_regex=None, stall_factor=steps.STALL_STEPS,
+           stall_min_s=steps.STALL_MIN_S, limit: int = 50, jobs_dir=None, timeout_s=60.0, all_attempts=False):
     """The jobs' rows, a run's as one (its current attempt's; with `all_attempts`, its earlier
     attempts in `earlier`, each in the state it ended in); or the one job asked for."""
     opts = {"job": job, "labels": labels or {}, "progress_regex": progress_regex, "limit": limit,
@@ -250,7 +251,7 @@ def status(target, *, job=None, labels=None, progress_regex=None, stall_factor=s
         summary = one_line(row)
         nxt = job_steps(target.name, row, jobs_dir)
     else:
-        counts = {}
+        counts: dict = {}
         for r in rows:
             counts[r["state"]] = counts.get(r["state"], 0) + 1
         ok = True
@@ -277,7 +278,7 @@ def one_row_per_run(rows, earlier=False):
     return out
 
 
-def job_steps(host, row, jobs_dir=None):
+def job_steps(host: str, row, jobs_dir=None):
     """What to run next about one job, by its state: wait on a live one, look into an ended one
     that did not complete, nothing for one that did."""
     jid, now = row["job_id"], row["state"]
@@ -380,7 +381,7 @@ def _plan(eng, jid, targets, expires):
     return dict(shown, plan_id=plans.plan_id("stop", jid, pairs, expires), expires_at=expires)
 
 
-def _refused_plan(eng, host, jid, plan, stale, targets, grace, data, jobs_dir, expires):
+def _refused_plan(eng, host: str, jid, plan, stale, targets, grace, data, jobs_dir, expires):
     """Exit 5 with the plan the live set makes now, so the caller can look again and apply that."""
     fresh = _plan(eng, jid, targets, expires) if targets else None
     why = "has expired" if stale else "no longer matches the job's live processes"
@@ -396,7 +397,7 @@ def _refused_plan(eng, host, jid, plan, stale, targets, grace, data, jobs_dir, e
 # ------------------------------------------------------------------ queue
 
 
-def queue(target, *, name, content=None, env=None, secrets=None, workdir=None, gpus=None, wait=0.0, cancel=False,
+def queue(target, *, name: str, content=None, env=None, secrets=None, workdir=None, gpus=None, wait=0.0, cancel=False,
           jobs_dir=None, engine=None, resources=None):
     """A sequential queue: run by a runner on the box, or on an `engine` that chains its entries
     itself (Slurm: a dependency chain, each entry starting after the one before it ended, however

@@ -67,7 +67,7 @@ def _pull(target, src, dst, local_root, opts):
     warming.join()
     deleted = _delete_local(local_root, p.extras, opts, findings) if opts.delete else []
 
-    def both_check(rels):
+    def both_check(rels) -> None:
         nbytes = sum(rmap[r].size for r in rels if rmap[r].kind == "f")
         # The local copies are hashed on a thread while the box re-reads the sources.
         fresh = tree.local(local_root, {"paths": list(rels) + deleted, "cache": opts.cache})
@@ -98,13 +98,13 @@ class _Warming(threading.Thread):
     only stats them. Verification still stats and compares every file exactly as before; it
     just finds the digests of unchanged files ready. A failure costs only the head start."""
 
-    def __init__(self, target, root, rels, nbytes, cache, tally):
+    def __init__(self, target, root, rels, nbytes, cache, tally) -> None:
         super().__init__(daemon=True)
         self._args = (target, root, {"paths": rels, "hash": "all", "cache": cache}, tree.budget_s(nbytes, len(rels)),
                       tally)
         self.start()
 
-    def run(self):
+    def run(self) -> None:
         target, root, request, timeout_s, tally = self._args
         try:
             tree.remote(target, root, request, timeout_s=timeout_s, tally=tally)
@@ -129,7 +129,7 @@ def _delete_local(root, extras, opts, findings):
     return extras
 
 
-def _record_pull(host, remote_root, local_root, rmap):
+def _record_pull(host: str, remote_root, local_root, rmap):
     """Write the verified manifest next to the data and add the pull to the index."""
     verified_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     files = [{"path": e.rel, "size": e.size, "sha256": e.sha256} for e in sorted(rmap.values()) if e.kind == "f"]

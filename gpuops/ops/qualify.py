@@ -81,7 +81,7 @@ def disk_args(facts) -> list:
     return args
 
 
-def qualify(target, facts, host, budget_s=BUDGET_S):
+def qualify(target, facts, host: str, budget_s=BUDGET_S):
     """(data, findings): the measurements, the rows against the datasheet and the verdict, which is
     recorded for `host`."""
     args = disk_args(facts) + ["--budget", str(budget_s)]

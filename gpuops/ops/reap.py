@@ -61,7 +61,7 @@ _GPU = {"index": int, "holders": list, "memory_used_mib": _NUMBER, "attributed_m
         "util_peak_pct": _NUMBER, "memory_after_mib": _NUMBER, "freed_mib": _NUMBER}
 
 
-def checked(facts, host):
+def checked(facts, host: str):
     """The reaper's answer once its shape is the one gpuops' on-box reaper writes."""
     shapes.checked("reap", facts, host)
     for pair in facts.get("plan_targets") or []:

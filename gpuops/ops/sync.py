@@ -82,7 +82,7 @@ def local_root(path, role, must_exist):
     return root
 
 
-def check_remote_root(doc, role, path, must_exist, host):
+def check_remote_root(doc, role, path, must_exist, host: str):
     if doc["exists"] and not doc["is_dir"]:
         raise errors.UsageError(f"{role} {host}:{path} is a file; give a directory")
     if must_exist and not doc["exists"]:
@@ -115,7 +115,7 @@ def choose_engine(requested, target, remote_rsync, findings, compress=False):
     return "rsync", local_version
 
 
-def measure_early(early, target, src_map, opts):
+def measure_early(early, target, src_map, opts) -> None:
     """push: start measuring the link (gpuops.sync.striped.Early) once this end's tree is walked,
     while the box lists the destination, when what may be sent is worth several streams."""
     nbytes = sum(e.size for e in src_map.values() if e.kind == "f")
@@ -123,7 +123,7 @@ def measure_early(early, target, src_map, opts):
         early.start()
 
 
-def make_engine(name, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False,
+def make_engine(name: str, version, target, direction, local_root, remote_root, src_map, opts, backoff, make_root=False,
                 early=None):
     if name == "rsync":
         from ..sync.rsync import RsyncEngine
@@ -152,7 +152,7 @@ def check_budget(src_map, dst_map, send, space, root_exists, where, opts, findin
     return verdict
 
 
-def check_small_files(src_map, send, opts, findings):
+def check_small_files(src_map, send, opts, findings) -> None:
     """A payload of many small files is slow to send and slow to read: a finding of the report,
     said once, after the verdict (a line above the bar said it first, and the report again)."""
     evidence = diskfit.small_files(src_map, send)
@@ -164,7 +164,7 @@ def check_small_files(src_map, send, opts, findings):
                                     "send those, read them with WebDataset-style loaders"))
 
 
-def command(verb, host, src, dst, opts) -> list:
+def command(verb, host: str, src, dst, opts) -> list:
     """The argv that runs this sync again, with the options that decide what it sends (and, with
     --delete, what it lists for deletion: a plan is the same plan only for the same selection)."""
     argv = ["gpuops", verb, "--host", host, "--src", src, "--dst", dst]
@@ -187,7 +187,7 @@ def cut(items):
     return items[:LIST_LIMIT]
 
 
-def full_by_measure(outcome, free_bytes, src_map, sent):
+def full_by_measure(outcome, free_bytes, src_map, sent) -> None:
     """rsync can exit 11 (file I/O error) with its "No space left" message lost on the way back;
     then the destination's free space decides: too little for the biggest file sent means full."""
     failure = outcome.failure
@@ -203,7 +203,7 @@ def full_by_measure(outcome, free_bytes, src_map, sent):
                                 f"({failure['message']})")
 
 
-def _offer_compression(measured, outcome, local_root, src_map, sent, rerun, findings):
+def _offer_compression(measured, outcome, local_root, src_map, sent, rerun, findings) -> None:
     """A slow link carrying data that compresses (U15): said with the rate seen and the flag."""
     if outcome.compressed or measured is None or measured["bytes_per_s"] >= link.SLOW_BYTES_S:
         return
@@ -219,7 +219,7 @@ def _offer_compression(measured, outcome, local_root, src_map, sent, rerun, find
         fix=wrap.join(rerun + ["--compress"]), gotcha="U15"))
 
 
-def engine_failure(outcome, verb):
+def engine_failure(outcome, verb) -> str:
     kind = outcome.failure["kind"]
     message = outcome.failure["message"]
     if kind == DISK_FULL:
@@ -261,10 +261,10 @@ class Idle:
     ready = threading.Event()
     ready.set()
 
-    def join(self, timeout=None):
+    def join(self, timeout=None) -> None:
         pass
 
-    def settle(self, target, wait_s):
+    def settle(self, target, wait_s) -> None:
         pass
 
 
@@ -284,7 +284,7 @@ def transfer(target, engine, send, src_map, progress, verb):
     return outcome
 
 
-def verify_and_repair(sent, src_map, dst_map, check, engine, outcome, progress, src_name, dst_name):
+def verify_and_repair(sent, src_map, dst_map, check, engine, outcome, progress, src_name: str, dst_name: str):
     """Re-read what was sent on both ends and compare; send mismatches once more, forced."""
     if not sent:
         return []
@@ -329,7 +329,7 @@ def failure_finding(kind, summary, again):
     return Finding(f"sync.{kind}", "fail", summary, fix=again, gotcha="U7" if kind == DISK_FULL else "U12")
 
 
-def result(verb, target, local_root, remote_root, engine_name, src_map, p, outcome, mism, verdict, vanished,
+def result(verb, target, local_root, remote_root, engine_name: str, src_map, p, outcome, mism, verdict, vanished,
             deleted, findings, backoff, tally, rerun):
     files = [e for e in src_map.values() if e.kind == "f"]
     bad = {m["path"] for m in mism}

@@ -48,7 +48,7 @@ def verify_pull(entry: dict, keep: str):
                   "verified_at": manifest.get("verified_at") or entry.get("verified_at")}
 
 
-def _keep_finding(profile, host, keep, verb):
+def _keep_finding(profile, host: str, keep, verb):
     """(finding, record) for one kept path."""
     survives, reason = P.destination_survives(profile, keep, verb)
     tier = profile.tier_for(keep)
@@ -75,7 +75,7 @@ def _keep_finding(profile, host, keep, verb):
                    fix=pull_cmd, gotcha=profile.billing.loss_gotcha or "U20"), record
 
 
-def teardown_check(host: str, profile_name: str, keeps=(), verb: str = "stop") -> dict:
+def teardown_check(host: str, profile_name, keeps=(), verb: str = "stop") -> dict:
     if not host or "," in host:
         raise UsageError("teardown-check needs exactly one --host (the name used when pulling)")
     if not profile_name:

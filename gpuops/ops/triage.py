@@ -10,6 +10,7 @@ from ..errors import BadAnswer, UsageError
 from ..jobs import rows
 from . import triage_locate
 from ..onbox.triage.logtriage import triage_file, triage_pieces
+from typing import Optional
 
 _OK_STATUSES = ("completed", "running")
 
@@ -38,7 +39,7 @@ def check_inputs(log, dir, slurm_id, host, job):
         raise UsageError("--host needs --job: triage reads a gpuops job's log on that host")
 
 
-def build(result, host=None, more=(), run=None):
+def build(result, host: Optional[str]=None, more=(), run=None):
     """The envelope: what to do next leaves `data` for the envelope's own `next` and `advice`;
     `more` findings (a job's telemetry) follow the log's, and a run's attempt is named."""
     data = {k: v for k, v in result.data.items() if k not in ("next", "advice")}
@@ -81,7 +82,7 @@ def read_excerpt(target, job, jobs_dir=None, head=None, tail=None, attempt=None)
             runtelemetry.checked(doc.get("telemetry"), target.name))
 
 
-def _piece(piece, host):
+def _piece(piece, host: str):
     """(first line number, bytes) of one piece of a log excerpt from the box."""
     try:
         first, data = piece

@@ -31,7 +31,7 @@ _SBATCH_OUT = re.compile(r"^slurm-(\d+(?:_\d+)?)\.(?:out|err)$")
 
 
 class Located:
-    def __init__(self, log, job_dir=None, slurm_id=None):
+    def __init__(self, log, job_dir=None, slurm_id=None) -> None:
         self.log, self.job_dir, self.slurm_id = log, job_dir, slurm_id
 
 
@@ -125,6 +125,6 @@ def scontrol_state(slurm_id):
     return parse_scontrol(out.stdout) if out.returncode == 0 else None
 
 
-def parse_scontrol(text):
+def parse_scontrol(text: str):
     m = re.search(r"\bJobState=(\S+)", text or "")
     return m.group(1) if m else None

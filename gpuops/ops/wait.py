@@ -31,7 +31,7 @@ _ANSWER = {"job": dict, "phase": str, "reason": str, "start": int, "next": int, 
            "text_b64": str, "match": (dict, type(None))}
 
 
-def parse_until(text):
+def parse_until(text: str):
     """'terminal', 'event' or 'STATE[,STATE]' -> the tuple of states (and EVENT) waited for;
     UsageError otherwise."""
     picked = []
@@ -87,7 +87,7 @@ def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs
                      time.monotonic() - began, jobs_dir)
 
 
-def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, signal_name):
+def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, signal_name: str):
     """Stopped by a signal: where the job stands now (one more short call) and the command that
     waits on from here; exit 130 or 143."""
     target.close()  # ends the wait on the box too
@@ -109,7 +109,7 @@ def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, j
     return out
 
 
-def _checked(doc, host, max_bytes):
+def _checked(doc, host: str, max_bytes):
     """The box's wait answer once its shape and its offsets are gpuops's; the text decoded."""
     expect(doc, _ANSWER, host, "wait answer")  # the job's facts were checked by ops.jobs.call
     try:
@@ -146,7 +146,7 @@ def ran_for(row):
     return run.get("duration_s") if run.get("ended") and run.get("duration_s") is not None else row.get("duration_s")
 
 
-def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waited, jobs_dir):
+def _envelope(host: str, job, until, log_regex, doc, row, reached, kept, first, waited, jobs_dir):
     timed_out = not reached and row["state"] not in states.TERMINAL
     data = {"job_id": named(job, row), "state": row["state"], "until": list(until), "reached": reached,
             "timed_out": timed_out, "reason": "match" if doc["reason"] == "match" else
@@ -185,7 +185,7 @@ def _envelope(host, job, until, log_regex, doc, row, reached, kept, first, waite
     return out
 
 
-def _again(until, log_regex, offset, events) -> list:
+def _again(until, log_regex, offset: int, events) -> list:
     """The flags of a wait that goes on from where one stopped: its text from `offset` (not the
     newest bytes again), a run's events after the last one it returned (none returned twice)."""
     said = TERMINAL if set(until) == set(states.TERMINAL) else ",".join(until)
@@ -195,7 +195,7 @@ def _again(until, log_regex, offset, events) -> list:
     return words
 
 
-def _next(host, jid, row, until, log_regex, offset, timed_out, jobs_dir, events=None) -> list:
+def _next(host: str, jid, row, until, log_regex, offset: int, timed_out, jobs_dir, events=None) -> list:
     if timed_out:
         return [command_line(host, "wait", jid, *_again(until, log_regex, offset, events), jobs_dir=jobs_dir,
                              why="keep waiting, from where this wait stopped")]

@@ -16,7 +16,7 @@ import sys
 from . import mux, resident
 
 
-def main(argv):
+def main(argv) -> None:
     """argv: host spec, master socket, idle seconds[, identity]."""
     from .hostspec import resolve
     from .openssh import OpenSSHTarget

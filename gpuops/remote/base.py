@@ -57,15 +57,15 @@ class Target:
         """The Result, or the transport's own failure raised as a typed error."""
         return result
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def drop_link(self):
+    def drop_link(self) -> None:
         """The link failed or stalled under a transfer: close it and never reuse it, so the next
         call shakes hands afresh instead of riding a connection that is already dead."""
         self.close()
 
-    def _on_deadline(self):
+    def _on_deadline(self) -> None:
         """A call outlived its deadline: the link is suspect (a transport may stop reusing it)."""
 
     _python = None
@@ -76,7 +76,7 @@ class Target:
         site-packages (gpuops.onbox.NEEDS_SITE), on the helper as on an exec channel."""
         return None
 
-    def _resident_lost(self, stuck):
+    def _resident_lost(self, stuck) -> None:
         """The helper did not greet: nothing ran, and the call goes over an exec channel. `stuck`:
         nothing came back at all, so the link itself is suspect."""
 
@@ -86,7 +86,7 @@ class Target:
         transport whose connections outlive it keeps it with them instead."""
         return self._python, None
 
-    def _learned_python(self, path, seen):
+    def _learned_python(self, path, seen) -> None:
         """Remember `path` (already valid) as what the box runs; None forgets."""
         self._python = path
 
@@ -99,7 +99,7 @@ class Target:
         started = {}
         expired = threading.Event()
 
-        def expire():
+        def expire() -> None:
             # The whole call is bounded, the handshake and channel setup included: a box that
             # trickles a byte now and then must not hold the caller past its deadline.
             expired.set()
@@ -178,15 +178,15 @@ class Target:
 
 
 class _StderrReader(threading.Thread):
-    def __init__(self, stream):
+    def __init__(self, stream) -> None:
         super().__init__(daemon=True)
         self.stream = stream
         self.data = b""
         self.start()
 
-    def run(self):
+    def run(self) -> None:
         # Keep only the first STDERR_BYTES but read on: a command blocked on a full pipe never ends.
-        kept = []
+        kept: list = []
         try:
             while True:
                 chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
@@ -211,7 +211,7 @@ def _pump(proc, payload, on_stdout, max_bytes, keep=True, later=None):
     raised here."""
     refused = []
 
-    def feed():
+    def feed() -> None:
         try:
             if payload:
                 proc.stdin.write(payload)

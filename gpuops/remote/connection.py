@@ -80,7 +80,7 @@ def _open_within(conn, seconds, where):
     """conn.open(), given up (and the half-open connection closed) after `seconds`."""
     outcome = {}
 
-    def attempt():
+    def attempt() -> None:
         try:
             conn.open()
         except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread

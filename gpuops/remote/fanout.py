@@ -7,18 +7,19 @@ timed out (fleet took 1.2-1.3 s to stop).
 """
 
 import threading
+from typing import Sequence
 
 MAX_WORKERS = 8
 
 
-def each_host(hosts, fn, max_workers=MAX_WORKERS):
+def each_host(hosts: Sequence[str], fn, max_workers=MAX_WORKERS):
     """[(host, value_or_exception)] for fn(host) over `hosts`, in the order given."""
     if len(hosts) == 1:
         return [(hosts[0], _call(fn, hosts[0]))]
     results = [None] * len(hosts)
     gate = threading.BoundedSemaphore(max_workers)
 
-    def work(i):
+    def work(i) -> None:
         with gate:
             results[i] = _call(fn, hosts[i])
 
@@ -31,7 +32,7 @@ def each_host(hosts, fn, max_workers=MAX_WORKERS):
     return list(zip(hosts, results))
 
 
-def _call(fn, host):
+def _call(fn, host: str):
     try:
         return fn(host)
     except Exception as e:  # each host's failure is its own outcome

@@ -55,7 +55,7 @@ SSH_G_TIMEOUT_S = 10
 _prefetched: dict = {}  # (user, host, port, ssh_config) -> an `ssh -G` started by prefetch()
 
 
-def on_path(name):
+def on_path(name: str):
     """The executable `name` found on PATH, as shutil.which finds it; None when there is none.
     Not shutil.which itself: no other module on a call's kept path imports shutil (~3 ms)."""
     for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
@@ -70,7 +70,7 @@ def _lookup_key(spec):
     return user, host, port, os.environ.get("GPUOPS_SSH_CONFIG") or None
 
 
-def prefetch(spec):
+def prefetch(spec) -> None:
     """Start `ssh -G` for `spec` now; resolve() collects its answer. Never raises (a bad spec is
     reported by resolve)."""
     try:
@@ -87,7 +87,7 @@ def check_argv(spec: str) -> list:
     return _ssh_g_argv(*_lookup_key(spec))
 
 
-def _ssh_g_argv(user, host, port, config_path):
+def _ssh_g_argv(user, host: str, port, config_path):
     argv = ["ssh", "-G"]
     if config_path:
         argv += ["-F", config_path]
@@ -167,7 +167,7 @@ def _ssh_g(key):
     return conf
 
 
-def _paramiko_lookup(host, config_path):
+def _paramiko_lookup(host: str, config_path):
     import paramiko
 
     path = config_path or os.path.expanduser("~/.ssh/config")
@@ -182,7 +182,7 @@ def _first(conf, key, default=None):
     return values[0] if values else default
 
 
-def _expand(p, host, user, port):
+def _expand(p, host: str, user, port: int):
     p = p.replace("%h", host).replace("%r", user or "").replace("%p", str(port)).replace("%%", "%")
     return os.path.expanduser(p)
 

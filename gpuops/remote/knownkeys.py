@@ -50,7 +50,7 @@ def fingerprint_of(blob_b64: str):
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
-def trusted(files, name) -> set:
+def trusted(files, name: str) -> set:
     """The fingerprints of every key `files` trust for `name` (a known_hosts name: 'host' or
     '[host]:port')."""
     found = set()

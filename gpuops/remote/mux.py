@@ -143,7 +143,7 @@ def read_python(path, keys=None):
     return None, master
 
 
-def write_python(path, python, master, keys=()):
+def write_python(path, python, master, keys=()) -> None:
     """Remember `python` (None: forget) for the master that had identity `master` when the call
     began, with the host `keys` trusted for the box, provided that master still listens there
     now: a call that ended on another master proves nothing."""
@@ -172,7 +172,7 @@ def write_link(path, rtt_s) -> None:
         write_beside(path, LINK_SUFFIX, {"master": master, "rtt_s": rtt_s})
 
 
-def read_beside(path, suffix):
+def read_beside(path, suffix: str):
     """The JSON document kept beside the master socket `path` under `suffix` (read up to
     MAX_BESIDE bytes); None when there is none or it is not JSON."""
     try:
@@ -182,7 +182,7 @@ def read_beside(path, suffix):
         return None
 
 
-def write_beside(path, suffix, doc) -> bool:
+def write_beside(path, suffix: str, doc) -> bool:
     """Replace the document beside the master socket `path` under `suffix` at once (a private
     temporary file renamed over it); False when it could not be written."""
     import tempfile
@@ -217,7 +217,7 @@ def close(path, timeout_s=10) -> bool:
     return out.returncode == 0
 
 
-def forget_beside(path):
+def forget_beside(path) -> None:
     """Remove what is kept beside the master socket `path`: it ended, and so did its forwards.
     The remembered interpreter stays: it belongs to the box (see the module docstring)."""
     directory, name = os.path.split(path)

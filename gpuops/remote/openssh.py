@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+from typing import Any
 
 from ..errors import AuthFailed, HostKeyChanged, HostKeyRevoked, TimedOut, UnknownHost, Unreachable
 from .. import sshspec
@@ -97,25 +98,25 @@ def _with_check(error: Exception, spec: str) -> Exception:
 
 
 class _Process:
-    def __init__(self, argv):
+    def __init__(self, argv) -> None:
         import subprocess
 
         self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       start_new_session=True)
         self.stdin, self.stdout, self.stderr = self._proc.stdin, self._proc.stdout, self._proc.stderr
 
-    def kill(self):
+    def kill(self) -> None:
         self._proc.kill()
 
     def wait(self):
         return self._proc.wait()
 
-    def done(self):
+    def done(self) -> bool:
         return self._proc.returncode is not None
 
 
 class OpenSSHTarget(Target):
-    def __init__(self, spec, identity=None, multiplex=True, rides_only=False):
+    def __init__(self, spec, identity=None, multiplex=True, rides_only=False) -> None:
         """`rides_only`: use the kept master when there is one, never become one (an arming
         process must not bring back a master that `disconnect` or an expiry just ended)."""
         self._rides_only = rides_only
@@ -124,11 +125,11 @@ class OpenSSHTarget(Target):
         self.identity = identity
         self.channels_opened = 0
         self._multiplex = multiplex
-        self._mux_dir = None
-        self._in_flight = set()
+        self._mux_dir: str | None = None
+        self._in_flight: set = set()
         self._in_flight_lock = threading.Lock()
-        self._master = None
-        self._master_err = None
+        self._master: Any = None  # the master's ssh (a Popen; subprocess is imported only to start one)
+        self._master_err: Any = None
         self._master_lock = threading.Lock()
         self._shared, self._keep_s = None, PERSIST_S
         keep = mux.persist_s() if multiplex else 0
@@ -156,7 +157,7 @@ class OpenSSHTarget(Target):
         control = "no" if self._rides_only else control
         return ssh_argv(self.spec, self.identity, self._control_path(), control, self._keep_s, log_level)
 
-    def start_master(self):
+    def start_master(self) -> None:
         """Begin the handshake now, in the background; the first run() waits for it to finish.
         The master is this target's own ssh command line, so a failure is raised from run() just
         as a direct connection's would be."""
@@ -175,7 +176,7 @@ class OpenSSHTarget(Target):
         self._master = subprocess.Popen(argv[:-1] + ["-N", argv[-1]], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=self._master_err, start_new_session=True)
 
-    def _await_master(self, report=True):
+    def _await_master(self, report=True) -> None:
         with self._master_lock:
             proc = self._master
             if proc is None:
@@ -198,7 +199,7 @@ class OpenSSHTarget(Target):
             # anything else (the master was killed, or stopped at its deadline: a slow login, a
             # server's reverse DNS lookup, may still finish) is no verdict on the host: go direct
 
-    def handshake_done(self):
+    def handshake_done(self) -> None:
         """Wait until a master being started (start_master) has finished its handshake or given
         up, so that a command line from ssh_argv() rides it instead of opening a connection of its
         own (a whole handshake more, on both ends' CPUs). Its verdict stays for the next command,
@@ -257,7 +258,7 @@ class OpenSSHTarget(Target):
             return None
         return lambda: resident.open_call(path, src, args, timeout_s, self.spec.connect_timeout, site)
 
-    def _resident_lost(self, stuck):
+    def _resident_lost(self, stuck) -> None:
         resident.forget(self._shared)
         if stuck:
             # A master whose forward gets no answer at all is as stuck as a call past its
@@ -266,25 +267,25 @@ class OpenSSHTarget(Target):
             return
         self._arm()
 
-    def _arm(self):
+    def _arm(self) -> None:
         # In a process of its own, which outlives this call: an arm cut short by the call's end
         # (on a loaded box it can take longer than the call) would be tried again by every call.
         if self._kept and not self._armed:
             self._armed = True
             resident.arm_later(self.name, self.identity, self._shared, self._keep_s)
 
-    def _on_deadline(self):
+    def _on_deadline(self) -> None:
         # The box's own `timeout -k` ends a command well before this deadline, so reaching it
         # means the link (or the box) is stuck, and every session on this master with it. The
         # master also holds our pipes (a mux client hands them over), so only its exit lets
         # this call return; the next call shakes hands afresh.
         self._close_shared()
 
-    def _close_shared(self):
+    def _close_shared(self) -> None:
         if self._shared and os.path.exists(self._shared):
             mux.close(self._shared)
 
-    def drop_link(self):
+    def drop_link(self) -> None:
         """Also the kept master: a frozen link keeps it "up" until keepalives give out (most of a
         minute), and a retry riding it would stall the same way."""
         self.close()
@@ -331,10 +332,10 @@ class OpenSSHTarget(Target):
         if during:
             raise Unreachable(self._message(Unreachable, text) + during)
 
-    def _where(self):
+    def _where(self) -> str:
         return f"{self.name} ({self.spec.hostname}:{self.spec.port})"
 
-    def _message(self, cls, text):
+    def _message(self, cls, text: str):
         last = [line.strip() for line in text.splitlines() if line.strip()]
         where = self._where()
         if cls is HostKeyRevoked:
@@ -361,7 +362,7 @@ class OpenSSHTarget(Target):
 
         return open_sftp(self.ssh_argv(control="no"))
 
-    def close(self):
+    def close(self) -> None:
         """End the connection, like closing a paramiko transport: in-flight calls return at once."""
         with self._in_flight_lock:
             running, self._in_flight = self._in_flight, set()
@@ -380,7 +381,7 @@ class OpenSSHTarget(Target):
             self._mux_dir = None
 
 
-def _remove_tree(path):
+def _remove_tree(path) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)

@@ -10,18 +10,18 @@ from .connection import open_connection
 
 
 class _In:
-    def __init__(self, chan):
+    def __init__(self, chan) -> None:
         self._chan = chan
 
-    def write(self, data):
+    def write(self, data) -> None:
         self._chan.sendall(data)
 
-    def close(self):
+    def close(self) -> None:
         self._chan.shutdown_write()
 
 
 class _Out:
-    def __init__(self, chan):
+    def __init__(self, chan) -> None:
         self._chan = chan
 
     def read1(self, n):
@@ -31,11 +31,11 @@ class _Out:
 class _Process:
     """An exec channel with a subprocess's face: kill() closes it, which ends every read."""
 
-    def __init__(self, chan):
+    def __init__(self, chan) -> None:
         self._chan = chan
         self.stdin, self.stdout, self.stderr = _In(chan), _Out(chan), chan.makefile_stderr("rb")
 
-    def kill(self):
+    def kill(self) -> None:
         # A deadline's kill races the connection's end: closing a channel whose transport is gone
         # raises from the timer thread (EOFError), and there is nothing left to end.
         try:
@@ -52,7 +52,7 @@ class _Process:
 class SSHTarget(Target):
     """A remote box over one Fabric/paramiko connection, opened lazily and reused."""
 
-    def __init__(self, hostspec):
+    def __init__(self, hostspec) -> None:
         self.spec = hostspec
         self.name = hostspec.spec
         self._conn = None
@@ -90,7 +90,7 @@ class SSHTarget(Target):
 
         return ssh_argv(self.spec)
 
-    def close(self):
+    def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -8,7 +8,7 @@ import time
 _listener = None
 
 
-def listen(listener):
+def listen(listener) -> None:
     """listener(host, deadline) -> a context manager held while the handshake lasts (deadline in
     time.monotonic() seconds); None: nobody listens."""
     global _listener
@@ -16,7 +16,7 @@ def listen(listener):
 
 
 @contextlib.contextmanager
-def connecting(host, seconds):
+def connecting(host: str, seconds):
     """Held while a handshake to `host`, given up after `seconds`, is waited for."""
     if _listener is None:
         yield

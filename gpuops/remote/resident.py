@@ -49,7 +49,7 @@ class NothingRan(Exception):
     """The helper did not greet: no request was sent, so running the call another way is safe.
     `stuck`: no answer at all within the greeting time (the link, not the helper, is suspect)."""
 
-    def __init__(self, path, stuck=False):
+    def __init__(self, path, stuck=False) -> None:
         super().__init__(path)
         self.stuck = stuck
 
@@ -67,7 +67,7 @@ def forward_for(master_socket):
     return path if os.path.dirname(path) == os.path.dirname(master_socket) else None
 
 
-def forget(master_socket):
+def forget(master_socket) -> None:
     """Drop the record and the forward's local socket: the helper behind it is gone."""
     path = forward_for(master_socket)
     for stale in filter(None, (path, master_socket + mux.RESIDENT_SUFFIX)):
@@ -75,7 +75,7 @@ def forget(master_socket):
             os.unlink(stale)
 
 
-def arm_later(spec, identity, master_socket, idle_s):
+def arm_later(spec, identity, master_socket, idle_s) -> None:
     """Arm a helper for the master on `master_socket` (host `spec`, as the call named it) in a
     detached process (gpuops.remote.arming), unless one is being armed already; returns at once."""
     import subprocess
@@ -180,15 +180,15 @@ def open_call(path, src, args, timeout_s, greet_s, site=False):
 class _Stream:
     """The read side of one of the call's output streams, fed by its reader thread."""
 
-    def __init__(self):
-        self._chunks = queue.SimpleQueue()
+    def __init__(self) -> None:
+        self._chunks: queue.SimpleQueue = queue.SimpleQueue()
         self._buf = b""
         self._ended = False
 
-    def feed(self, data):
+    def feed(self, data) -> None:
         self._chunks.put(data)
 
-    def end(self):
+    def end(self) -> None:
         self._chunks.put(None)
 
     def read1(self, n=-1):
@@ -211,23 +211,23 @@ class _Input:
     """The call's stdin, sent as frames; its end is a frame too (a forward cannot tell a caller's
     end of input from a caller that is gone, so the helper takes the connection's end as the latter)."""
 
-    def __init__(self, sock):
+    def __init__(self, sock) -> None:
         self._sock = sock
 
-    def write(self, data):
+    def write(self, data) -> None:
         for at in range(0, len(data), wire.FRAME_MAX):
             self._sock.sendall(wire.frame(wire.STDIN, data[at:at + wire.FRAME_MAX]))
 
-    def flush(self):
+    def flush(self) -> None:
         pass
 
-    def close(self):
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.sendall(wire.frame(wire.STDIN_END, b""))
 
 
 class _Call:
-    def __init__(self, sock):
+    def __init__(self, sock) -> None:
         self._sock = sock
         self.stdin = _Input(sock)
         self.stdout, self.stderr = _Stream(), _Stream()
@@ -235,7 +235,7 @@ class _Call:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
-    def _read(self):
+    def _read(self) -> None:
         streams = {wire.STDOUT: self.stdout, wire.STDERR: self.stderr}
         try:
             while True:
@@ -259,7 +259,7 @@ class _Call:
             self.stderr.end()
             self._sock.close()
 
-    def kill(self):
+    def kill(self) -> None:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
 
@@ -267,7 +267,7 @@ class _Call:
         self._reader.join()
         return -1 if self.code is None else self.code
 
-    def done(self):
+    def done(self) -> bool:
         return not self._reader.is_alive()
 
 

@@ -11,10 +11,10 @@ class Result:
 
     __slots__ = ("stdout", "stderr", "exit")
 
-    def __init__(self, stdout: bytes, stderr: bytes, exit: int):
+    def __init__(self, stdout: bytes, stderr: bytes, exit: int) -> None:
         self.stdout, self.stderr, self.exit = stdout, stderr, exit
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Result(stdout={self.stdout!r}, stderr={self.stderr!r}, exit={self.exit!r})"
 
     @property

@@ -23,7 +23,7 @@ _MAX_HOSTS = 8  # the fan-out's pool size: warming more would only queue handsha
 _waiting: dict = {}
 
 
-def start(host_value, identity=None):
+def start(host_value, identity=None) -> None:
     """Open a background master for each remote host in `host_value` (as --host takes it).
     Never raises: a bad spec or an unknown alias is reported later by the verb itself."""
     if not host_value:
@@ -53,7 +53,7 @@ def take(spec, identity=None):
 
 
 @atexit.register
-def _close_unused():
+def _close_unused() -> None:
     while _waiting:
         _, target = _waiting.popitem()
         target.close()

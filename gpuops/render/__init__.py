@@ -7,6 +7,7 @@ else, so what a person sees can be redesigned here without touching an operation
 import json
 import os
 import sys
+from typing import Optional
 
 _STYLE = {"fail": "bold red", "warn": "yellow", "info": "cyan", "ok": "green"}
 
@@ -27,10 +28,10 @@ class LazyConsole:
     """console(), made when a renderer first uses it: one that writes plain text (gotcha) never
     loads rich."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._real = None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str):
         if self._real is None:
             self._real = console()
         return getattr(self._real, name)
@@ -46,7 +47,7 @@ def plain_width() -> int:
     return PIPE_WIDTH
 
 
-def bold(text) -> str:
+def bold(text: str) -> str:
     """`text` in bold where a terminal shows it (not under NO_COLOR or TERM=dumb, as rich does)."""
     tty = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     return f"\x1b[1m{text}\x1b[0m" if tty else text
@@ -63,7 +64,7 @@ def screen_lines(con):
     return min(con.height, 24) - 4
 
 
-def print_findings(findings, con, show_all=False, around=0, verbose=False, elsewhere=()):
+def print_findings(findings, con, show_all=False, around=0, verbose: bool = False, elsewhere=()) -> None:
     """The findings doctor-style (flutter/brew doctor), worst first. At the default verbosity a
     problem is one line (its mark, id and title, cut at the edge), and its fix on a line of its
     own unless the report shows it anyway (`elsewhere`: its advice and next steps): a sick box
@@ -151,7 +152,7 @@ def _problem_block(f):
     return lines
 
 
-def hanging(lead, text, width=None):
+def hanging(lead, text, width: Optional[int]=None):
     """`lead` then `text`, whose wrapped lines go on under its first word (a hanging indent)."""
     from rich.table import Table
 
@@ -173,7 +174,7 @@ def cut(text):
     return line
 
 
-def _print(con, renderable, how):
+def _print(con, renderable, how) -> None:
     """how: 'wrap' at the width, 'cut' there with an ellipsis, or 'soft' (one line, whole)."""
     if how == "soft":
         con.print(renderable, soft_wrap=True, crop=False)
@@ -199,7 +200,7 @@ def _evidence(value):
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def doctor(doc, con, blocks=(), show_all=False, verbose=False):
+def doctor(doc, con, blocks=(), show_all=False, verbose: bool = False) -> None:
     """A report doctor-style: the verdict, what the verb shows (`blocks`: rich renderables), the
     findings (one line each unless `verbose`), and the verdict again with the next steps. The
     first verdict is left out when nothing would stand between the two."""
@@ -214,7 +215,7 @@ def doctor(doc, con, blocks=(), show_all=False, verbose=False):
     summary_line(doc, con)
 
 
-def _soft_rows(con, text):
+def _soft_rows(con, text: str):
     from rich.cells import cell_len
 
     return max(1, -(-cell_len(text) // con.width))
@@ -248,7 +249,7 @@ def _verdict_text(doc):
     return (f"{doc.get('host')}: " if doc.get("host") else "") + str(doc.get("summary"))
 
 
-def verdict_line(doc, con):
+def verdict_line(doc, con) -> None:
     """The verdict alone, for the top of a report (summary_line repeats it at the end, with next steps)."""
     con.print(_verdict_text(doc), style=_verdict_style(doc), markup=False, soft_wrap=True)
 
@@ -256,7 +257,7 @@ def verdict_line(doc, con):
 _UNREACHED = ("unreachable", "timed-out")
 
 
-def report(doc, human, con, err=None):
+def report(doc, human, con, err=None) -> None:
     """A verb's envelope for people: each host's report (`human(doc, con)`), one stderr line per
     host that failed, and for several hosts one line that rolls them up. What the box sent is
     shown inert (gpuops.render.inert): a renderer never sees a raw control character."""
@@ -271,7 +272,7 @@ def report(doc, human, con, err=None):
         rollup_line(doc, con)
 
 
-def render_errors(doc, stream=None):
+def render_errors(doc, stream=None) -> None:
     """One line per failed host on stderr: the expected-error contract (no traceback). For a host
     that could not be reached the line ends saying how to see why, and how to check this machine."""
     for d in doc.get("hosts") or [doc]:
@@ -280,7 +281,7 @@ def render_errors(doc, stream=None):
             print(f"gpuops: {err['message']}{_hint(d, err)}", file=stream or sys.stderr)
 
 
-def _hint(d, err):
+def _hint(d, err) -> str:
     """What to try after an error, for a person: how to see why a box was not reached, which key
     to give one that refused every key, where to find the job a verb could not."""
     import re
@@ -308,7 +309,7 @@ def _ssh_command(spec):
     return "ssh " + (f"-p {port} " if port else "") + (f"{user}@" if user else "") + host
 
 
-def rollup_line(doc, con):
+def rollup_line(doc, con) -> None:
     """The one line that ends a several-host report."""
     style = "green" if doc.get("ok") else "bold red"
     con.print(f"{doc['command']} on {len(doc['hosts'])} hosts: {doc.get('summary')}", style=style, markup=False,
@@ -325,7 +326,7 @@ def step_text(step) -> str:
     return " ".join(shell_word(w, quote) for w in step["argv"])
 
 
-def next_lines(step, width):
+def next_lines(step, width: int):
     """A next step as the lines to paste: its command on a line of its own, folded between words
     with a trailing backslash where it is wider than the terminal (gpuops.render.fold)."""
     from shlex import quote
@@ -336,7 +337,7 @@ def next_lines(step, width):
     return fold.command(fold.units([shell_word(w, quote) for w in step["argv"]]), width, "  next: ", " " * 8)
 
 
-def print_next(doc, con):
+def print_next(doc, con) -> None:
     """The next steps, each command on lines of its own (with why after it, so the command can be
     copied alone), then the advice, folded between words."""
     from . import fold
@@ -352,7 +353,7 @@ def print_next(doc, con):
             con.print(line, markup=False, soft_wrap=True)
 
 
-def summary_line(doc, con):
+def summary_line(doc, con) -> None:
     verdict_line(doc, con)
     print_next(doc, con)
 

@@ -6,7 +6,7 @@ from ..units import duration
 from . import bold, plain_width, print_next
 
 
-def render_list(doc, con):
+def render_list(doc, con) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -21,7 +21,7 @@ def render_list(doc, con):
     con.print(doc["summary"], markup=False, soft_wrap=True)
 
 
-def _lines(con, rows):
+def _lines(con, rows) -> None:
     """label / text rows; the text wraps at words under itself (a hanging indent), never mid-word."""
     from rich.table import Table
     from rich.text import Text
@@ -49,7 +49,7 @@ def _danger(d):
     return rows
 
 
-def render_profile(doc, con):
+def render_profile(doc, con) -> None:
     from rich.text import Text
 
     d = doc["data"]
@@ -89,7 +89,7 @@ def render_profile(doc, con):
     print_next(doc, con)
 
 
-def render_profiles(doc, con):
+def render_profiles(doc, con) -> None:
     if "profiles" in doc["data"]:
         render_list(doc, con)
     elif "candidates" in doc["data"]:
@@ -100,7 +100,7 @@ def render_profiles(doc, con):
         render_profile(doc, con)
 
 
-def render_gotchas(doc, con):
+def render_gotchas(doc, con) -> None:
     """Plain text to stdout, not through `con`: the answer is prose, and rich costs more to import
     than `gpuops gotcha` has to do (the label column and hanging indent are rich's grid's)."""
     import textwrap

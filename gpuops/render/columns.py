@@ -7,7 +7,7 @@ from rich.cells import cell_len
 GAP = 2  # spaces between two columns: each cell's one space of padding on either side
 
 
-def fit(columns, width):
+def fit(columns, width: int):
     """{key: width} of the columns to show. columns: [(key, natural width, least width)], most
     important first; least is how narrow a column may be cut (0: never cut). Columns go in, at
     their least width, while they fit; one that does not is left out and the next, less
@@ -27,7 +27,7 @@ def fit(columns, width):
     return shown
 
 
-def table(header, rows, priority, least, width):
+def table(header, rows, priority, least, width: int):
     """A rich Table of `rows` (dicts of plain text or rich Text by header key) with the columns of
     `header` (display order) that fit `width`, chosen by `priority` (keys, most important first);
     least: {key: the narrowest it may be cut to} for the columns that may be cut (with …)."""

@@ -5,7 +5,7 @@ No line says twice what the verdict already says."""
 from . import hanging, summary_line, verdict_line
 
 
-def _body(d, summary, con, brief=False):
+def _body(d, summary, con, brief=False) -> None:
     """Each evidence line the verdict does not already say (and none twice), then each cause
     ruled out, wrapped under its label; `brief`: the causes ruled out named on one line."""
     from rich.text import Text
@@ -24,7 +24,7 @@ def _body(d, summary, con, brief=False):
         con.print(hanging(Text("  ruled out: ", style="dim"), Text(f"{r['cause']}: {r['why']}")))
 
 
-def render(doc, con):
+def render(doc, con) -> None:
     """The whole report where the terminal has the rows for it (two left for the prompt and the
     command), else the same with the causes ruled out named on one line: a stalled attempt's was
     27 rows at 80 columns, its verdict scrolled off."""
@@ -32,7 +32,7 @@ def render(doc, con):
     _report(doc, con, brief)
 
 
-def _report(doc, con, brief=False):
+def _report(doc, con, brief=False) -> None:
     from rich.text import Text
 
     verdict_line(doc, con)
@@ -54,7 +54,7 @@ def _rows(con, draw) -> int:
     return sum(max(1, -(-cell_len(line) // con.width)) for line in out.getvalue().splitlines())
 
 
-def render_gang(doc, con):
+def render_gang(doc, con) -> None:
     """A gang's diagnose: its nodes' states, then the first failed node's verdict as for one job."""
     d = doc["data"]
     for n in d["nodes"]:

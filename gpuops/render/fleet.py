@@ -33,13 +33,13 @@ def _mib(value):
     return human_bytes(value * _MIB) if value is not None else "?"
 
 
-def _vram(r):
+def _vram(r) -> str:
     if not r["gpu_count"]:
         return "-"
     return f"{_mib(r['vram_used_mib'])} / {_mib(r['vram_free_mib'])}"
 
 
-def _util(r):
+def _util(r) -> str:
     if not r["gpu_count"]:
         return "-"
     if r["util_peak_pct"] is None:
@@ -47,7 +47,7 @@ def _util(r):
     return f"{r['util_peak_pct']:.0f}%"
 
 
-def _pct(free, total):
+def _pct(free, total: int):
     return f"{100.0 * free / total:.0f}%" if free is not None and total else "?"
 
 
@@ -83,7 +83,7 @@ def cells(r):
             + [duration(r["uptime_s"]), _idle_for(r), _money(r)])
 
 
-def table(doc, width):
+def table(doc, width: int):
     """The rows as a table `width` columns wide: a box that did not answer in red, an idle one in
     yellow."""
     from rich.text import Text
@@ -97,7 +97,7 @@ def table(doc, width):
     return fitted(COLUMNS, rows, _PRIORITY, _LEAST, width)
 
 
-def _bar(pct, width=10):
+def _bar(pct, width: int = 10):
     """A meter of `width` cells, in halves: '████▌░░░░░' for 45%; '?' cells when unknown."""
     if pct is None:
         return "?" * width
@@ -116,7 +116,7 @@ _GPU_COLUMNS = ("HOST", "GPU", "UTIL", "MEMORY", "PROCESSES")
 _GPU_LEAST = {"HOST": 12, "PROCESSES": 12}
 
 
-def gpu_table(doc, width):
+def gpu_table(doc, width: int):
     """One row per GPU of each box that answered (nvitop's and gpustat's view): its utilisation
     and memory as bars, and the processes on it; None when the report holds no GPU's processes."""
     from rich.text import Text
@@ -141,7 +141,7 @@ def gpu_table(doc, width):
     return fitted(_GPU_COLUMNS, rows, ("HOST", "GPU", "UTIL", "MEMORY", "PROCESSES"), _GPU_LEAST, width)
 
 
-def _view(doc, width):
+def _view(doc, width: int):
     """The box table, then (when the report has them) the per-GPU rows under it."""
     from rich.console import Group
     from rich.text import Text
@@ -150,7 +150,7 @@ def _view(doc, width):
     return Group(table(doc, width), Text(""), gpus) if gpus is not None else table(doc, width)
 
 
-def render(doc, con):
+def render(doc, con) -> None:
     con.print(_view(doc, con.width))
     for r in doc["data"]["hosts"]:  # what a keeper found (gpuops.keeper): the run never uses the box again
         if r.get("lost"):

@@ -7,11 +7,12 @@ between words. Both are pure: text in, lines out.
 """
 
 import textwrap
+from typing import Sequence
 
 CONTINUED = " \\"
 
 
-def units(words):
+def units(words: Sequence[str]):
     """Shell-quoted `words` in the pieces a fold may not cut: a flag with its value, else a word."""
     out, i = [], 0
     while i < len(words):
@@ -22,7 +23,7 @@ def units(words):
     return out
 
 
-def command(pieces, width, lead="", indent="    "):
+def command(pieces, width: int, lead="", indent="    "):
     """`pieces` (from `units`) as lines of at most `width` columns where they allow it: the first
     after `lead`, each later one after `indent`, every line but the last ending in a backslash."""
     lines, line = [], lead + pieces[0]
@@ -35,7 +36,7 @@ def command(pieces, width, lead="", indent="    "):
     return lines + [line]
 
 
-def advice(text, width, lead, indent):
+def advice(text: str, width: int, lead, indent):
     """An advice line: a command with its `   # why` comment keeps the command whole on the first
     line and folds the comment after it, each later line a comment of its own, so pasting what is
     shown runs the command and nothing else. Other advice is prose."""
@@ -48,7 +49,7 @@ def advice(text, width, lead, indent):
     return prose(why, width, first, indent + "# ")
 
 
-def prose(text, width, lead="", indent=None):
+def prose(text: str, width: int, lead="", indent=None):
     """`text` filled to `width` at spaces only: a flag, a path or a URL is never broken inside."""
     return textwrap.wrap(" ".join(text.split()), width=max(40, width), initial_indent=lead,
                          subsequent_indent=" " * len(lead) if indent is None else indent,

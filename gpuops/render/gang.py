@@ -6,7 +6,7 @@ import sys
 from . import print_findings, state_text, summary_line
 
 
-def launched(doc, con):
+def launched(doc, con) -> None:
     """A launch: a placement's reasons, a gang's preflight (findings, the torch table when the
     nodes disagree, the pairs that cannot connect), then the summary line."""
     from rich.table import Table
@@ -43,7 +43,7 @@ def launched(doc, con):
     summary_line(doc, con)
 
 
-def status(doc, con):
+def status(doc, con) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -61,7 +61,7 @@ def status(doc, con):
     summary_line(doc, con)
 
 
-def stop(doc, con):
+def stop(doc, con) -> None:
     for n in doc["data"].get("nodes") or []:
         for t in n.get("targets") or []:
             con.print(f"  node {n['index']} {n['host']}: pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: "
@@ -69,7 +69,7 @@ def stop(doc, con):
     summary_line(doc, con)
 
 
-def logs_trailer(doc, con=None, stream=None):
+def logs_trailer(doc, con=None, stream=None) -> None:
     """After the node-prefixed lines: one line on stderr with the outcome and each node's cursor."""
     stream = stream or sys.stderr
     stream.write(f"gpuops: {doc['summary']}\n")

@@ -74,7 +74,7 @@ class LogBytes:
     controls kept, every other control sequence (a screen clear, a window title, a cursor move) and
     bidi mark escaped as `text` shows it. A sequence cut between chunks waits for the rest."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import codecs
 
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")

@@ -44,7 +44,7 @@ def _state(r):
     return text
 
 
-def status_view(doc, width, verbose=False):
+def status_view(doc, width: int, verbose: bool = False):
     """The jobs table (a watchable one: `status --watch` redraws it), a row per run, the older
     ones counted; with `verbose` (or for the one job asked about) each job's reason, hint, run and
     what it runs now on lines of their own, which made 7 jobs 50 rows at 80 columns. A run's
@@ -74,7 +74,7 @@ def status_view(doc, width, verbose=False):
     return Group(*parts)
 
 
-def _details(r, now, width):
+def _details(r, now, width: int):
     """A job's lines under the table, each folded between words with its continuation indented."""
     from rich.text import Text
 
@@ -126,16 +126,16 @@ def telemetry_line(row):
     return ", ".join(parts)
 
 
-def status(doc, con, verbose=False):
+def status(doc, con, verbose: bool = False) -> None:
     con.print(status_view(doc, con.width, verbose))
     summary_line(doc, con)
 
 
-def started(doc, con):
+def started(doc, con) -> None:
     summary_line(doc, con)
 
 
-def stop(doc, con):
+def stop(doc, con) -> None:
     """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
     names, then the command that acts on it."""
     verdict_line(doc, con)
@@ -153,7 +153,7 @@ def stop(doc, con):
     print_next(doc, con)
 
 
-def queue(doc, con):
+def queue(doc, con) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -166,7 +166,7 @@ def queue(doc, con):
     summary_line(doc, con)
 
 
-def waited(doc, con):
+def waited(doc, con) -> None:
     """The outcome line; the matched line when a regex ended the wait."""
     match = doc["data"].get("match")
     if match:
@@ -181,7 +181,7 @@ def waited(doc, con):
     summary_line(doc, con)
 
 
-def logs_trailer(doc, con=None, stream=None):
+def logs_trailer(doc, con=None, stream=None) -> None:
     """After the raw log bytes on stdout, one line on stderr that says how the log ended for a
     person; the offsets stay in --json."""
     line = logs_ending(doc)

@@ -3,7 +3,7 @@
 from . import doctor
 
 
-def headline(data):
+def headline(data) -> str:
     """One line of what the box is, above the findings."""
     g = data.get("gpu") or {}
     devices = g.get("devices") or []
@@ -16,7 +16,7 @@ def headline(data):
     return f"{gpus}{driver}{torch_text}; {cpu.get('visible')} CPUs visible"
 
 
-def render(doc, con, show_all=False, verbose=False):
+def render(doc, con, show_all=False, verbose: bool = False) -> None:
     from rich.text import Text
 
     doctor(doc, con, [Text(headline(doc.get("data") or {}))], show_all, verbose)

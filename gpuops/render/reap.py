@@ -62,7 +62,7 @@ def gpu_table(facts):
     return table
 
 
-def render(doc, con, show_all=False, verbose=False):
+def render(doc, con, show_all=False, verbose: bool = False) -> None:
     from rich.console import Group
     from rich.text import Text
 

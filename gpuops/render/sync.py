@@ -7,7 +7,7 @@ from . import doctor
 MISMATCH = ("sync.mismatch", "verify.drift")
 
 
-def render(doc, con, show_all=False, verbose=False):
+def render(doc, con, show_all=False, verbose: bool = False) -> None:
     differ = {m["path"]: m["problem"] for m in (doc.get("data") or {}).get("mismatches") or []}
     findings = [dict(f, evidence=differ) if f["id"] in MISMATCH and differ else f for f in doc.get("findings") or []]
     doctor(dict(doc, findings=findings), con, show_all=show_all, verbose=verbose)

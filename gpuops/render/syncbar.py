@@ -26,7 +26,7 @@ def _rate_column():
 class Bar:
     """gpuops.sync.progress.Silent's methods, drawn; also a context, as Silent is."""
 
-    def __init__(self, console=None):
+    def __init__(self, console=None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -42,10 +42,10 @@ class Bar:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
-    def start(self, total, what="", files=None):
+    def start(self, total: int, what="", files=None) -> None:
         """A bar over `total` bytes, and over `files` files when given."""
         from .live import start as start_live
 
@@ -55,7 +55,7 @@ class Bar:
         self._total, self._files = total, files
         self._task = self._progress.add_task(what, total=total, files=self._files_text())
 
-    def update(self, done, files=None):
+    def update(self, done, files=None) -> None:
         # A retried attempt counts from zero again, and protocol bytes can run past the payload:
         # the bar never moves backwards and stops at the total.
         done = min(done, self._total)
@@ -68,30 +68,30 @@ class Bar:
     def _files_text(self):
         return f"{self._files_done}/{self._files} files" if self._files is not None else ""
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         from .inert import text as inert
 
         self._progress.console.print(inert(text), style="yellow", markup=False, highlight=False)
 
-    def stage(self, text):
+    def stage(self, text: str) -> None:
         """A phase that moves no bytes: a spinner with its elapsed time until the next one begins."""
         from .inert import text as inert
 
         self._end_stage()
         self._status = _Stage(self._console, inert(text))
 
-    def _end_stage(self):
+    def _end_stage(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
 
-    def close(self):
+    def close(self) -> None:
         self._progress.stop()
         self._end_stage()
 
 
 class _Stage:
-    def __init__(self, console, text):
+    def __init__(self, console, text: str) -> None:
         import time
 
         from rich.live import Live
@@ -113,7 +113,7 @@ class _Stage:
         self._spinner.update(text=Text(f"{self._text} ({time.monotonic() - self._started:.0f} s)"))
         return self._spinner
 
-    def stop(self):
+    def stop(self) -> None:
         self._live.stop()
 
 

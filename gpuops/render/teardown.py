@@ -3,5 +3,5 @@
 from . import doctor
 
 
-def render(doc, con, show_all=False, verbose=False):
+def render(doc, con, show_all=False, verbose: bool = False) -> None:
     doctor(doc, con, show_all=show_all, verbose=verbose)

@@ -20,7 +20,7 @@ def _findings(doc):
     return {f["id"]: f for f in doc.get("findings") or []}
 
 
-def _pct(done, total):
+def _pct(done, total: int):
     return f" ({100.0 * done / total:.1f}%)" if total else ""
 
 
@@ -132,7 +132,7 @@ def check_format(fmt):
         raise UsageError(f"--format takes {' or '.join(FORMATS)}, not {fmt!r}")
 
 
-def render(doc, con=None, fmt=None, verbose=False):
+def render(doc, con=None, fmt=None, verbose: bool = False) -> None:
     """The doctor-style report (the default, on a terminal and through a pipe alike): the verdict,
     the log's evidence lines, the progress, one line per finding, the verdict again with next
     steps and the first advice; --verbose adds what happened, the progress in full, each finding's
@@ -169,7 +169,7 @@ def render(doc, con=None, fmt=None, verbose=False):
     doctor(dict(doc, findings=findings, advice=advice, host=source or doc.get("host")), con, blocks, verbose=verbose)
 
 
-def _evidence_lines(data, verbose):
+def _evidence_lines(data, verbose: bool):
     """The log's own lines, numbered as the log numbers them: cut at the edge (--verbose wraps)."""
     from rich.text import Text
 

@@ -40,7 +40,7 @@ TOOLSET_WORDS = {
 }
 
 
-def _module(name):
+def _module(name: str):
     return importlib.import_module(f"{__package__}.{name}")
 
 
@@ -59,7 +59,7 @@ def described() -> dict:
     return found
 
 
-def verb(name) -> Verb:
+def verb(name: str) -> Verb:
     """One verb's description, loading only the module it is in."""
     return next(v for v in _module(_HOME[name]).VERBS if v.name == name)
 
@@ -71,12 +71,12 @@ def tools() -> dict:
     return {t.name: t for s in TOOLSETS for t in made if t.toolset == s}
 
 
-def tool(name) -> Tool:
+def tool(name: str) -> Tool:
     return tools()[name]
 
 
 @functools.lru_cache(maxsize=None)
-def args(tool_name) -> tuple:
+def args(tool_name: str) -> tuple:
     """A tool's parameters, every field its verb's Param gives filled in."""
     t = tool(tool_name)
     if t.verb is None:
@@ -84,12 +84,12 @@ def args(tool_name) -> tuple:
     return tuple(resolve(verb(t.verb), a) for a in t.args)
 
 
-def toolset(name) -> tuple:
+def toolset(name: str) -> tuple:
     """The tool names of one toolset."""
     return tuple(n for n, t in tools().items() if t.toolset == name)
 
 
-def flags_of(tool_name) -> dict:
+def flags_of(tool_name: str) -> dict:
     """{--flag: Arg} of a tool: which of its verb's flags each parameter stands for."""
     t = tool(tool_name)
     if t.verb is None:

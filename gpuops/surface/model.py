@@ -106,7 +106,7 @@ class Verb:
     resumable: bool = False         # run again after Ctrl-C, it picks up where it stopped
     sections: tuple = ()            # ((title, (param names)), ...): its --help's groups of flags (sectioned)
 
-    def param(self, name) -> Param:
+    def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:
                 return p
@@ -121,7 +121,7 @@ def sectioned(*sections) -> dict:
             "sections": tuple((title, tuple(p.name for p in params)) for title, params in sections)}
 
 
-def a(name, param=None, **over) -> Arg:
+def a(name: str, param=None, **over) -> Arg:
     """A tool's parameter: the verb's `param` (default: the same name) under `name`, narrowed by
     `over`; or, with `why=`, one of the tool's own."""
     if over.get("why"):
@@ -129,7 +129,7 @@ def a(name, param=None, **over) -> Arg:
     return Arg(name, param or name, **over)
 
 
-def resolve(verb: Verb, arg: Arg) -> Arg:
+def resolve(verb, arg: Arg) -> Arg:
     """`arg` with every field its Param gives and the Arg does not override filled in."""
     if arg.param is None:
         return replace(arg, default=None) if arg.default is SAME else arg

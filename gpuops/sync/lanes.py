@@ -56,7 +56,7 @@ def cipher_order(target) -> list:
 
 
 class Lane:
-    def __init__(self, target, index: int, ciphers=()):
+    def __init__(self, target, index: int, ciphers=()) -> None:
         self.target = target
         self.index = index
         self.ciphers = list(ciphers)
@@ -77,7 +77,7 @@ class Lane:
                                 log_level)
         return argv[:-1] + self.ciphers + argv[-1:]
 
-    def _ensure(self):
+    def _ensure(self) -> None:
         with self._lock:
             if self._closed or os.path.exists(self._socket):
                 return
@@ -89,25 +89,25 @@ class Lane:
             except subprocess.TimeoutExpired:
                 pass
 
-    def warm(self):
+    def warm(self) -> None:
         """Start this lane's master now (a thread's work: the handshake takes round trips)."""
         try:
             self._ensure()
         except OSError:
             pass
 
-    def drop_link(self):
+    def drop_link(self) -> None:
         """End this lane's master (the next command starts a new one)."""
         with self._lock:
             self._exit()
 
-    def _exit(self):
+    def _exit(self) -> None:
         if os.path.exists(self._socket):
             argv = openssh.ssh_argv(self.target.spec, self.target.identity, self._socket, "no")
             subprocess.run(argv[:-1] + ["-O", "exit", argv[-1]], stdin=subprocess.DEVNULL, capture_output=True,
                            timeout=10)
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             self._closed = True
             self._exit()

@@ -48,13 +48,13 @@ def refused(where, holder) -> errors.Busy:
 class Here:
     """The lock on a destination on this machine, held from construction to release()."""
 
-    def __init__(self, path, verb):
+    def __init__(self, path, verb) -> None:
         where = os.path.join(pullindex.state_dir(), "locks")
         self._file, self._fd, holder = destlock.take_for(path, owner(verb), where)
         if self._fd is None:
             raise refused(path, holder)
 
-    def release(self):
+    def release(self) -> None:
         if self._fd is not None:
             destlock.release(self._fd, self._file)
             self._fd = None
@@ -70,7 +70,7 @@ class OnBox(threading.Thread):
     With a `listing` (a manifest request), the same channel also answers the destination's
     manifest once the lock is held: listing() returns it."""
 
-    def __init__(self, target, path, verb, listing=None):
+    def __init__(self, target, path, verb, listing=None) -> None:
         super().__init__(daemon=True)
         self.target = target
         self.where = f"{target.name}:{path}"
@@ -79,7 +79,7 @@ class OnBox(threading.Thread):
         self._retake = json.dumps(request).encode("ascii")
         self._request = (json.dumps({**request, "manifest": listing}).encode("utf-8", "surrogateescape")
                          if listing is not None else self._retake)
-        self._listing = {}
+        self._listing: dict = {}
         self._listed = threading.Event()
         if listing is None:
             self._listed.set()
@@ -87,7 +87,7 @@ class OnBox(threading.Thread):
         self._released = threading.Event()
         self.held = False
         self.holder = None  # who has it, when the box refused it
-        self.error = None
+        self.error: Exception | None = None
         self.lost = None    # who took it while a dropped channel was being replaced
         self.start()
 
@@ -111,7 +111,7 @@ class OnBox(threading.Thread):
             raise errors.HostError(f"{self.target.name}: the on-box manifest refused the request: {doc['error']}")
         return doc
 
-    def release(self):
+    def release(self) -> None:
         """Let go: the channel ends at its next heartbeat (or is gone already)."""
         self._released.set()
 
@@ -120,13 +120,13 @@ class OnBox(threading.Thread):
         if self.lost is not None:
             raise refused(self.where, self.lost)
 
-    def run(self):
+    def run(self) -> None:
         try:
             self._hold()
         finally:
             self._listed.set()  # a channel that ended before its manifest line: listing() says so
 
-    def _hold(self):
+    def _hold(self) -> None:
         while not self._released.is_set():
             doc, err = self._one_channel()
             if err is not None and "doc" not in self._listing:

@@ -39,7 +39,7 @@ class Outcome:
     def retries(self) -> int:
         return max(0, len(self.attempts) - 1)
 
-    def fail(self, kind, message):
+    def fail(self, kind, message) -> None:
         self.failure = {"kind": kind, "message": message}
 
     def as_dict(self) -> dict:
@@ -48,7 +48,7 @@ class Outcome:
         return doc
 
 
-def merge(total: Outcome, more: Outcome):
+def merge(total: Outcome, more: Outcome) -> None:
     """Add `more` (a repair pass, one stream of several) to `total`."""
     total.attempts += more.attempts
     total.bytes_sent += more.bytes_sent

@@ -20,7 +20,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _QUOTED = 120
 
 
-def by_path(entries, host="the box") -> dict:
+def by_path(entries, host: str = "the box") -> dict:
     """{rel: Entry} from Entries (this machine's own walk) or their JSON lists (the box's answer,
     each checked by `entry`)."""
     if isinstance(entries, (str, bytes, dict)):
@@ -32,7 +32,7 @@ def by_path(entries, host="the box") -> dict:
     return found
 
 
-def entry(raw, host="the box") -> Entry:
+def entry(raw, host: str = "the box") -> Entry:
     """One entry of the box's manifest, once it is one gpuops's walker could have written: a
     relative path that stays inside the root, a known kind, a size, a digest, a link target.
     Anything else is BadAnswer (exit 3) quoting the offending value."""
@@ -58,7 +58,7 @@ def _quote(value) -> str:
     return shown if len(shown) <= _QUOTED else shown[:_QUOTED] + " ..."
 
 
-def _bad(host, what):
+def _bad(host: str, what):
     raise BadAnswer(f"{host}: the box's manifest is not gpuops's: {what}")
 
 
@@ -131,7 +131,7 @@ def _side(e):
     return doc
 
 
-def mismatches(src: dict, dst: dict, rels, src_name="source", dst_name="destination") -> list:
+def mismatches(src: dict, dst: dict, rels, src_name: str = "source", dst_name: str = "destination") -> list:
     """[{path, problem, <src_name>: {...}, <dst_name>: {...}}] for every rel that differs."""
     out = []
     for rel in rels:

@@ -11,20 +11,20 @@ class Silent:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
-    def start(self, total, what="", files=None):
+    def start(self, total: int, what="", files=None) -> None:
         pass
 
-    def update(self, done, files=None):
+    def update(self, done, files=None) -> None:
         pass
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         pass
 
-    def stage(self, text):
+    def stage(self, text: str) -> None:
         pass
 
-    def close(self):
+    def close(self) -> None:
         pass

@@ -38,7 +38,7 @@ class RangeFailed(Exception):
     """kind: "retry" (the stream broke or stalled), "disk-full", "setup" (something not a directory
     on the way to the file), or "fatal"."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -106,24 +106,24 @@ class _Watch:
     """Kills `proc` when no byte moved for `stall_s` (a frozen link: ssh's keepalives take most of
     a minute, and a blocked write never returns)."""
 
-    def __init__(self, proc, stall_s):
+    def __init__(self, proc, stall_s) -> None:
         self.proc, self.stall_s = proc, stall_s
         self.last = time.monotonic()
         self.stalled = False
         self._done = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
 
-    def moved(self):
+    def moved(self) -> None:
         self.last = time.monotonic()
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._done.wait(0.25):
             if time.monotonic() - self.last > self.stall_s and self.proc.poll() is None:
                 self.stalled = True
                 self.proc.kill()
                 return
 
-    def stop(self):
+    def stop(self) -> None:
         self._done.set()
 
 
@@ -214,7 +214,7 @@ def pull(lane, local_root: str, remote_root: str, piece, on_bytes, stall_s: floa
     return got, have
 
 
-def join_remote(lane, remote_root: str, rel: str, pieces, mode: int, mtime: float):
+def join_remote(lane, remote_root: str, rel: str, pieces, mode: int, mtime: float) -> None:
     """Join a pushed file's parts on the box, give it `mode` and `mtime`, rename it into place."""
     name = posixpath.basename(_b(rel))
     parts = " ".join(_q(p.part_name(name)) for p in pieces)

@@ -10,7 +10,7 @@ import time
 
 class Backoff:
     def __init__(self, budget_s=300.0, first_s=1.0, factor=2.0, cap_s=30.0, max_retries=12,
-                 clock=time.monotonic, sleep=time.sleep):
+                 clock=time.monotonic, sleep=time.sleep) -> None:
         self.budget_s, self.first_s, self.factor, self.cap_s = budget_s, first_s, factor, cap_s
         self.max_retries = max_retries
         self.retries = 0

@@ -101,16 +101,16 @@ class Run:
     # lets go (over a frozen link, most of a minute).
     DRAIN_S = 2.0
 
-    def __init__(self, argv, on_bytes=None, env=None, watch_writes=False, stall_s=None):
+    def __init__(self, argv, on_bytes=None, env=None, watch_writes=False, stall_s=None) -> None:
         self.argv, self.on_bytes, self.env = argv, on_bytes, env
         self.watch_writes, self.stall_s = watch_writes, stall_s
         self.stalled = False
         self.progress = 0
         self.completed = 0   # progress at the last finished file
         self.files = 0
-        self.stats = {}
+        self.stats: dict = {}
         self.stderr = ""
-        self.io = {}
+        self.io: dict = {}
 
     def __call__(self) -> int:
         proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -138,7 +138,7 @@ class Run:
         self.stderr = b"".join(err_chunks).decode("utf-8", "replace")[-65536:]
         return code
 
-    def _read_stdout(self, stream):
+    def _read_stdout(self, stream) -> None:
         pending = b""
         while True:
             chunk = stream.read1(65536)
@@ -150,7 +150,7 @@ class Run:
                 self._line(line)
         self._line(pending)
 
-    def _watch(self, proc):
+    def _watch(self, proc) -> None:
         """A sending rsync reports progress only when a new file is done; what it has written
         into ssh so far (/proc/PID/io) keeps the bar moving in between."""
         while _running(proc.pid):
@@ -163,7 +163,7 @@ class Run:
                 self.on_bytes(written)
             time.sleep(0.25)
 
-    def _watch_stall(self, proc):
+    def _watch_stall(self, proc) -> None:
         """Stop an rsync that has read nothing for stall_s seconds (see the module's docstring)."""
         last, since = -1, time.monotonic()
         while _running(proc.pid):
@@ -179,7 +179,7 @@ class Run:
                 return
             time.sleep(0.25)
 
-    def _line(self, line: bytes):
+    def _line(self, line: bytes) -> None:
         m = _PROGRESS.match(line)
         if m:
             self.progress = _number(m.group(1))
@@ -201,7 +201,7 @@ class RsyncEngine:
     name = "rsync"
 
     def __init__(self, direction, local_root, remote_root, target=None, io_timeout=30, backoff=None,
-                 progress=None, rsync_version=None, make_root=False, compress=False):
+                 progress=None, rsync_version=None, make_root=False, compress=False) -> None:
         self.direction = direction
         self.local_root = local_root
         self.remote_root = remote_root
@@ -213,7 +213,7 @@ class RsyncEngine:
         self.make_root = make_root and direction == "push" and target is not None
         self.compress = compress
 
-    def argv(self, list_file, force=False) -> list:
+    def argv(self, list_file, force: bool = False) -> list:
         argv = ["rsync", "-lpt", "-s", "--from0", f"--files-from={list_file}",
                 f"--partial-dir={PARTIAL_DIR}", f"--timeout={self.io_timeout}", "--stats"]
         if self.modern:
@@ -236,7 +236,7 @@ class RsyncEngine:
             argv += ["--rsync-path", make_root_then_rsync(self.remote_root)]
         return argv + ([local, remote] if self.direction == "push" else [remote, local])
 
-    def run(self, rels, force=False) -> Outcome:
+    def run(self, rels, force: bool = False) -> Outcome:
         outcome = Outcome(self.name, compressed=self.compress)
         if not rels:
             return outcome
@@ -266,7 +266,7 @@ class RsyncEngine:
                 partial += st.st_size
         return max(run.progress, run.completed + partial)
 
-    def _loop(self, list_file, force, outcome, rels):
+    def _loop(self, list_file, force: bool, outcome, rels):
         env = {**os.environ, "LC_ALL": "C"}
         while True:
             argv = self.argv(list_file, force=force or not outcome.attempts)
@@ -340,7 +340,7 @@ def make_root_then_rsync(root) -> str:
     return "sh -c " + wrap.quote("mkdir -p -- " + wrap.quote(root) + ' && exec rsync "$@"') + " rsync"
 
 
-def _children(pid):
+def _children(pid: int):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(c) for c in f.read().split()]
@@ -348,7 +348,7 @@ def _children(pid):
         return []
 
 
-def _tree_reads(pid):
+def _tree_reads(pid: int):
     """Bytes read so far by rsync and its rsync children (a pull's receiver is one), leaving out
     its ssh: ssh reads rsync's keepalives even from a frozen link. None where /proc cannot tell."""
     total = 0
@@ -365,7 +365,7 @@ def _tree_reads(pid):
     return total
 
 
-def _stop_tree(proc, grace_s=2.0):
+def _stop_tree(proc, grace_s=2.0) -> None:
     """SIGTERM rsync and its children (its ssh would otherwise wait on the frozen link), then
     SIGKILL what is left: rsync keeps its partial files on either."""
     import signal
@@ -383,7 +383,7 @@ def _stop_tree(proc, grace_s=2.0):
             time.sleep(0.05)
 
 
-def _running(pid) -> bool:
+def _running(pid: int) -> bool:
     """Whether child `pid` has not exited yet, without reaping it: the main thread reads its
     /proc io counters after it exits (see _exit_io), which a reaped child no longer has."""
     try:
@@ -392,7 +392,7 @@ def _running(pid) -> bool:
         return False
 
 
-def _exit_io(pid) -> dict:
+def _exit_io(pid: int) -> dict:
     """/proc/PID/io of a child that has exited but is not reaped yet ({} where unavailable).
 
     rsync prints progress at most once a second and no stats when it fails, so for an

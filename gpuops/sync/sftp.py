@@ -53,7 +53,7 @@ class SftpEngine:
     name = "sftp"
 
     def __init__(self, target, direction, local_root, remote_root, entries, io_timeout=30, backoff=None,
-                 progress=None, remote_free=None):
+                 progress=None, remote_free=None) -> None:
         self.target = target
         self.direction = direction
         self.local_root = os.fsencode(local_root)
@@ -64,13 +64,13 @@ class SftpEngine:
         self.backoff = backoff
         self.progress = progress
         self.remote_free = remote_free  # () -> (free bytes, free inodes) at the remote root
-        self._made = set()
+        self._made: set = set()
         self._done_bytes = 0
         self._done_files = 0
-        self._restarted = set()
+        self._restarted: set = set()
         self._resumed = 0  # bytes of part files a transfer went on from (the summary says it resumed)
 
-    def run(self, rels, force=False) -> Outcome:
+    def run(self, rels, force: bool = False) -> Outcome:
         outcome = Outcome(self.name)
         self._resumed = 0
         pending = list(rels)
@@ -117,7 +117,7 @@ class SftpEngine:
         outcome.bytes_reused += self._resumed
         return outcome
 
-    def _step(self, sftp, rel, force, sent, outcome):
+    def _step(self, sftp, rel, force: bool, sent, outcome):
         """One path; a file-level failure is recorded and the transfer goes on, a lost link raises."""
         try:
             self._one(sftp, rel, force, sent)
@@ -129,12 +129,12 @@ class SftpEngine:
             else:
                 raise _Lost(e) from None
 
-    def _record(self, outcome, code, kind, meaning, started, sent, message):
+    def _record(self, outcome, code, kind, meaning, started, sent, message) -> None:
         outcome.attempts.append(Attempt(code, kind, meaning, round(time.monotonic() - started, 3), sent, message))
         outcome.bytes_sent += sent
         outcome.wire_bytes += sent
 
-    def _one(self, sftp, rel, force, sent):
+    def _one(self, sftp, rel, force: bool, sent):
         e = self.entries[rel]
         if e.kind == "d":
             if self.direction == "push":
@@ -156,7 +156,7 @@ class SftpEngine:
             if self.progress:
                 self.progress.update(self._done_bytes, self._done_files)
 
-    def _copy(self, read, write, sent):
+    def _copy(self, read, write, sent) -> None:
         while True:
             buf = read(CHUNK)
             if not buf:
@@ -164,7 +164,7 @@ class SftpEngine:
             write(buf)
             self._bump(len(buf), sent)
 
-    def _bump(self, n, sent):
+    def _bump(self, n, sent) -> None:
         sent[0] += n
         self._done_bytes += n
         if self.progress:
@@ -236,7 +236,7 @@ class SftpEngine:
             self._maybe_full(sftp, part, st.st_size, err)
             raise
 
-    def _maybe_full(self, sftp, part, size, err):
+    def _maybe_full(self, sftp, part, size: int, err):
         """SFTP reports a full disk as a bare 'Failure': ask the box how much room is left."""
         free = self.remote_free() if self.remote_free else None
         if not free:
@@ -362,7 +362,7 @@ def _stat(sftp, path):
         return None
 
 
-def _quietly(fn):
+def _quietly(fn) -> None:
     try:
         fn()
     except Exception:  # best-effort cleanup on a path that is already failing

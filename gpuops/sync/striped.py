@@ -30,11 +30,11 @@ STALL_MIN_S = 10.0
 class StripedEngine:
     name = "rsync"
 
-    def __init__(self, inner, target, direction: str, src_map: dict, requested=None, early=None):
+    def __init__(self, inner, target, direction: str, src_map: dict, requested=None, early=None) -> None:
         self.inner, self.target, self.direction, self.src_map = inner, target, direction, src_map
         self.requested, self.early = requested, early
 
-    def run(self, rels, force=False) -> Outcome:
+    def run(self, rels, force: bool = False) -> Outcome:
         files = {r: self.src_map[r].size for r in rels if self.src_map[r].kind == "f"}
         payload = sum(files.values())
         early, self.early = self.early or Early(self.target), None  # the measurement is the first run's
@@ -90,7 +90,7 @@ class StripedEngine:
         total.wall_s = round(time.monotonic() - started, 3)
         return total
 
-    def _lane(self, conn, lane, outcome, backoff, progress):
+    def _lane(self, conn, lane, outcome, backoff, progress) -> None:
         """A lane's ranges first (a big file's ranges then end together, early, and its join on
         the box overlaps the lanes' whole files), then its whole files in one rsync."""
         try:
@@ -106,7 +106,7 @@ class StripedEngine:
         except Exception as e:  # noqa: BLE001 - one lane's surprise is its failure, said, not a lost thread
             outcome.fail(FATAL, f"stream {conn.index}: {type(e).__name__}: {e}")
 
-    def _landed(self, conn, piece, outcome):
+    def _landed(self, conn, piece, outcome) -> None:
         """Count a range in; the lane that brings a file's last range joins the file."""
         with self._lock:
             self._pending[piece.rel] -= 1
@@ -120,7 +120,7 @@ class StripedEngine:
         while True:
             started, moved = time.monotonic(), [0]
 
-            def count(nbytes):
+            def count(nbytes) -> None:
                 moved[0] += nbytes
                 progress.add(nbytes)
 
@@ -150,7 +150,7 @@ class StripedEngine:
             outcome.bytes_reused += had
             return True
 
-    def _join(self, conn, rel, pieces, outcome):
+    def _join(self, conn, rel, pieces, outcome) -> None:
         try:
             if self.direction == "push":
                 st = os.stat(os.path.join(os.fsencode(self.inner.local_root), rel.encode("utf-8", "surrogateescape")))
@@ -169,31 +169,31 @@ class Early(threading.Thread):
     their handshakes started while the probe still runs once the round trip says the link is far:
     there a handshake is several round trips. Whatever lane is not taken is closed."""
 
-    def __init__(self, target):
+    def __init__(self, target) -> None:
         super().__init__(daemon=True)
         self.target = target
-        self.lanes = []
-        self.ciphers = None
+        self.lanes: list = []
+        self.ciphers: list | None = None
         self.started = False
         self._remote_file = None
-        self._measured = {}
+        self._measured: dict = {}
         self._lock = threading.Lock()
         self._closed = False
 
-    def start(self, remote_file=None):
+    def start(self, remote_file=None) -> None:
         if not L.can_stripe(self.target):
             return
         self._remote_file = remote_file
         self.started = True
         super().start()
 
-    def run(self):
+    def run(self) -> None:
         try:
             self._measured = L.measure(self.target, self._remote_file, on_far=self._warm)
         except Exception:  # noqa: BLE001 - a link that cannot be measured is carried as one stream
             self._measured = {}
 
-    def _warm(self):
+    def _warm(self) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -219,7 +219,7 @@ class Early(threading.Thread):
             self.lanes = self.lanes[:n]
             return list(self.lanes)
 
-    def close(self):
+    def close(self) -> None:
         with self._lock:
             self._closed = True
             lanes, self.lanes = self.lanes, []
@@ -230,7 +230,7 @@ class Early(threading.Thread):
 class _Tally:
     """The lanes' progress as one bar: rsync reports its own running total, ranges add to it."""
 
-    def __init__(self, progress, n):
+    def __init__(self, progress, n) -> None:
         self.progress = progress
         self._done = [0] * n
         self._ranges = [0] * n
@@ -240,7 +240,7 @@ class _Tally:
     def lane(self, i):
         return _LaneProgress(self, i)
 
-    def report(self, i, done=None, files=None, add=0):
+    def report(self, i, done=None, files=None, add=0) -> None:
         if self.progress is None:
             return
         with self._lock:
@@ -254,15 +254,15 @@ class _Tally:
 
 
 class _LaneProgress:
-    def __init__(self, tally, i):
+    def __init__(self, tally, i) -> None:
         self._tally, self._i = tally, i
 
-    def update(self, done, files=None):
+    def update(self, done, files=None) -> None:
         self._tally.report(self._i, done=done, files=files)
 
-    def add(self, nbytes):
+    def add(self, nbytes) -> None:
         self._tally.report(self._i, add=nbytes)
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         if self._tally.progress is not None:
             self._tally.progress.note(text)

@@ -36,11 +36,11 @@ class Tally:
     """Files and bytes read to hash, and digests taken from the caches, per end, over every manifest
     of one operation: the envelope's proof of what verification actually read."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.sides = {"local": dict.fromkeys(FIELDS, 0), "remote": dict.fromkeys(FIELDS, 0)}
         self._lock = threading.Lock()  # manifests running beside the transfer add from their threads
 
-    def add(self, side, counters):
+    def add(self, side, counters) -> None:
         with self._lock:
             for k in FIELDS:
                 self.sides[side][k] += (counters or {}).get(k, 0)
@@ -64,7 +64,7 @@ class Hasher:
     the rest when they turn out not to be needed; finish() saves the cache and counts what was
     read."""
 
-    def __init__(self, scan):
+    def __init__(self, scan) -> None:
         self._scan = scan
         self._todo = [rel for rel, e in scan.entries.items() if e.kind == "f" and e.sha256 is None]
         self._index = {rel: i for i, rel in enumerate(self._todo)}
@@ -77,7 +77,7 @@ class Hasher:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _run(self):
+    def _run(self) -> None:
         try:
             for rel in self._todo:
                 if self._stopped:
@@ -93,13 +93,13 @@ class Hasher:
                 self._finished = True
                 self._cond.notify_all()
 
-    def wait(self, rels=None):
+    def wait(self, rels=None) -> None:
         """Until every rel in `rels` (all of them when None) is hashed, or the thread ended."""
         last = len(self._todo) - 1 if rels is None else max((self._index.get(r, -1) for r in rels), default=-1)
         with self._cond:
             self._cond.wait_for(lambda: self._finished or self._count > last)
 
-    def watch(self, report, until=None, every_s=0.1):
+    def watch(self, report, until=None, every_s=0.1) -> None:
         """report(bytes, files) hashed so far, as they go, until every file is or until() is true."""
         with self._cond:
             while not self._finished and not (until and until()):
@@ -107,11 +107,11 @@ class Hasher:
                 self._cond.wait(every_s)
             report(self._bytes, self._count)
 
-    def stop(self):
+    def stop(self) -> None:
         self._stopped = True
         self._thread.join()
 
-    def finish(self, tally):
+    def finish(self, tally) -> None:
         """After wait() or stop(): save the digest cache, add what was read to `tally`."""
         self._thread.join()
         tally.add("local", self._scan.finish())
@@ -149,13 +149,13 @@ class Pending:
     returns its document or raises what it raised. With `when`, the channel opens at once and the
     request is what `when()` returns once it is known."""
 
-    def __init__(self, target, root, request, timeout_s, tally=None, when=None):
-        self._out = {}
+    def __init__(self, target, root, request, timeout_s, tally=None, when=None) -> None:
+        self._out: dict = {}
         self._thread = threading.Thread(target=self._run, args=(target, root, request, timeout_s, tally, when),
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, target, root, request, timeout_s, tally, when):
+    def _run(self, target, root, request, timeout_s, tally, when) -> None:
         try:
             self._out["doc"] = remote(target, root, request, timeout_s, tally=tally, when=when)
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread in result()
@@ -182,7 +182,7 @@ class Early:
     its channel failed (the transfer's link was cut, killing it): the caller then asks afresh. Used
     as a context manager, whose end lets an unasked channel go."""
 
-    def __init__(self, target, root, timeout_s, tally=None, needed=True):
+    def __init__(self, target, root, timeout_s, tally=None, needed=True) -> None:
         self._ready = threading.Event()
         self._request = None
         self._asked = not needed
@@ -191,7 +191,7 @@ class Early:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self._ready.set()  # unasked: the request is None, and the channel ends without one
 
     def _wait(self):

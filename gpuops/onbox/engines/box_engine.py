@@ -22,7 +22,7 @@ chain = None
 LIVE_SHOWN = 20  # pids of a job whose leader is gone named in its facts
 
 
-def observe(out, jdir, meta, detail=True):
+def observe(out, jdir, meta, detail=True) -> None:
     """Liveness of the recorded process (same pid, start time and boot) and of its supervisor; for
     a leader gone without an exit record, the job's processes that still live (`live_pids`: its
     group, its descendants and what carries its GPUOPS_JOB_ID), so a job whose supervisor and
@@ -74,7 +74,7 @@ def check_retry(parent_id, parent, opts):
         raise JobError("refused", "job %s is still running; stop it first (retry never runs two copies)" % parent_id)
 
 
-def retried(spec, parent, opts):
+def retried(spec, parent, opts) -> None:
     pass
 
 
@@ -90,7 +90,7 @@ def default_signal(meta):
     return None
 
 
-def send_checkpoint(job_id, meta, sig, number):
+def send_checkpoint(job_id, meta, sig, number: int) -> None:
     targets = box_stop.job_processes(job_id, meta)
     if _shell_leads(job_id, meta):
         # The job's leader is the bash that runs its command line: the signal is for the programs
@@ -127,7 +127,7 @@ def resume(job_id, meta, opts):
     return None
 
 
-def diagnose_facts(ev, job_id, rec, facts):
+def diagnose_facts(ev, job_id, rec, facts) -> None:
     """The process's records against the box now: boot, liveness, OOM counter, kernel lines
     naming its pid, the log's tail."""
     meta = rec["meta"]
@@ -142,5 +142,5 @@ def diagnose_facts(ev, job_id, rec, facts):
     evidence.with_kernel(ev, ev["since"], {ev["pid"]} if ev["pid"] else set())
 
 
-def queue_cancel(job_id, meta):
+def queue_cancel(job_id, meta) -> None:
     pass

@@ -31,7 +31,7 @@ EXIT_SETTLE_S = 3.0
 RUN_SETTLE_S = 10.0  # a run's supervisor classifies the attempt's log and notifies before it records the end
 
 
-def wait_exit_record(jdir, meta, seconds):
+def wait_exit_record(jdir, meta, seconds) -> None:
     """Wait until the job's supervisor has written exit.json or is gone, at most `seconds`."""
     signals.wait_until(lambda: not wrapper_alive(meta) or os.path.exists(os.path.join(jdir, EXIT)), seconds)
 
@@ -118,7 +118,7 @@ def _pairs(targets):
     return [[t["pid"], t["start_ticks"]] for t in targets if t["planned"]]
 
 
-def _remember(jdir, job_id, targets, expires):
+def _remember(jdir, job_id, targets, expires) -> None:
     """Note when this dry run looked (the box's uptime) under the id of the plan it shows (the
     caller mints its expiry before asking), so applying that plan judges the processes as of this
     moment, whatever the two clocks and the link's delay. An id shown again (an agent polling
@@ -150,7 +150,7 @@ def _made(jdir, plan, plan_age_s):
     return None if up is None else up - min(max(0.0, plan_age_s), float(plans.TTL_S))
 
 
-def _wait_run_end(meta):
+def _wait_run_end(meta) -> None:
     """A run's attempt stopped: wait for its supervisor to record that the run ended (it never
     retries a stop), so the answer's state is the run's."""
     if runrecord.run_of(meta):

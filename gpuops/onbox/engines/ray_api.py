@@ -51,7 +51,7 @@ def request(method, path, body=None, timeout=CALL_S, raw=None):
         raise _no_dashboard(getattr(e, "reason", e))
 
 
-def _no_dashboard(reason):
+def _no_dashboard(reason: str):
     where = address()
     if _gcs_answers():
         return JobError("unreachable", "the Ray head's dashboard does not answer at %s (%s): the Jobs API needs it "
@@ -65,7 +65,7 @@ def _no_dashboard(reason):
                              "--head` there" % where)
 
 
-def _gcs_answers():
+def _gcs_answers() -> bool:
     """Whether a head's GCS answers at the address this box's latest `ray start --head` wrote."""
     temp = os.environ.get("RAY_TMPDIR") or "/tmp/ray"
     try:
@@ -94,7 +94,7 @@ def asked(method, path, body=None, wanted=(200,), missing=None):
     raise JobError("usage", "no Ray Jobs API at %s: it answered %d (%s)" % (address(), status, last_line(text)))
 
 
-def last_line(text):
+def last_line(text: str):
     lines = [line.strip() for line in (text or "").splitlines() if line.strip() and line.strip() != "."]
     return lines[-1][:VALUE_MAX] if lines else ""
 

@@ -77,14 +77,14 @@ def end_as(code):
     return code
 
 
-def _forward(child, number):
+def _forward(child, number: int) -> None:
     try:
         child.send_signal(number)
     except OSError:
         pass
 
 
-def _pump(pipe, log_path, growth_path):
+def _pump(pipe, log_path, growth_path) -> None:
     """Copy the command's output to Ray and to the job's log, sampling the log's size."""
     fd = pipe.fileno()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -116,7 +116,7 @@ def _pump(pipe, log_path, growth_path):
         os.close(log)
 
 
-def _sample(path, size):
+def _sample(path, size: int) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, ("%.2f %d\n" % (time.time(), size)).encode("ascii"))

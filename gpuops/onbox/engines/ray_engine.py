@@ -30,7 +30,7 @@ _FIELDS = ("status", "message", "error_type", "driver_exit_code", "start_time", 
 _ASKED = {}
 
 
-def observe(out, jdir, meta, detail=True):
+def observe(out, jdir, meta, detail=True) -> None:
     out["scheduler"] = observed(out["job_id"], meta, jdir)
 
 
@@ -76,7 +76,7 @@ def _word(value):
     return str(value).strip().split("\n")[0][:ray_api.VALUE_MAX]
 
 
-def _record_end(jdir, job):
+def _record_end(jdir, job) -> None:
     try:
         code = int(job.get("driver_exit_code"))
     except (TypeError, ValueError):
@@ -176,11 +176,11 @@ def default_signal(meta):
     return None
 
 
-def send_checkpoint(job_id, meta, sig, number):
+def send_checkpoint(job_id, meta, sig, number: int) -> None:
     before_pause(job_id, meta)
 
 
-def release(job_id, meta, opts):
+def release(job_id, meta, opts) -> None:
     before_pause(job_id, meta)
 
 
@@ -188,7 +188,7 @@ def resume(job_id, meta, opts):
     raise JobError("refused", "job %s is a Ray job, which gpuops does not pause: nothing to resume; retry it" % job_id)
 
 
-def diagnose_facts(ev, job_id, rec, facts):
+def diagnose_facts(ev, job_id, rec, facts) -> None:
     """Ray's account of the job, the log's tail, and the head's kernel log (the driver runs here)."""
     meta = rec["meta"]
     ev.update({"pid": None, "boot_id_then": None, "boot_changed": False, "oom_kills_at_launch": None,
@@ -198,7 +198,7 @@ def diagnose_facts(ev, job_id, rec, facts):
     evidence.with_kernel(ev, ev["since"], set())
 
 
-def queue_cancel(job_id, meta):
+def queue_cancel(job_id, meta) -> None:
     pass
 
 

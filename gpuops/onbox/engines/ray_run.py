@@ -41,11 +41,11 @@ SPEC_FIELDS = ("name", "labels", "command", "kind", "args", "workdir", "env", "p
 class RayStopped(wrapper.Supervisor):
     """The run's supervisor in a Ray job's driver: a stop Ray delivers ends the run."""
 
-    def __init__(self, run_id):
+    def __init__(self, run_id) -> None:
         self.run_id = run_id
         wrapper.Supervisor.__init__(self)
 
-    def _forward(self, signum, frame):
+    def _forward(self, signum, frame) -> None:
         stop = jobrecord.path(jobrecord.current(self.run_id), STOP)
         if not os.path.exists(stop):
             jobrecord.write_json(stop, {"requested_at": time.time(), "signals": [], "by": "ray"})

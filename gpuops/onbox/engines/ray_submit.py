@@ -136,7 +136,7 @@ def _shipped(workdir):
     return "gcs://" + name
 
 
-def _quoted(word):
+def _quoted(word: str):
     safe = all(c.isalnum() or c in "@%+=:,./-_" for c in word)
     return word if word and safe else "'" + word.replace("'", "'\"'\"'") + "'"
 

@@ -36,7 +36,7 @@ from ..host.jobrecord import JobError
 ENGINES = {"box": box_engine, "slurm": slurm_engine, "ray": ray_engine}
 
 
-def named(name):
+def named(name: str):
     """The engine `name` (None: the supervisor)."""
     name = name or jobrecord.DEFAULT_ENGINE
     if name not in ENGINES:

@@ -19,6 +19,7 @@ import time
 
 from ..host import jobrecord, signals
 from ..host.jobrecord import EXIT, PAUSE, JobError
+from typing import Sequence
 
 NAME = "slurm"
 CALL_S = 20
@@ -65,7 +66,7 @@ def run(argv, env=None, timeout=CALL_S):
     return proc.returncode, out, err
 
 
-def last_line(text):
+def last_line(text: str):
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[-1][:VALUE_MAX] if lines else ""
 
@@ -91,7 +92,7 @@ def show_job(slurm_id):
     return pairs(line, JOB_FIELDS) if line else None
 
 
-def accounting(slurm_id, steps=False):
+def accounting(slurm_id, steps: int = False):
     """sacct's rows for a job ({field: value}; the job's own row last among its records, then its
     steps when `steps`), and whether they came from the completion file (-c): [] when unknown."""
     args = ["-P", "-n", "-j", str(slurm_id), "--format=" + ",".join(SACCT_FIELDS)] + ([] if steps else ["-X"])
@@ -182,7 +183,7 @@ def observe(job_id, meta, detail=True, jdir=None):
     return out
 
 
-def record_end(jdir, job, source):
+def record_end(jdir, job, source) -> None:
     code, sig = exit_code(job.get("ExitCode"))
     rec = {"exit_code": code, "signal": signals.name(sig) if sig else None, "ended_at": time.time(),
            "engine_state": (job.get("JobState") or "").split(" ")[0], "scheduler": job, "source": source}
@@ -207,6 +208,6 @@ def phase_of(facts):
     return jobrecord.phases(NAME).get(word, "alive")
 
 
-def comment(labels):
+def comment(labels: Sequence[str]):
     """Labels as the JSON sbatch --comment carries (Slurm keeps it with the job)."""
     return json.dumps(labels or {}, sort_keys=True, separators=(",", ":"))

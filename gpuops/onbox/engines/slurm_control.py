@@ -33,7 +33,7 @@ def _scheduler(job_id, meta):
     return sched
 
 
-def _until(job_id, meta, wanted, seconds):
+def _until(job_id, meta, wanted, seconds) -> bool:
     deadline = time.time() + seconds
     while time.time() < deadline:
         if slurm.phase(job_id, meta) in wanted:
@@ -120,7 +120,7 @@ def before_pause(job_id, meta):
     return None
 
 
-def signal_batch(meta, sig):
+def signal_batch(meta, sig) -> None:
     """The checkpoint signal to the job's batch shell, which hands it to the command (slurm_script)."""
     _scancel("--batch", "--signal=" + sig, meta["slurm_job_id"])
 
@@ -138,7 +138,7 @@ def requeue_hold(job_id, meta):
 LET_GO_S, SETTLED_S = 30.0, 1.0
 
 
-def _let_go(node):
+def _let_go(node) -> None:
     """Wait (at most LET_GO_S) until `node` has no job completing, then SETTLED_S more; a node
     Slurm does not name is not waited for."""
     if not node or node == "(null)":

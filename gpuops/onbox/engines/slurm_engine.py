@@ -23,7 +23,7 @@ chain = slurm_submit.chain
 _ASKED = {}
 
 
-def observe(out, jdir, meta, detail=True):
+def observe(out, jdir, meta, detail=True) -> None:
     """The scheduler says whether it lives, and its exit record is Slurm's verdict; with `detail`,
     a pending job's place in the queue and its partition too. A job under a run policy says its
     attempts: Slurm's requeues are its retries (gpuops.onbox.engines.slurm_resume)."""
@@ -54,7 +54,7 @@ def default_signal(meta):
     return meta.get("signal")
 
 
-def send_checkpoint(job_id, meta, sig, number):
+def send_checkpoint(job_id, meta, sig, number: int) -> None:
     slurm_control.signal_batch(meta, sig)
 
 
@@ -66,7 +66,7 @@ def resume(job_id, meta, opts):
     return slurm_control.resume(job_id, meta)
 
 
-def diagnose_facts(ev, job_id, rec, facts):
+def diagnose_facts(ev, job_id, rec, facts) -> None:
     """The scheduler's facts (sacct's steps too, for MaxRSS against ReqMem), the log's tail, and
     the kernel log where the job ran when that node is this one (a login node that is not the
     compute node cannot read the node's log)."""
@@ -86,7 +86,7 @@ def diagnose_facts(ev, job_id, rec, facts):
         evidence.without_kernel(ev)
 
 
-def queue_cancel(job_id, meta):
+def queue_cancel(job_id, meta) -> None:
     """Take back an entry Slurm has not started (the running one keeps running)."""
     if slurm.phase(job_id, meta) == "starting":
         slurm.run(["scancel", str(meta["slurm_job_id"])])

@@ -35,7 +35,7 @@ STARTS = ("attempt-started", "resumed")  # the events of a start that ran the co
 ENDS = {"gave-up": RETRIES_SPENT, "timed-out": RUNTIME_SPENT}
 
 
-def _say(text):
+def _say(text: str) -> None:
     sys.stderr.write("[gpuops] %s\n" % text)
     sys.stderr.flush()
 
@@ -81,7 +81,7 @@ def slurm_minutes(seconds):
     return max(1, int(math.ceil(seconds / 60.0)))
 
 
-def _lower_time_limit(seconds):
+def _lower_time_limit(seconds) -> None:
     job = os.environ.get("SLURM_JOB_ID", "")
     if not job.isdigit():
         return
@@ -110,7 +110,7 @@ def _resume_from(meta, policy, events, attempt, failed):
     return verdict["path"]
 
 
-def _write_resumed(jdir, meta, policy, path):
+def _write_resumed(jdir, meta, policy, path) -> None:
     """The command resumed from `path` (None: a fresh start) written beside cmd, where it differs:
     a --resume-arg added, or the command's {checkpoint} filled in."""
     with open(os.path.join(jdir, CMD), "rb") as f:

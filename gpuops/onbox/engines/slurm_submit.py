@@ -117,7 +117,7 @@ def check_retry(parent_id, parent, opts=None):
                                   "(retry never runs two copies)" % (parent_id, parent.get("slurm_job_id")))
 
 
-def retried(spec, parent, opts):
+def retried(spec, parent, opts) -> None:
     """A retry's Slurm request: the parent's, with the options the retry gives replacing the
     parent's of the same name."""
     new = _checked_options(opts.get("sbatch_options"))

@@ -57,7 +57,7 @@ DRAIN_S = 30.0
 NOT_WATCHED = ("max_runtime_s",)
 
 
-def _say(text):
+def _say(text: str) -> None:
     sys.stderr.write("[gpuops] %s\n" % text)
     sys.stderr.flush()
 
@@ -73,25 +73,25 @@ class SlurmWatched(wrapper.Supervisor):
     batch shell hands on (`gpuops pause`, sbatch --signal) goes to the command, as it does
     without a watcher: it ends nothing."""
 
-    def __init__(self, jdir, checkpoint):
+    def __init__(self, jdir, checkpoint) -> None:
         self.jdir, self.attempt_dir = jdir, None
         wrapper.Supervisor.__init__(self)
         sig = getattr(signal, "SIG" + checkpoint_signal(checkpoint), None)
         if sig is not None and sig not in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._checkpoint)
 
-    def _checkpoint(self, signum, _frame):
+    def _checkpoint(self, signum, _frame) -> None:
         if self.pgid:
             try:
                 os.killpg(self.pgid, signum)
             except OSError:
                 pass
 
-    def _forward(self, signum, frame):
+    def _forward(self, signum, frame) -> None:
         self.mark_stop()
         wrapper.Supervisor._forward(self, signum, frame)
 
-    def mark_stop(self):
+    def mark_stop(self) -> None:
         """Put the job's stop record on the attempt, once (what the watch reads)."""
         if self.attempt_dir and stop_asked(self.jdir) and not stop_asked(self.attempt_dir):
             rec = jobrecord.read_json(os.path.join(self.jdir, STOP)) or {"requested_at": time.time()}
@@ -101,7 +101,7 @@ class SlurmWatched(wrapper.Supervisor):
 class WatchedRun(runloop.Run):
     """The run's state in the watcher of one allocation: the job's directory and Slurm job id too."""
 
-    def __init__(self, jdir, meta, body, sup):
+    def __init__(self, jdir, meta, body, sup) -> None:
         runloop.Run.__init__(self, meta["job_id"], dict(meta, policy=watched_policy(meta["policy"])), None, body,
                              None, sup)
         self.jdir = jdir
@@ -109,7 +109,7 @@ class WatchedRun(runloop.Run):
         # checkpoints earlier attempts failed to load: passed over, and the fallback's bound kept, across requeues
         self.failed = slurm_resume.failed_checkpoints(runevents.read(jdir))
 
-    def save(self, **changes):
+    def save(self, **changes) -> None:
         """Kept in this process only: no run.json. The job's record is Slurm's and its events
         (slurm_resume.run_facts), and a run.json naming this process as the run's supervisor would
         be judged on the login node, where it never lives."""
@@ -190,7 +190,7 @@ def watched_policy(policy):
     return dict((k, v) for k, v in policy.items() if k not in NOT_WATCHED)
 
 
-def attempt_dir(jdir, number):
+def attempt_dir(jdir, number: int):
     """attempt-N/ in the job's directory, its log the job's own (Slurm appends the job's output there)."""
     adir = os.path.join(jdir, ATTEMPT_DIR % number)
     if not os.path.isdir(adir):
@@ -221,7 +221,7 @@ def command_argv(meta, cmdfile, body, extra):
     return [shutil.which("bash") or "/bin/bash", "-c", 'trap : %s; . "$1"' % shlex.quote(sig), "gpuops-cmd", cmdfile]
 
 
-def checkpoint_signal(name):
+def checkpoint_signal(name: str):
     """The checkpoint signal's name without SIG (USR1 unless the job's --signal says another)."""
     return str(name or "USR1").upper().replace("SIG", "", 1)
 

@@ -121,7 +121,7 @@ def jobs(devices=()):
             "last_end": last_end, "last_job": last_job, "ends_read": ends_read, "total": len(ids)}
 
 
-def main(argv):
+def main(argv) -> int:
     opts = _args(argv)
     if opts.jobs_dir:
         os.environ["GPUOPS_JOBS_DIR"] = os.path.expanduser(opts.jobs_dir)

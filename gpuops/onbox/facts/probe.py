@@ -62,7 +62,7 @@ def device_nodes():
     return ["/dev/" + n for n in sysroot.listdir("/dev/") if n.startswith("nvidia")]
 
 
-def _proc_summary(pid):
+def _proc_summary(pid: int):
     st = procs.stat(pid)
     age = procs.age_s(st)
     st = st or {}
@@ -110,7 +110,7 @@ def _paths(argv):
     return out
 
 
-def _option(argv, name):
+def _option(argv, name: str):
     """The value after `name` in argv, or None."""
     for i, flag in enumerate(argv[:-1]):
         if flag == name:
@@ -118,12 +118,12 @@ def _option(argv, name):
     return None
 
 
-def main(argv):
+def main(argv) -> int:
     started = time.time()
     sys.dont_write_bytecode = True  # importing pynvml must not leave a __pycache__ behind
     facts = {"probe_version": PROBE_VERSION, "errors": {}}
 
-    def gather(name, fn, *args):
+    def gather(name: str, fn, *args):
         try:
             facts[name] = fn(*args)
         except Exception as e:  # one broken fact area must not cost the others

@@ -56,7 +56,7 @@ def _args(argv):
 
 
 class Clock(object):
-    def __init__(self, budget):
+    def __init__(self, budget) -> None:
         self.deadline = time.time() + budget
 
     def left(self):
@@ -81,7 +81,7 @@ def timed(fn, sync, min_s=None):
 
 # ------------------------------------------------------------------------------------------ disk
 
-def _drop_cache(fd):
+def _drop_cache(fd) -> bool:
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return False
@@ -153,7 +153,7 @@ def syncer(torch, *devices):
     """What waits for the work queued on `devices` (a CPU device needs no wait)."""
     gpus = [torch.device(d) for d in devices if torch.device(d).type == "cuda"]
 
-    def sync():
+    def sync() -> None:
         for d in gpus:
             torch.cuda.synchronize(d)
 
@@ -224,7 +224,7 @@ def peer(torch, src, dst, n=None):
     return round(n / per / 1e9, 1)
 
 
-def allreduce(torch, count):
+def allreduce(torch, count: int):
     """NCCL all-reduce bus bandwidth across `count` GPUs from this one process (torch.cuda.nccl):
     algorithm bandwidth x 2(n-1)/n, as nccl-tests reports it."""
     n = ALLREDUCE_FLOATS
@@ -234,7 +234,7 @@ def allreduce(torch, count):
     return {"gpus": count, "bytes": 4 * n, "busbw_gbps": round(alg * 2.0 * (count - 1) / count, 1)}
 
 
-def gpus(doc, clock):
+def gpus(doc, clock) -> None:
     torch, why = _torch()
     if torch is None:
         doc["not_measured"].append({"what": "GPU: matmul, memory, host copies, peers, all-reduce", "why": why})
@@ -283,7 +283,7 @@ def gpus(doc, clock):
         doc["allreduce"] = step("all-reduce across %d GPUs" % count, lambda: allreduce(torch, count))
 
 
-def main(argv):
+def main(argv) -> int:
     sys.dont_write_bytecode = True
     started = time.time()
     paths, budget, disk_mib = _args(argv)

@@ -27,6 +27,7 @@ import time
 from . import gang_peers
 from ..host import gpu, netifs, netports, procs, torchinfo
 from ..sync import manifest
+from typing import Sequence
 
 LINE_MAX = 200
 MAX_WINDOW_S = 60.0
@@ -36,7 +37,7 @@ HELLO = "gpuops-gang"
 PEER_WINDOW_S = 5.0  # every node connects to every other's listener within this, at most
 
 
-def holders(port):
+def holders(port: int):
     """[{pid, comm, cmd}] of the processes whose listening socket holds `port`."""
     inodes = ["socket:[%d]" % l["inode"] for l in netports.listeners() if l["port"] == port]
     if not inodes:
@@ -49,14 +50,14 @@ def holders(port):
     return out
 
 
-def _hello(words, nonce):
+def _hello(words: Sequence[str], nonce):
     """(node, address, port or None) from a worker's hello, or None when it is not one."""
     if len(words) != 5 or words[:2] != [HELLO, nonce] or not words[2].isdigit():
         return None
     return int(words[2]), words[3][:64], int(words[4]) if words[4].isdigit() else None
 
 
-def listen(port, window, nonce, expect):
+def listen(port: int, window, nonce, expect):
     """The head's side: bind the port as torch's store will (SO_REUSEADDR, every address), then
     hear each worker's hello until all came or the window closed, and send every worker the table
     of data-plane listeners. (rendezvous facts, (listener, its facts, table))."""
@@ -112,7 +113,7 @@ def listen(port, window, nonce, expect):
     return out, (plane, listening, table if held else None)
 
 
-def reach(host, port, window, nonce, node):
+def reach(host: str, port: int, window, nonce, node):
     """A worker's side: connect to host:port until it answers or the window closes, say hello
     (with this node's data-plane listener), read whether the head answered with the same nonce,
     then the table of every node's listener. (rendezvous facts, (listener, its facts, table))."""
@@ -174,7 +175,7 @@ def _gpu(state):
             "names": [d.get("name") for d in (doc.get("devices") or [])][:64]}
 
 
-def main(argv):
+def main(argv) -> int:
     sys.dont_write_bytecode = True
     try:
         opts = json.loads(sys.stdin.buffer.read().decode("utf-8"))

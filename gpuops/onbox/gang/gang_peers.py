@@ -15,6 +15,7 @@ import threading
 import time
 
 from ..host import sysroot
+from typing import Sequence
 
 PEER = "gpuops-peer"
 TABLE_MAX = 4096  # 64 nodes x "63=255.255.255.255:65535 "
@@ -25,10 +26,10 @@ class Lines(object):
     """Lines from one connection, each at most `limit` bytes; what arrived after a newline is kept
     for the next line (the head's answer and its table can come in one segment)."""
 
-    def __init__(self, conn):
+    def __init__(self, conn) -> None:
         self.conn, self.buffer = conn, b""
 
-    def read(self, deadline, limit=200):
+    def read(self, deadline, limit: int = 200):
         while b"\n" not in self.buffer and len(self.buffer) < limit:
             left = deadline - time.time()
             if left <= 0:
@@ -77,7 +78,7 @@ def encode(table):
     return " ".join("%d=%s:%d" % (n, a, p) for n, (a, p) in sorted(table.items()))
 
 
-def decode(words):
+def decode(words: Sequence[str]):
     """{node: (address, port)} from the words encode wrote; words that are not one are skipped."""
     table = {}
     for word in words[:64]:
@@ -88,7 +89,7 @@ def decode(words):
     return table
 
 
-def _answer(server, nonce, me, expect, deadline, heard):
+def _answer(server, nonce, me, expect, deadline, heard) -> None:
     """Serve the listener until every other node said hello or the deadline passed."""
     while len(heard) < expect and time.time() < deadline:
         server.settimeout(max(0.01, deadline - time.time()))
@@ -107,7 +108,7 @@ def _answer(server, nonce, me, expect, deadline, heard):
             conn.close()
 
 
-def _probe(node, address, port, nonce, me, deadline):
+def _probe(node, address, port: int, nonce, me, deadline):
     """Connect from this node to `node`'s listener until it answers or the deadline passes."""
     out = {"node": node, "address": address, "port": port, "connected": False, "answered": False, "error": None,
            "seconds": None, "attempts": 0}

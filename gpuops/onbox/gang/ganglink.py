@@ -26,7 +26,7 @@ STOP_WAIT_S = 60.0  # after a stop, the longest the head waits for a node's fact
 
 
 class _Conn(object):
-    def __init__(self, sock):
+    def __init__(self, sock) -> None:
         sock.setblocking(False)
         self.sock, self.buf, self.closed = sock, b"", False
 
@@ -51,7 +51,7 @@ class _Conn(object):
                 self.closed = True
         return out
 
-    def send(self, msg):
+    def send(self, msg) -> bool:
         if self.closed:
             return False
         try:
@@ -65,7 +65,7 @@ class _Conn(object):
             if not self.closed:
                 self.sock.setblocking(False)
 
-    def close(self):
+    def close(self) -> None:
         self.closed = True
         try:
             self.sock.close()
@@ -84,7 +84,7 @@ def open_link(gang):
 class Head(object):
     """Node 0's side: it hears every other node, stops them all when one goes, decides for the gang."""
 
-    def __init__(self, gang):
+    def __init__(self, gang) -> None:
         self.token, self.count = gang["token"], gang["nodes"]
         host = gang.get("bind") or ""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -98,7 +98,7 @@ class Head(object):
         self.nodes = dict((i, {"seen": None, "closed": False, "down": None, "ended": None}) for i in range(1, self.count))
         self.started_at, self.beat_at, self.stopped, self.own_clean_at = time.time(), 0.0, set(), None
 
-    def pump(self):
+    def pump(self) -> None:
         now = time.time()
         while True:
             try:
@@ -137,11 +137,11 @@ class Head(object):
             self.beat_at = now
             self.broadcast({"t": "beat"})
 
-    def broadcast(self, msg):
+    def broadcast(self, msg) -> None:
         for conn in list(self.conns.values()):
             conn.send(msg)
 
-    def stop_all(self, attempt, why):
+    def stop_all(self, attempt, why) -> None:
         if attempt not in self.stopped:
             self.stopped.add(attempt)
             self.broadcast({"t": "stop", "attempt": attempt, "why": why})
@@ -154,7 +154,7 @@ class Head(object):
             self.stop_all(attempt, why)
         return why
 
-    def down(self, attempt, record):
+    def down(self, attempt, record) -> None:
         clean = record.get("exit_code") == 0 and not record.get("signal")
         if not clean:
             self.stop_all(attempt, "node 0's process ended (attempt %d): its peers' collectives can never complete"
@@ -199,7 +199,7 @@ class Head(object):
                         "class": decision.get("class"), "why": decision.get("why")})
         return checkpoint
 
-    def finish(self, decision):
+    def finish(self, decision) -> None:
         self.broadcast({"t": "end", "retry": False, "class": decision.get("class"), "why": decision.get("why")})
         for conn in list(self.conns.values()):
             conn.close()
@@ -209,7 +209,7 @@ class Head(object):
 class Worker(object):
     """Another node's side: it says it is alive, reports its ends, and does as the head says."""
 
-    def __init__(self, gang):
+    def __init__(self, gang) -> None:
         self.token, self.index = gang["token"], gang["node"]
         self.address = (gang["head"], gang["port"])
         self.conn, self.connect_at = None, 0.0
@@ -217,7 +217,7 @@ class Worker(object):
         self.beat_at, self.orders, self.checkpoint = 0.0, [], None
         self.connect()
 
-    def connect(self):
+    def connect(self) -> None:
         self.connect_at = time.time()
         try:
             sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
@@ -227,7 +227,7 @@ class Worker(object):
         self.conn.send({"t": "hello", "node": self.index, "token": self.token})
         self.seen = time.time()
 
-    def pump(self, attempt=None):
+    def pump(self, attempt=None) -> None:
         now = time.time()
         if self.conn is None and now - self.connect_at >= 1.0:
             self.connect()
@@ -257,7 +257,7 @@ class Worker(object):
             return stop["why"] or "the gang's head stopped attempt %d" % attempt
         return self._head_lost(time.time())
 
-    def down(self, attempt, record):
+    def down(self, attempt, record) -> None:
         if self.conn is not None:
             self.conn.send({"t": "down", "attempt": attempt, "at": record.get("ended_at") or time.time(),
                             "clean": record.get("exit_code") == 0 and not record.get("signal")})
@@ -284,6 +284,6 @@ class Worker(object):
     def announce(self, attempt, checkpoint, decision):
         return self.checkpoint
 
-    def finish(self, decision):
+    def finish(self, decision) -> None:
         if self.conn is not None:
             self.conn.close()

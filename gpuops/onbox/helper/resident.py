@@ -82,7 +82,7 @@ def _ours(path, exact=True):
     return not (st.st_mode & 0o077) if exact else not (st.st_mode & 0o022)
 
 
-def main(argv):
+def main(argv) -> int:
     if len(argv) != 2 or not _TOKEN.match(argv[0]) or not argv[1].isdigit():
         sys.stderr.write("usage: resident TOKEN IDLE_SECONDS\n")
         return 2
@@ -133,7 +133,7 @@ def _read_sources():
     return dict((k, v) for k, v in doc.items() if isinstance(k, str) and isinstance(v, str))
 
 
-def _compile_all(sources):
+def _compile_all(sources) -> None:
     for filename, source in sources.items():
         try:
             _CODE[(source, filename, "exec")] = compile(source, filename, "exec")
@@ -141,7 +141,7 @@ def _compile_all(sources):
             continue
 
 
-def _import_what_they_import(sources):
+def _import_what_they_import(sources) -> None:
     for source in sources.values():
         for listed, base in _TOP_IMPORT.findall(source):
             for name in [base] if base else [n.split()[0] for n in listed.split(",") if n.strip()]:
@@ -160,7 +160,7 @@ def cached_compile(source, filename, mode, *rest, **kw):
     return compile(source, filename, mode, *rest, **kw)
 
 
-def _detach():
+def _detach() -> None:
     """Let go of the exec channel that started us (its end waits for every copy of its pipes)."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -180,7 +180,7 @@ def _still_ours(path, inode):
     return stat.S_ISSOCK(st.st_mode) and st.st_ino == inode
 
 
-def serve(listener, path, inode, idle_s):
+def serve(listener, path, inode, idle_s) -> None:
     workers = set()
     last = time.monotonic()
     while True:
@@ -268,7 +268,7 @@ def session(conn):
     return _relay(conn, pid, in_w, out_r, err_r, stdin, timeout)
 
 
-def _worker(fds, args, src, site):
+def _worker(fds, args, src, site) -> None:
     os.setpgid(0, 0)
     (in_r, in_w), (out_r, out_w), (err_r, err_w) = fds
     for fd, std in ((in_r, 0), (out_w, 1), (err_w, 2)):
@@ -303,7 +303,7 @@ def _worker(fds, args, src, site):
     os._exit(code & 0xFF)
 
 
-def _send(conn, data):
+def _send(conn, data) -> bool:
     try:
         conn.sendall(data)
         return True
@@ -311,7 +311,7 @@ def _send(conn, data):
         return False
 
 
-def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
+def _relay(conn, pid: int, in_w, out_r, err_r, ahead, timeout):
     """Feed stdin from the caller's frames, frame stdout and stderr back, keep the deadline; send
     the worker's status as `timeout -k` and sh would report it. Returns this session's own status."""
     os.set_blocking(in_w, False)
@@ -380,7 +380,7 @@ def _relay(conn, pid, in_w, out_r, err_r, ahead, timeout):
     return 0
 
 
-def _exit_watch(pid):
+def _exit_watch(pid: int):
     """A descriptor readable once process `pid` exits (Linux 5.3+, Python 3.9+), else None."""
     try:
         return os.pidfd_open(pid)
@@ -388,7 +388,7 @@ def _exit_watch(pid):
         return None
 
 
-def _gone(pid):
+def _gone(pid: int) -> int:
     """The caller hung up (or sent what no caller sends): its worker is not wanted any more."""
     _killpg(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
@@ -398,12 +398,12 @@ def _gone(pid):
 class _Deadline(object):
     """The box's own deadline on a worker, kept as coreutils `timeout -k` keeps it."""
 
-    def __init__(self, pid, timeout):
+    def __init__(self, pid: int, timeout) -> None:
         self.pid = pid
         self.at = time.monotonic() + timeout if timeout > 0 else None
         self.signalled = None
 
-    def check(self):
+    def check(self) -> None:
         if self.at is None:
             return
         now = time.monotonic()
@@ -422,14 +422,14 @@ class _Deadline(object):
         return os.WEXITSTATUS(status)
 
 
-def _quiet(call, *args):
+def _quiet(call, *args) -> None:
     try:
         call(*args)
     except (KeyError, ValueError, OSError):
         pass
 
 
-def _killpg(pid, sig):
+def _killpg(pid: int, sig) -> None:
     try:
         os.killpg(pid, sig)
     except OSError:

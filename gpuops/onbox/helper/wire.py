@@ -44,10 +44,10 @@ def code_of(payload):
 class Input(object):
     """The caller's frames, as they arrive: stdin to hand the worker, and whether it has ended."""
 
-    def __init__(self, data):
+    def __init__(self, data) -> None:
         self.buf, self.pending, self.ended = data, b"", False
 
-    def take(self, chunk):
+    def take(self, chunk) -> bool:
         """False when the frames are not the caller's (the caller is then treated as gone)."""
         self.buf += chunk
         while len(self.buf) >= HEAD:

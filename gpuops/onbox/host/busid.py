@@ -22,7 +22,7 @@ def key(text):
     return "%04x:%02x:%02x" % (int(m.group(1), 16), int(m.group(2), 16), int(m.group(3), 16))
 
 
-def proc_name(text):
+def proc_name(text: str):
     """The directory name under /proc/driver/nvidia/gpus/ ('0000:3b:00.0'), or None."""
     k = key(text)
     if k is None:

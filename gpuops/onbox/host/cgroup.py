@@ -81,7 +81,7 @@ def _ancestors(d, stop):
     return out
 
 
-def _tightest(dirs, name, unlimited=None):
+def _tightest(dirs, name: str, unlimited=None):
     values = []
     for d in dirs:
         v = _num(sysroot.read(d + "/" + name))

@@ -49,7 +49,7 @@ def mounts():
     return found
 
 
-def _unescape(text):
+def _unescape(text: str):
     return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
 
 

@@ -5,6 +5,7 @@ import re
 import time
 
 from . import kernlog, procs
+from typing import Sequence
 
 TAIL_BYTES = 64 * 1024
 HEAD_BYTES = 16 * 1024
@@ -29,7 +30,7 @@ def _after(lines, since, btime, now):
     return kept
 
 
-def tail(path, limit=TAIL_BYTES):
+def tail(path, limit: int = TAIL_BYTES):
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
@@ -40,7 +41,7 @@ def tail(path, limit=TAIL_BYTES):
         return None
 
 
-def head(path, limit=HEAD_BYTES):
+def head(path, limit: int = HEAD_BYTES):
     try:
         with open(path, "rb") as f:
             return f.read(limit).decode("utf-8", "replace")
@@ -48,7 +49,7 @@ def head(path, limit=HEAD_BYTES):
         return None
 
 
-def _kernel(since, pids):
+def _kernel(since, pids: Sequence[int]):
     src = kernlog.source_lines()
     doc = {"readable": src["readable"], "source": src.get("source"), "tried": src.get("tried")}
     if not src["readable"]:
@@ -62,7 +63,7 @@ def _kernel(since, pids):
     return doc
 
 
-def with_kernel(ev, since, pids):
+def with_kernel(ev, since, pids: Sequence[int]) -> None:
     kern = _kernel(since, pids)
     ev["kernel_readable"] = kern["readable"]
     ev["kernel_source"] = kern.get("source")
@@ -72,7 +73,7 @@ def with_kernel(ev, since, pids):
     ev["xid_after_launch"] = [{"code": x["code"], "pci": x["pci"], "line": x["last_line"]} for x in kern.get("xid", [])]
 
 
-def without_kernel(ev):
+def without_kernel(ev) -> None:
     """The kernel-log fields of evidence gathered where the job's node's log cannot be read."""
     ev.update(kernel_readable=False, kernel_source=None, kernel_tried=None, kernel_oom_named=[],
               kernel_oom_other=[], xid_after_launch=[])

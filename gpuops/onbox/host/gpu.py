@@ -60,7 +60,7 @@ OPTIONAL_FIELDS = [
 DEVICE_KEYS = [k for _, k, _ in CORE_FIELDS + OPTIONAL_FIELDS if k != "driver"] + ["minor", "slowdown_temp_c"]
 
 
-def _field_rejected(result):
+def _field_rejected(result) -> bool:
     return result["rc"] not in (0, None) and "field" in (result["err"] + result["out"]).lower()
 
 
@@ -84,11 +84,11 @@ def slowdown_point(temps):
     return parts[0] + parts[1] - parts[2]
 
 
-def parse_temperature_report(text):
+def parse_temperature_report(text: str):
     """(cuda_version, {bus key: slowdown_c}) from `nvidia-smi -q -d TEMPERATURE`."""
     cuda, slow, bus, temps = None, {}, None, {}
 
-    def close():
+    def close() -> None:
         point = slowdown_point(temps) if bus else None
         if point is not None:
             slow[bus] = point
@@ -182,10 +182,10 @@ def finish_smi(started):
 class _Nvml(object):
     """The choke point: every NVML call goes through `call`, which never raises."""
 
-    def __init__(self, nv):
+    def __init__(self, nv) -> None:
         self.nv = nv
 
-    def call(self, notes, name, *args):
+    def call(self, notes, name: str, *args):
         fn = getattr(self.nv, name, None)
         if fn is None:
             notes[name] = "not in this pynvml"
@@ -196,7 +196,7 @@ class _Nvml(object):
             notes[name] = str(e) or type(e).__name__
             return None
 
-    def const(self, name, default):
+    def const(self, name: str, default):
         return getattr(self.nv, name, default)
 
 

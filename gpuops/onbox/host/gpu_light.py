@@ -10,13 +10,14 @@ import time
 
 from . import gpu, sysroot
 from .smi import KEYS, read_smi
+from typing import Sequence
 
 
 class Reader(object):
     """Repeated light readings through NVML when pynvml works here, else nvidia-smi. The source is
     chosen on the first reading and kept, so the samples of one window compare."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.nvml = None
         if sysroot.overlay_active():
             return  # fixture device nodes: the GPU answers come from the nvidia-smi on PATH

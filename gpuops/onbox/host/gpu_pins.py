@@ -29,7 +29,7 @@ SYNTAX = "wants comma-separated GPU indices (0 to %d) or GPU UUIDs (GPU-..., as 
     MAX_GPUS - 1)
 
 
-def parse(text):
+def parse(text: str):
     """['0', 'GPU-8f3a'] from '0, GPU-8f3a'; ValueError with what --gpus would say otherwise."""
     items = [v.strip() for v in str(text).split(",")]
     if len(items) > MAX_GPUS:

@@ -54,7 +54,7 @@ def start():
             "nvlink": runcmd.start(["nvidia-smi", "nvlink", "-s"], TIMEOUT_S)}
 
 
-def parse_p2p(text):
+def parse_p2p(text: str):
     """{"i-j": status} (i < j) from `nvidia-smi topo -p2p r`: a header of GPU names, then one row
     per GPU; the legend below the matrix is not data."""
     header, out = None, {}
@@ -76,7 +76,7 @@ def parse_p2p(text):
     return out
 
 
-def parse_nvlink(text):
+def parse_nvlink(text: str):
     """{"<gpu index>": {"active": n, "inactive": n, "gbps": per-link speed or None}} from
     `nvidia-smi nvlink -s`: a "GPU i: name (UUID: ...)" line, then a "Link n: ..." line per link,
     its speed ("26.562 GB/s") or "<inactive>"."""

@@ -58,7 +58,7 @@ SHORT_ID_MIN = 4  # a shorter piece of an id names a job by chance (git asks for
 class JobError(Exception):
     """An expected refusal, reported to the caller as {"error": {kind, message}}."""
 
-    def __init__(self, kind, message):
+    def __init__(self, kind, message) -> None:
         Exception.__init__(self, message)
         self.kind = kind
 
@@ -68,12 +68,12 @@ class JobError(Exception):
 CALL = {}
 
 
-def phases(engine_name):
+def phases(engine_name: str):
     """{state word: phase} of one engine, as the caller sent them (this side spells no state)."""
     return (CALL.get("engine_phases") or {}).get(engine_name) or {}
 
 
-def new_id():
+def new_id() -> str:
     return "%s-%s" % (time.strftime("%Y%m%d-%H%M%S"), os.urandom(3).hex())
 
 
@@ -91,11 +91,11 @@ def job_dir(job_id):
     return os.path.join(jobs_dir(), job_id)
 
 
-def path(job_id, name):
+def path(job_id, name: str):
     return os.path.join(job_dir(job_id), name)
 
 
-def atomic_write(target, data, mode=0o600):
+def atomic_write(target, data, mode=0o600) -> None:
     if isinstance(data, str):
         data = data.encode("utf-8")
     tmp = "%s.tmp.%d" % (target, os.getpid())
@@ -108,7 +108,7 @@ def atomic_write(target, data, mode=0o600):
     os.rename(tmp, target)
 
 
-def write_json(target, obj, mode=0o600):
+def write_json(target, obj, mode=0o600) -> None:
     atomic_write(target, json.dumps(obj, sort_keys=True), mode)
 
 
@@ -137,7 +137,7 @@ def all_ids():
     return sorted(n for n in names if os.path.isfile(os.path.join(jobs_dir(), n, META)))
 
 
-def liveness(meta):
+def liveness(meta) -> str:
     """'alive', 'gone' or 'rebooted': the recorded process, judged by boot_id + pid + start time."""
     if meta.get("boot_id") and meta.get("boot_id") != procs.boot_id():
         return "rebooted"
@@ -176,7 +176,7 @@ def resolve(ref, follow=True):
     return current(jid) if follow else jid
 
 
-def attempt_of(job_id, number):
+def attempt_of(job_id, number: int):
     """The id of attempt `number` (1: the first) of the run job `job_id` belongs to."""
     meta = read_json(path(job_id, META)) or {}
     run_id = (meta.get("run") or {}).get("id") if isinstance(meta.get("run"), dict) else None
@@ -237,7 +237,7 @@ def _one_lineage(named):
     return all(newer.get("parent_job_id") == older_id for (_, newer), (older_id, _) in zip(named, named[1:]))
 
 
-def _when(epoch):
+def _when(epoch: int):
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(epoch)))
     except (TypeError, ValueError):
@@ -257,7 +257,7 @@ def ensure_root():
 class Locked(object):
     """flock on a file for the duration of a with-block (serialises key checks and appends)."""
 
-    def __init__(self, lock_path):
+    def __init__(self, lock_path) -> None:
         self.path = lock_path
 
     def __enter__(self):
@@ -265,11 +265,11 @@ class Locked(object):
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, *_) -> None:
         os.close(self.fd)
 
 
-def serve(actions, argv):
+def serve(actions, argv) -> int:
     """An entry's main: run actions[argv[0]] on the JSON options from stdin, print its document."""
     action = argv[0] if argv else ""
     raw = sys.stdin.buffer.read()

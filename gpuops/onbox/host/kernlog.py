@@ -132,7 +132,7 @@ def scan(lines, btime=None, now=None):
     }
 
 
-def _file_lines(path, label, tried):
+def _file_lines(path, label: str, tried):
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8", "replace")

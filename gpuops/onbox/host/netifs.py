@@ -16,7 +16,7 @@ _IFF_UP, _IFF_LOOPBACK = 0x1, 0x8
 MAX_INTERFACES = 64
 
 
-def _ioctl(sock, request, name):
+def _ioctl(sock, request, name: str):
     packed = struct.pack("256s", name.encode("utf-8")[:15])
     return fcntl.ioctl(sock.fileno(), request, packed)
 
@@ -65,7 +65,7 @@ def owner(address, found=None):
     return None
 
 
-def source_for(host, port):
+def source_for(host: str, port: int):
     """The local IPv4 address the kernel would send from to reach host:port (a UDP socket is
     'connected', which only picks the route: no packet leaves), or None when there is no route."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

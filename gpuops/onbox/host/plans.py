@@ -18,7 +18,7 @@ def expires_at():
     return int(time.time()) + TTL_S
 
 
-def plan_id(action, subject, targets, expires):
+def plan_id(action, subject: str, targets, expires) -> str:
     """'<digest>-<expiry epoch>' of `action` on `subject` touching `targets`: (pid, start_ticks)
     pairs for processes, relative paths for files; their order does not matter."""
     listed = sorted(json.dumps(t, separators=(",", ":")) for t in targets)

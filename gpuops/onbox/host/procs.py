@@ -9,11 +9,12 @@ import errno
 import os
 
 from . import sysroot
+from typing import Optional
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def stat(pid):
+def stat(pid: int):
     """{pid, comm, state, ppid, pgid, sid, tty_nr, start_ticks, cpu_ticks} or None when the process
     is gone (tty_nr: its controlling terminal, 0 for none; cpu_ticks: user + system time of all its
     threads)."""
@@ -38,7 +39,7 @@ def stat(pid):
         return None
 
 
-def job_tag(pid):
+def job_tag(pid: int):
     """The GPUOPS_JOB_ID in a process's environment (every process a job starts carries it), or
     None (no tag, gone, or another user's)."""
     try:
@@ -52,7 +53,7 @@ def job_tag(pid):
     return None
 
 
-def io_bytes(pid):
+def io_bytes(pid: int):
     """Bytes the process has read and written through any syscall (rchar + wchar: files, pipes,
     sockets), or None when /proc/PID/io is not readable (another user's process)."""
     values = sysroot.keyvals("/proc/%d/io" % int(pid))
@@ -84,14 +85,14 @@ def age_s(st):
     return max(0.0, up - st["start_ticks"] / float(CLK_TCK))
 
 
-def uid(pid):
+def uid(pid: int):
     for line in (sysroot.read("/proc/%d/status" % int(pid)) or "").splitlines():
         if line.startswith("Uid:"):
             return int(line.split()[1])
     return None
 
 
-def cmdline(pid, limit=300):
+def cmdline(pid: int, limit: int = 300):
     try:
         with open(sysroot.path("/proc/%d/cmdline" % int(pid)), "rb") as f:
             raw = f.read(4096)
@@ -100,7 +101,7 @@ def cmdline(pid, limit=300):
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")[:limit]
 
 
-def alive(pid, start_ticks=None):
+def alive(pid: int, start_ticks=None):
     """True when `pid` exists, is not a zombie, and (if given) started at `start_ticks`."""
     st = stat(pid)
     if st is None or st["state"] in ("Z", "X"):
@@ -108,7 +109,7 @@ def alive(pid, start_ticks=None):
     return start_ticks is None or st["start_ticks"] == int(start_ticks)
 
 
-def live_threads(pid):
+def live_threads(pid: int):
     """Thread ids of `pid` other than the leader that have not exited (a zombie leader's threads
     can live on and keep its device files open)."""
     out = []
@@ -121,7 +122,7 @@ def live_threads(pid):
     return out
 
 
-def ancestry(pid=None):
+def ancestry(pid: Optional[int]=None):
     """The set of pids from `pid` (default: this process) up to init."""
     chain = set()
     pid = os.getpid() if pid is None else pid
@@ -148,7 +149,7 @@ def children_map():
     return out
 
 
-def descendants(pid, kids=None):
+def descendants(pid: int, kids=None):
     kids = children_map() if kids is None else kids
     found, todo = [], [pid]
     while todo:

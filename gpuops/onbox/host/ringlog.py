@@ -40,7 +40,7 @@ def _parsed(lines):
     return out
 
 
-def tail_bytes(path, limit):
+def tail_bytes(path, limit: int):
     """The file's last `limit` bytes, starting at a line's start (b"" when it is missing), and
     whether they end in a newline: the end of a log or a ring, read without reading it all."""
     try:
@@ -85,7 +85,7 @@ def last(path):
 class Ring(object):
     """Appends records to `path`, keeping it under max_bytes and max_rows."""
 
-    def __init__(self, path, max_bytes=1 << 20, max_rows=10000):
+    def __init__(self, path, max_bytes=1 << 20, max_rows=10000) -> None:
         if max_bytes < 1024 or max_rows < 4:
             raise ValueError("a ring needs at least 1 KiB and 4 rows")
         self.path, self.max_bytes, self.max_rows = path, int(max_bytes), int(max_rows)
@@ -93,7 +93,7 @@ class Ring(object):
         self._size = self._rows = None
         self.dropped = 0  # records dropped by this writer, for a caller that reports it
 
-    def _load(self):
+    def _load(self) -> None:
         data, whole = tail_bytes(self.path, self.max_bytes)
         try:
             size = os.stat(self.path).st_size
@@ -107,12 +107,12 @@ class Ring(object):
         else:
             self._size, self._rows = size, len(lines)
 
-    def _rewrite(self, lines):
+    def _rewrite(self, lines) -> None:
         body = b"".join(l + b"\n" for l in lines)
         jobrecord.atomic_write(self.path, body)
         self._size, self._rows = len(body), len(lines)
 
-    def _compact(self, incoming):
+    def _compact(self, incoming) -> None:
         data, _ = tail_bytes(self.path, self.max_bytes)
         lines = [l for l in data.split(b"\n") if l]
         budget, rows = int(self.max_bytes * KEEP) - incoming, int(self.max_rows * KEEP) - 1

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import time
+from typing import Sequence
 
 _started = []  # pids of our own children, so the probe never reports them as device holders
 
@@ -17,7 +18,7 @@ _started = []  # pids of our own children, so the probe never reports them as de
 class Pending(object):
     """A started command (or the reason it could not start)."""
 
-    def __init__(self, argv, proc=None, deadline=0.0, error=None):
+    def __init__(self, argv, proc=None, deadline=0.0, error=None) -> None:
         self.argv = argv
         self.proc = proc
         self.deadline = deadline
@@ -70,6 +71,6 @@ def run(argv, timeout_s):
     return finish(start(argv, timeout_s))
 
 
-def available(names):
+def available(names: Sequence[str]):
     """{name: True/False} for commands on PATH."""
     return dict((n, shutil.which(n) is not None) for n in names)

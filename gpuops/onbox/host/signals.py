@@ -15,7 +15,7 @@ from . import procs
 POLL_S = 0.05
 
 
-def identity(pid, start_ticks=None):
+def identity(pid: int, start_ticks=None) -> str:
     """'there', 'gone' or 'reused' for the process recorded as (pid, start_ticks). A zombie whose
     threads still run is still there (they hold its open files)."""
     st = procs.stat(pid)
@@ -35,7 +35,7 @@ def name(sig):
         return "SIG%d" % sig
 
 
-def send(pid, start_ticks, sig):
+def send(pid: int, start_ticks, sig):
     """Signal one process if it is still the one recorded: 'sent', 'gone', 'reused' or 'not-permitted'."""
     state = identity(pid, start_ticks)
     if state != "there":
@@ -59,7 +59,7 @@ def group_members(pgid):
     return out
 
 
-def send_group(pgid, sig, allowed=None):
+def send_group(pgid, sig, allowed=None) -> bool:
     """killpg(pgid) when every live member is in `allowed` ({(pid, start_ticks)}; None allows any
     member: the group is known to be wholly the caller's). True when sent."""
     if not pgid or pgid <= 1:
@@ -73,7 +73,7 @@ def send_group(pgid, sig, allowed=None):
     return True
 
 
-def wait_until(done, timeout_s):
+def wait_until(done, timeout_s) -> bool:
     """Poll done() until it is true or timeout_s passed; its last value."""
     deadline = time.time() + max(0.0, timeout_s)
     while True:

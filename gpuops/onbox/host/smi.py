@@ -8,6 +8,7 @@ import csv
 import re
 
 from . import busid, runcmd, sysroot
+from typing import Sequence
 
 APP_FIELDS = [("pid", "pid", int), ("process_name", "name", str), ("used_gpu_memory", "used_mib", float),
               ("gpu_bus_id", "bus_id", str)]
@@ -42,7 +43,7 @@ def value(raw, kind):
         return None
 
 
-def parse_csv(text, fields):
+def parse_csv(text: str, fields):
     rows = []
     for cells in csv.reader(text.splitlines(), skipinitialspace=True):
         if len(cells) != len(fields):

@@ -22,6 +22,7 @@ import os
 import time
 
 from . import cgroup, gpu, gpu_light, gpu_pins, procs, ringlog, sysroot
+from typing import Sequence
 
 FILE = "telemetry.jsonl"
 MAX_BYTES, MAX_ROWS = 4 << 20, 20000   # about 7 h of 8 GPUs at 5 s; a day of 1 GPU
@@ -63,13 +64,13 @@ def members(root_pid, pgid=None, adopted_by=None, exclude=()):
     return sorted(found - set(exclude))
 
 
-def rss_bytes(pid):
+def rss_bytes(pid: int):
     text = sysroot.read("/proc/%d/statm" % pid) or ""
     parts = text.split()
     return int(parts[1]) * PAGE if len(parts) > 1 and parts[1].isdigit() else 0
 
 
-def cores_for(pid):
+def cores_for(pid: int):
     """Cores the job may run on: its affinity, capped by the cgroup's CPU quota."""
     try:
         cores = float(len(os.sched_getaffinity(pid)))
@@ -95,13 +96,13 @@ def gpu_rows(doc, spec=None):
 class Sampler(object):
     """Takes rows for one job: CPU shares need the previous reading, so it keeps the last ticks."""
 
-    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time, adopted_by=None):
+    def __init__(self, root_pid, pgid=None, gpus=None, reader=None, cores=None, clock=time.time, adopted_by=None) -> None:
         self.root_pid, self.pgid, self.gpus, self.clock = root_pid, pgid, gpus, clock
         self.adopted_by = adopted_by  # the supervisor: what the job orphaned is still the job's
         self.reader, self.cores = reader, cores
         self._ticks, self._at = {}, None
 
-    def _cpu(self, pids, now):
+    def _cpu(self, pids: Sequence[int], now):
         ticks, per = {}, []
         for pid in pids:
             st = procs.stat(pid)
@@ -141,7 +142,7 @@ class Recorder(object):
     """The supervisor's side: `tick()` in its loop takes a row when one is due and appends it.
     Never raises: a full disk or a broken reading is kept in `error` for the caller to report."""
 
-    def __init__(self, job_dir, sampler, interval_s=INTERVAL_S, max_bytes=MAX_BYTES, max_rows=MAX_ROWS):
+    def __init__(self, job_dir, sampler, interval_s=INTERVAL_S, max_bytes=MAX_BYTES, max_rows=MAX_ROWS) -> None:
         self.sampler, self.interval_s = sampler, float(interval_s)
         self.ring = ringlog.Ring(os.path.join(job_dir, FILE), max_bytes, max_rows)
         self.last_at, self.error = None, None

@@ -17,6 +17,7 @@ import time
 from ..host import cgroup, cores, disk, evidence, jobrecord, procs, telemetry
 from ..engines import registry
 from . import job_facts
+from typing import Optional
 
 
 def _mtime(path):
@@ -26,7 +27,7 @@ def _mtime(path):
         return None
 
 
-def gather(job_ref=None, pid=None, since=None):
+def gather(job_ref=None, pid: Optional[int]=None, since=None):
     now = time.time()
     ev = {"boot_id_now": procs.boot_id(), "uptime_s": procs.uptime_s(), "now": now,
           "oom_kills_now": cgroup.oom_kills()}
@@ -67,7 +68,7 @@ def gather(job_ref=None, pid=None, since=None):
     return ev
 
 
-def main(argv):
+def main(argv) -> int:
     opts = {"job": None, "pid": None, "since": None, "jobs-dir": None}
     it = iter(argv)
     for flag in it:

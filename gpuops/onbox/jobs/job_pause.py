@@ -33,7 +33,7 @@ def marker_waiter(job_id, opts, since):
     if pattern is None and path is None:
         raise JobError("usage", "pause needs a checkpoint marker: a log regex or a file the job writes")
 
-    def wait(offset):
+    def wait(offset: int):
         deadline = time.time() + float(opts.get("timeout") or 300)
         scan = job_wait.Scan(jobrecord.path(job_id, LOG), offset, pattern) if pattern else None
         asked = time.time()

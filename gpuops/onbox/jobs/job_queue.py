@@ -18,13 +18,13 @@ from ..run import wrapper
 from ..host.jobrecord import META, JobError
 
 
-def _queue_dir(name):
+def _queue_dir(name: str):
     if not name or "/" in name or name.startswith("."):
         raise JobError("usage", "bad queue name %r" % (name,))
     return os.path.join(jobrecord.ensure_root(), jobrecord.QUEUES, name)
 
 
-def queue_entries(text):
+def queue_entries(text: str):
     """[(line_number, command)] for the non-blank, non-comment lines (numbers are 1-based and
     physical, so appending never renumbers an existing entry)."""
     out = []
@@ -34,7 +34,7 @@ def queue_entries(text):
     return out
 
 
-def _entry_key(name, line):
+def _entry_key(name: str, line) -> str:
     return "queue:%s:%d" % (name, line)
 
 
@@ -114,7 +114,7 @@ def _engine(qdir, opts):
     return recorded
 
 
-def _schedule(name, qdir, opts, sent, engine):
+def _schedule(name: str, qdir, opts, sent, engine) -> None:
     """A queue its engine runs (a dependency chain): sending the file submits the lines not
     submitted yet, cancel takes back the entries that have not started."""
     keyed = _queue_jobs(name)
@@ -130,7 +130,7 @@ def _schedule(name, qdir, opts, sent, engine):
         engine.chain(spec, entries, jobrecord.by_key)
 
 
-def _scheduled_report(name, qdir, opts, engine):
+def _scheduled_report(name: str, qdir, opts, engine):
     """The entries of a chained queue, once all ended or `wait` seconds passed; done when all ended."""
     deadline = time.time() + float(opts.get("wait") or 0)
     while True:
@@ -147,7 +147,7 @@ def _scheduled_report(name, qdir, opts, engine):
     return report
 
 
-def _queue_jobs(name):
+def _queue_jobs(name: str):
     """{entry key: job id} for the jobs this queue launched (newest wins)."""
     out = {}
     for jid, m in reversed(jobrecord.metas()):
@@ -156,7 +156,7 @@ def _queue_jobs(name):
     return out
 
 
-def _pending(name, text):
+def _pending(name: str, text: str):
     """Entries whose job has not ended yet (not launched, or launched and still running)."""
     out = []
     launched = _queue_jobs(name)
@@ -172,7 +172,7 @@ def _entry_open(job_id):
     return bool(meta) and registry.of(meta).phase(job_id, meta) in ("starting", "alive")
 
 
-def queue_report(name, qdir):
+def queue_report(name: str, qdir):
     keyed = _queue_jobs(name)
     entries = []
     for line, cmd in queue_entries(_read(os.path.join(qdir, "lines"))):
@@ -190,11 +190,11 @@ def queue_report(name, qdir):
     }
 
 
-def _start_runner(name, qdir, opts):
+def _start_runner(name: str, qdir, opts) -> None:
     """Fork the detached runner; it records itself in runner.json before this returns."""
     r, w = os.pipe()
 
-    def body():
+    def body() -> None:
         me = procs.stat(os.getpid()) or {}
         jobrecord.write_json(os.path.join(qdir, "runner.json"),
                              {"pid": os.getpid(), "start_ticks": me.get("start_ticks"), "boot_id": procs.boot_id(),
@@ -208,7 +208,7 @@ def _start_runner(name, qdir, opts):
     os.close(r)
 
 
-def _run_queue(name, qdir, opts):
+def _run_queue(name: str, qdir, opts) -> None:
     """Run entries in file order, one at a time, until none is left; then write done.json."""
     common = {k: opts.get(k) for k in ("env", "secrets", "workdir", "gpus", "progress_regex")}
     root = jobrecord.jobs_dir()
@@ -238,7 +238,7 @@ def _run_queue(name, qdir, opts):
             time.sleep(0.3)
 
 
-def _finish_queue(name, qdir, cancelled=False, error=None):
+def _finish_queue(name: str, qdir, cancelled=False, error=None) -> None:
     report = queue_report(name, qdir)
     failed = [e["line"] for e in report["entries"] if not _entry_ok(e.get("job"))]
     done = {"finished_at": time.time(), "total": len(report["entries"]), "failed_lines": failed,

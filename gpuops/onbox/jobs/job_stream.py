@@ -87,7 +87,7 @@ def _stream_end(job_id, meta, follow, limited):
     return registry.of(meta).stream_end(job_id, meta)
 
 
-def _emit(out, data):
+def _emit(out, data) -> bool:
     try:
         out.write(data)
         out.flush()

@@ -43,7 +43,7 @@ class Scan(object):
     """Finds the first line matching `pattern` in what is appended to a log, chunk by chunk.
     `pos` is the first byte not yet looked at; an unfinished last line waits for its end."""
 
-    def __init__(self, log, start, pattern):
+    def __init__(self, log, start, pattern: str) -> None:
         self.log, self.pos, self.pattern = log, start, pattern
         self.carry = b""
 
@@ -76,7 +76,7 @@ class Scan(object):
                 self.pos = at + start
                 return self.pos, line
 
-    def _matches(self, line):
+    def _matches(self, line) -> bool:
         return self.pattern.search(line[:LINE_MAX].decode("utf-8", "replace")) is not None
 
 

@@ -19,7 +19,7 @@ def snapshot(table):
             "procs": dict((pid, (st["start_ticks"], st["cpu_ticks"], procs.io_bytes(pid))) for pid, st in table.items())}
 
 
-def measure(pid, before, table):
+def measure(pid: int, before, table):
     """{window_s, cpu_s, io_bytes, cpu_total_s, processes} for `pid` and what runs under it, from
     `before` (a snapshot) to now; io_bytes is None when any of them hides its /proc/PID/io."""
     kids = {}

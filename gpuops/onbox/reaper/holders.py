@@ -38,7 +38,7 @@ def _user(uid):
         return str(uid)
 
 
-def service_unit(pid):
+def service_unit(pid: int):
     """The systemd service a process runs under, when it runs under one that is not a login session."""
     for line in (sysroot.read("/proc/%d/cgroup" % pid) or "").splitlines():
         path = line.split(":", 2)[-1]
@@ -48,7 +48,7 @@ def service_unit(pid):
     return None
 
 
-def _task_devices(pid):
+def _task_devices(pid: int):
     """Device links held by the live threads of a zombie leader (its own fd table is gone)."""
     found = set()
     for tid in procs.live_threads(pid):
@@ -67,7 +67,7 @@ def _task_devices(pid):
     return sorted(found)
 
 
-def kernel_thread(pid):
+def kernel_thread(pid: int):
     """By the task flag, not by parent pid: inside a container pid 2 is an ordinary process."""
     fields = (sysroot.read("/proc/%d/stat" % pid) or "").rpartition(")")[2].split()
     try:
@@ -76,7 +76,7 @@ def kernel_thread(pid):
         return False
 
 
-def describe(pid, st):
+def describe(pid: int, st):
     """The facts the rules look at, for any process (holder or not)."""
     cmd = procs.cmdline(pid) or ""
     uid = procs.uid(pid)

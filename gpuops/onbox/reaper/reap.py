@@ -92,7 +92,7 @@ def _unit(f, ctx, holder_class, selected):
     return unit
 
 
-def _unit_text(unit):
+def _unit_text(unit) -> str:
     if unit["scope"] == "group":
         return "process group %d" % unit["pgid"]
     return "pid %d alone (%s)" % (unit["pid"], unit["why_pid"])
@@ -138,7 +138,7 @@ def plan(holders, ctx, selected, term_wait):
 
 # ----------------------------------------------------------------------------- act
 
-def _send(unit, sig, record, first, groups_done):
+def _send(unit, sig, record, first, groups_done) -> None:
     """Signal one unit after re-reading its identity; the group only if nobody new joined it."""
     what = signals.name(sig)
     if unit["scope"] == "group" and unit["pgid"] in groups_done:
@@ -174,7 +174,7 @@ def act(units, term_wait, kill_wait):
     records = dict((u["pid"], {"pid": u["pid"], "start_ticks": u["start_ticks"], "scope": u["scope"],
                                "signals": [], "outcome": None}) for u in units)
 
-    def send_round(items, sig):
+    def send_round(items, sig) -> None:
         groups_done = set()
         for u in items:
             _send(u, sig, records[u["pid"]], sig == signal.SIGTERM, groups_done)
@@ -298,7 +298,7 @@ def _gpu_rows(devices, util, holders):
     return rows
 
 
-def main(argv):
+def main(argv) -> int:
     opts = _args(argv)
     reader = gpu_light.Reader()
     doc, units = survey(opts, reader)

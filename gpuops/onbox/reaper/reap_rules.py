@@ -38,7 +38,7 @@ QUIET_CPU_SHARE = 0.01
 QUIET_IO_BPS = 64 * 1024
 
 
-def _descends_from(pid, ancestor, start_ticks, table):
+def _descends_from(pid: int, ancestor, start_ticks, table):
     seen = set()
     while pid in table and pid not in seen:
         seen.add(pid)
@@ -121,7 +121,7 @@ def orphaned(f, table):
     return None
 
 
-def _tty(nr):
+def _tty(nr) -> str:
     major, minor = (nr >> 8) & 0xfff, (nr & 0xff) | ((nr >> 12) & 0xfff00)
     if 136 <= major <= 143:
         return "pts/%d" % ((major - 136) * 256 + minor)
@@ -147,7 +147,7 @@ def interactive_session(f, table, own_sid):
     return None
 
 
-def _bytes(n):
+def _bytes(n) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return "%.1f %s" % (n / float(size), unit)
@@ -169,7 +169,7 @@ def working(a):
     return None
 
 
-def last_activity(f, ctx):
+def last_activity(f, ctx) -> str:
     """What the window saw the holder do, for the plan: busy now, or quiet for at least the window."""
     a, util = f["activity"], ctx["util"]
     now = ["GPU %s at up to %g%%" % (i, util[i]) for i in f["gpus"] if util.get(i)]
@@ -185,7 +185,7 @@ def last_activity(f, ctx):
             "unreadable" if a["io_bytes"] is None else _bytes(a["io_bytes"]))]), a["cpu_total_s"])
 
 
-def _ended(job):
+def _ended(job) -> str:
     ex = job["exit"] or {}
     if ex.get("signal"):
         return "killed by %s" % ex["signal"]

@@ -168,7 +168,7 @@ def check_gang(gang):
     return out
 
 
-def resume_words(text, checkpoint):
+def resume_words(text: str, checkpoint):
     """The words of a --resume-arg with {checkpoint} replaced by the checkpoint's path in each word
     that holds it (`--resume={checkpoint}` stays one word). JobError("usage") for a text without
     the placeholder, or one that cannot be split into words."""

@@ -62,6 +62,7 @@ import time
 from . import ckptintact
 from ..host import disk
 from .ckptnames import check_glob, in_progress, named, step_of, temporary, unsafe
+from typing import Sequence
 
 TRACKERS = {"latest": "deepspeed", "latest_checkpointed_iteration.txt": "megatron"}
 MARKERS = (".metadata", "trainer_state.json", "commit_success.txt")
@@ -78,7 +79,7 @@ def _signature(e):
     return (e.get("kind"), e.get("size"), e.get("mtime"), e.get("files"))
 
 
-def _tracked(name, text):
+def _tracked(name: str, text: str):
     """The entry a tracker file names."""
     text = (text or "").strip()
     if TRACKERS.get(name) == "megatron":
@@ -219,7 +220,7 @@ def _walk(path, max_files):
     return size, newest, files, top, False
 
 
-def _entry(directory, name, max_files):
+def _entry(directory, name: str, max_files):
     path = os.path.join(directory, name)
     try:
         st = os.lstat(path)
@@ -240,7 +241,7 @@ def _entry(directory, name, max_files):
     return e
 
 
-def _listed(names):
+def _listed(names: Sequence[str]):
     """The names looked at: trackers, then the MAX_ENTRIES with the highest numbers (a number is
     compared as one: ckpt-10050 is kept before ckpt-9999), and whether some were left out."""
     if len(names) <= MAX_ENTRIES:

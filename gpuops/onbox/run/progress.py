@@ -146,7 +146,7 @@ class Judge(object):
     """Progress in one attempt's output, fed as it grows (`feed`). `moved_at` is when a count last
     moved (None before the first move), `max_step` the highest step number a move showed."""
 
-    def __init__(self, user_regex=None):
+    def __init__(self, user_regex=None) -> None:
         user = [(steps.compile_patterns(user_regex)[0], False)] if user_regex else []
         self.forms = user + list(FORMS)
         self.user = bool(user)
@@ -169,7 +169,7 @@ class Judge(object):
                     break
         return moved
 
-    def _moves(self, rank, found, line, now):
+    def _moves(self, rank, found, line, now) -> bool:
         count = found.count
         if count is None:
             count = hashlib.sha1(line[:TEXT_COUNT_BYTES]).hexdigest()
@@ -220,12 +220,12 @@ class Tracker(object):
     (`check`). `saving` is a gpuops.onbox.run.savewatch.Watch of the checkpoint directory, or None; it
     is sampled only once the output has been silent for half the limit."""
 
-    def __init__(self, started_at, limit_s, startup_s, user_regex=None, saving=None):
+    def __init__(self, started_at, limit_s, startup_s, user_regex=None, saving=None) -> None:
         self.judge = Judge(user_regex)
         self.started_at, self.limit_s, self.startup_s, self.saving = started_at, limit_s, startup_s, saving
         self.moved_at = None
 
-    def read(self, data, now):
+    def read(self, data, now) -> bool:
         """Feed complete lines; True when a count moved."""
         if not self.judge.feed(data, now):
             return False

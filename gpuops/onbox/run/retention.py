@@ -20,6 +20,7 @@ only in part. Each refusal is told once per run as a retention-refused event.
 """
 
 from . import checkpoints, ckptnames
+from typing import Sequence
 
 
 def refusal(verdict):
@@ -38,7 +39,7 @@ def refusal(verdict):
     return None
 
 
-def plan(verdict, keep, keep_names=(), keep_best=None):
+def plan(verdict, keep, keep_names: Sequence[str]=(), keep_best=None):
     """{delete: [entries], kept: {name: why}, refused: why or None}: the complete checkpoints past
     the `keep` newest (at least one), less everything the module's docstring spares."""
     refused = refusal(verdict)
@@ -62,7 +63,7 @@ def plan(verdict, keep, keep_names=(), keep_best=None):
     return {"delete": delete, "kept": spared, "refused": None}
 
 
-def apply(directory, verdict, keep, keep_names=(), keep_best=None, dry_run=False):
+def apply(directory, verdict, keep, keep_names: Sequence[str]=(), keep_best=None, dry_run=False):
     """Plan and delete: {deleted, freed_bytes, spared, refused}."""
     decided = plan(verdict, keep, keep_names, keep_best)
     if decided["refused"] or not decided["delete"]:

@@ -44,7 +44,7 @@ KILL_WAIT_S = 2.0
 OUTPUT_MAX = 1000        # characters of the notify command's own output kept in its failure event
 
 
-def _bounded(value, depth=0):
+def _bounded(value, depth: int = 0):
     """A JSON-safe copy of `value` with strings cut to TEXT_MAX and containers to 50 items."""
     if isinstance(value, str):
         return value if len(value) <= TEXT_MAX else value[:TEXT_MAX] + "..."
@@ -77,7 +77,7 @@ def make(kind, seq, run=None, attempt=None, job=None, at=None, **fields):
 class Events(object):
     """The run's event file, written by its supervisor (one writer)."""
 
-    def __init__(self, job_dir, run=None, max_bytes=MAX_BYTES, max_rows=MAX_ROWS):
+    def __init__(self, job_dir, run=None, max_bytes=MAX_BYTES, max_rows=MAX_ROWS) -> None:
         self.path = os.path.join(job_dir, FILE)
         self.run = run
         self.ring = ringlog.Ring(self.path, max_bytes, max_rows)
@@ -98,7 +98,7 @@ class Events(object):
             event = dict(event, unrecorded=str(self.error)[:300])
         return event
 
-    def flush(self):
+    def flush(self) -> None:
         """Write the events the disk refused so far, oldest first, until it refuses one again."""
         while self.pending:
             try:
@@ -146,7 +146,7 @@ def _collect(proc, fd, deadline):
             reading = bool(chunk)
 
 
-def _kill_group(proc):
+def _kill_group(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
@@ -207,7 +207,7 @@ class Notifier(object):
     notified). `publish` emits and notifies in order, so the command hears the events in the order
     they happened."""
 
-    def __init__(self, events, command=None, timeout_s=NOTIFY_TIMEOUT_S, env=None, cwd=None, kinds=NOTIFIED):
+    def __init__(self, events, command=None, timeout_s=NOTIFY_TIMEOUT_S, env=None, cwd=None, kinds=NOTIFIED) -> None:
         self.events, self.command, self.timeout_s = events, command, timeout_s
         self.env, self.cwd, self.kinds = env, cwd, kinds
 

@@ -43,6 +43,7 @@ from ..triage import retrypolicy
 from . import runrecord, runrules, runwatch, wrapper
 from ..track import trackwatch
 from ..host.jobrecord import EXIT, LOG
+from typing import Sequence
 
 BACKOFF_POLL_S = 0.5
 MAKE_RETRY_S = 2.0  # an attempt the disk refused to make is tried again this often
@@ -54,7 +55,7 @@ DECISIONS_MAX = 200
 class Run(object):
     """The run's state in its supervisor: its record, events, and the attempt being run."""
 
-    def __init__(self, run_id, meta, spec, body, make, sup):
+    def __init__(self, run_id, meta, spec, body, make, sup) -> None:
         self.id, self.spec, self.body, self.make, self.sup = run_id, spec, body, make, sup
         self.policy = meta["policy"]
         self.started_at = time.time()  # shown; every limit is judged on `clock`
@@ -74,16 +75,16 @@ class Run(object):
                     "supervisor": {"pid": os.getpid(), "start_ticks": sup.ident.get("wrapper_start_ticks"),
                                    "boot_id": procs.boot_id()}}
 
-    def save(self, **changes):
+    def save(self, **changes) -> None:
         self.rec.update(changes)
         self.write(jobrecord.path(self.id, jobrecord.RUN), self.rec)
 
-    def write(self, path, record):
+    def write(self, path, record) -> None:
         """Write a record, or keep it for the next round when the disk refuses it."""
         self.pending[path] = record
         self.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         """Every record and event the disk refused so far, written now where it takes them."""
         for path in list(self.pending):
             try:
@@ -93,7 +94,7 @@ class Run(object):
             del self.pending[path]
         self.events.flush()
 
-    def drain(self, seconds):
+    def drain(self, seconds) -> None:
         """Once the run has ended: write what the disk refused, trying again for up to `seconds`
         (the run's end is said in its events already; its records say it once the disk takes them)."""
         until = self.clock() + seconds
@@ -108,11 +109,11 @@ class Run(object):
     def publish(self, kind, attempt=None, job=None, **fields):
         return self.notifier.publish(kind, attempt=attempt, job=job, **fields)
 
-    def note_pruned(self, done):
+    def note_pruned(self, done) -> None:
         self.pruned = (self.pruned + list(done.get("deleted") or []))[-50:]
         self.rec["pruned"] = self.pruned
 
-    def retain(self, attempt, job):
+    def retain(self, attempt, job) -> None:
         """Retention once more when the run ends, over two looks (its last save may have just ended)."""
         policy = self.policy
         if not policy.get("keep_checkpoints") or not policy.get("checkpoint_dir"):
@@ -122,7 +123,7 @@ class Run(object):
         self.skip_unsafe(verdict, attempt, job)
         self.retention(verdict, attempt, job)
 
-    def retention(self, verdict, attempt, job, spared=()):
+    def retention(self, verdict, attempt, job, spared=()) -> None:
         """Retention over one verdict (gpuops.onbox.run.retention); a refusal is an event once per reason."""
         policy = self.policy
         done = retention.apply(policy["checkpoint_dir"], verdict, policy["keep_checkpoints"], spared,
@@ -134,7 +135,7 @@ class Run(object):
         if done["deleted"]:
             self.note_pruned(done)
 
-    def skip_unsafe(self, verdict, attempt, job):
+    def skip_unsafe(self, verdict, attempt, job) -> None:
         """A checkpoint-skipped event for each name from the box that is unsafe, once a run."""
         for e in verdict.get("unsafe") or []:
             if e["name"] not in self.skipped:
@@ -146,7 +147,7 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
     """The supervise function wrapper.start runs for a run (in place of a plain job's); also run in
     place by an engine whose job is the run's supervisor (a Ray job's driver: gpuops.onbox.engines.ray_run),
     which brings its own kind of wrapper.Supervisor."""
-    def supervise(job_dir, argv, env, workdir, meta, notify_fd):
+    def supervise(job_dir, argv, env, workdir, meta, notify_fd) -> None:
         sup = new_supervisor()
         run = Run(meta["job_id"], meta, spec, body, make, sup)
         run.gang = ganglink.open_link(run.policy.get("gang"))
@@ -164,13 +165,13 @@ def supervisor(spec, body, make, new_supervisor=wrapper.Supervisor):
 
 
 class Attempt(object):
-    def __init__(self, run, number, job_id, jdir, argv, env, workdir, meta, checkpoint):
+    def __init__(self, run, number: int, job_id, jdir, argv, env, workdir, meta, checkpoint) -> None:
         self.run, self.number, self.job_id, self.jdir = run, number, job_id, jdir
         self.argv, self.env, self.workdir, self.meta, self.checkpoint = argv, env, workdir, meta, checkpoint
         self.child = self.watch = None
         self.skipped = []  # the incomplete checkpoints passed over for `checkpoint`
 
-    def spawn(self, notify_fd=None):
+    def spawn(self, notify_fd=None) -> None:
         """Start the attempt's program and write its start record (the launcher told, for the
         first); the caller holds the run's hand-over lock for every later attempt."""
         run = self.run
@@ -189,7 +190,7 @@ class Attempt(object):
             if notify_fd is not None:
                 wrapper.notify_launcher(notify_fd, self.meta)
 
-    def announce(self):
+    def announce(self) -> None:
         """The attempt's events, once it has started (a --notify command may take seconds)."""
         run = self.run
         if self.checkpoint:
@@ -233,12 +234,12 @@ class Attempt(object):
         decision = self.decide(record, ended_by, pids)
         return self.next(decision)
 
-    def warn(self, finding):
+    def warn(self, finding) -> None:
         """A tracker-warning event for a finding of the attempt's first minutes (trackwatch)."""
         self.run.publish("tracker-warning", self.number, self.job_id, finding=finding.id, gotcha=finding.gotcha,
                          why=finding.title, fix=finding.fix)
 
-    def facts(self, record, ended_by, pids):
+    def facts(self, record, ended_by, pids: Sequence[int]):
         """What retrypolicy.decide reads, from the box first hand and triage's class of the log."""
         run = self.run
         facts = {"exit_code": record.get("exit_code"), "signal": record.get("signal"), "ended_by": ended_by,
@@ -260,7 +261,7 @@ class Attempt(object):
             facts["triage_class"] = None
         return facts
 
-    def decide(self, record, ended_by, pids):
+    def decide(self, record, ended_by, pids: Sequence[int]):
         run = self.run
         facts, told, node = self.facts(record, ended_by, pids), None, None
         if run.gang is not None:  # the head decides for the gang, from the node that failed first

@@ -89,7 +89,7 @@ class Watch(object):
     """One attempt's watch. `ended_by` is None until the watch ended the attempt or saw a stop:
     "stall", "max-runtime" or "stop" (retrypolicy.ENDED_BY)."""
 
-    def __init__(self, run, attempt, job_id, jdir, meta, leader, resumed_from=None, log_from=None):
+    def __init__(self, run, attempt, job_id, jdir, meta, leader, resumed_from=None, log_from=None) -> None:
         self.run, self.attempt, self.job_id, self.jdir, self.leader = run, attempt, job_id, jdir, leader
         self.policy = run.policy
         self.log = os.path.join(jdir, LOG)
@@ -109,7 +109,7 @@ class Watch(object):
 
     # ------------------------------------------------------------ each round
 
-    def tick(self):
+    def tick(self) -> None:
         now = self.run.clock()
         self._read_progress(now)
         if now - self.pids_at >= telemetry.INTERVAL_S and len(self.pids) < PIDS_MAX:
@@ -139,7 +139,7 @@ class Watch(object):
         elif action == runrules.CHECKPOINTS:
             self.checkpoints()
 
-    def _end(self, why, grace_s):
+    def _end(self, why, grace_s) -> None:
         self.ended_by = why
         stop_tree(self.job_id, self.leader, grace_s)
 
@@ -153,7 +153,7 @@ class Watch(object):
             self.run.save(activity=self.activity)
         return stalled
 
-    def _stall(self, now):
+    def _stall(self, now) -> None:
         silent = now - self.last_progress
         doc = stallevidence.capture(self.log, [p for p, _ in tree(self.job_id, self.leader)],
                                     budget_s=EVIDENCE_BUDGET_S)
@@ -168,7 +168,7 @@ class Watch(object):
 
     # ------------------------------------------------------------ progress
 
-    def _read_progress(self, now):
+    def _read_progress(self, now) -> None:
         data = logscan.read_range(self.log, self.pos, READ_MAX)
         if not data:
             return
@@ -207,7 +207,7 @@ class Watch(object):
         return verdict
 
 
-def log_line(jdir, text):
+def log_line(jdir, text: str) -> None:
     """Append one line of the supervisor's own to an attempt's log (before its program starts)."""
     fd = os.open(os.path.join(jdir, LOG), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:

@@ -23,7 +23,7 @@ def _lstat(path):
         return None
 
 
-def _walk(path, budget, depth=0):
+def _walk(path, budget, depth: int = 0):
     """(entries, bytes, newest mtime_ns) under `path`, at most `budget` entries."""
     entries, size, newest = 0, 0, 0
     try:
@@ -74,11 +74,11 @@ class Watch(object):
     """Samples of one checkpoint directory: `changed_at` is when a sample last differed from the
     one before it (None until one did)."""
 
-    def __init__(self, directory, read=fingerprint):
+    def __init__(self, directory, read=fingerprint) -> None:
         self.directory, self.read = directory, read
         self.last, self.sampled_at, self.changed_at = None, None, None  # sampled_at None: no baseline yet
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the last sample: the output moved, and a later silence is judged afresh."""
         self.last = self.sampled_at = None
 

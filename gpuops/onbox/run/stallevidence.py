@@ -24,6 +24,7 @@ import shutil
 import time
 
 from ..host import gpu_light, jobrecord, procs, ringlog, runcmd, sysroot, telemetry
+from typing import Sequence
 
 LOG_LINES, LINE_MAX, LOG_READ = 200, 500, 256 << 10
 MAX_STACKS, STACK_MAX = 16, 32 << 10
@@ -39,12 +40,12 @@ def log_tail(path, lines=LOG_LINES):
     return [l[:LINE_MAX] for l in text.split("\n")[-lines - 1:] if l.strip()][-lines:]
 
 
-def _wchan(pid, tid=None):
+def _wchan(pid: int, tid=None):
     where = "/proc/%d/task/%d/wchan" % (pid, tid) if tid else "/proc/%d/wchan" % pid
     return sysroot.read(where) or None
 
 
-def is_python(pid, st):
+def is_python(pid: int, st):
     comm = (st or {}).get("comm") or ""
     if comm.startswith(("python", "pt_")):  # torch renames its threads pt_*, and some processes
         return True
@@ -55,7 +56,7 @@ def is_python(pid, st):
     return os.path.basename(exe).startswith("python")
 
 
-def process_facts(pid):
+def process_facts(pid: int):
     """State, wait channel and thread summary of one process from /proc, or None when it is gone."""
     st = procs.stat(pid)
     if st is None:
@@ -73,7 +74,7 @@ def process_facts(pid):
     return doc
 
 
-def _stacks(processes, py_spy, deadline, per_process_s, skipped):
+def _stacks(processes, py_spy, deadline, per_process_s, skipped) -> None:
     """py-spy dump of the largest Python processes, side by side, each under its own deadline."""
     python = sorted((p for p in processes if p["python"]), key=lambda p: -(p.get("rss") or 0))
     for p in python[MAX_STACKS:]:
@@ -125,7 +126,7 @@ def _fit(doc, max_bytes):
     return doc
 
 
-def capture(log_path, pids, budget_s=BUDGET_S, per_process_s=PER_PROCESS_S, lines=LOG_LINES, reader=None,
+def capture(log_path, pids: Sequence[int], budget_s=BUDGET_S, per_process_s=PER_PROCESS_S, lines=LOG_LINES, reader=None,
             max_bytes=MAX_BYTES):
     """The evidence document for the job whose processes are `pids` (telemetry.members)."""
     started = time.time()

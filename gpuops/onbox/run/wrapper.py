@@ -41,7 +41,7 @@ _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 15, 36
 _RESET = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGPIPE", "SIGXFSZ", "SIGCHLD", "SIGUSR1", "SIGUSR2")
 
 
-def detach(body, log_path, keep_fd=None):
+def detach(body, log_path, keep_fd=None) -> None:
     """Run body() in a session-less grandchild whose stdio is /dev/null + `log_path`.
 
     Returns in the caller as soon as the intermediate child has exited; the grandchild never
@@ -67,7 +67,7 @@ def detach(body, log_path, keep_fd=None):
     os._exit(code)
 
 
-def _redirect(log_path, keep_fd):
+def _redirect(log_path, keep_fd) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(devnull, 0)
@@ -97,7 +97,7 @@ def start(job_dir, argv, env, workdir, meta, timeout_s=30.0, supervise=None, log
     r, w = os.pipe()
     log_path = log_path or os.path.join(job_dir, jobrecord.LOG)
 
-    def body():
+    def body() -> None:
         (supervise or _supervise)(job_dir, argv, env, workdir, meta, w)
 
     detach(body, log_path, keep_fd=w)
@@ -157,7 +157,7 @@ def read_until_eof(fd, timeout_s):
         chunks.append(chunk)
 
 
-def _reset_signals():
+def _reset_signals() -> None:
     # Runs in the job's child between fork and exec: dispositions we changed (and SIG_IGN that
     # python or a non-interactive shell set) must not leak into the user's program.
     for name in _RESET:
@@ -183,7 +183,7 @@ class Supervisor(object):
     (and remembers: a run's retry decision tells a SIGTERM from outside from gpuops' own stop), the
     wake-up pipe SIGCHLD writes to, and its identity as a child subreaper."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pgid, self.outside = None, None
         signal.signal(signal.SIGTERM, self._forward)
         signal.signal(signal.SIGINT, self._forward)
@@ -197,7 +197,7 @@ class Supervisor(object):
         self.ident = {"wrapper_pid": os.getpid(), "wrapper_start_ticks": me.get("start_ticks"),
                       "subreaper": subreaper}
 
-    def _forward(self, signum, _frame):
+    def _forward(self, signum, _frame) -> None:
         self.outside = _signal_name(signum)
         if self.pgid:
             try:
@@ -234,7 +234,7 @@ class Supervisor(object):
         return record
 
 
-def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
+def _supervise(job_dir, argv, env, workdir, meta, notify_fd) -> None:
     sup = Supervisor()
     meta = dict(meta, **sup.ident)
     try:
@@ -250,7 +250,7 @@ def _supervise(job_dir, argv, env, workdir, meta, notify_fd):
                                                                          curves=curves))
 
 
-def started(job_dir, meta, child, write=jobrecord.write_json):
+def started(job_dir, meta, child, write=jobrecord.write_json) -> None:
     """Write the start record of the job `child` leads (before anyone is told it started); `write`:
     a run's supervisor's, which keeps what a full disk refuses for later."""
     st = procs.stat(child.pid) or {}
@@ -268,7 +268,7 @@ def _group_members(pgid):
     return out
 
 
-def spawn_failed(job_dir, meta, err, write=jobrecord.write_json):
+def spawn_failed(job_dir, meta, err, write=jobrecord.write_json) -> None:
     """The start and exit records of a job whose command could not start (126: not executable, 127:
     not found, as a shell says)."""
     code = 126 if err.errno in (errno.EACCES, errno.ENOEXEC) else 127
@@ -278,7 +278,7 @@ def spawn_failed(job_dir, meta, err, write=jobrecord.write_json):
                                                   "error": str(err)})
 
 
-def notify_launcher(fd, meta):
+def notify_launcher(fd, meta) -> None:
     """Hand the launcher the start record (it returns once it has it) and let it go."""
     try:
         os.write(fd, json.dumps(meta).encode("utf-8"))
@@ -286,7 +286,7 @@ def notify_launcher(fd, meta):
         os.close(fd)
 
 
-def _wait_for(pid, job_dir, wake_fd, tick=None):
+def _wait_for(pid: int, job_dir, wake_fd, tick=None):
     """Reap children (ours and re-parented orphans) until `pid` ends; its wait status."""
     growth = {}
     while True:
@@ -309,7 +309,7 @@ def _wait_for(pid, job_dir, wake_fd, tick=None):
             pass
 
 
-def _sample(job_dir, growth, force=False):
+def _sample(job_dir, growth, force: bool = False) -> None:
     """Append 'epoch size' to `growth` when the log grew (1 s resolution, 5 s after 10 min)."""
     now = time.time()
     first = growth.setdefault("first", now)
@@ -333,7 +333,7 @@ def _sample(job_dir, growth, force=False):
         pass  # a full disk: the log's dating has a gap, the job and its supervisor go on
 
 
-def _nonblocking(fd):
+def _nonblocking(fd) -> None:
     import fcntl
 
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)

@@ -57,7 +57,7 @@ def directory(environ=None):
     return os.path.join(base, "gpuops", "locks")
 
 
-def beside(path, suffix=".gpuops-lock"):
+def beside(path, suffix: str = ".gpuops-lock"):
     """gpuops' own file for destination `path` (its lock; a pull's manifest, by `suffix`), in the
     directory that holds it, outside the tree that is synced (resolved: two spellings of one
     directory share it)."""
@@ -132,7 +132,7 @@ def _current(fd, lock_file):
     return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def release(fd, lock_file):
+def release(fd, lock_file) -> None:
     """Let go of a lock `take` gave: its file removed while still held (where this writer may remove
     it: another account's stays), then the descriptor closed."""
     try:
@@ -152,7 +152,7 @@ def _holder(fd):
     return doc if isinstance(doc, dict) else {}
 
 
-def hold(out):
+def hold(out) -> None:
     """Until stdout breaks: the client closed the channel or lost it."""
     poller = select.poll()
     poller.register(out.fileno(), select.POLLERR | select.POLLHUP)
@@ -173,7 +173,7 @@ def _listing(request):
     return json.dumps(doc).encode("ascii") + b"\n"
 
 
-def main(argv):
+def main(argv) -> int:
     out = sys.stdout.buffer
     try:
         request = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"))

@@ -88,7 +88,7 @@ class DigestCache:
 
     With `path` None nothing is read or written (the cache is off) and only the counters work."""
 
-    def __init__(self, root, path=None, read=True, follower=False):
+    def __init__(self, root, path=None, read=True, follower=False) -> None:
         self.root = root
         self.path = path
         if path and not follower:
@@ -129,7 +129,7 @@ class DigestCache:
             self._new[rel] = old
         return old[5]
 
-    def record(self, rel, key, digest, nread, read_started_ns, key_after):
+    def record(self, rel, key, digest, nread, read_started_ns, key_after) -> None:
         """Count one file hashed; keep its digest when the file stood still and is old enough."""
         with self._lock:
             self.hashed_files += 1
@@ -162,7 +162,7 @@ class DigestCache:
             return False
         return self._write(kept)
 
-    def _write(self, entries):
+    def _write(self, entries) -> bool:
         where = os.path.dirname(self.path)
         try:
             os.makedirs(where, mode=0o700, exist_ok=True)
@@ -200,7 +200,7 @@ def _fresh(path):
         return False
 
 
-def settle_follower(path):
+def settle_follower(path) -> None:
     """Stop a live follower of this cache file and wait until it has saved and left."""
     marker = path + FOLLOW_SUFFIX
     if not _fresh(marker):
@@ -214,7 +214,7 @@ def settle_follower(path):
         time.sleep(0.01)
 
 
-def _expire(where, keep):
+def _expire(where, keep) -> None:
     """Remove cache files of roots not synced for MAX_AGE_S (roots come and go; files should not
     pile up), and temporary files a killed writer left behind."""
     limit = time.time() - MAX_AGE_S

@@ -18,6 +18,7 @@ same way. A pattern of length P against a path of length N costs O(P * N) at wor
 counts what the searches look at. (Where git's own matcher departs from these semantics, as for
 `a**/b` after its literal-prefix shortcut, gpuops keeps to the semantics.)
 """
+from typing import Sequence
 
 IGNORE_FILE = ".gpuopsignore"
 
@@ -30,7 +31,7 @@ GLOBSTAR = object()  # a segment that is only `**`: spans directories
 class _Class(object):
     """A `[...]` bracket expression: single characters and ranges, maybe negated."""
 
-    def __init__(self, negated, ranges):
+    def __init__(self, negated, ranges) -> None:
         self.negated = negated
         self.singles = frozenset(lo for lo, hi in ranges if lo == hi)
         self.ranges = tuple((lo, hi) for lo, hi in ranges if lo != hi)
@@ -44,7 +45,7 @@ class _Class(object):
         return self.negated
 
 
-def _class(pattern, i):
+def _class(pattern: str, i):
     """(_Class, next index) for the `[...]` at pattern[i]; None when it is never closed. A `]`
     right after the opening (or after `!`/`^`) is a member, `\\` escapes, `a-z` is a range."""
     n = len(pattern)
@@ -67,13 +68,13 @@ def _class(pattern, i):
     return _Class(negated, ranges), j + 1
 
 
-def _class_char(pattern, j):
+def _class_char(pattern: str, j):
     if pattern[j] == "\\" and j + 1 < len(pattern):
         return pattern[j + 1], j + 2
     return pattern[j], j + 1
 
 
-def _segments(pattern):
+def _segments(pattern: str):
     """The pattern's `/`-separated segments, each a list of tokens: a literal character, ANY, STAR
     or a _Class; a segment that is only a run of two or more `*` is GLOBSTAR instead."""
     segments, current = [], []
@@ -120,11 +121,11 @@ class _Pieces(object):
     must sit at the start, the last at the end, and each other at its leftmost fit after the one
     before: a later fit never leaves more room, so no choice is ever retried."""
 
-    def __init__(self, pieces):
+    def __init__(self, pieces) -> None:
         self.head, self.middles, self.tail = pieces[0], pieces[1:-1], pieces[-1]
         self.least = sum(len(p) for p in pieces)
 
-    def fit(self, seq, at, find):
+    def fit(self, seq, at, find) -> bool:
         """True when the pieces fit `seq`; at(piece, seq, i) tests one place, find(piece, seq, start,
         end) gives the leftmost place from start that ends by end, or -1."""
         end = len(seq) - len(self.tail)
@@ -154,14 +155,14 @@ def _piece(tokens):
     return _Pieces(chunks)
 
 
-def _any_name(name):
+def _any_name(name: str) -> bool:
     return True
 
 
 class Glob(object):
     """One compiled gitignore pattern, matched against a path's segments (its names)."""
 
-    def __init__(self, pattern, anchored):
+    def __init__(self, pattern: str, anchored) -> None:
         segments = _segments(pattern)
         groups = [[]]
         for seg in segments:
@@ -177,7 +178,7 @@ class Glob(object):
         self.groups = _Pieces(groups) if self.spans else None
         self.work = 0  # characters and names the searches looked at: the cost the module docstring bounds
 
-    def match_names(self, names):
+    def match_names(self, names: Sequence[str]):
         """True when the path whose segments are `names` matches."""
         if not self.anchored:  # no `/` in the pattern: one segment, matched against the name
             return self.plain[0](names[-1])
@@ -185,14 +186,14 @@ class Glob(object):
             return len(names) == len(self.plain) and self._fit(self.plain, names, 0)
         return self.groups.fit(names, self._fit, self._place)
 
-    def _fit(self, group, names, i):
+    def _fit(self, group, names: Sequence[str], i) -> bool:
         for test in group:
             if not test(names[i]):
                 return False
             i += 1
         return True
 
-    def _place(self, group, names, start, end):
+    def _place(self, group, names: Sequence[str], start, end):
         """The leftmost i >= start where `group` matches and ends by `end`, or -1."""
         for i in range(start, end - len(group) + 1):
             self.work += len(group)
@@ -210,7 +211,7 @@ class Glob(object):
             return lambda name: len(name) >= seg.least and name.startswith(seg.head) and name.endswith(seg.tail)
         return lambda name: seg.fit(name, self._at, self._find)
 
-    def _at(self, chunk, name, i):
+    def _at(self, chunk, name: str, i):
         """`chunk` matches name[i:i + len(chunk)] (which the caller knows is in range)."""
         if isinstance(chunk, str):
             return name.startswith(chunk, i)
@@ -220,7 +221,7 @@ class Glob(object):
                 return False
         return True
 
-    def _find(self, chunk, name, start, end):
+    def _find(self, chunk, name: str, start, end):
         """The leftmost i >= start where `chunk` matches and ends by `end`, or -1."""
         if isinstance(chunk, str):
             found = name.find(chunk, start, end)
@@ -261,15 +262,15 @@ def compile_rule(line):
 class Rules(object):
     """An ordered gitignore rule set over paths relative to the source root ('a/b.txt')."""
 
-    def __init__(self, lines=()):
+    def __init__(self, lines=()) -> None:
         self.lines = [l for l in lines if compile_rule(l) is not None]
         self._compiled = [compile_rule(l) for l in self.lines]
 
-    def match(self, rel, is_dir):
+    def match(self, rel, is_dir: bool):
         """True when `rel` itself is excluded (its parents are not looked at)."""
         return self._match(rel.split("/"), is_dir)
 
-    def _match(self, names, is_dir):
+    def _match(self, names: Sequence[str], is_dir: bool):
         excluded = False
         for glob, negated, dir_only in self._compiled:
             if dir_only and not is_dir:
@@ -278,7 +279,7 @@ class Rules(object):
                 excluded = not negated
         return excluded
 
-    def excluded(self, rel, is_dir):
+    def excluded(self, rel, is_dir: bool):
         """True when `rel` or any directory above it is excluded (what a walk would skip)."""
         names = rel.split("/")
         for i in range(1, len(names)):

@@ -35,7 +35,7 @@ STOP_CHECK_S = 0.02
 
 
 class Follower:
-    def __init__(self, request):
+    def __init__(self, request) -> None:
         self.root = os.path.abspath(os.path.expanduser(request["root"]))
         self.root_b = fs_name(self.root)
         self.pending = dict(request.get("expect") or {})
@@ -51,7 +51,7 @@ class Follower:
         self._beat_at = self._checked_at = 0.0
         self.stopped = False
 
-    def beat(self):
+    def beat(self) -> bool:
         """Keep the marker fresh and tell the client we are alive; False once asked to stop or
         once the client is gone."""
         now = time.time()
@@ -69,7 +69,7 @@ class Follower:
                 self.stopped = True
         return not self.stopped
 
-    def landed(self, rel, size):
+    def landed(self, rel, size: int):
         """The stat key of `rel` when this transfer has put it in place and it can be hashed for
         keeps; None while it is missing, still the old file, or too fresh to store."""
         try:
@@ -81,7 +81,7 @@ class Follower:
         key = digestcache.stat_key(st)
         return key if digestcache.storable(key, digestcache.now_ns()) else None
 
-    def hash_one(self, rel, key):
+    def hash_one(self, rel, key) -> None:
         path = os.path.join(self.root_b, fs_name(rel))
         self.keys[rel] = key
         if self.cache.lookup(rel, key) is not None:
@@ -94,7 +94,7 @@ class Follower:
             return
         self.cache.record(rel, key, digest, nread, started, after)
 
-    def run(self):
+    def run(self) -> None:
         while self.pending and self.beat():
             looking = 0.0
             for rel, size in list(self.pending.items()):

@@ -215,7 +215,7 @@ class Scan:
     their stat keys and its digest cache. build() runs it to the end; the local side of a sync
     keeps it to hash on a thread while it reads `entries`, whose files only ever gain digests."""
 
-    def __init__(self, request):
+    def __init__(self, request) -> None:
         self.root = os.path.abspath(os.path.expanduser(request["root"]))
         self.root_b = fs_name(self.root)
         self.keys = {}
@@ -237,23 +237,23 @@ class Scan:
                 else walk(self.root_b, rules, errors, self.keys)
         self.entries = dict((e.rel, e) for e in found)
 
-    def _store(self, entries):
+    def _store(self, entries) -> None:
         with self._lock:
             for e in entries:
                 if e.rel in self.entries:
                     self.entries[e.rel] = e
 
-    def drop(self, rels):
+    def drop(self, rels) -> None:
         """Forget these entries (files that vanished meanwhile)."""
         with self._lock:
             for rel in rels:
                 self.entries.pop(rel, None)
 
-    def restat(self, rels):
+    def restat(self, rels) -> None:
         """Look at these entries again (after gpuops itself rewrote them): new size, no digest."""
         self._store(look_at(self.root_b, rels, self.doc["errors"], self.keys))
 
-    def take_cached(self, rels=None):
+    def take_cached(self, rels=None) -> None:
         """Fill in the digests the cache holds for unchanged files; read nothing."""
         found = []
         for rel in list(self.entries) if rels is None else rels:
@@ -263,7 +263,7 @@ class Scan:
                 found.append(e._replace(sha256=digest))
         self._store(found)
 
-    def hash(self, rels=None, want=None, workers=None):
+    def hash(self, rels=None, want=None, workers=None) -> None:
         todo = [self.entries[r] for r in (list(self.entries) if rels is None else rels) if r in self.entries]
         self._store(hash_entries(self.root_b, todo, self.doc["errors"], want=want, workers=workers,
                                  cache=self.cache, keys=self.keys))
@@ -292,7 +292,7 @@ def build(request):
     return doc
 
 
-def serve(answer):
+def serve(answer) -> int:
     """Read one JSON request from stdin, print answer(request) as one JSON document."""
     raw = sys.stdin.buffer.read()
     try:

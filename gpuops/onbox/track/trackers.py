@@ -55,7 +55,7 @@ def logdirs(argv):
     return found[:MAX_LOGDIRS]
 
 
-def _argv(pid):
+def _argv(pid: int):
     try:
         with open(sysroot.path("/proc/%d/cmdline" % pid), "rb") as f:
             raw = f.read(8192)

@@ -28,6 +28,7 @@ from . import trackers
 from . import verdicts as rules
 from . import wandblines as wandb_log
 from ...findings import Finding
+from typing import Sequence
 
 FILE = "trackers.json"
 WINDOW_ENV = "GPUOPS_TRACKER_CHECK_S"
@@ -83,7 +84,7 @@ def tb_findings(doc):
     return [f for f in judged if f.severity in ("warn", "fail")], True
 
 
-def event_dirs(pids):
+def event_dirs(pids: Sequence[int]):
     """The directories of the TensorBoard event files the processes `pids` hold open (bounded)."""
     found = set()
     for pid in list(pids)[:MAX_PIDS]:
@@ -113,7 +114,7 @@ class Check(object):
     """The supervisor's side: `tick()` in its loop looks when one is due, records the verdict, and
     hands each finding not seen before to `on_found`. Never raises."""
 
-    def __init__(self, job_dir, env, leader, tb_logdir=None, on_found=None, clock=time.time):
+    def __init__(self, job_dir, env, leader, tb_logdir=None, on_found=None, clock=time.time) -> None:
         self.job_dir, self.env, self.leader, self.tb_logdir = job_dir, env or {}, leader, tb_logdir
         self.on_found, self.clock = on_found, clock
         self.window, self.started_at = window_s(self.env), clock()

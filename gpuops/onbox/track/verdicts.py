@@ -8,7 +8,7 @@ from ...findings import Finding
 OFFLINE = ("offline", "dryrun")
 
 
-def _key_fix(w):
+def _key_fix(w) -> str:
     return (f"gpuops launch ... --secret-env WANDB_API_KEY   # sent through stdin, never argv; or keep one on the "
             f"box: grep -A 2 'machine {w.get('host')}' ~/.netrc | ssh BOX 'umask 077; cat >> ~/.netrc'")
 

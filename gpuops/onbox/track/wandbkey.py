@@ -34,7 +34,7 @@ def _netrc_path():
     return os.path.expanduser("~/.netrc")
 
 
-def _netrc_has(path, host):
+def _netrc_has(path, host: str):
     import netrc
 
     try:

@@ -17,6 +17,7 @@ from . import framework_advice as FA
 from . import frameworks as FW
 from . import signatures as S
 from . import wording as W
+from typing import Sequence
 
 LIVE = ("running", "hanging")
 ADVICE_MAX = 14
@@ -25,7 +26,7 @@ _EXIT_MEANING = {137: "SIGKILL: often the OOM killer", 134: "SIGABRT: look for a
                  139: "SIGSEGV: look for a core dump", 1: "a generic error"}
 
 
-def steps_of(v, name):
+def steps_of(v, name: str):
     """The class's steps (torch's), the framework's own where its advice differs: the framework the
     log shows, then its family (a torch CUDA OOM is never told to set remat_policy; JAX's advice
     only where the log shows JAX/XLA)."""
@@ -33,7 +34,7 @@ def steps_of(v, name):
     return FA.ADVICE.get((name, fw)) or FA.ADVICE.get((name, FW.family(fw))) or v.class_of(name).steps
 
 
-def fill(v, text, live):
+def fill(v, text: str, live):
     """A prose step with the job directory filled in; None for a marker, or for a post-mortem
     check while the job is alive."""
     if text in _MARKERS:
@@ -55,7 +56,7 @@ _NEEDS_RAY = re.compile(r"RAY=1|Ray Dashboard|Prometheus|TSDB")
 _FOR_EXIT = re.compile(r"^For .*\(exit (\d+)\)")
 
 
-def applies(v, text) -> bool:
+def applies(v, text: str) -> bool:
     """Whether a prose step fits the job the log is of (see _NEEDS_RAY)."""
     if _NEEDS_RAY.search(text) and not v.f.ray:
         return False
@@ -64,7 +65,7 @@ def applies(v, text) -> bool:
     return not (said and code is not None and int(said.group(1)) != code)
 
 
-def first_fix(v, name, live):
+def first_fix(v, name: str, live):
     """The first prose step of a class: a finding's fix."""
     return next((t for t in (fill(v, s, live) for s in steps_of(v, name)) if t and applies(v, t)), None)
 
@@ -94,7 +95,7 @@ def compose(v, status, primary, also, prog, heartbeat, dashboards):
     live = status in LIVE
     steps, advice = [], []
 
-    def take(texts):
+    def take(texts: Sequence[str]) -> None:
         for text in texts:
             made = command(v, text, live) if text in _MARKERS else None
             if made and made not in steps:
@@ -149,7 +150,7 @@ def compose(v, status, primary, also, prog, heartbeat, dashboards):
     return steps, advice
 
 
-def _cancel_sentence(v):
+def _cancel_sentence(v) -> str:
     last = v.f.last_step
     if last is None:
         return "The job was cancelled before any training step completed; no error was found before it."

@@ -32,7 +32,7 @@ def strip(data):
     return SEQUENCE.sub(b"", data) if b"\x1b" in data else data
 
 
-def strip_text(text):
+def strip_text(text: str):
     """The same for a str."""
     return SEQUENCE_TEXT.sub("", text) if "\x1b" in text else text
 

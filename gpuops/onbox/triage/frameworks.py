@@ -21,7 +21,7 @@ Kinds (signatures.py turns them into signatures):
     total     a number of epochs the run is configured for (a completion rule compares with it)
 """
 
-from typing import NamedTuple, Optional
+from typing import Sequence, NamedTuple, Optional
 
 
 class Entry(NamedTuple):
@@ -33,7 +33,7 @@ class Entry(NamedTuple):
     rule: Optional[str] = None     # a scanner rule (signatures.py)
 
 
-def _e(framework, kind, id, pattern, target=None, rule=None):
+def _e(framework, kind, id, pattern: str, target=None, rule=None):
     return Entry(framework, kind, id, pattern, target, rule)
 
 

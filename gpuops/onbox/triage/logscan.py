@@ -18,12 +18,13 @@ import re
 import struct
 
 from . import escapes, steps
+from typing import Sequence
 
 HEAD_BYTES = 256 << 10
 _LINE_END = re.compile(br"[\r\n]")
 
 
-def read_range(path, start, length):
+def read_range(path, start, length: int):
     try:
         with open(path, "rb") as f:
             f.seek(start)
@@ -138,7 +139,7 @@ def growth_samples(path, tail_bytes=65536, cap=32 << 20):
     return out
 
 
-def written_at(growth_path, offsets):
+def written_at(growth_path, offsets: Sequence[int]):
     """{offset: epoch or None}: when the log first reached each byte offset."""
     samples = growth_samples(growth_path)
     if samples and offsets and min(offsets) <= samples[0][1] and (size_of(growth_path) or 0) > 65536:

@@ -22,7 +22,7 @@ from .signatures import HARMLESS, SIGNATURES
 _META = set(".[](){}*+?|^$\\")
 
 
-def _first_atom(pattern):
+def _first_atom(pattern: str):
     if pattern[0] == "\\":
         if pattern[1] in "dswDSWbB":
             raise ValueError(f"signature must start with a literal character: {pattern!r}")
@@ -32,7 +32,7 @@ def _first_atom(pattern):
     return pattern[0], pattern[1:]
 
 
-def literal_head(pattern):
+def literal_head(pattern: str):
     """How many characters the pattern matches literally before any regex operator."""
     n, i = 0, 0
     while i < len(pattern):
@@ -110,7 +110,7 @@ def _class_to_ere(body):
     return "[" + ("^" if negated else "") + text + "]"
 
 
-def to_ere(pattern):
+def to_ere(pattern: str):
     """The signature as a POSIX extended regex for grep -E (bytes semantics under LC_ALL=C)."""
     out, i = [], 0
     while i < len(pattern):

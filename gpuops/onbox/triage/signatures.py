@@ -89,7 +89,7 @@ class Signature(NamedTuple):
     rule: Optional[str] = None
 
 
-def _s(id, target, pattern, rule=None):
+def _s(id, target, pattern: str, rule=None):
     return Signature(id, target, pattern, rule)
 
 

@@ -44,7 +44,7 @@ _RECORDED = {states.COMPLETED: "completed", states.FAILED: "failed", states.KILL
 _CANCEL_CLASSES = {"timeout": "cancelled", "preempted": "cancelled", "cancelled": "cancelled"}
 
 
-def from_exit(code, word, signal=None):
+def from_exit(code, word, signal=None) -> str:
     """The status table's rows for an ended job: 0 completed, 130/143 (SIGINT/SIGTERM) cancelled."""
     if code == 0 or (code is None and word == "SUCCESS"):
         return "completed"
@@ -89,7 +89,7 @@ def from_log(v):
     f = v.f
     marks = []
 
-    def mark(occ, status, kind):
+    def mark(occ, status, kind) -> None:
         if occ is not None and v.terminal([occ]) is not None:
             marks.append((occ.line, status, occ, kind))
 

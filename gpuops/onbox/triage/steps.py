@@ -36,6 +36,7 @@ Stdlib only: the on-box log scanner imports this too.
 """
 
 import re
+from typing import Optional, Sequence
 
 STEP_LITERAL = b"completed step: "
 STEP_PATTERN = rb"completed step: (\d+)"
@@ -65,7 +66,7 @@ class Step:
 
     __slots__ = ("start", "end", "step", "total", "seconds", "count", "series", "done")
 
-    def __init__(self, start, end, step, total=None, seconds=None, count=None, series=None, done=False):
+    def __init__(self, start, end, step, total: Optional[int]=None, seconds=None, count: Optional[int]=None, series=None, done=False) -> None:
         self.start, self.end, self.step, self.total, self.seconds = start, end, step, total, seconds
         self.count = step if count is None else count
         self.series, self.done = series, done
@@ -75,7 +76,7 @@ class Form:
     """A way of printing steps. `literal` is what a fast search looks for; `read(buf, pos, end)`
     turns a literal found at `pos` into a Step, or None when the line is not a step after all."""
 
-    def __init__(self, name, literal, read, counts=False):
+    def __init__(self, name: str, literal, read, counts=False) -> None:
         self.name, self.literal, self.read, self.counts = name, literal, read, counts
 
     def scan(self, buf, start=0, end=None):
@@ -131,7 +132,7 @@ def _rate_seconds(buf, start, end):
     return round(1.0 / value, 6) if m.group(2) == b"it/s" else value
 
 
-def _regex_form(name, pattern, literal, counts=False):
+def _regex_form(name: str, pattern, literal, counts=False):
     rx = re.compile(pattern)
 
     def read(buf, pos, end, rx=rx):
@@ -166,7 +167,7 @@ def read_bar(buf, pos, end, work=False):
                 count >= total)
 
 
-def bar_step(label, n, total):
+def bar_step(label, n, total: int):
     """(step, total) of a bar labelled `label` at n of total, or None for a bar of other work
     (loading checkpoint shards, validation, a download). Lightning's count restarts each epoch
     (`Epoch 2`, its rich bar's `Epoch 2/9`), so its step is E x total + n."""
@@ -203,7 +204,7 @@ class _UserForm(Form):
     """The user's --progress-regex (group 1 = step number): no literal to look for, so it is
     matched with the regex itself."""
 
-    def __init__(self, regex):
+    def __init__(self, regex) -> None:
         self.rx = re.compile(regex.encode("utf-8"))
         super().__init__("user", None, None)
 

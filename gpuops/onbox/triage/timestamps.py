@@ -28,7 +28,7 @@ class Stamp:
 
     __slots__ = ("when", "year_known")
 
-    def __init__(self, when, year_known=True):
+    def __init__(self, when, year_known=True) -> None:
         self.when = when
         self.year_known = year_known
 

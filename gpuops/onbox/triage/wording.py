@@ -6,7 +6,7 @@ from ...units import duration
 from . import signatures as S
 
 
-def clip(text):
+def clip(text: str):
     text = text.rstrip()
     return text if len(text) <= S.EVIDENCE_CHARS else text[:S.EVIDENCE_CHARS - 3] + "..."
 
@@ -25,7 +25,7 @@ def restore_text(f):
     return start
 
 
-def heartbeat_sentence(hb):
+def heartbeat_sentence(hb) -> str:
     who = ", ".join(str(t) for t in hb["accused"]) or "unknown tasks"
     if hb["verdict"] == "true-positive":
         line, cls, task, _ = hb["prior"][0]
@@ -76,7 +76,7 @@ def summary_line(data):
     return text
 
 
-def stopped_text(v):
+def stopped_text(v) -> str:
     """'; stopped logging 3h 10m before now (950 step times)' for a log that stopped logging."""
     if v.stopped_for is None:
         return ""
