@@ -59,9 +59,11 @@ def wait(target, *, job, until=states.TERMINAL, log_regex=None, from_offset=None
     try:
         return _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began, after_event)
     except KeyboardInterrupt:
-        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, "SIGINT")
+        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, "SIGINT",
+                            after_event)
     except errors.Interrupted as e:
-        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, e.signal_name)
+        return _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, e.signal_name,
+                            after_event)
 
 
 def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs_dir, began, after_event):
@@ -87,9 +89,11 @@ def _wait(target, job, until, log_regex, from_offset, timeout_s, max_bytes, jobs
                      time.monotonic() - began, jobs_dir)
 
 
-def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, signal_name: str):
+def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, jobs_dir, signal_name: str,
+                 after_event=None):
     """Stopped by a signal: where the job stands now (one more short call) and the command that
-    waits on from here; exit 130 or 143."""
+    waits on from here (the same log offset and event seq: nothing it had not shown is skipped);
+    exit 130 or 143."""
     target.close()  # ends the wait on the box too
     row = state_now(target, job, jobs_dir)
     jid = (row or {}).get("job_id") or job
@@ -99,6 +103,8 @@ def _interrupted(target, job, until, log_regex, from_offset, timeout_s, began, j
              "--timeout", f"{max(1.0, float(timeout_s) - waited):.0f}"]
     if log_regex:
         again += ["--log-regex", log_regex] + (["--from-offset", str(from_offset)] if from_offset is not None else [])
+    if after_event is not None:
+        again += ["--after-event", str(int(after_event))]
     data = {"job_id": jid, "state": row["state"] if row else states.UNREACHABLE, "until": list(until), "reached": False,
             "timed_out": False, "interrupted": signal_name, "waited_s": round(waited, 3)}
     if row:

@@ -58,7 +58,7 @@ def test_ctrl_c_on_a_follow_says_the_job_runs_on_and_how_to_resume(box, jobs_box
 def test_ctrl_c_on_a_wait_says_where_the_job_stands_and_how_to_wait_on(box, jobs_box, jobs_dir, fresh_logins):
     job = op.launch(box, command=TICKS, jobs_dir=str(jobs_dir))["data"]["job"]["job_id"]
     proc, out = _started(["wait", "--host", jobs_box.spec, "--jobs-dir", str(jobs_dir), "-j", job[-6:],
-                        "--timeout", "300"])
+                        "--timeout", "300", "--after-event", "2"])
     try:
         assert wait_for(lambda: _waiting_on(jobs_box), timeout=30), "the wait never reached the box"
         err = _ctrl_c(proc)
@@ -69,7 +69,9 @@ def test_ctrl_c_on_a_wait_says_where_the_job_stands_and_how_to_wait_on(box, jobs
             proc.kill()
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert f"{jobs_box.spec}: {job}: RUNNING; stopped waiting (SIGINT) after " in out, out
-    assert f"  next: gpuops wait --host {jobs_box.spec} --job {job} --until terminal --timeout " in out, out
+    command = re.sub(r" \\\n\s+", " ", out.split("next: ", 1)[1]).strip()  # folded to paste whole
+    assert command.startswith(f"gpuops wait --host {jobs_box.spec} --job {job} --until terminal --timeout "), out
+    assert re.search(r"--timeout \d+ --after-event 2\b", command), out  # the events it had not shown stay ahead
 
 
 def test_a_follow_that_sees_the_job_end_says_how_it_ended_in_words(box, jobs_box, jobs_dir):
