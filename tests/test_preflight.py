@@ -102,7 +102,7 @@ def test_human_output_is_doctor_style_worst_first_with_the_verdict_first_and_las
     assert severities[0] == "FAIL" and severities == sorted(severities, key=order.get)
     assert any(line.startswith("✓ ") and line.endswith(" checks passed (--verbose: evidence and fixes; --all: every "
                                                        "check)") for line in lines)
-    assert any(line.startswith(f"{boxes['sick'].spec}: NOT READY") for line in lines[2:])
+    assert lines[-1].startswith(f"{boxes['sick'].spec}: NOT READY"), "the verdict is the last row too"
     assert not any(line.startswith("    ") for line in lines), "one line per finding: evidence is --verbose's"
     assert any(line.strip().startswith("advice: ") for line in lines)
     detailed = cli("preflight", "--host", boxes["sick"].spec, "--verbose", env={**os.environ, "COLUMNS": "200"}).stdout

@@ -3,9 +3,10 @@
 import io
 import os
 
+from rich.cells import cell_len
 from rich.console import Console
 
-from gpuops.render import print_findings, summary_line, verdict_line
+from gpuops.render import doctor, print_findings, short, summary_line, verdict_line
 
 LONG_FIX = "sudo sysctl -w vm.overcommit_memory=1 && echo 'vm.overcommit_memory = 1' | sudo tee /etc/sysctl.d/99-gpuops.conf"
 
@@ -89,14 +90,27 @@ def test_under_verbose_a_kernel_line_wraps_instead_of_losing_its_last_words():
 def test_the_verdict_is_first_and_last():
     out = io.StringIO()
     con = Console(file=out, width=80, no_color=True)
-    doc = {"ok": False, "host": "box", "summary": "NOT READY: 1 failed",
+    doc = {"ok": False, "host": "box", "summary": "NOT READY: 1 failed", "findings": [_finding("c.fail", "fail")],
            "next": [{"argv": ["gpuops", "preflight", "--host", "box", "--path", "/data dir"]}]}
-    verdict_line(doc, con)
-    print_findings([_finding("c.fail", "fail")], con)
-    summary_line(doc, con)
+    doctor(doc, con)
     lines = out.getvalue().splitlines()
-    assert lines[0] == lines[-2] == "box: NOT READY: 1 failed"
-    assert lines[-1] == "  next: gpuops preflight --host box --path '/data dir'"  # quoted: it can be pasted
+    assert lines[0] == lines[-1] == "box: NOT READY: 1 failed"
+    assert lines[-2] == "  next: gpuops preflight --host box --path '/data dir'"  # quoted: it can be pasted
+    verdict_line(doc, con)
+    summary_line(doc, con)  # a verb that is no single-box report (status, launch): the verdict, then what to do
+    assert out.getvalue().splitlines()[-1] == lines[-2]
+
+
+def test_a_long_verdict_ends_a_report_in_one_row_cut_after_a_clause_or_a_word():
+    verdict = "NOT READY: GPU 0 is in hardware slowdown (hw_slowdown, hw_thermal_slowdown); 1 failed, 4 warnings, 9 ok"
+    assert short(verdict, 200) == verdict
+    assert short(verdict, 90) == "NOT READY: GPU 0 is in hardware slowdown (hw_slowdown, hw_thermal_slowdown)…"
+    assert short(verdict, 60) == "NOT READY: GPU 0 is in hardware slowdown (hw_slowdown…"
+    assert cell_len(short("關機 " * 40, 20)) <= 20  # counted in cells: a wide character takes two
+    out = io.StringIO()
+    doc = {"ok": True, "host": "box", "summary": "box looks ready"}
+    doctor(doc, Console(file=out, width=80, no_color=True))
+    assert out.getvalue() == "box: box looks ready\n"  # nothing between: said once
 
 
 def test_a_local_preflight_fits_a_small_terminal(cli):

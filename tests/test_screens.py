@@ -166,6 +166,25 @@ def test_a_single_box_report_fits_a_24_row_terminal_at_80_columns(name):
         assert doc["summary"][:40] in text.splitlines()[0], f"{name}: the verdict is not on the first row"
 
 
+REPORTS = sorted(n for n in RENDERED if n.startswith(("preflight-", "diagnose", "triage", "reap", "stop"))
+                 and n != "preflight-two-hosts")  # several hosts end with the line that rolls them up
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", REPORTS)
+def test_a_single_box_report_ends_with_its_verdict_on_one_row(name, width):
+    """The reports ended with next steps and advice, the verdict above them (or scrolled off):
+    now the last row is the verdict again, its head whole, cut after a clause or word to one row."""
+    doc = json.loads((SCREENS / f"{name.removesuffix('-verbose')}.json").read_text())
+    last = [line for line in rendered(name, width).splitlines() if line.strip()][-1]
+    assert cell_len(last) <= width, f"{name}: the last verdict takes more than a row"
+    at = last.find(doc["summary"][:20])
+    assert at == 0 or last[:at].endswith(": "), f"{name}: the last row is not the verdict: {last!r}"  # its box
+    kept = last[at:].removesuffix("…")
+    assert doc["summary"].startswith(kept) and len(kept) >= 30, f"{name}: the last row is not the verdict: {last!r}"
+    assert last.endswith("…") == (kept != doc["summary"])
+
+
 
 def test_no_color_on_a_terminal_keeps_the_text_and_drops_every_colour():
     from tests import terminal

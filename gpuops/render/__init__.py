@@ -202,17 +202,16 @@ def _evidence(value):
 
 def doctor(doc, con, blocks=(), show_all=False, verbose: bool = False) -> None:
     """A report doctor-style: the verdict, what the verb shows (`blocks`: rich renderables), the
-    findings (one line each unless `verbose`), and the verdict again with the next steps. The
-    first verdict is left out when nothing would stand between the two."""
+    findings (one line each unless `verbose`), the next steps and advice, and the verdict again
+    as the last row (closing)."""
     findings = doc.get("findings") or []
-    if blocks or findings:
-        verdict_line(doc, con)
-    around = summary_rows(doc, con) + sum(_height(con, b) for b in blocks) + _soft_rows(con, _verdict_text(doc))
+    verdict_line(doc, con)
+    around = summary_rows(doc, con) + sum(_height(con, b) for b in blocks) + 1  # + the closing row
     for b in blocks:
         con.print(b)
     elsewhere = set(doc.get("advice") or []) | {step_text(s) for s in doc.get("next") or []}
     print_findings(findings, con, show_all, around, verbose, elsewhere)
-    summary_line(doc, con)
+    closing(doc, con, bool(blocks or findings))
 
 
 def _soft_rows(con, text: str):
@@ -250,8 +249,44 @@ def _verdict_text(doc):
 
 
 def verdict_line(doc, con) -> None:
-    """The verdict alone, for the top of a report (summary_line repeats it at the end, with next steps)."""
+    """The verdict alone, whole (a terminal folds it), for the top of a report."""
     con.print(_verdict_text(doc), style=_verdict_style(doc), markup=False, soft_wrap=True)
+
+
+def closing(doc, con, between: bool) -> None:
+    """How a single-box report ends (preflight, diagnose, triage, reap, stop: issue 38): the next
+    steps and advice, then the verdict once more on the last row, cut at the terminal's edge, so
+    that what is left above the prompt says how it went when the first row has scrolled away.
+    Where nothing stands `between` the first verdict and this one, it is not said twice."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    print_next(doc, con)
+    if not (between or doc.get("next") or doc.get("advice")):
+        return
+    text, summary = _verdict_text(doc), str(doc.get("summary"))
+    if cell_len(text) > con.width and cell_len(text) - cell_len(summary) > con.width // 2:
+        text = summary  # a long name (triage's log path) would leave the verdict no room
+    con.print(Text(short(text, con.width), style=_verdict_style(doc)), no_wrap=True, overflow="ellipsis")
+
+
+def short(text: str, width: int) -> str:
+    """`text` in one row of `width` cells: whole if it fits, else cut after its last whole clause
+    (`; `) where that keeps half the row, else after its last whole word, and marked with `…`."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    used, room = 0, text
+    for i, ch in enumerate(text):
+        used += cell_len(ch)
+        if used > width - 1:
+            room = text[:i]
+            break
+    end = room.rfind("; ")
+    if end < 0 or cell_len(room[:end]) < width // 2:
+        end = room.rfind(" ")
+    return (room[:end] if end > 0 else room).rstrip(" ,;:") + "…"
 
 
 _UNREACHED = ("unreachable", "timed-out")

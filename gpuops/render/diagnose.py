@@ -1,8 +1,8 @@
 """diagnose for people, doctor-style: the verdict (which names its deciding evidence), the rest of
-the evidence and what was ruled out, one line each, then the verdict again with the next steps.
-No line says twice what the verdict already says."""
+the evidence and what was ruled out, one line each, the next steps, then the verdict again. No
+line says twice what the verdict already says."""
 
-from . import hanging, summary_line, verdict_line
+from . import closing, hanging, summary_line, verdict_line
 
 
 def _body(d, summary, con, brief=False) -> None:
@@ -39,7 +39,7 @@ def _report(doc, con, brief=False) -> None:
     _body(doc["data"], str(doc.get("summary")), con, brief)
     for f in doc.get("findings") or []:  # what the run's telemetry showed while it ran
         con.print(hanging(Text(f"  {f['severity']}: ", style="bold yellow"), Text(f"{f['title']} ({f['id']})")))
-    summary_line(doc, con)
+    closing(doc, con, True)
 
 
 def _rows(con, draw) -> int:

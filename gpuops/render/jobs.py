@@ -4,7 +4,7 @@ import sys
 
 from ..states import ALIVE
 from ..units import duration
-from . import print_next, state_text, step_text, summary_line, verdict_line
+from . import closing, state_text, step_text, summary_line, verdict_line
 
 
 # Display order, and which columns stay when the terminal is narrow (kubectl get's way): the id
@@ -137,7 +137,7 @@ def started(doc, con) -> None:
 
 def stop(doc, con) -> None:
     """The headline first (a dry run's plan in yellow: nothing is wrong), then the processes it
-    names, then the command that acts on it."""
+    names, then the command that acts on it, then the headline again on the last row."""
     verdict_line(doc, con)
     passing = []
     for t in doc["data"].get("targets") or []:
@@ -150,7 +150,7 @@ def stop(doc, con) -> None:
         kids = "child" if len(passing) == 1 else "children"
         con.print(f"  + {len(passing)} passing {kids} ({what}): signalled with the job, not in the plan",
                   markup=False, style="dim", no_wrap=True, overflow="ellipsis")
-    print_next(doc, con)
+    closing(doc, con, bool(doc["data"].get("targets")))
 
 
 def queue(doc, con) -> None:

@@ -134,8 +134,8 @@ def check_format(fmt):
 
 def render(doc, con=None, fmt=None, verbose: bool = False) -> None:
     """The doctor-style report (the default, on a terminal and through a pipe alike): the verdict,
-    the log's evidence lines, the progress, one line per finding, the verdict again with next
-    steps and the first advice; --verbose adds what happened, the progress in full, each finding's
+    the log's evidence lines, the progress, one line per finding, the next steps and the first
+    advice, the verdict again; --verbose adds what happened, the progress in full, each finding's
     evidence and all the advice. The raw Markdown with --format md."""
     if fmt == "md" or con is None:
         import sys
