@@ -109,7 +109,7 @@ def kind_of(rel: str, finding: str, severity, function: str | None = None) -> st
     return EXPLAINED if severity in NOTES else CHECKED
 
 
-def _sites(node):
+def _sites(node) -> list:
     """[(finding id or None, severity literal or None, gotcha node or None)] that `node` makes."""
     if isinstance(node, ast.Call):
         kws = {k.arg: k.value for k in node.keywords if k.arg}

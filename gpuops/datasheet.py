@@ -37,7 +37,7 @@ def model_for(name: str, table=None):
     return None, None
 
 
-def _row(kind, what, gpu, measured, reference, unit, floor, source):
+def _row(kind, what, gpu, measured, reference, unit, floor, source) -> dict:
     ratio = round(measured / reference, 2) if reference else None
     return {"kind": kind, "what": what, "gpu": gpu, "measured": measured, "reference": reference, "unit": unit, "ratio": ratio,
             "floor": floor, "verdict": KEEP if ratio is not None and ratio >= floor else RETURN, "source": source}

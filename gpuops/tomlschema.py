@@ -245,7 +245,7 @@ def _convert(tp, value, path, src, meta):
     return value
 
 
-def file_fields(cls):
+def file_fields(cls) -> list:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("file", True)]
 
 

@@ -62,8 +62,9 @@ async def test_wait_and_status_answer_compactly_and_give_what_they_left_out(jobs
             waited, size = await answer(c, "job_wait", {"host": "local", "job": ids[-1], "timeout_s": 30})
             whole, whole_size = await answer(c, "job_wait", {"host": "local", "job": ids[-1], "timeout_s": 30,
                                                              "fields": ["*"], "max_bytes": 24_000})
-        listed, listed_size = await answer(c, "job_status", {"host": "local", "labels": {"sweep": "lr"}})
-        rows, rows_size = await answer(c, "job_status", {"host": "local", "fields": ["*"]})
+        # job_status lists the newest 5 unless asked for more (tests/test_mcp_lineage.py): here all 12
+        listed, listed_size = await answer(c, "job_status", {"host": "local", "labels": {"sweep": "lr"}, "limit": 12})
+        rows, rows_size = await answer(c, "job_status", {"host": "local", "fields": ["*"], "limit": 12})
         failing, _ = await answer(c, "job_status", {"host": "local", "failed_only": True})
     assert waited["data"]["state"] == "COMPLETED" and size < COMPACT < whole_size, (size, whole_size)
     assert set(waited["data"]["job"]) <= set(trim.ROW) and "command" in whole["data"]["job"]

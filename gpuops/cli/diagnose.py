@@ -6,7 +6,7 @@ from .flags import number, verb
 
 
 @verb("diagnose")
-def diagnose(c, host: str, identity, job, attempt, pid: int, since, jobs_dir, json, timeout, gang) -> None:
+def diagnose(c, host, identity, job, attempt, pid, since, jobs_dir, json, timeout, gang) -> None:
     """Say why a run stopped, with the evidence, what was ruled out, and what to do next."""
     from ..ops import diagnose as op
     from ..render import diagnose as render

@@ -5,7 +5,7 @@ from .flags import verb
 
 
 @verb("disconnect")
-def disconnect(c, host: str, identity, json) -> None:
+def disconnect(c, host, identity, json) -> None:
     """Close the SSH master connections kept between calls (all of them, or one box's)."""
     from ..ops.disconnect import disconnect as op
 

@@ -6,7 +6,7 @@ from .flags import verb
 
 
 @verb("fleet")
-def fleet(c, host: str, fleet, identity, window, watch, json) -> None:
+def fleet(c, host, fleet, identity, window, watch, json) -> None:
     """Show every box at once: GPUs, VRAM, utilisation, jobs, disk headroom, and money spent idle.
 
     Each box is asked in one round trip, all in parallel; one that does not answer is a row with

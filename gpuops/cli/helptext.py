@@ -196,7 +196,7 @@ def verb_help(verb, doc, flags, width: int = 80):
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"
 
 
-def _flag_groups(verb, shown):
+def _flag_groups(verb, shown) -> list:
     """[(title, [flag names])]: the sections of the verb's description (Verb.sections) in order,
     each engine's own flags after --engine's, what they leave out last; else every flag, sorted."""
     from .. import surface

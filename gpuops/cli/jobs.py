@@ -138,7 +138,7 @@ def _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy
     return start.launch(spec, identity)
 
 
-def _kept_gang(gang, cmd):
+def _kept_gang(gang, cmd) -> dict:
     """The gang part of a kept run's spec, checked as `launch --torchrun` checks it."""
     from ..jobs import torchrun as defaults
     from ..ops import gang as op
@@ -165,7 +165,7 @@ def _kept_run(job, host: str, gang):
 
 
 @verb("status")
-def status(c, host: str, identity, job, label: str, progress_regex, stall_factor, stall_min, limit: int, all, verbose: bool, jobs_dir, json,
+def status(c, host, identity, job, label, progress_regex, stall_factor, stall_min, limit, all, verbose, jobs_dir, json,
            gang, watch):
     """Job states derived from the box's records: running, stalled, ended (and how), vanished, unreachable."""
     from ..jobs import spec
@@ -202,7 +202,7 @@ def status(c, host: str, identity, job, label: str, progress_regex, stall_factor
 
 
 @verb("logs")
-def logs(c, host: str, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save: bool, reconnect, jobs_dir,
+def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir,
          json, raw, gang, cursors) -> None:
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
@@ -263,7 +263,7 @@ def _gang_alone(host: str, job):
 
 
 @verb("wait")
-def wait(c, host: str, identity, job, until, after_event, log_regex, from_offset, timeout, max_bytes, jobs_dir, json,
+def wait(c, host, identity, job, until, after_event, log_regex, from_offset, timeout, max_bytes, jobs_dir, json,
          gang):
     """Wait on the box until the job reaches a state or its log matches; exit 0 reached, 6 timed out."""
     from ..ops import wait as op
@@ -323,7 +323,7 @@ def _stdout_sink(raw):
 
 
 @verb("stop")
-def stop(c, host: str, identity, job, grace, yes, plan, signal, jobs_dir, json, gang) -> None:
+def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang) -> None:
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone (Slurm: scancel)."""
     from ..ops import jobs as op
     from ..render import jobs as render
@@ -346,7 +346,7 @@ def stop(c, host: str, identity, job, grace, yes, plan, signal, jobs_dir, json, 
 
 @engineflags.takes("retry", "; replaces the parent's")
 @verb("retry")
-def retry(c, host: str, identity, job, env, secret_env, resume_arg, checkpoint_dir, key, jobs_dir, json, gang,
+def retry(c, host, identity, job, env, secret_env, resume_arg, checkpoint_dir, key, jobs_dir, json, gang,
           engine_flags) -> None:
     """Start a child job from the same immutable command, with parent_job_id set (Slurm: new resources too)."""
     asked = engineflags.given(engine_flags)
@@ -376,7 +376,7 @@ def retry(c, host: str, identity, job, env, secret_env, resume_arg, checkpoint_d
 
 @engineflags.takes("queue")
 @verb("queue")
-def queue(c, host: str, identity, file, name: str, env, secret_env, workdir, gpus, wait, cancel, jobs_dir, json, engine,
+def queue(c, host, identity, file, name, env, secret_env, workdir, gpus, wait, cancel, jobs_dir, json, engine,
           engine_flags) -> None:
     """A sequential run queue: each line a normal job, resumable, append-safe (Slurm: a dependency chain)."""
     asked = engineflags.given(engine_flags)

@@ -6,7 +6,7 @@ from .flags import verb
 
 
 @verb("pause")
-def pause(c, host: str, identity, job, ckpt_regex, ckpt_file, signal, timeout, grace, jobs_dir, json) -> None:
+def pause(c, host, identity, job, ckpt_regex, ckpt_file, signal, timeout, grace, jobs_dir, json) -> None:
     """Checkpoint a job and give its resources back: signal, wait for the checkpoint, then requeue and hold it
     (Slurm) or stop it and keep it PAUSED (the box's supervisor)."""
     from ..ops import pause as op
@@ -27,7 +27,7 @@ def pause(c, host: str, identity, job, ckpt_regex, ckpt_file, signal, timeout, g
 
 
 @verb("resume")
-def resume(c, host: str, identity, job, resume_arg, env, secret_env, key, jobs_dir, json) -> None:
+def resume(c, host, identity, job, resume_arg, env, secret_env, key, jobs_dir, json) -> None:
     """Continue a paused job: release it in Slurm, or start it again from its checkpoint as a child job."""
     from ..ops import pause as op
     from ..render import jobs as render

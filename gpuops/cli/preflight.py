@@ -7,7 +7,7 @@ from .flags import verb
 
 
 @verb("preflight")
-def preflight(c, host: str, identity, json, profile, path, qualify, timeout, all, verbose: bool) -> None:
+def preflight(c, host, identity, json, profile, path, qualify, timeout, all, verbose) -> None:
     """Check a GPU box before burning GPU-hours on it."""
     from ..ops import preflight as op
     from ..render import preflight as render

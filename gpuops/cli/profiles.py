@@ -7,7 +7,7 @@ from .flags import verb
 
 
 @verb("profiles")
-def profiles(c, name: str, host: str, identity, json) -> None:
+def profiles(c, name, host, identity, json) -> None:
     """List platform profiles, show one, or guess which one a box is on."""
     from ..ops import catalog
     from ..render import catalog as render
@@ -22,7 +22,7 @@ def profiles(c, name: str, host: str, identity, json) -> None:
 
 
 @verb("gotcha")
-def gotcha(c, query, limit: int, json) -> None:
+def gotcha(c, query, limit, json) -> None:
     """Look up a gotcha: what you see, why, the fix, and how gpuops checks or prevents it."""
     from ..ops import catalog
     from ..render import catalog as render
@@ -31,7 +31,7 @@ def gotcha(c, query, limit: int, json) -> None:
 
 
 @verb("teardown-check")
-def teardown_check(c, host: str, profile, keep, verb, json, all, verbose: bool) -> None:
+def teardown_check(c, host, profile, keep, verb, json, all, verbose) -> None:
     """Before giving a box back: what gets deleted, and is every kept path pulled and verified? Exit 1 if not."""
     from ..ops import teardown
     from ..render import teardown as render

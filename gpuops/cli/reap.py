@@ -9,7 +9,7 @@ from .flags import verb
 
 
 @verb("reap")
-def reap(c, host: str, identity, gpu, min_age, idle_window, term_wait, yes, plan, json, all, verbose: bool) -> None:
+def reap(c, host, identity, gpu, min_age, idle_window, term_wait, yes, plan, json, all, verbose) -> None:
     """Find the processes holding GPU memory and reap the orphaned, finished and idle ones."""
     from ..ops import reap as op
     from ..render import reap as render

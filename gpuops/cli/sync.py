@@ -54,8 +54,8 @@ def _progress(as_json, hosts: Sequence[str]):
 
 
 @verb("push")
-def push(c, host: str, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
-         streams, profile, rehash, identity, plan, compress, json, verbose: bool) -> None:
+def push(c, host, src, dst, exclude, include_git, delete, yes, fix_crlf, engine, no_budget, io_timeout, retry_for,
+         streams, profile, rehash, identity, plan, compress, json, verbose) -> None:
     """Send a local directory to the box, resuming after drops, and prove it arrived (sha256 both ends)."""
     from ..ops import push as op
     from ..render import sync as render
@@ -72,8 +72,8 @@ def push(c, host: str, src, dst, exclude, include_git, delete, yes, fix_crlf, en
 
 
 @verb("pull")
-def pull(c, host: str, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, streams,
-         rehash, identity, plan, compress, json, verbose: bool) -> None:
+def pull(c, host, src, dst, exclude, include_git, delete, yes, engine, no_budget, io_timeout, retry_for, streams,
+         rehash, identity, plan, compress, json, verbose) -> None:
     """Fetch a directory from the box, verify it, and record the verified pull for teardown-check."""
     from ..ops import pull as op
     from ..render import sync as render
@@ -91,7 +91,7 @@ def pull(c, host: str, src, dst, exclude, include_git, delete, yes, engine, no_b
 
 
 @verb("verify")
-def verify(c, host: str, src, dst, exclude, include_git, rehash, identity, json, all, verbose: bool, local, remote) -> None:
+def verify(c, host, src, dst, exclude, include_git, rehash, identity, json, all, verbose, local, remote) -> None:
     """Compare a local directory with one on the box by sha256, copying nothing (deploy drift)."""
     from ..ops import verify as op
     from ..render import sync as render

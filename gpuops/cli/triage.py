@@ -6,7 +6,7 @@ from .flags import verb
 
 @verb("triage")
 def triage(c, log, dir, slurm_id, outputs, host, job, attempt, jobs_dir, profile, identity, slurm_state, now, json,
-           format, verbose: bool) -> None:
+           format, verbose) -> None:
     """Classify a job log: status, failure class, progress projection, next steps (exit 0 completed/running, 1 not)."""
     from ..ops import triage as op
     from ..render import triage as render

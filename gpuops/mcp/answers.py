@@ -42,7 +42,7 @@ def _dataclass_codes(cls):
     return " ".join(out)
 
 
-def known():
+def known() -> dict:
     from ..profiles import Profile
 
     return {
@@ -100,11 +100,11 @@ _STRS = {"type": "array", "items": _S}
 STATE = vocab.enum(vocab.STATES)
 
 
-def _obj(**props):
+def _obj(**props) -> dict:
     return {"type": "object", "properties": props}
 
 
-def _rows(**props):
+def _rows(**props) -> dict:
     return {"type": "array", "items": _obj(**props)}
 
 

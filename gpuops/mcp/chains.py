@@ -53,11 +53,11 @@ NO_WAY_ON = {
 }
 
 
-def _call(tool, args, why):
+def _call(tool, args, why) -> dict:
     return {"tool": tool, "args": args, "why": why}
 
 
-def after_error(tool, args, error, listed):
+def after_error(tool, args, error, listed) -> list:
     kind = error.get("kind")
     if kind == "ambiguous" and "job" in args:
         ids = list(dict.fromkeys(JOB_ID.findall(error.get("message") or "")))[:MOST_CANDIDATES]

@@ -192,7 +192,7 @@ def _signal(pid: int, sig) -> None:
         pass
 
 
-def _waits(request_id):
+def _waits(request_id) -> dict:
     # a step of the server's own tool: no CLI verb is made of it, so it is a tool call already
     return {"tool": "request_wait", "args": {"request_id": request_id}, "why": "returns when the copy ends, or at "
                                                                                "the timeout"}

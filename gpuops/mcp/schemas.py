@@ -22,7 +22,7 @@ FAR = 100_000  # a maximum past this (a year of seconds) says nothing a model ne
 FINDING = {"properties": {"id": _S, "severity": vocab.enum(SEVERITIES)}}
 
 
-def output_schema(tool):
+def output_schema(tool) -> dict:
     """The envelope as `tool` returns it."""
     props = {"data": {"properties": ADVERTISED[tool]}}
     if surface.tool(tool).findings:  # the others' findings list is always empty

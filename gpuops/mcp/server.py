@@ -94,7 +94,7 @@ class _Server(MCPServer):
 
     shown = frozenset()
 
-    async def list_tools(self):
+    async def list_tools(self) -> list:
         return [tool for tool in await super().list_tools() if tool.name in self.shown]
 
 

@@ -19,7 +19,7 @@ from .adapter import OP_TIMEOUT_S, applies_plan, on_host
 from typing import Sequence
 
 
-def host_preflight(host: str, profile, paths, fields, failed_only):
+def host_preflight(host, profile, paths, fields, failed_only):
     from ..ops import preflight as op
 
     return trim.preflight(on_host("preflight", host, lambda t: op.preflight(t, profile=profile, paths=paths or (),
@@ -27,7 +27,7 @@ def host_preflight(host: str, profile, paths, fields, failed_only):
                           fields, failed_only)
 
 
-def fleet_status(hosts: Sequence[str], fleet, window_s):
+def fleet_status(hosts, fleet, window_s):
     from .. import fleetfile
     from ..ops import fleet as op
 
@@ -37,7 +37,7 @@ def fleet_status(hosts: Sequence[str], fleet, window_s):
     return op.inventory(boxes, window_s=window_s)
 
 
-def vram_reap(host: str, gpu, yes, plan_id, min_age_s, idle_window_s, term_wait_s):
+def vram_reap(host, gpu, yes, plan_id, min_age_s, idle_window_s, term_wait_s):
     from ..ops import reap as op
 
     applies_plan("vram_reap", yes, plan_id)
@@ -45,31 +45,31 @@ def vram_reap(host: str, gpu, yes, plan_id, min_age_s, idle_window_s, term_wait_
                                                    term_wait=term_wait_s, yes=yes, plan=plan_id))
 
 
-def gotcha_lookup(query, limit: int):
+def gotcha_lookup(query, limit):
     from ..ops import catalog
 
     return catalog.find_gotchas(query, limit)
 
 
-def profiles_show(name: str):
+def profiles_show(name):
     from ..ops import catalog
 
     return catalog.show_profile(name) if name else catalog.list_profiles()
 
 
-def profile_guess(host: str):
+def profile_guess(host):
     from ..ops import catalog
 
     return on_host("profiles", host, catalog.guess_on)
 
 
-def teardown_check(host: str, profile, keep, verb):
+def teardown_check(host, profile, keep, verb):
     from ..ops import teardown
 
     return teardown.teardown_check(host, profile, keep or [], verb)
 
 
-async def _copy(ctx, tool, host: str, args, what, wait_s):
+async def _copy(ctx, tool, host, args, what, wait_s):
     """A copy as a request (gpuops.mcp.requests): its answer within `wait_s`, or its request_id.
     One host, as every tool takes; the local path already resolved under the owner's roots."""
     from ..ops.hosts import one_host
@@ -78,14 +78,14 @@ async def _copy(ctx, tool, host: str, args, what, wait_s):
     return await requests.waited(ctx, requests.start(tool, dict(args, host=host), what), wait_s)
 
 
-async def data_verify(ctx: Context, host: str, local, remote, exclude, include_git, rehash, wait_s):
+async def data_verify(ctx: Context, host, local, remote, exclude, include_git, rehash, wait_s):
     real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)
     return await _copy(ctx, "data_verify", host, dict(local=real, remote=remote, exclude=exclude,
                                                       include_git=include_git, rehash=rehash),
                        f"verify {real} against {host}:{remote}", wait_s)
 
 
-async def data_push(ctx: Context, host: str, local, remote, exclude, include_git, delete, yes, plan_id, no_budget, compress,
+async def data_push(ctx: Context, host, local, remote, exclude, include_git, delete, yes, plan_id, no_budget, compress,
                     rehash, wait_s, fix_crlf, profile):
     _check_plan("data_push", delete, yes, plan_id)
     real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)
@@ -95,7 +95,7 @@ async def data_push(ctx: Context, host: str, local, remote, exclude, include_git
         f"push {real} to {host}:{remote}", wait_s)
 
 
-async def data_pull(ctx: Context, host: str, remote, local, exclude, include_git, delete, yes, plan_id, no_budget, compress,
+async def data_pull(ctx: Context, host, remote, local, exclude, include_git, delete, yes, plan_id, no_budget, compress,
                     rehash, wait_s):
     _check_plan("data_pull", delete, yes, plan_id)
     real, remote = scope.local_path(local, os.environ), scope.box_path(host, remote, os.environ)

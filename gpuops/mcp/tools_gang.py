@@ -19,7 +19,7 @@ from typing import Sequence
 LAUNCH_WINDOW_S = 10.0
 
 
-def gang_launch(cmd, hosts: Sequence[str], fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name: str, env, secret_env,
+def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env,
                 max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
                 keep_checkpoints, keep_best):
     from .. import fleetfile

@@ -24,7 +24,7 @@ def _envs(env, secret_env):
     return envs, spec.secrets(scope.allowed_secrets(secret_env, os.environ), os.environ, taken=envs)
 
 
-def _labels(labels: Sequence[str]):
+def _labels(labels):
     from ..jobs import spec
 
     return spec.pairs([f"{k}={v}" for k, v in (labels or {}).items()], "labels")
@@ -37,7 +37,7 @@ def _resources(engine, resources, verb):
     return asked
 
 
-def job_launch(host: str, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
+def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, secret_env, key, progress_regex, profile,
                engine, resources, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
                keep_checkpoints, keep_best):
     from ..engines import launchrequest
@@ -60,7 +60,7 @@ def job_launch(host: str, cmd, script, name, labels, workdir, gpus, share_gpu, e
         resources=req["resources"], timeout_s=OP_TIMEOUT_S, share_gpu=share_gpu, policy=req["policy"])))
 
 
-def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name: str, key, workdir, env, secret_env, checkpoint_dir,
+def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
                  resume_arg, vault, lost_after_s, stop_when_done, budget):
     from .. import fleetfile, placement
     from ..jobs import runpolicy
@@ -94,7 +94,7 @@ def _kept(vault, fleet, request, cmd, policy, key, secrets, fields):
     return start.launch(spec)
 
 
-def job_retry(host: str, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):
+def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):
     from ..ops import jobs as op
 
     _words("resume_arg", resume_arg)
@@ -109,7 +109,7 @@ def job_retry(host: str, job, resume_arg, checkpoint_dir, key, env, secret_env, 
         checkpoint_dir=checkpoint_dir)))
 
 
-def _words(name: str, text: str):
+def _words(name, text):
     import shlex
 
     try:
@@ -118,7 +118,7 @@ def _words(name: str, text: str):
         raise errors.UsageError(f"{name} cannot be split into words: {e}") from None
 
 
-def job_queue(host: str, name: str, commands, cancel, wait_s, workdir, gpus, env, secret_env, engine, resources):
+def job_queue(host, name, commands, cancel, wait_s, workdir, gpus, env, secret_env, engine, resources):
     from ..jobs import spec
     from ..ops import jobs as op
 
@@ -134,7 +134,7 @@ def job_queue(host: str, name: str, commands, cancel, wait_s, workdir, gpus, env
         wait=wait_s, cancel=cancel, engine=engine, resources=asked))
 
 
-def job_status(host: str, job, limit: int, labels: Sequence[str], progress_regex, stall_factor, stall_min_s, fields, failed_only):
+def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min_s, fields, failed_only):
     from ..keeper import view
     from ..ops import jobs as op
 
@@ -150,7 +150,7 @@ def job_status(host: str, job, limit: int, labels: Sequence[str], progress_regex
         limit=limit, timeout_s=OP_TIMEOUT_S)), fields, failed_only)
 
 
-def job_logs(host: str, job, attempt, tail, from_offset, max_bytes, encoding):
+def job_logs(host, job, attempt, tail, from_offset, max_bytes, encoding):
     from ..ops import joblogs as op
 
     return on_host("logs", host, lambda t: op.logs(
@@ -158,7 +158,7 @@ def job_logs(host: str, job, attempt, tail, from_offset, max_bytes, encoding):
         attempt=attempt))
 
 
-async def job_wait(ctx: Context, host: str, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
+async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
     from ..ops import wait as op
 
     def work():
@@ -180,14 +180,14 @@ def job_events(host: str, job: str, after_event: int) -> dict:
                        "job_events", None)
 
 
-def job_stop(host: str, job, grace_s, yes, plan_id):
+def job_stop(host, job, grace_s, yes, plan_id):
     from ..ops import jobs as op
 
     applies_plan("job_stop", yes, plan_id)
     return on_host("stop", host, lambda t: op.stop(t, job=job, grace=grace_s, yes=yes, plan=plan_id))
 
 
-async def job_pause(ctx: Context, host: str, job, ckpt_regex, ckpt_file, signal, timeout_s, grace_s):
+async def job_pause(ctx: Context, host, job, ckpt_regex, ckpt_file, signal, timeout_s, grace_s):
     from ..ops import pause as op
 
     if ckpt_regex:
@@ -200,7 +200,7 @@ async def job_pause(ctx: Context, host: str, job, ckpt_regex, ckpt_file, signal,
     return await with_progress(ctx, timeout_s, lambda: f"waiting for {job}'s checkpoint", work)
 
 
-def job_resume(host: str, job, resume_arg, env, secret_env, key):
+def job_resume(host, job, resume_arg, env, secret_env, key):
     from ..ops import pause as op
 
     _words("resume_arg", resume_arg)
@@ -210,13 +210,13 @@ def job_resume(host: str, job, resume_arg, env, secret_env, key):
                                                        key=key))
 
 
-def job_diagnose(host: str, job, attempt):
+def job_diagnose(host, job, attempt):
     from ..ops import diagnose as op
 
     return on_host("diagnose", host, lambda t: op.diagnose(t, job=job, timeout_s=OP_TIMEOUT_S, attempt=attempt))
 
 
-def log_triage(path, job, host: str, attempt):
+def log_triage(path, job, host, attempt):
     from ..ops import triage as op
 
     if bool(path) == bool(job):

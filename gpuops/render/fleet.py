@@ -51,7 +51,7 @@ def _pct(free, total: int):
     return f"{100.0 * free / total:.0f}%" if free is not None and total else "?"
 
 
-def _disk(d):
+def _disk(d) -> list:
     """(data dir, free bytes, free inodes) cells."""
     # A data dir the run has not created yet is measured at its nearest existing parent.
     where = d["path"] + (f" (at {d['measured_at']})" if d.get("measured_at") else "")

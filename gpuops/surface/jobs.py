@@ -23,7 +23,7 @@ ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (def
                choices=tuple(engines.names()))
 
 
-def _over(arg, **changes):
+def _over(arg, **changes) -> dict:
     """The fields of a tool's own Arg, some changed, for another tool's."""
     return dict(dict(kind=arg.kind, tip=arg.tip, default=arg.default, why=arg.why), **changes)
 

@@ -55,7 +55,7 @@ def test_the_report_is_doctor_style_like_every_verbs_and_markdown_when_asked(cli
     piped, rich = cli_inproc(*args), cli_inproc(*args, "--format", "rich")
     assert piped.returncode == 1 and piped.stdout == rich.stdout
     lines = piped.stdout.splitlines()
-    assert lines[0] == lines[-4] and lines[0].endswith(": failed: oom-host (also nccl-timeout, "
+    assert lines[0] == lines[-1] and lines[0].endswith(": failed: oom-host (also nccl-timeout, "
                                                        "heartbeat-timeout, node-fail); 211 of 5000 steps")
     assert "✗ FAIL triage.oom-host" in piped.stdout and "  878: 1: Killed" in piped.stdout
     assert "**" not in piped.stdout and "##" not in piped.stdout and "|" not in piped.stdout

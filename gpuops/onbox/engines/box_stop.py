@@ -114,7 +114,7 @@ def _describe(pids_ticks, gpu, meta, made=None):
     return out
 
 
-def _pairs(targets):
+def _pairs(targets) -> list:
     return [[t["pid"], t["start_ticks"]] for t in targets if t["planned"]]
 
 

@@ -34,7 +34,7 @@ def observe(out, jdir, meta, detail=True) -> None:
     out["scheduler"] = observed(out["job_id"], meta, jdir)
 
 
-def observed(job_id, meta, jdir=None, attempt=True):
+def observed(job_id, meta, jdir=None, attempt=True) -> dict:
     """What Ray says of the job: {known, source, job (Ray's words)}; the recorded outcome once it
     ended; known None with the error when the dashboard could not be asked. An attempt of a run
     ended when the run's supervisor (the driver: gpuops.onbox.engines.ray_run) recorded its end, while Ray
@@ -202,7 +202,7 @@ def queue_cancel(job_id, meta) -> None:
     pass
 
 
-def cluster_facts():
+def cluster_facts() -> dict:
     """What preflight reports of the cluster: the dashboard, each node Ray knows (alive or not,
     the CPUs and GPUs Ray schedules against those the node has, its object store), and the
     head's /dev/shm, where the object store lives when it fits."""
@@ -221,7 +221,7 @@ def cluster_facts():
             "shm_bytes": shm}
 
 
-def _node(node):
+def _node(node) -> dict:
     raylet = node.get("raylet") if isinstance(node.get("raylet"), dict) else {}
     total = raylet.get("resourcesTotal") if isinstance(raylet.get("resourcesTotal"), dict) else {}
     cpus = node.get("cpus") if isinstance(node.get("cpus"), list) else []

@@ -152,7 +152,7 @@ def _let_go(node) -> None:
     time.sleep(SETTLED_S)
 
 
-def resume(job_id, meta):
+def resume(job_id, meta) -> dict:
     """Release a paused job back to the queue (resume a suspended one); its requeue delay is
     lifted, so it starts as soon as it is scheduled."""
     sched = _scheduler(job_id, meta)

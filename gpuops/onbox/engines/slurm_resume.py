@@ -164,13 +164,13 @@ def main(argv):
     return 0
 
 
-def own_starts(events):
+def own_starts(events) -> list:
     """The starts this helper recorded, oldest first: the watcher's attempt-started events
     (gpuops.onbox.engines.slurm_watch) carry no restart count, and count no retry."""
     return [e for e in events if e.get("kind") in STARTS and "restart" in e]
 
 
-def failed_checkpoints(events):
+def failed_checkpoints(events) -> list:
     """The names of the checkpoints an attempt failed to load (the watcher's checkpoint-fallback
     events: gpuops.onbox.run.runloop), oldest first: never resumed from again."""
     return [os.path.basename(str(e.get("checkpoint"))) for e in events

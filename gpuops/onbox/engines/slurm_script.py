@@ -30,7 +30,7 @@ _FREE_PORT = ("import socket,sys\n"
               "print(q)\n")
 
 
-def _resume(spec):
+def _resume(spec) -> list:
     """A run policy's side (gpuops.onbox.engines.slurm_resume): at each start resume.py records it and,
     once Slurm requeued the job, says whether it may run again and from which checkpoint, and
     writes the resumed command. Its own exit code ends a job it refuses to run again."""

@@ -148,7 +148,7 @@ def chain(opts, entries, existing_key):
     return out
 
 
-def _dependency(job_id):
+def _dependency(job_id) -> list:
     """['--dependency=afterany:N'] for the Slurm job of `job_id` while Slurm still has it queued
     or running; none once it ended (Slurm refuses a dependency on a job it has forgotten)."""
     if job_id is None:

@@ -186,7 +186,7 @@ def requeue_refused(slurm_id):
     return None
 
 
-def watched_policy(policy):
+def watched_policy(policy) -> dict:
     return dict((k, v) for k, v in policy.items() if k not in NOT_WATCHED)
 
 

@@ -6,7 +6,7 @@ from ..engines import registry
 from ..host import jobrecord
 
 
-def facts(opts):
+def facts(opts) -> dict:
     engine = registry.named(opts.get("engine"))
     gather = getattr(engine, "cluster_facts", None)
     return {"engine": engine.NAME, "facts": gather() if gather else {}}

@@ -63,7 +63,7 @@ def gpus(window_s, interval_s, processes=False):
             "devices": devices}, first["devices"]
 
 
-def _process(p):
+def _process(p) -> dict:
     """One GPU process: its pid, name (nvidia-smi's, else its command's first word), user, memory."""
     import pwd
 
@@ -93,7 +93,7 @@ def _ended_at(job_id, meta, exit_doc):
         return float(launched) if isinstance(launched, (int, float)) else None
 
 
-def jobs(devices=()):
+def jobs(devices=()) -> dict:
     """{dir, running: [ids], running_gpus: [the --gpus each was pinned to, or None], running_count,
     last_end, last_job, ends_read, total}; a pin by UUID is written as the index of the GPU of
     `devices` it names, since the caller knows GPUs by index."""

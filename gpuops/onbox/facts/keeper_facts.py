@@ -21,7 +21,7 @@ from ..host.jobrecord import META, JobError
 MAX_LISTED = 200  # complete checkpoints named in one answer, newest first
 
 
-def where(opts):
+def where(opts) -> dict:
     workdir = command.workdir(opts.get("workdir"))
     policy = boxpolicy.check({"checkpoint_dir": opts.get("checkpoint_dir")}, workdir)
     return {"workdir": workdir, "checkpoint_dir": policy.get("checkpoint_dir"), "boot_id": procs.boot_id(),

@@ -25,7 +25,7 @@ DETACH_TOOLS = ("tmux", "screen", "setsid", "nohup")
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
-def boot():
+def boot() -> dict:
     return {
         "boot_id": procs.boot_id(),
         "uptime_s": procs.uptime_s(),
@@ -34,7 +34,7 @@ def boot():
     }
 
 
-def memory():
+def memory() -> dict:
     info = sysroot.keyvals("/proc/meminfo")  # values are kB
 
     def size(key):
@@ -43,7 +43,7 @@ def memory():
     return {"host_total_bytes": size("MemTotal"), "host_available_bytes": size("MemAvailable")}
 
 
-def cpus(cg):
+def cpus(cg) -> dict:
     try:
         visible = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -51,13 +51,13 @@ def cpus(cg):
     return {"visible": visible, "host": os.cpu_count(), "quota_cores": (cg.get("cpu") or {}).get("quota_cores")}
 
 
-def host():
+def host() -> dict:
     u = os.uname()
     return {"hostname": u[1], "kernel": u[2], "python": "%d.%d.%d" % sys.version_info[:3],
             "python_executable": sys.executable, "uid": os.getuid(), "user": os.environ.get("USER")}
 
 
-def device_nodes():
+def device_nodes() -> list:
     # "/dev/" with the slash: the overlay covers paths under /dev/, so the listing merges both.
     return ["/dev/" + n for n in sysroot.listdir("/dev/") if n.startswith("nvidia")]
 

@@ -153,7 +153,7 @@ def reach(host: str, port: int, window, nonce, node):
     return out, (plane, listening, table)
 
 
-def code(request):
+def code(request) -> dict:
     """{dir, exists, files, bytes, digest, entries: [[rel, sha256 or link]], truncated, errors}."""
     doc = manifest.build(request)
     entries = sorted(doc["entries"])
@@ -168,7 +168,7 @@ def code(request):
             "truncated": len(listed) > MAX_CODE_ENTRIES, "errors": len(doc["errors"])}
 
 
-def _gpu(state):
+def _gpu(state) -> dict:
     doc = gpu.end(state)
     return {"driver": doc.get("driver"), "cuda_max": doc.get("cuda_max"), "error": doc.get("error"),
             "count": len(doc.get("devices") or []),

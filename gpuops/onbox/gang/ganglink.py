@@ -262,7 +262,7 @@ class Worker(object):
             self.conn.send({"t": "down", "attempt": attempt, "at": record.get("ended_at") or time.time(),
                             "clean": record.get("exit_code") == 0 and not record.get("signal")})
 
-    def settle(self, attempt, facts):
+    def settle(self, attempt, facts) -> dict:
         """The head's decision for the gang after `attempt`, as retrypolicy.decide shapes one."""
         if self.conn is not None:
             self.conn.send({"t": "ended", "attempt": attempt, "facts": facts})

@@ -121,7 +121,7 @@ def main(argv) -> int:
         os._exit(0)
 
 
-def _read_sources():
+def _read_sources() -> dict:
     """{file name: source} from stdin; {} when there is none or it is not that."""
     try:
         data = sys.stdin.buffer.read(SOURCES_MAX + 1)

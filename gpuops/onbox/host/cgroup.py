@@ -90,7 +90,7 @@ def _tightest(dirs, name: str, unlimited=None):
     return min(values) if values else None
 
 
-def _v2(path):
+def _v2(path) -> dict:
     d = _dir("cgroup2", "", path)
     stop = next((p for k, _, p, _ in _mounts() if k == "cgroup2"), "/sys/fs/cgroup")
     chain = _ancestors(d, stop)
@@ -119,7 +119,7 @@ def _v2(path):
     }
 
 
-def _v1(members):
+def _v1(members) -> dict:
     md = _dir("cgroup", "memory", members.get("memory", "/"))
     oom = sysroot.keyvals(md + "/memory.oom_control")
     stat = sysroot.keyvals(md + "/memory.stat")

@@ -79,7 +79,7 @@ def _int(value):
         return None
 
 
-def _row(doc):
+def _row(doc) -> dict:
     """One coredumpctl list entry as gpuops keeps it; time in epoch seconds."""
     t = doc.get("time")
     when = t / 1e6 if isinstance(t, (int, float)) and t > 1e12 else None
@@ -116,7 +116,7 @@ def coredumpctl(since):
     return out
 
 
-def facts(cwd, since):
+def facts(cwd, since) -> dict:
     """{pattern, limit (this shell's ulimit -c in bytes; -1 is unlimited), files, coredumpctl}."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_CORE)[0]

@@ -99,7 +99,7 @@ def measure(role, path, table=None):
     return doc
 
 
-def facts(extra_paths=()):
+def facts(extra_paths=()) -> list:
     """Numbers for home, the working directory, /dev/shm, /tmp and every extra (role, path)."""
     roles = [("home", os.path.expanduser("~"))]
     try:

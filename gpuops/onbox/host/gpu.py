@@ -126,7 +126,7 @@ def driver_gpus():
     return out
 
 
-def start_smi():
+def start_smi() -> dict:
     """Start the nvidia-smi queries side by side; returns what `finish_smi` needs."""
     gpu_query = ",".join(f for f, _, _ in CORE_FIELDS + OPTIONAL_FIELDS)
     return {
@@ -291,7 +291,7 @@ def from_nvml(nv):
         n.call({}, "nvmlShutdown")
 
 
-def begin():
+def begin() -> dict:
     """Ask NVML now, or start the nvidia-smi queries and let them run while the probe reads /proc.
 
     Under the GPUOPS_ROOT seam the GPU is whatever nvidia-smi on PATH says (tests put a fake one

@@ -81,7 +81,7 @@ def as_indices(pins, devices):
     return ",".join(out)
 
 
-def _finding(fid, severity, title, evidence, fix=None, gotcha=None):
+def _finding(fid, severity, title, evidence, fix=None, gotcha=None) -> dict:
     return {"id": fid, "severity": severity, "title": title, "evidence": evidence, "fix": fix, "gotcha": gotcha}
 
 
@@ -160,7 +160,7 @@ def running_pins():
     return out
 
 
-def read_gpus():
+def read_gpus() -> dict:
     """{present, error, devices: [{index, uuid, name, memory_*_mib ...}]}: one nvidia-smi query.
 
     Not NVML: a job action runs under `python3 -S`, where pynvml is not importable (gpuops.onbox.
@@ -174,7 +174,7 @@ def read_gpus():
     return {"present": True, "error": doc["error"], "devices": doc["devices"]}
 
 
-def admit(spec):
+def admit(spec) -> dict:
     """{gpus: [indices], findings: [warnings]} for a launch `spec` whose --gpus the box can give;
     JobError otherwise (usage: not a GPU list; refused: the box lacks one, or another job holds it)."""
     from .jobrecord import JobError

@@ -44,11 +44,11 @@ _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 P2P_WORDS = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")
 
 
-def query(fields):
+def query(fields) -> list:
     return ["nvidia-smi", "--query-gpu=" + ",".join(f for f, _, _ in fields), "--format=csv,noheader,nounits"]
 
 
-def start():
+def start() -> dict:
     return {"csv": runcmd.start(query(NEW_FIELDS), TIMEOUT_S),
             "p2p": runcmd.start(["nvidia-smi", "topo", "-p2p", "r"], TIMEOUT_S),
             "nvlink": runcmd.start(["nvidia-smi", "nvlink", "-s"], TIMEOUT_S)}

@@ -91,7 +91,7 @@ def _summary(line):
     return int(m.group(5)), {"constraint": m.group(1), "oom_memcg": m.group(2), "task_memcg": m.group(3)}
 
 
-def scan(lines, btime=None, now=None):
+def scan(lines, btime=None, now=None) -> dict:
     """Xid, bus-loss and OOM evidence from kernel log lines (bounded)."""
     xids, fell, ooms, summaries = {}, {}, [], {}
     now = time.time() if now is None else now

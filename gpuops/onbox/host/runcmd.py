@@ -49,7 +49,7 @@ def started_pids():
     return set(_started)
 
 
-def finish(pending):
+def finish(pending) -> dict:
     """{'rc', 'out', 'err', 'error'}: error is None when the command ran to its end."""
     if pending.proc is None:
         return {"rc": None, "out": "", "err": "", "error": pending.error}

@@ -89,7 +89,7 @@ def pick_gpus(devices, spec):
     return [d for d in devices if any(gpu_pins.names(w, d) for w in wanted)]
 
 
-def gpu_rows(doc, spec=None):
+def gpu_rows(doc, spec=None) -> list:
     return [dict((short, d.get(key)) for key, short in ROW_KEYS) for d in pick_gpus(doc.get("devices") or [], spec)]
 
 
@@ -167,7 +167,7 @@ def latest(job_dir):
     return ringlog.last(os.path.join(job_dir, FILE))
 
 
-def series(job_dir, since=None):
+def series(job_dir, since=None) -> list:
     """Rows oldest first, those at or after `since` (epoch seconds) when given."""
     rows = ringlog.read(os.path.join(job_dir, FILE))
     return [r for r in rows if since is None or (r.get("t") or 0) >= since]
@@ -176,7 +176,7 @@ def series(job_dir, since=None):
 # ---------------------------------------------------------------- judgements over a series
 
 
-def recent(rows, window_s):
+def recent(rows, window_s) -> list:
     """The rows of the last `window_s` seconds of the series."""
     timed = [r for r in rows if isinstance(r.get("t"), (int, float))]
     if not timed:
@@ -189,7 +189,7 @@ def _enough(rows, min_rows, min_span_s):
     return len(rows) >= min_rows and rows[-1]["t"] - rows[0]["t"] >= min_span_s
 
 
-def _per_gpu(rows):
+def _per_gpu(rows) -> dict:
     """{gpu index: [its reading in each row]}, for GPUs read in every row of the window."""
     out = {}
     for row in rows:
@@ -230,7 +230,7 @@ def busy_wait(rows, window_s=60.0, min_rows=3, min_span_s=20.0, util_min=95.0, p
             "since": window[0]["t"], "rows": len(window), "evidence": evidence}
 
 
-def throttled(rows):
+def throttled(rows) -> list:
     """Every GPU that throttled for heat or hardware at some point of the series (U23: the run is
     slower with no error anywhere): [{gpu, reasons, first_t, last_t, rows, of_rows, sm_min_mhz,
     sm_max_mhz, temp_max_c}], empty when none did."""

@@ -57,7 +57,7 @@ def facts(job_id, progress_regex=None, detail=True):
     return out
 
 
-def _progress(jdir, log, user_regex, window):
+def _progress(jdir, log, user_regex, window) -> dict:
     try:
         patterns = steps.compile_patterns(user_regex)
     except Exception as e:  # re.error: reported, the defaults still apply
@@ -80,7 +80,7 @@ def listing():
     return sorted(n for n in names if not n.startswith(".") and os.path.isfile(os.path.join(root, n, jobrecord.CMD)))
 
 
-def status(opts):
+def status(opts) -> dict:
     """The facts of the newest `limit` jobs (0: all) with the labels asked for, and how many more
     there are; or of the one job asked for."""
     labels = opts.get("labels") or {}
@@ -106,7 +106,7 @@ def status(opts):
 # ---------------------------------------------------------------- excerpt (triage)
 
 
-def excerpt(opts):
+def excerpt(opts) -> dict:
     """The job's facts plus its log in pieces [first line number, base64 bytes]: logexcerpt's
     bounded view (head, step lines, tail)."""
     job_id = jobrecord.resolve(opts.get("job"))

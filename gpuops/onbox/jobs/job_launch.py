@@ -45,7 +45,7 @@ def launch(opts):
     return _started(opts, body_of(opts), registry.named(opts.get("engine")).submit, opts.get("confirm_s"))
 
 
-def _started(spec, body, make, confirm_s):
+def _started(spec, body, make, confirm_s) -> dict:
     """The job `make(spec, body)` starts, unless one with the spec's key exists already; looked at
     for up to confirm_s once started."""
     root = jobrecord.ensure_root()

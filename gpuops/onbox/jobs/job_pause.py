@@ -72,7 +72,7 @@ def pause(opts):
     return done
 
 
-def _checkpoint(opts, job_id, meta, wait, engine):
+def _checkpoint(opts, job_id, meta, wait, engine) -> dict:
     """Signal, wait for the marker, then give the resources back; pause.json says each step."""
     sig = (opts.get("signal") or engine.default_signal(meta) or "USR1").upper().replace("SIG", "", 1)
     number = getattr(signal, "SIG" + sig, None)

@@ -13,7 +13,7 @@ import time
 from ..host import procs
 
 
-def snapshot(table):
+def snapshot(table) -> dict:
     """{'at': time, 'procs': {pid: (start_ticks, cpu_ticks, io bytes or None)}} of every process."""
     return {"at": time.time(),
             "procs": dict((pid, (st["start_ticks"], st["cpu_ticks"], procs.io_bytes(pid))) for pid, st in table.items())}

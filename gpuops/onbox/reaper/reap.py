@@ -169,7 +169,7 @@ def _send(unit, sig, record, first, groups_done) -> None:
         record["signals"].append("%s: no such process" % what)
 
 
-def act(units, term_wait, kill_wait):
+def act(units, term_wait, kill_wait) -> list:
     """Signal every unit (SIGTERM, then SIGKILL for survivors); one record per unit, in order."""
     records = dict((u["pid"], {"pid": u["pid"], "start_ticks": u["start_ticks"], "scope": u["scope"],
                                "signals": [], "outcome": None}) for u in units)
@@ -215,7 +215,7 @@ def _args(argv):
     return p.parse_args(argv)
 
 
-def context(table, jobs, util, min_age, idle_window, before):
+def context(table, jobs, util, min_age, idle_window, before) -> dict:
     me = procs.stat(os.getpid()) or {"sid": None, "pgid": None}
     return {"uid": os.geteuid(), "ancestry": procs.ancestry(), "sid": me["sid"], "pgid": me["pgid"], "table": table,
             "jobs": jobs, "util": util, "min_age": min_age, "idle_window": idle_window, "before": before}

@@ -329,7 +329,7 @@ def prune(directory, plan, dry_run=False):
     return out
 
 
-def disk_watch(directory, verdict, last_n=3, margin=DISK_MARGIN):
+def disk_watch(directory, verdict, last_n=3, margin=DISK_MARGIN) -> dict:
     """Free space on the checkpoint filesystem against what the next checkpoint needs:
     {free_bytes, need_bytes, low: True/False/None (None: nothing to measure yet), mount}."""
     doc = disk.measure("checkpoints", directory)

@@ -110,7 +110,7 @@ class Events(object):
             self.error = None
 
 
-def read(job_dir, after_seq=0):
+def read(job_dir, after_seq=0) -> list:
     """The events recorded, oldest first, those with seq > after_seq."""
     return [e for e in ringlog.read(os.path.join(job_dir, FILE)) if (e.get("seq") or 0) > after_seq]
 

@@ -162,7 +162,7 @@ def failed_attempts(rec):
     return out[-FAILED_SHOWN:]
 
 
-def brief(event):
+def brief(event) -> dict:
     """An event as a status row carries it: its kind, time and one line of why."""
     keep = ("seq", "kind", "at", "attempt", "job", "why", "class", "checkpoint", "backoff_s")
     return dict((k, event[k]) for k in keep if k in event)

@@ -95,7 +95,7 @@ def _stacks(processes, py_spy, deadline, per_process_s, skipped) -> None:
             p["stack_error"] = "py-spy: %s" % why[-300:]
 
 
-def _gpu(reader):
+def _gpu(reader) -> dict:
     try:
         doc = (reader or gpu_light.Reader()).read(apps=True, extra=telemetry.EXTRA)
     except Exception as e:  # a wedged driver must not cost the rest of the evidence

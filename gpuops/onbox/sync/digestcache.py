@@ -59,7 +59,7 @@ def file_for(root, where):
     return os.path.join(where, name + ".json")
 
 
-def stat_key(st):
+def stat_key(st) -> list:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
@@ -138,7 +138,7 @@ class DigestCache:
                     and storable(key, read_started_ns)):
                 self._new[rel] = key + [digest]
 
-    def counters(self):
+    def counters(self) -> dict:
         return {"hashed_files": self.hashed_files, "hashed_bytes": self.hashed_bytes, "cache_hits": self.hits}
 
     def save(self, keys, looked_at=None):

@@ -111,7 +111,7 @@ class Follower:
                 # after a long look, so looking stays a small share of one core.
                 time.sleep(max(POLL_S, 4 * looking))
 
-    def main(self):
+    def main(self) -> dict:
         # A head start, never a competitor: the transfer writing these files (and any job on the
         # box) gets the CPU first; what is left unhashed when verification starts, it hashes.
         try:

@@ -268,7 +268,7 @@ class Scan:
         self._store(hash_entries(self.root_b, todo, self.doc["errors"], want=want, workers=workers,
                                  cache=self.cache, keys=self.keys))
 
-    def finish(self):
+    def finish(self) -> dict:
         """Save the digest cache; the hashing counters for the answer."""
         saved = self.cache.save(self.keys, looked_at=self.paths)
         return dict(self.cache.counters(), cache_saved=saved)

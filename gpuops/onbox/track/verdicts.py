@@ -13,7 +13,7 @@ def _key_fix(w) -> str:
             f"box: grep -A 2 'machine {w.get('host')}' ~/.netrc | ssh BOX 'umask 077; cat >> ~/.netrc'")
 
 
-def wandb(facts, t):
+def wandb(facts, t) -> list:
     w = (facts.get("trackers") or {}).get("wandb")
     mode = ((w or {}).get("mode") or "").strip().lower()
     if not w or not (w.get("installed") or mode):

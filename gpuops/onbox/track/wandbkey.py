@@ -44,7 +44,7 @@ def _netrc_has(path, host: str):
     return bool(creds and creds[2])
 
 
-def wandb_facts():
+def wandb_facts() -> dict:
     """{installed, mode, key (where a key was found, or None), host, netrc}."""
     import importlib.util
 
@@ -66,7 +66,7 @@ def wandb_facts():
             "netrc": path[:TEXT_MAX]}
 
 
-def facts(pinned=None):
+def facts(pinned=None) -> dict:
     """{wandb, tensorboard: {pinned: events() or None, servers}}; `pinned` is the logdir the
     platform's own TensorBoard reads (a profile's paths.tensorboard_logdir)."""
     return {"wandb": wandb_facts(),

@@ -50,7 +50,7 @@ def wandb(head, tail, env=None):
     return out
 
 
-def advice(found):
+def advice(found) -> list:
     """One advice line for a run whose curves do not reach W&B; none when they do."""
     if not found or found["state"] == "syncing":
         return []
