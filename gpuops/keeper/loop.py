@@ -32,6 +32,7 @@ class Keeper(object):
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
         self.vault = remotevault.vault_of(self.spec, run_id)
         self.watch: dict = {}  # box -> how it answered lately (see _watch)
+        self.vault_error: str | None = None  # why the vault (a remote one) did not answer the last look
         # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
         self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
 
@@ -76,7 +77,15 @@ class Keeper(object):
             w = self._watch(node["box"])
             seen.append({"box": node["box"], "answer": answer, "error": w["error"], "failing_since": w["failing_since"],
                          "boot_id": node["boot_id"]})
-        facts = {"held": [h["name"] for h in self.vault.held()], "outputs_done": self.rec.get("outputs_done")}
+        try:
+            held = [h["name"] for h in self.vault.held()]
+        except errors.GpuopsError as e:  # a vault host out of reach: said once, nothing decided until it answers
+            if e.message != self.vault_error:
+                self.say("vault-unreachable", why=e.message)
+            self.vault_error = e.message
+            return
+        self.vault_error = None
+        facts = {"held": held, "outputs_done": self.rec.get("outputs_done")}
         policy = {"lost_after_s": self.spec["lost_after_s"], "keep": self.spec["keep"],
                   "outputs": self.spec.get("outputs")}
         spent = ledger.ledger(self.rec["marks"], time.time())["usd"]

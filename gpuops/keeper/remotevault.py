@@ -9,7 +9,8 @@ from the host whose hashes must equal the held manifest, then the usual verified
 
 Every path sent to the host's shell is built from the vault's absolute DIR, the run id and plain
 names (gpuops.keeper.vault.plain), each quoted; what the host answers is bounded and checked.
-A host that cannot be reached is a VaultError (not a HostError: the run's box is not to blame).
+A host that cannot be reached (or an SSH error of any kind) is a VaultError, not a HostError: the
+run's box is not to blame.
 """
 
 import json
@@ -160,7 +161,7 @@ class RemoteVault:
         target = self._target()
         try:
             return verb(target, src, dst, S.Options(retry_for=COPY_RETRY_S))
-        except errors.HostError as e:
+        except errors.GpuopsError as e:
             raise VaultError(f"vault host {self.host}: {e.message}") from None
         finally:
             target.close()
@@ -168,14 +169,14 @@ class RemoteVault:
     def _target(self):
         try:
             return target_for(self.host)
-        except errors.HostError as e:
+        except errors.GpuopsError as e:
             raise VaultError(f"vault host {self.host}: {e.message}") from None
 
     def _sh(self, line: str, stdin=b"", max_bytes=None):
         target = self._target()
         try:
             result = target.run(line, stdin=stdin, timeout_s=CALL_S, **({"max_bytes": max_bytes} if max_bytes else {}))
-        except errors.HostError as e:
+        except errors.GpuopsError as e:
             raise VaultError(f"vault host {self.host}: {e.message}") from None
         finally:
             target.close()

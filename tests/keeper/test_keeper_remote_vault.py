@@ -7,7 +7,7 @@ import pytest
 from gpuops import errors
 from gpuops.keeper import start
 from gpuops.keeper import vault as vaultmod
-from gpuops.keeper.remotevault import RemoteVault
+from gpuops.keeper.remotevault import RemoteVault, VaultError
 from gpuops.placement import request
 from gpuops.jobs import runpolicy
 from tests.keeper.test_keeper_boxes import LOST_AFTER_S, command, killed_and_moved, kinds, rec
@@ -74,3 +74,13 @@ def test_a_box_killed_outright_finishes_on_another_from_the_vault_host(fleet):
     assert [p.name for p in (there / ".incoming").iterdir() if not p.name.endswith(".gpuops-lock")] == []
     assert (there / "boxes").is_dir() and any((there / "boxes").iterdir())  # the run's log and events too
     assert not (fleet.vault / run).exists()  # nothing kept in a local vault
+
+
+def test_a_vault_host_out_of_reach_is_a_vault_error_not_the_boxs(fleet):
+    v = fleet.host()
+    kept = RemoteVault(v, str(fleet.home(v) / "vault"), "run-1").make()
+    assert kept.held() == [] and kept.dir == f"{(fleet.home(v) / 'vault').resolve()}/run-1"
+    fleet.boxes[v].stop()
+    with pytest.raises(VaultError) as e:  # the keeper waits for it; a HostError would count against the run's box
+        kept.held()
+    assert not isinstance(e.value, errors.HostError) and e.value.message.startswith(f"vault host {v}: ")
