@@ -21,6 +21,7 @@ from .. import contained, errors
 from ..ops import pull, push
 from ..ops import sync as S
 from ..pullindex import manifest_for
+from ..remote.result import Result
 from ..remote.targets import target_for
 from ..remote.wrap import quote
 from . import record, vault
@@ -37,7 +38,7 @@ class VaultError(errors.Refused):
     """The vault host could not be reached or refused an operation."""
 
 
-def vault_of(spec, run_id):
+def vault_of(spec: dict, run_id: str) -> "vault.Vault | RemoteVault":
     """The run's vault: a Vault here, or a RemoteVault when the spec names a vault host."""
     if spec.get("vault_host"):
         return RemoteVault(spec["vault_host"], spec["vault"], run_id)
@@ -149,7 +150,7 @@ class RemoteVault:
             _check(p)
         return os.path.join(self.staging, "files", *parts)
 
-    def land(self, local, *parts):
+    def land(self, local: str, *parts: str) -> str | None:
         """What landing() received, pushed (verified) to the vault's `parts` on the host; None, or why not."""
         try:
             doc = self._copy(push.push, local, self.path(*parts))
@@ -157,7 +158,7 @@ class RemoteVault:
             return e.message
         return None if doc["ok"] else doc["summary"]
 
-    def _copy(self, verb, src, dst) -> dict:
+    def _copy(self, verb, src: str, dst: str) -> dict:
         target = self._target()
         try:
             return verb(target, src, dst, S.Options(retry_for=COPY_RETRY_S))
@@ -172,7 +173,7 @@ class RemoteVault:
         except errors.GpuopsError as e:
             raise VaultError(f"vault host {self.host}: {e.message}") from None
 
-    def _sh(self, line: str, stdin=b"", max_bytes=None):
+    def _sh(self, line: str, stdin: bytes = b"", max_bytes: int | None = None) -> Result:
         target = self._target()
         try:
             result = target.run(line, stdin=stdin, timeout_s=CALL_S, **({"max_bytes": max_bytes} if max_bytes else {}))
@@ -194,14 +195,14 @@ def _files(doc) -> set:
     return {(f["path"], f["size"], f["sha256"]) for f in doc["files"]}
 
 
-def _doc(raw: bytes):
+def _doc(raw: bytes) -> dict | None:
     try:
         return vault.valid_manifest(json.loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, ValueError):
         return None
 
 
-def _read_json(path):
+def _read_json(path: str) -> object:
     try:
         with open(path, encoding="ascii") as f:
             return json.load(f)

@@ -66,7 +66,8 @@ def launch(spec, identity=None) -> dict:
         run_id = att["job"]
     label = ",".join(n["box"] for n in att.get("nodes") or [att])
     kept = remotevault.vault_of(spec, run_id).make()  # made now: a vault that cannot be written fails here
-    spec["vault"] = kept.base if spec.get("vault_host") else spec["vault"]  # the host's DIR, absolute
+    if isinstance(kept, remotevault.RemoteVault):
+        spec["vault"] = kept.base  # the host's DIR, absolute
     rec = {"run_id": run_id, "spec": spec, "phase": record.RUNNING, "attempts": [att], "lost": {}, "events": [],
            "marks": [{"kind": "launch", "at": began, "box": label, "usd_per_hour": att["usd_per_hour"]},
                      {"kind": "running", "at": att["launched_at"], "box": label, "usd_per_hour": att["usd_per_hour"]}],

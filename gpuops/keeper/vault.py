@@ -77,7 +77,7 @@ class Vault:
         """Where a pull of the vault's `parts` (a box's log, an output) lands: here, the place itself."""
         return self.path(*parts)
 
-    def land(self, local, *parts) -> None:
+    def land(self, local: str, *parts: str) -> None:
         """What landing() received is in the vault (here it already is); a remote vault says why not."""
         return None
 
@@ -166,9 +166,11 @@ def _manifest(where):
         return None
 
 
-def valid_manifest(doc):
+def valid_manifest(doc: object) -> dict | None:
     """`doc` when it is a manifest (files: [{path, size, sha256}]), else None."""
-    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    files = doc.get("files")
     if not isinstance(files, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str) and
                                               isinstance(x.get("size"), int) and isinstance(x.get("sha256"), str)
                                               for x in files):
