@@ -16,7 +16,7 @@ from ..onbox.run import checkpoints
 from ..ops import pull
 from ..ops import sync as S
 from ..remote.targets import target_for
-from . import attempt, gangattempt, ledger, record, rules, stopping, vault
+from . import attempt, gangattempt, ledger, record, remotevault, rules, stopping, vault
 
 POLL_S = 5.0
 PULL_RETRY_S = 30.0
@@ -30,8 +30,9 @@ class Keeper(object):
         if self.rec is None:
             raise errors.NotFound(f"no kept run {run_id}")
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
-        self.vault = vault.Vault(self.spec["vault"], run_id)
+        self.vault = remotevault.vault_of(self.spec, run_id)
         self.watch: dict = {}  # box -> how it answered lately (see _watch)
+        self.vault_error: str | None = None  # why the vault (a remote one) did not answer the last look
         # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
         self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
 
@@ -76,7 +77,15 @@ class Keeper(object):
             w = self._watch(node["box"])
             seen.append({"box": node["box"], "answer": answer, "error": w["error"], "failing_since": w["failing_since"],
                          "boot_id": node["boot_id"]})
-        facts = {"held": [h["name"] for h in self.vault.held()], "outputs_done": self.rec.get("outputs_done")}
+        try:
+            held = [h["name"] for h in self.vault.held()]
+        except errors.GpuopsError as e:  # a vault host out of reach: said once, nothing decided until it answers
+            if e.message != self.vault_error:
+                self.say("vault-unreachable", why=e.message)
+            self.vault_error = e.message
+            return
+        self.vault_error = None
+        facts = {"held": held, "outputs_done": self.rec.get("outputs_done")}
         policy = {"lost_after_s": self.spec["lost_after_s"], "keep": self.spec["keep"],
                   "outputs": self.spec.get("outputs")}
         spent = ledger.ledger(self.rec["marks"], time.time())["usd"]
@@ -173,19 +182,23 @@ class Keeper(object):
         for where in dict.fromkeys((answer.get("run_dir"), answer.get("attempt_dir"))):
             if not where:
                 continue
-            local = self.vault.path(vault.BOXES, f"{n}-{self.attempt['box']}", where.rsplit("/", 1)[-1])
+            parts = (vault.BOXES, f"{n}-{self.attempt['box']}", where.rsplit("/", 1)[-1])
+            local = self.vault.landing(*parts)
             doc = pull.pull(target, where, local, S.Options(retry_for=self.pull_retry_s))
-            if not doc["ok"]:
-                self.say("log-copy-failed", why=doc["summary"])
+            failed = doc["summary"] if not doc["ok"] else self.vault.land(local, *parts)
+            if failed:
+                self.say("log-copy-failed", why=failed)
 
     def do_outputs(self, action, answer) -> None:
         with self._target() as target:
             for rel in self.spec["outputs"]:
                 src = rel if rel.startswith("/") else f"{self.attempt['workdir']}/{rel}"
-                local = self.vault.path(vault.OUTPUTS, os.path.basename(rel.rstrip("/")))
+                parts = (vault.OUTPUTS, os.path.basename(rel.rstrip("/")))
+                local = self.vault.landing(*parts)
                 doc = pull.pull(target, src, local, S.Options(retry_for=self.pull_retry_s))
-                if not doc["ok"]:
-                    self.say("output-copy-failed", path=rel, why=doc["summary"])
+                failed = doc["summary"] if not doc["ok"] else self.vault.land(local, *parts)
+                if failed:
+                    self.say("output-copy-failed", path=rel, why=failed)
                     return
                 self.say("output-evacuated", path=rel, files=doc["data"]["files"])
         self.rec["outputs_done"] = True

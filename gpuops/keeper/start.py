@@ -11,7 +11,7 @@ import time
 from .. import errors
 from ..onbox.run import boxpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
-from . import attempt, gangattempt, loop, record, rules, vault
+from . import attempt, gangattempt, loop, record, remotevault, rules, vault
 from typing import Optional
 
 MIN_POLL_S = 1.0
@@ -38,7 +38,9 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
             raise errors.UsageError(f"--output {out!r}: a path on the box whose last part is a plain name")
     if os.sep in fleet or fleet.endswith(".toml"):  # a fleet file of its own: the keeper runs elsewhere (cwd /)
         fleet = os.path.abspath(os.path.expanduser(fleet))
-    spec = {"command": command, "fleet": fleet, "vault": os.path.abspath(os.path.expanduser(vault_dir)),
+    host, where = vault.parse(vault_dir)
+    spec = {"command": command, "fleet": fleet, "vault_host": host,
+            "vault": where if host else os.path.abspath(os.path.expanduser(where)),
             "policy": policy, "request": request, "lost_after_s": lost_after_s or rules.LOST_AFTER_S,
             "keep": keep or policy.get("keep_checkpoints") or rules.KEEP, "stop_when_done": bool(stop_when_done),
             "outputs": list(outputs), "name": name, "env": env or {}, "workdir": workdir, "jobs_dir": jobs_dir,
@@ -63,7 +65,9 @@ def launch(spec, identity=None) -> dict:
         att, doc = attempt.launch(spec, box, gpus, identity=identity)
         run_id = att["job"]
     label = ",".join(n["box"] for n in att.get("nodes") or [att])
-    vault.Vault(spec["vault"], run_id)  # made now: a vault that cannot be written fails here, not later
+    kept = remotevault.vault_of(spec, run_id).make()  # made now: a vault that cannot be written fails here
+    if isinstance(kept, remotevault.RemoteVault):
+        spec["vault"] = kept.base  # the host's DIR, absolute
     rec = {"run_id": run_id, "spec": spec, "phase": record.RUNNING, "attempts": [att], "lost": {}, "events": [],
            "marks": [{"kind": "launch", "at": began, "box": label, "usd_per_hour": att["usd_per_hour"]},
                      {"kind": "running", "at": att["launched_at"], "box": label, "usd_per_hour": att["usd_per_hour"]}],
@@ -73,8 +77,8 @@ def launch(spec, identity=None) -> dict:
     record.write(rec)
     pid = spawn(run_id)
     doc["host"] = att["box"]
-    doc["summary"] += f"; kept by keeper pid {pid}, vault {vault.Vault(spec['vault'], run_id).root}"
-    doc["data"]["keeper"] = {"pid": pid, "vault": vault.Vault(spec["vault"], run_id).root,
+    doc["summary"] += f"; kept by keeper pid {pid}, vault {kept.root}"
+    doc["data"]["keeper"] = {"pid": pid, "vault": kept.root,
                              "record": record.path(run_id, record.RECORD), "log": record.path(run_id, record.LOG),
                              "lost_after_s": spec["lost_after_s"]}
     return doc

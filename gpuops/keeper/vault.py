@@ -14,6 +14,7 @@ directory and its manifest are both there, so a keeper killed mid-copy leaves at
 Before a checkpoint leaves the vault for a new box, its files are hashed against its manifest.
 
 Names come from the box: only a plain name (no '/', not hidden, no control character) is used.
+A vault on another machine (`--vault HOST:DIR`) is gpuops.keeper.remotevault, with the same layout.
 """
 
 import hashlib
@@ -35,6 +36,28 @@ def plain(name: object) -> bool:
             and not any(ord(c) < 32 or ord(c) == 127 for c in name))
 
 
+HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_@")
+USAGE = "--vault DIR (here) or HOST:DIR (over SSH); a local path with ':' is written ./a:b or /abs/a:b"
+
+
+def parse(text: str) -> tuple:
+    """(HOST, DIR) of `--vault HOST:DIR`, or (None, DIR) of a local directory. As scp and rsync
+    read it: HOST:DIR when a ':' comes before any '/', so `./a:b` and `/x/a:b` are local paths.
+    On the host, a DIR of `~/x` is `x` under the home directory; UsageError (exit 2) on a bad one."""
+    if not isinstance(text, str) or not text or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise errors.UsageError(f"--vault {text!r}: {USAGE}")
+    head, colon, rest = text.partition(":")
+    if not colon or "/" in head:
+        return None, text
+    if not head or head.startswith("-") or not set(head) <= HOST_CHARS or not rest:
+        raise errors.UsageError(f"--vault {text!r}: {USAGE}")
+    if rest == "~" or rest.startswith("~/"):
+        rest = rest[2:] or "."
+    elif rest.startswith("~"):
+        raise errors.UsageError(f"--vault {text!r}: on the host, DIR is absolute or under ~/ ({USAGE})")
+    return head, rest
+
+
 class Vault:
     def __init__(self, root, run_id) -> None:
         if not plain(run_id):
@@ -43,8 +66,30 @@ class Vault:
         for sub in (CHECKPOINTS, INCOMING, BOXES, OUTPUTS):
             os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
 
+    def make(self) -> "Vault":
+        """The vault, made (here __init__ made it: a vault that cannot be written fails at once)."""
+        return self
+
     def path(self, *parts) -> str:
         return os.path.join(self.root, *parts)
+
+    def landing(self, *parts) -> str:
+        """Where a pull of the vault's `parts` (a box's log, an output) lands: here, the place itself."""
+        return self.path(*parts)
+
+    def land(self, local: str, *parts: str) -> None:
+        """What landing() received is in the vault (here it already is); a remote vault says why not."""
+        return None
+
+    def checkout(self, name: str) -> str:
+        """Checkpoint `name` on this machine, hashed against its manifest: Refused when it differs."""
+        bad = self.verify(name)
+        if bad:
+            raise errors.Refused(f"vault checkpoint {name} no longer matches its manifest ({', '.join(bad[:3])})")
+        return self.path(CHECKPOINTS, name)
+
+    def checked_in(self, name: str) -> None:
+        """checkout()'s copy is no longer needed (here it is the vault's own: kept)."""
 
     def held(self) -> list:
         """[{name, files, bytes, verified_at}] of the complete checkpoints, in order of arrival."""
@@ -116,10 +161,16 @@ class Vault:
 def _manifest(where):
     try:
         with open(manifest_for(where), encoding="ascii") as f:
-            doc = json.load(f)
+            return valid_manifest(json.load(f))
     except (OSError, ValueError):
         return None
-    files = doc.get("files") if isinstance(doc, dict) else None
+
+
+def valid_manifest(doc: object) -> dict | None:
+    """`doc` when it is a manifest (files: [{path, size, sha256}]), else None."""
+    if not isinstance(doc, dict):
+        return None
+    files = doc.get("files")
     if not isinstance(files, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str) and
                                               isinstance(x.get("size"), int) and isinstance(x.get("sha256"), str)
                                               for x in files):

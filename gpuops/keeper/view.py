@@ -6,7 +6,7 @@ import time
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
-from . import ledger, record, vault
+from . import ledger, record, remotevault, vault
 
 EVENTS_SHOWN = 20
 WAIT_POLL_S = 1.0
@@ -28,10 +28,13 @@ def status(rec) -> dict:
                  "ended_at": a.get("ended_at"), "why": a.get("ended_why"), "resumed_from": a.get("resumed_from"),
                  "gang_id": a.get("gang_id"), "boxes": [n["box"] for n in a.get("nodes") or [a]]}
                 for i, a in enumerate(rec["attempts"])]
-    held = vault.Vault(rec["spec"]["vault"], run_id).held()
+    kept = remotevault.vault_of(rec["spec"], run_id)
+    try:
+        held = [h["name"] for h in kept.held()]
+    except errors.GpuopsError as e:  # a vault host out of reach: status still answers
+        held = [f"(not read: {e.message})"]
     data = {"kept": {"run_id": run_id, "phase": phase, "why": rec.get("why"), "attempts": attempts,
-                     "lost": rec.get("lost") or {}, "vault": {"root": vault.Vault(rec["spec"]["vault"], run_id).root,
-                                                              "held": [h["name"] for h in held]},
+                     "lost": rec.get("lost") or {}, "vault": {"root": kept.root, "held": held},
                      "ledger": money, "keeper": keeper, "waiting": rec.get("waiting"),
                      "events": rec["events"][-EVENTS_SHOWN:]}}
     now = rec["attempts"][-1]

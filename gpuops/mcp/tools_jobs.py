@@ -82,15 +82,18 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
 
 def _kept(vault, fleet, request, cmd, policy, key, secrets, fields):
     """fleet_launch with vault: the run's first attempt and its keeper (gpuops.keeper.start), a
-    detached process on this machine that outlives the server; the vault lies under the roots."""
+    detached process on this machine that outlives the server; a local vault lies under the roots, a
+    HOST:DIR one on the host named."""
     from ..keeper import start
+    from ..keeper.vault import parse
 
     if not vault:
         raise errors.UsageError("fleet_launch: lost_after_s, stop_when_done and budget go with vault")
     if key or secrets:
         raise errors.UsageError("fleet_launch with vault: a relaunch carries no key or secret_env")
-    spec = start.spec_of(command=cmd, fleet=fleet or "", vault_dir=scope.local_path(vault, os.environ), policy=policy,
-                         request=request, **fields)
+    host, where = parse(vault)  # HOST:DIR is on the vault host: the roots bind only a local vault
+    spec = start.spec_of(command=cmd, fleet=fleet or "", vault_dir=vault if host else scope.local_path(where, os.environ),
+                         policy=policy, request=request, **fields)
     return start.launch(spec)
 
 

@@ -52,11 +52,12 @@ RUN_POLICY = (
 # checkpoint into the vault and moves the run to another box of the fleet when its box is lost.
 _KEEPER_CLI = "the keeper is a detached process on the machine that runs the CLI"
 KEEPER = (
-    Param("vault", TEXT, "with --fleet: a directory here that keeps the run's complete checkpoints (verified copies), "
+    Param("vault", TEXT, "with --fleet: a directory here, or HOST:DIR on an always-on host over SSH (a local path "
+                         "with ':' is written ./a:b), that keeps the run's complete checkpoints (verified copies), "
                          "log and events; a keeper process then moves the run to another box of the fleet when its box "
                          "is lost, resuming from the vault (needs --checkpoint-dir and --resume-arg)",
-          tip="with fleet: a local directory (under the roots) keeping the run's checkpoints; a keeper moves a "
-              "lost box's run to another box of the fleet"),
+          tip="with fleet: a local directory (under the roots) or HOST:DIR keeping the run's checkpoints; a keeper "
+              "moves a lost box's run to another box of the fleet"),
     Param("lost_after", SECS, "with --vault: a box silent this long is lost (default 3m; a shorter blip is waited out)",
           low=1, high=DAY, tip="with vault: a box silent this long is lost (default 180 s; a shorter blip is waited out)"),
     Param("stop_when_done", SWITCH, "with --vault: once the run completed and its final checkpoint and --output paths "

@@ -28,7 +28,8 @@ class Fleet:
         self.state, self.vault = base / "state", base / "vault"
         self.file = base / "fleet.toml"
 
-    def box(self, price, stop=None):
+    def host(self):
+        """A box of the rig that is not in the fleet file (a vault host): its alias."""
         name = f"kp{next(_NAMES)}"
         home = self.base / f"home-{name}"
         home.mkdir()
@@ -36,6 +37,10 @@ class Fleet:
         env.update(PATH=f"{FAKEGPU / 'healthy'}:{self.bin}:{SYSTEM_PATH}", GPUOPS_JOBS_DIR=str(self.jobs(name)),
                    HOME=str(home), OMP_NUM_THREADS="1")
         self.boxes[name] = self.rig.box(name, env=env)
+        return name
+
+    def box(self, price, stop=None):
+        name = self.host()
         with open(self.file, "a") as f:
             f.write(f'[[host]]\nalias = "{name}"\nusd_per_hour = {price}\n')
             if stop:

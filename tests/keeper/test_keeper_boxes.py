@@ -57,17 +57,23 @@ def kinds(r):
     return [e["kind"] for e in r["events"]]
 
 
-def test_a_box_killed_outright_mid_run_finishes_on_another_from_the_vault(fleet):
-    a, b = fleet.box(2.0), fleet.box(3.0)
-    run, first = launch(fleet, command())
-    assert first == a  # the fleet's order breaks the tie between two idle boxes
-    assert wait_for(lambda: "checkpoint-10" in held(fleet, run), timeout=90, every=0.5), kinds(rec(run))
+def killed_and_moved(fleet, run, a, b) -> dict:
+    """Box `a` killed outright: the run's record once it finished on `b` within --lost-after + 90 s."""
     fleet.kill(a)
     killed_at = time.monotonic()
     r = ended(run, LOST_AFTER_S + 90)
     assert time.monotonic() - killed_at < LOST_AFTER_S + 90
     assert r["phase"] == record.FINISHED, r.get("why")
     assert [x["box"] for x in r["attempts"]] == [a, b]
+    return r
+
+
+def test_a_box_killed_outright_mid_run_finishes_on_another_from_the_vault(fleet):
+    a, b = fleet.box(2.0), fleet.box(3.0)
+    run, first = launch(fleet, command())
+    assert first == a  # the fleet's order breaks the tie between two idle boxes
+    assert wait_for(lambda: "checkpoint-10" in held(fleet, run), timeout=90, every=0.5), kinds(rec(run))
+    r = killed_and_moved(fleet, run, a, b)
     assert r["lost"][a].startswith("unreachable for")
     assert fleetstate.lost_boxes()[a]["run"] == run
     resumed = r["attempts"][1]["resumed_from"]

@@ -1,6 +1,7 @@
 """An agent keeps a run across boxes (issue 36, MCP) through the official client: fleet_launch takes the
 keeper's fields (vault, lost_after_s, stop_when_done, budget with checkpoint_dir and resume_arg), a
-vault outside the server's roots is refused before anything starts, and job_status of the run answers
+local vault outside the server's roots is refused before anything starts (a HOST:DIR one is on its
+host, not bound by them; a bad one is a usage error), and job_status of the run answers
 from the keeper's record: where each attempt ran, the vault, the ledger."""
 
 import json
@@ -53,3 +54,37 @@ async def test_an_agent_launches_a_kept_run_and_reads_its_boxes_vault_and_ledger
     money = kept["ledger"]
     assert sum(t["seconds"] for t in money["totals"].values()) == pytest.approx(money["wall_s"])
     assert money["usd"] == pytest.approx(1.8 * money["wall_s"] / 3600)
+
+
+@pytest.mark.anyio
+async def test_an_agents_vault_on_another_host_is_not_bound_by_the_roots(fleet, monkeypatch):
+    from mcp import Client
+
+    from gpuops.mcp import server
+
+    v, a = fleet.host(), fleet.box(1.0)
+    config = fleet.base / "config"
+    (config / "gpuops").mkdir(parents=True)
+    (config / "gpuops" / "fleet.toml").write_text(fleet.file.read_text() + f'[fleet.kept]\nhosts = ["{a}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(fleet.base / "config"))  # the vault host's DIR is not under them
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    asked = {"fleet": "kept", "gpus": 1, "cmd": command(steps=5), "checkpoint_dir": "ckpt",
+             "resume_arg": "--resume {checkpoint}", "lost_after_s": 6}
+    there = fleet.home(v) / "vault"
+    async with Client(server.build(toolsets="all")) as client:
+        bad = await client.call_tool("fleet_launch", dict(asked, vault=f"{v}:"))
+        assert bad.is_error and "HOST:DIR" in _doc(bad)["summary"], _doc(bad)
+        assert not fleet.jobs(a).exists() or not any(fleet.jobs(a).iterdir())  # nothing started
+        launched = await client.call_tool("fleet_launch", dict(asked, vault=f"{v}:{there}"))
+        doc = _doc(launched)
+        assert not launched.is_error and doc["ok"], doc
+        run = doc["data"]["job"]["job_id"]
+        assert doc["data"]["keeper"]["vault"] == f"{v}:{there.resolve()}/{run}"
+        with anyio.fail_after(120):
+            while record.read(run)["phase"] not in record.ENDED:
+                await anyio.sleep(0.5)
+        status = await client.call_tool("job_status", {"host": a, "job": run})
+    kept = _doc(status)["data"]["kept"]
+    assert kept["phase"] == record.FINISHED and "checkpoint-5" in kept["vault"]["held"]
+    assert (there / run / "checkpoints" / "checkpoint-5").is_dir()  # on the vault host (loopback: seen here)
