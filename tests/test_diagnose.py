@@ -243,7 +243,7 @@ def test_a_torchrun_worker_killed_by_hand_is_not_advised_as_a_host_oom():
     # where the OOM killer cannot be ruled out (no kernel log in a container), the triage's advice stands
     ev.update(kernel_readable=False)
     lines = verdict.triage_advice(triaged, ev, verdict.decide(ev)["ruled_out"])
-    assert lines == ["The log's tail reads as oom-host (failed).", "Lower the DataLoader's num_workers."]
+    assert lines == ["By its log's tail, triage finds oom-host (failed).", "Lower the DataLoader's num_workers."]
     assert verdict.triage_advice({"primary": None}, {}, []) == []
 
 

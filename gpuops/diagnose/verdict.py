@@ -20,6 +20,7 @@ from ..jobs.records import ExitRecord
 from ..jobs.rows import SHELL_CODES
 from ..states import STALLED
 from ..onbox.triage.retrypolicy import MAX_RUNTIME, STALL
+from ..onbox.triage.wording import PLAIN
 from . import crash
 
 # The verdicts whose name is an API word, not a person's: how a summary says them (the name stays
@@ -201,12 +202,13 @@ def triage_advice(triaged, ev, ruled_out):
     log naming no victim): its memory advice would send the reader after the wrong cause."""
     if not triaged or not triaged.get("primary"):
         return []
-    head = f"The log's tail reads as {triaged['primary']} ({triaged['status']})."
+    said = PLAIN.get(triaged["primary"], triaged["primary"])
+    head = f"By its log's tail, triage finds {said} ({triaged['status']})."
     why = next((r["why"] for r in ruled_out if r["cause"] == "oom-kill"), None)
     before, now = ev.get("oom_kills_at_launch"), ev.get("oom_kills_now")
     proven = ev.get("kernel_readable") and now is not None and before == now
     if triaged["primary"] == "oom-host" and why and proven:
-        return [f"The log's tail shows a kill that reads as {triaged['primary']}, but the OOM killer is ruled "
+        return [f"The log's tail shows a kill that looks like a host OOM, but the OOM killer is ruled "
                 f"out ({why}): something else sent the SIGKILL (a stop, a watchdog, a scheduler, a person)."]
     return [head] + list(triaged.get("advice") or [])[:3]
 

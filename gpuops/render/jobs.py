@@ -100,7 +100,7 @@ def run_line(run, now=None):
     if last:
         ago = f" {duration(now - last['at'])} ago" if now and last.get("at") else ""
         said = last.get("checkpoint") and f"from {last['checkpoint']}" or last.get("why") or last.get("class")
-        text += f"; last event: {last.get('kind')}{ago}" + (f" ({said})" if said else "")
+        text += f"; last event: {str(last.get('kind')).replace('-', ' ')}{ago}" + (f" ({said})" if said else "")
     if run.get("resumed_from") and last.get("checkpoint") != run["resumed_from"]:
         text += f"; resumed from {run['resumed_from']}"
     act = run.get("activity") or {}
