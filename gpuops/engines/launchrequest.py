@@ -14,7 +14,6 @@ import os
 from .. import engines
 from ..errors import UsageError
 from ..jobs import runpolicy, spec
-from typing import Sequence
 
 
 def check_script(path, shown=None):

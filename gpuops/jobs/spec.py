@@ -5,7 +5,6 @@ import signal
 
 from ..errors import UsageError
 from ..onbox.host import gpu_pins
-from typing import Sequence
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SLUG = re.compile(r"[^a-z0-9]+")

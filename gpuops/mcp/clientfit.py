@@ -9,7 +9,6 @@ biggest first. `summary`, `ok` and `error` are never cut. What went is listed un
 """
 
 import json
-from typing import Sequence
 
 LIMIT_CHARS = 40_000
 STRING_CHARS = 4_000

@@ -16,7 +16,6 @@ from mcp.server.mcpserver import Context
 from .. import errors, surface
 from . import requests, scope, trim
 from .adapter import OP_TIMEOUT_S, applies_plan, on_host
-from typing import Sequence
 
 
 def host_preflight(host, profile, paths, fields, failed_only):

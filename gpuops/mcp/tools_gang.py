@@ -13,7 +13,6 @@ from .. import errors
 from . import scope
 from .adapter import applies_plan, with_progress
 from .tools_jobs import _envs
-from typing import Sequence
 
 # The preflight's rendezvous test waits at most this long, so a launch answers well inside a call.
 LAUNCH_WINDOW_S = 10.0

@@ -12,9 +12,9 @@ import os
 from mcp.server.mcpserver import Context
 
 from .. import engines, errors
+from ..surface.jobs import STATUS_ROWS_MAX
 from . import scope, trim
 from .adapter import OP_TIMEOUT_S, applies_plan, check_regex, on_host, with_progress
-from typing import Sequence
 
 
 def _envs(env, secret_env):
@@ -148,9 +148,12 @@ def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min
     if progress_regex:
         check_regex("progress_regex", progress_regex)
     tags = _labels(labels)
+    # failed_only looks among every listed job, not the newest `limit`: a failure older than the last
+    # five healthy runs is what the caller asked for; `limit` then caps the failures shown
+    among = STATUS_ROWS_MAX if failed_only else limit
     return trim.status(on_host("status", host, lambda t: op.status(
         t, job=job, labels=tags, progress_regex=progress_regex, stall_factor=stall_factor, stall_min_s=stall_min_s,
-        limit=limit, timeout_s=OP_TIMEOUT_S)), fields, failed_only)
+        limit=among, timeout_s=OP_TIMEOUT_S)), fields, failed_only, cap=limit)
 
 
 def job_logs(host, job, attempt, tail, from_offset, max_bytes, encoding):

@@ -69,15 +69,17 @@ def preflight(doc, wanted, failed_only):
     return doc
 
 
-def status(doc, wanted, failed_only):
+def status(doc, wanted, failed_only, cap=None):
     """A status answer with each row's ROW keys (or `wanted`), and with failed_only only the jobs
-    whose state needs a look."""
+    whose state needs a look (at most `cap` of them)."""
     rows = (doc.get("data") or {}).get("jobs")
     if not isinstance(rows, list) or doc.get("error"):
         return doc
     kept, gone = [], set()
     for row in rows:
         if failed_only and row.get("state") in HEALTHY:
+            continue
+        if cap is not None and len(kept) >= cap:
             continue
         made, left = _keep(row, wanted, ROW)
         kept.append(made)

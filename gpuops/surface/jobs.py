@@ -16,6 +16,7 @@ WAITABLE = tuple(s for s in states.NAMES if s not in (states.PENDING, states.UNR
 EVENT = "event"  # --until event: a run's next event (gpuops.ops.wait)
 TAIL_LINES = "last N lines"
 STATUS_ROWS = 5  # job_status's rows unless asked for more: an answer under 2,000 characters (issue 37)
+STATUS_ROWS_MAX = 200  # the most it lists; failed_only looks among this many, however few it shows
 
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
               tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
@@ -171,7 +172,7 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
 ), tools=(
     Tool("job_status", "status", JOBS, READS, "Job states",
          "Job states: running, stalled, how it ended.", args=(
-             HOST1, a("job"), a("limit", default=STATUS_ROWS, low=1, high=200, tip="jobs listed, newest first"),
+             HOST1, a("job"), a("limit", default=STATUS_ROWS, low=1, high=STATUS_ROWS_MAX, tip="jobs listed, newest first"),
              a("labels", "label"),
              a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
              a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),

@@ -134,9 +134,11 @@ class LongLink:
                     # A writer woken late (a loaded machine) may catch up by _BURST_S, no more: the
                     # rate is the link's, not the scheduler's, and an idle link earns no credit.
                     free_at = max(free_at, time.monotonic() - _BURST_S) + len(data) / self.rate
-                dst.sendall(data)
+                # counted before it is handed on: the reader at the far end may act on these bytes
+                # (a test reads the counters) before this thread runs again
                 with self._lock:
                     setattr(self, direction, getattr(self, direction) + len(data))
+                dst.sendall(data)
                 if self.rate:
                     wait = free_at - time.monotonic()
                     if wait > 0:

@@ -10,7 +10,6 @@ import time
 
 from . import gpu, sysroot
 from .smi import KEYS, read_smi
-from typing import Sequence
 
 
 class Reader(object):

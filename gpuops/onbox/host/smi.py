@@ -8,7 +8,6 @@ import csv
 import re
 
 from . import busid, runcmd, sysroot
-from typing import Sequence
 
 APP_FIELDS = [("pid", "pid", int), ("process_name", "name", str), ("used_gpu_memory", "used_mib", float),
               ("gpu_bus_id", "bus_id", str)]

@@ -39,6 +39,9 @@ def stream(opts):
             pos += line + 1 if 0 <= line < int(limit) - 1 else 0
     _emit(out, logscan.frame(b"H", {"job_id": job_id, "start": pos, "size": size}))
     follow, limit = bool(opts.get("follow")), opts.get("max_bytes")
+    # a tail is the last N lines when asked: a page ends at the size it was counted in, or a job still
+    # writing adds lines to it (its `next` offset picks them up)
+    stop_at = size if not follow and opts.get("from_offset") is None else None
     sent, began, beat = 0, time.time(), time.time()
     meta = jobrecord.read_json(jobrecord.path(job_id, META)) or {}
     until = opts.get("until_s")
@@ -47,6 +50,8 @@ def stream(opts):
             end = {"reason": "timeout"}  # the caller's --timeout, kept here so the channel ends on time
         else:
             want = _STREAM_CHUNK if limit is None else min(_STREAM_CHUNK, int(limit) - sent)
+            if stop_at is not None:
+                want = min(want, stop_at - pos)
             data = logscan.read_range(log, pos, want) if want > 0 else b""
             if data:
                 if not _emit(out, logscan.frame(b"D", data)):

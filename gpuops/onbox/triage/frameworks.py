@@ -21,7 +21,7 @@ Kinds (signatures.py turns them into signatures):
     total     a number of epochs the run is configured for (a completion rule compares with it)
 """
 
-from typing import Sequence, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 
 class Entry(NamedTuple):

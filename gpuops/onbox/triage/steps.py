@@ -36,7 +36,7 @@ Stdlib only: the on-box log scanner imports this too.
 """
 
 import re
-from typing import Optional, Sequence
+from typing import Optional
 
 STEP_LITERAL = b"completed step: "
 STEP_PATTERN = rb"completed step: (\d+)"
