@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import goodput_keeper  # noqa: E402
+from benchmarks.stepstamps import Stamps  # noqa: E402
 from gpuops.onbox.host import procs  # noqa: E402
 
 DDP = ROOT / "tests" / "fixtures" / "runs" / "ddp_resume.py"
@@ -78,31 +79,6 @@ def ddp_command(a, ckpt, stamps, restarts=None):
     resume = "" if restarts is None else " --resume-latest"
     return (f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 2 {own}{DDP} --ckpt {ckpt} "
             f"--steps {a.steps} --every {a.every} --step-seconds {a.step_s} --stamps {stamps}{resume}")
-
-
-class Stamps(object):
-    """Rank 0's step stamps, read as the file grows."""
-
-    def __init__(self, path):
-        self.path, self.read, self.rows = path, 0, []
-
-    def poll(self):
-        with open(self.path, "a+") as f:
-            f.seek(self.read)
-            chunk = f.read()
-        whole = chunk[:chunk.rfind("\n") + 1]
-        self.read += len(whole.encode())
-        for line in whole.splitlines():
-            step, start, end, job = line.split()
-            self.rows.append({"step": int(step), "start": float(start), "end": float(end), "job": job})
-        return self.rows
-
-    def useful_s(self, until=None):
-        last = {}
-        for s in self.rows:  # a redone step replaces the run of it that a fault threw away
-            if until is None or s["end"] <= until:
-                last[s["step"]] = s["end"] - s["start"]
-        return sum(last.values()), len(last)
 
 
 class Run(object):

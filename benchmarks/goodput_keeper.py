@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks.stepstamps import Stamps
 from gpuops.keeper import ledger, record, view
 from gpuops.onbox.host import procs
 from tests.keeper.conftest import Fleet
@@ -35,14 +36,14 @@ class KeptRun(object):
         self.fleet = Fleet(self.rig, work)
         os.environ["GPUOPS_STATE_DIR"] = str(self.fleet.state)  # where record.read finds the keeper's record
         self.boxes = [self.fleet.box(2.0), self.fleet.box(2.0)]
-        self.stamps = work / "stamps"
-        self.rows, self.read, self.killed = [], 0, None
+        self.stamps = Stamps(work / "stamps")
+        self.killed = None
         self.rec = None
 
     def launch(self):
         a = self.args
         cmd = (f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 1 {DDP} --ckpt ckpt "
-               f"--steps {a.steps} --every {a.every} --step-seconds {a.step_s} --stamps {self.stamps}")
+               f"--steps {a.steps} --every {a.every} --step-seconds {a.step_s} --stamps {self.stamps.path}")
         env = dict(self.fleet.env(), PYTHONPATH=ROOT)
         self.started = time.time()
         out = subprocess.run([sys.executable, "-m", "gpuops", "launch", "--fleet", str(self.fleet.file), "--vault",
@@ -55,17 +56,10 @@ class KeptRun(object):
         self.run, self.box = doc["data"]["job"]["job_id"], doc["host"]
 
     def poll(self):
-        with open(self.stamps, "a+") as f:
-            f.seek(self.read)
-            chunk = f.read()
-        whole = chunk[:chunk.rfind("\n") + 1]
-        self.read += len(whole.encode())
-        for line in whole.splitlines():
-            step, start, end, job = line.split()
-            self.rows.append({"step": int(step), "start": float(start), "end": float(end), "job": job})
-        if self.killed is None and self.rows and self.rows[-1]["step"] >= self.args.steps // 2 + self.args.every // 2:
+        rows = self.stamps.poll()
+        if self.killed is None and rows and rows[-1]["step"] >= self.args.steps // 2 + self.args.every // 2:
             self.fleet.kill(self.box)
-            self.killed = {"at": time.time(), "job": self.rows[-1]["job"], "last": self.rows[-1]["step"]}
+            self.killed = {"at": time.time(), "job": rows[-1]["job"], "last": rows[-1]["step"]}
         self.rec = record.read(self.run)
         return self.rec["phase"] not in record.ENDED
 
@@ -75,13 +69,13 @@ class KeptRun(object):
             return ["box loss under the keeper: the run ended before its box could be killed"]
         money = view.status(r)["data"]["kept"]["ledger"]
         seconds = {kind: t["seconds"] for kind, t in money["totals"].items()}
-        later = [s for s in self.rows if s["job"] != k["job"]]
+        later = [s for s in self.stamps.rows if s["job"] != k["job"]]
         new = next((s for s in later if s["step"] > k["last"]), None)
         recovered = new["end"] - k["at"] if new else None
         keeper = seconds["detection"] + seconds["relaunch"]
         resumed = later[0]["step"] - 1 if later else None
         lost = k["last"] - resumed if later else None
-        useful = sum({s["step"]: s["end"] - s["start"] for s in self.rows}.values())
+        useful = self.stamps.useful_s()[0]
         share = (" (%.0f%% of the recovery)" % (100 * keeper / recovered)) if recovered else ""
         return [
             "box loss under the keeper (gpuops launch --fleet F --vault DIR --lost-after %ds; one rank on real sshd "
