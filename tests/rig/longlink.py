@@ -31,6 +31,19 @@ _RTO_S = 0.2             # Linux's minimum retransmission timeout
 _BURST_S = 0.05
 
 
+def dial(client, upstream):
+    """The upstream end of a relayed connection, both ends without Nagle's delay (a relay must not
+    add its own); None, and the client closed, when the upstream does not answer."""
+    try:
+        server = socket.create_connection(upstream)
+    except OSError:
+        client.close()
+        return None
+    for sock in (client, server):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return server
+
+
 class LongLink:
     def __init__(self, upstream_port: int, delay_s: float = 0.025, rate_bytes_s: float = None, loss: float = 0.0,
                  stall_s: float = None, lifetime_s: float = 900.0, max_connections: int = 256, seed: int = None,
@@ -81,13 +94,9 @@ class LongLink:
             if full:
                 client.close()
                 continue
-            try:
-                server = socket.create_connection(self.upstream)
-            except OSError:
-                client.close()
+            server = dial(client, self.upstream)
+            if server is None:
                 continue
-            for sock in (client, server):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self.connections += 1
                 self.open += 1

@@ -12,6 +12,8 @@ import socket
 import threading
 import time
 
+from tests.rig.longlink import dial
+
 _BUF = 256 * 1024
 _BURST_S = 0.05
 
@@ -53,13 +55,9 @@ class WireMeter:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            try:
-                server = socket.create_connection(self.upstream)
-            except OSError:
-                client.close()
+            server = dial(client, self.upstream)
+            if server is None:
                 continue
-            for sock in (client, server):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._accepted += 1
                 number = self._accepted
