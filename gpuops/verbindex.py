@@ -8,12 +8,12 @@ before Invoke or any verb (gpuops.cli.switches), and a verb loads only its own m
 """
 
 # {verb: (its group in `gpuops help`, the gpuops.surface module describing it, the gpuops.cli module
-# holding its function)}, in the help's order
+# holding its function, or 'made': gpuops.cli.made makes it)}, in the help's order
 VERBS = {
     'preflight': ('Check', 'box', 'preflight'),
     'fleet': ('Check', 'box', 'fleet'),
-    'profiles': ('Check', 'box', 'profiles'),
-    'teardown-check': ('Check', 'teardown', 'profiles'),
+    'profiles': ('Check', 'box', 'made'),
+    'teardown-check': ('Check', 'teardown', 'made'),
     'push': ('Data', 'data', 'sync'),
     'pull': ('Data', 'data', 'sync'),
     'verify': ('Data', 'data', 'sync'),
@@ -29,8 +29,8 @@ VERBS = {
     'diagnose': ('Post-mortem', 'box', 'diagnose'),
     'triage': ('Post-mortem', 'box', 'triage'),
     'reap': ('Post-mortem', 'box', 'reap'),
-    'gotcha': ('Reference', 'box', 'profiles'),
-    'disconnect': ('Connections', 'box', 'disconnect'),
+    'gotcha': ('Reference', 'box', 'made'),
+    'disconnect': ('Connections', 'box', 'made'),
 }
 
 # The verbs that connect to their --host (Verb.connects), each with its boolean flags, its

@@ -36,24 +36,34 @@ def verb(name: str):
         from .. import surface
 
         spec = surface.verb(name)
-        names = [p.name for p in spec.params] + (["engine_flags"] if spec.engine_flags else [])
         code = body.__code__
         own = list(code.co_varnames[1:code.co_argcount])
-        if own != names:
-            raise TypeError(f"{body.__name__} takes {own}; the description of {name} says {names}")
-        defaults = [p.cli_default for p in spec.params] + ([None] if spec.engine_flags else [])
-        fn = body.__name__
-        src = (f"def {fn}(c, " + ", ".join(f"{n}=_d[{i}]" for i, n in enumerate(names)) + "):\n"
-               "    return _parsed(_body, _spec, c, " + ", ".join(f"{n}={n}" for n in names) + ")\n")
-        space = {"_body": body, "_spec": spec, "_d": defaults, "_parsed": _parsed}
-        exec(compile(src, f"<the task of {name}>", "exec"), space)
-        made = space[fn]
-        made.__doc__, made.__module__, made.__qualname__ = body.__doc__, body.__module__, body.__qualname__
-        made.task_options = {"auto_shortflags": False, "positional": [], "help": {p.name: p.help for p in spec.params},
-                             "iterable": [p.name for p in spec.params if p.kind in REPEATED]}
-        return made
+        if own != _names(spec):
+            raise TypeError(f"{body.__name__} takes {own}; the description of {name} says {_names(spec)}")
+        return task(spec, body, body.__name__, body.__doc__, body.__module__, body.__qualname__)
 
     return make
+
+
+def _names(spec) -> list:
+    return [p.name for p in spec.params] + (["engine_flags"] if spec.engine_flags else [])
+
+
+def task(spec, body, fn: str, doc, module: str, qualname: str = ""):
+    """The function Invoke makes verb `spec`'s task of: named `fn`, taking the context and every flag
+    of the description by name, with its default, and calling `body(c, **flags)` once each value is
+    parsed (see verb). gpuops.cli.made gives it the body of a verb no one writes."""
+    names = _names(spec)
+    defaults = [p.cli_default for p in spec.params] + ([None] if spec.engine_flags else [])
+    src = (f"def {fn}(c, " + ", ".join(f"{n}=_d[{i}]" for i, n in enumerate(names)) + "):\n"
+           "    return _parsed(_body, _spec, c, " + ", ".join(f"{n}={n}" for n in names) + ")\n")
+    space = {"_body": body, "_spec": spec, "_d": defaults, "_parsed": _parsed}
+    exec(compile(src, f"<the task of {spec.name}>", "exec"), space)
+    made = space[fn]
+    made.__doc__, made.__module__, made.__qualname__ = doc, module, qualname or fn
+    made.task_options = {"auto_shortflags": False, "positional": [], "help": {p.name: p.help for p in spec.params},
+                         "iterable": [p.name for p in spec.params if p.kind in REPEATED]}
+    return made
 
 
 def _parsed(body, spec, c, **given):

@@ -20,9 +20,10 @@ from .. import verbindex
 from . import flags as F
 
 # Each verb and the module of verbs that defines it (gpuops/verbindex.py, generated from the
-# modules' TASKS), so a verb loads only its own module; the full program builds its namespace
-# from the modules in this order.
+# modules' TASKS; MADE: gpuops.cli.made makes it from its description), so a verb loads only its
+# own module; the full program builds its namespace from the modules in this order.
 VERBS = {verb: module for verb, (_, _, module) in verbindex.VERBS.items()}
+MADE = "made"
 MODULES = {module: tuple(v for v, m in VERBS.items() if m == module) for module in dict.fromkeys(VERBS.values())}
 HELP = (["--help"], ["-h"], ["help"])
 
@@ -37,10 +38,20 @@ def verb_name(body) -> str:
 
 def bodies() -> list:
     """Every verb's function, in the program's order."""
-    return [body for name in MODULES for body in _module(name).TASKS]
+    return [body for name in MODULES for body in _tasks(name)]
+
+
+def _tasks(module: str) -> tuple:
+    """The functions of a module of verbs: its TASKS, or those gpuops.cli.made makes."""
+    if module == MADE:
+        made = _module(module).made
+        return tuple(made(verb) for verb in MODULES[module])
+    return _module(module).TASKS
 
 
 def _body(verb):
+    if VERBS[verb] == MADE:
+        return _module(MADE).made(verb)
     return next(b for b in _module(VERBS[verb]).TASKS if verb_name(b) == verb)
 
 

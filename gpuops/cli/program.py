@@ -1,6 +1,7 @@
 """The task namespace behind both `inv` (via the root tasks.py) and the `gpuops` program.
 
-Each verb lives in its own module here (gpuops.cli.lite lists them) and is added to `ns` below.
+Each verb's function is written in a module here, or made from its description (gpuops.cli.made);
+gpuops.cli.lite lists them, and each is added to `ns` below.
 Tasks take flags only (no positional arguments) and no automatic short flags, so `--host` never
 steals `-h`. The program reads what the fast path (gpuops.cli.lite) left to it.
 """

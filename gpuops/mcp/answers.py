@@ -1,14 +1,17 @@
-"""What each tool's answer holds: every key its `data` may carry (KNOWN, for tests and docs), and
-the keys an agent acts on, typed with the closed vocabularies (ADVERTISED: the output schema).
+"""What each tool's answer holds: every key its `data` may carry (known(), for tests and docs), and
+the keys an agent acts on, typed with the closed vocabularies (advertised(): the output schema).
 
 A key is written short: s string, i integer, n number, b boolean, a array, o object, * anything;
-a trailing ? admits null.
+a trailing ? admits null; a word with no type names a dataclass whose fields the data carries.
+A tool whose verb names its operation (gpuops.mcp.made) says all this in its description
+(Tool.data, Tool.typed), in plain types; a written tool's is here, with its vocabularies.
 """
 
 import dataclasses
+import importlib
 import typing
 
-from .. import engines
+from .. import engines, surface
 from ..checks.shape import FACTS
 from . import vocab
 
@@ -42,9 +45,19 @@ def _dataclass_codes(cls):
     return " ".join(out)
 
 
-def known() -> dict:
-    from ..profiles import Profile
+def _codes(text: str) -> str:
+    """A description's short code, each dataclass it names ("gpuops.profiles.Profile") as its fields."""
+    def word(w: str) -> str:
+        if ":" in w:
+            return w
+        module, _, name = w.rpartition(".")
+        return _dataclass_codes(getattr(importlib.import_module(module), name))
 
+    return " ".join(word(w) for w in text.split())
+
+
+def _written() -> dict:
+    """Every key a written tool's data may carry."""
     return {
         "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s? engines:o" + _TRIMMED,
         "fleet_status": "hosts:a totals:o",
@@ -71,10 +84,6 @@ def known() -> dict:
         "vram_reap": "reap_version:i uid:i applied:b gpu:i? min_age_s:n idle_window_s:n samples:* gpu_source:s? "
                      "gpu_error:s? nested_pid_namespace:b gpus:a holders:a not_selected:i unreadable:i "
                      "nvml_unverified:a jobs_dir:s? actions:a plan_targets:a? plan_refused:b? plan:o",
-        "gotcha_lookup": "query:s total:i hits:a",
-        "profiles_show": "profiles:a deleted_by_meter_stop:a gotcha_titles:o " + _dataclass_codes(Profile),
-        "profile_guess": "guess:s? candidates:a facts:o",
-        "teardown_check": "profile:s verb:s meter_stop_verb:s deletes:a still_bills:s? keeps:a",
         "data_verify": "local:s remote:s files:i bytes_verified:n files_verified:i mismatches:a mismatch_count:i "
                        "extras:a extra_count:i hashing:o verified:b" + _ASKED,
         "data_push": _SYNC + _ASKED,
@@ -92,6 +101,21 @@ def known() -> dict:
         "request_cancel": _SYNC + " manifest:s" + _ASKED,
     }
 
+
+def known() -> dict:
+    """{tool: every key its data may carry}, in the short code."""
+    return dict(_written(), **{name: _codes(t.data) for name, t in surface.tools().items() if t.data})
+
+
+def advertised(tool: str) -> dict:
+    """The data keys the output schema of `tool` types: a made tool's `typed` keys, typed by its
+    `data`; a written one's ADVERTISED."""
+    spec = surface.tool(tool)
+    if not spec.data:
+        return ADVERTISED[tool]
+    codes = dict(w.split(":") for w in spec.data.split() if ":" in w)
+    return {key: {"type": [_JSON[codes[key][:-1]], "null"] if codes[key].endswith("?") else _JSON[codes[key]]}
+            for key in spec.typed}
 
 
 _S, _I, _N, _B = ({"type": t} for t in ("string", "integer", "number", "boolean"))
@@ -116,10 +140,8 @@ _COPIED = {"verified": _B, "mismatch_count": _I, "extra_count": _I, "request_id"
 
 # tool -> the data keys its output schema types (the others pass: consumers ignore keys they do not
 # know), chosen for what an agent branches on: states and verdicts, ids and offsets, flags.
-ADVERTISED = {
+ADVERTISED: dict = {
     "host_preflight": {},
-    "profile_guess": {"guess": _S0},
-    "teardown_check": {"deletes": {"type": "array"}, "still_bills": _S0},
     "job_launch": _BEGUN,
     "job_status": {"jobs": _rows(job_id=_S, state=STATE, reason=_S0), "more": _I},
     "job_logs": {"text": _S, "bytes_b64": _S, "next_offset": _I0, "more": _B, "text_exact": _B},
@@ -147,8 +169,6 @@ ADVERTISED = {
     "gang_logs": {"cursors": _S},
     "gang_stop": {"dry_run": _B, "plan": _PLAN},
     "gang_diagnose": _GANG,
-    "profiles_show": {},
-    "gotcha_lookup": {"hits": {"type": "array"}},
     "request_wait": {"request_id": _S, "state": vocab.enum(vocab.REQUEST_STATES)},
     "request_cancel": {"request_id": _S, "state": vocab.enum(vocab.REQUEST_STATES)},
 }

@@ -9,13 +9,13 @@ result, which clients do not check against this schema, and 16 kinds on every to
 characters a turn): other keys are allowed (consumers ignore keys they do not know, the
 envelope's own rule), none is required but the envelope's own (the budget may drop a data key:
 gpuops.mcp.clientfit). Clients validate a successful result against it (the official client does);
-tests/test_mcp_contract.py holds each tool's answers to every key it may carry (answers.KNOWN).
+tests/test_mcp_contract.py holds each tool's answers to every key it may carry (answers.known()).
 """
 
 from .. import surface
 from ..findings import SEVERITIES
 from . import clientfit, vocab
-from .answers import ADVERTISED
+from .answers import advertised
 
 _S = {"type": "string"}
 FAR = 100_000  # a maximum past this (a year of seconds) says nothing a model needs
@@ -24,7 +24,7 @@ FINDING = {"properties": {"id": _S, "severity": vocab.enum(SEVERITIES)}}
 
 def output_schema(tool) -> dict:
     """The envelope as `tool` returns it."""
-    props = {"data": {"properties": ADVERTISED[tool]}}
+    props: dict = {"data": {"properties": advertised(tool)}}
     if surface.tool(tool).findings:  # the others' findings list is always empty
         props["findings"] = {"type": "array", "items": FINDING}
     return {"type": "object", "required": ["summary", "ok", "command"], "properties": props}

@@ -1,5 +1,6 @@
 """The MCP server: one tool per gpuops operation, each a thin call into gpuops.ops, each made from
-its description (gpuops.surface: parameters, purpose, toolset, what it does to the world).
+its description (gpuops.surface: parameters, purpose, toolset, what it does to the world); a tool
+whose verb's description names its operation has no function written either (gpuops.mcp.made).
 
 Every tool returns the operation's envelope (gpuops.envelope), `summary` first, bounded by
 gpuops.mcp.clientfit, as compact JSON in both the structured content and the one text block:
@@ -25,8 +26,8 @@ from pydantic import ConfigDict, ValidationError
 from .. import __version__, errors, surface
 from ..envelope import envelope, error_envelope, public
 from ..surface.model import CHANGES, ENDS, READS, RUNS
-from . import (approval, chains, clientfit, nextsteps, params, requests, resources, schemas, tools_box, tools_gang,
-               tools_jobs, vocab, words)
+from . import (approval, chains, clientfit, made, nextsteps, params, requests, resources, schemas, tools_box,
+               tools_gang, tools_jobs, vocab, words)
 from . import toolsets as sets
 
 log = logging.getLogger("gpuops.mcp")
@@ -34,6 +35,7 @@ log = logging.getLogger("gpuops.mcp")
 LOG_RESULT_META = {"anthropic/maxResultSizeChars": 60_000}
 _LONG = ("job_logs", "job_wait", "log_triage", "gang_logs")  # answers that may carry a log's text
 
+# The written tools' functions; a tool whose verb names its op is made (gpuops.mcp.made)
 FUNCTIONS = {fn.__name__: fn for fn in (*tools_box.TOOLS, *tools_jobs.TOOLS, *tools_gang.TOOLS, *requests.TOOLS)}
 
 _HOW = """\
@@ -148,7 +150,7 @@ class StrictTool(Tool):
 
 
 def _tool(spec, listed, profile_names):
-    fn = FUNCTIONS[spec.name]
+    fn = made.made(spec.name) if spec.verb and surface.verb(spec.verb).op else FUNCTIONS[spec.name]
     fn.__signature__ = params.signature(fn, surface.args(spec.name))
     tool = StrictTool.from_function(fn, title=spec.title, description=spec.does, annotations=annotations(spec),
                                     meta=LOG_RESULT_META if spec.name in _LONG else None)

@@ -1,5 +1,5 @@
-"""The box and data tools: preflight, fleet, reap, gotchas, profiles (and the guess), teardown-check,
-verify, push, pull.
+"""The box and data tools written by hand: preflight, fleet, reap, verify, push, pull (gotchas,
+profiles and teardown-check are made from their descriptions: gpuops.mcp.made).
 
 Each returns the operation's envelope (the same gpuops.ops call the CLI makes; a copy runs as the
 CLI verb itself, as a request: gpuops.mcp.requests) or raises a GpuopsError; gpuops.mcp.server
@@ -44,30 +44,6 @@ def vram_reap(host, gpu, yes, plan_id, min_age_s, idle_window_s, term_wait_s):
                                                    term_wait=term_wait_s, yes=yes, plan=plan_id))
 
 
-def gotcha_lookup(query, limit):
-    from ..ops import catalog
-
-    return catalog.find_gotchas(query, limit)
-
-
-def profiles_show(name):
-    from ..ops import catalog
-
-    return catalog.show_profile(name) if name else catalog.list_profiles()
-
-
-def profile_guess(host):
-    from ..ops import catalog
-
-    return on_host("profiles", host, catalog.guess_on)
-
-
-def teardown_check(host, profile, keep, verb):
-    from ..ops import teardown
-
-    return teardown.teardown_check(host, profile, keep or [], verb)
-
-
 async def _copy(ctx, tool, host, args, what, wait_s):
     """A copy as a request (gpuops.mcp.requests): its answer within `wait_s`, or its request_id.
     One host, as every tool takes; the local path already resolved under the owner's roots."""
@@ -110,5 +86,4 @@ def _check_plan(tool, delete, yes, plan_id):
         applies_plan(tool, yes, plan_id)
 
 
-TOOLS = (host_preflight, fleet_status, vram_reap, gotcha_lookup, profiles_show, profile_guess, teardown_check,
-         data_verify, data_push, data_pull)
+TOOLS = (host_preflight, fleet_status, vram_reap, data_verify, data_push, data_pull)

@@ -5,6 +5,8 @@ mount points, environment variable names (never values) and a few marker files, 
 and reports which profile it resembles. The guess is reported, never applied.
 """
 
+from typing import Optional
+
 from .. import gotcha as gotchas
 from ..envelope import envelope, step
 from ..errors import HostError, NotFound
@@ -27,6 +29,16 @@ def list_profiles() -> dict:
     rows = [_row(p) for p in P.all_profiles()]
     return envelope("profiles", ok=True, summary=f"{len(rows)} profiles (user profiles: {P.user_dir()})",
                     data={"profiles": rows}, advice=["Name one profile to see it in full."])
+
+
+def profiles(name: Optional[str] = None, host: Optional[str] = None, identity: Optional[str] = None) -> dict:
+    """`profiles`: the platform each box of `host` resembles (a guess), else the profile `name` in
+    full, else the list."""
+    if host:
+        from .hosts import on_hosts
+
+        return on_hosts("profiles", host, guess_on, identity)
+    return show_profile(name) if name else list_profiles()
 
 
 def show_profile(name: str) -> dict:

@@ -9,6 +9,7 @@ exists, and every file the manifest lists under the path is still on disk with i
 import json
 import os
 import posixpath
+from typing import Optional, Sequence
 
 from .. import profiles as P
 from .. import pullindex
@@ -75,32 +76,34 @@ def _keep_finding(profile, host: str, keep, verb):
                    fix=pull_cmd, gotcha=profile.billing.loss_gotcha or "U20"), record
 
 
-def teardown_check(host: str, profile_name, keeps=(), verb: str = "stop") -> dict:
+def teardown_check(host: str, profile: str, keep: Optional[Sequence[str]] = (), verb: str = "stop") -> dict:
+    """What giving `host` back with `verb` deletes under `profile`, and whether each path to `keep` is
+    safe: on a tier that survives, or pulled and still verified here."""
     if not host or "," in host:
         raise UsageError("teardown-check needs exactly one --host (the name used when pulling)")
-    if not profile_name:
+    if not profile:
         raise UsageError("teardown-check needs --profile: the platform decides what its verbs delete")
     if verb not in P.VERBS:
         raise UsageError(f"--verb must be one of {', '.join(P.VERBS)}")
-    profile = P.load(profile_name)
-    label = P.verb_label(profile, verb)
-    lost = P.lost_tiers(profile, verb)
+    platform = P.load(profile)
+    label = P.verb_label(platform, verb)
+    lost = P.lost_tiers(platform, verb)
     findings = [Finding("teardown.deletes", "info", f"{label} deletes " + (", ".join(t.name for t in lost) or "nothing"),
-                        evidence={t.name: t.path for t in lost}, gotcha=(profile.billing.loss_gotcha or None) if lost else None)]
-    if profile.billing.still_bills:
-        findings.append(Finding("teardown.still-bills", "warn", "still billed afterwards: " + profile.billing.still_bills,
-                                gotcha=profile.billing.bills_gotcha or None))
-    action = profile.billing.meter_stop_is if verb == "stop" else verb
+                        evidence={t.name: t.path for t in lost}, gotcha=(platform.billing.loss_gotcha or None) if lost else None)]
+    if platform.billing.still_bills:
+        findings.append(Finding("teardown.still-bills", "warn", "still billed afterwards: " + platform.billing.still_bills,
+                                gotcha=platform.billing.bills_gotcha or None))
+    action = platform.billing.meter_stop_is if verb == "stop" else verb
     if action == "pause":
-        for c in profile.clocks:
+        for c in platform.clocks:
             findings.append(Finding("teardown.clock", "warn", f"{c.name}: {c.effect}",
                                     evidence={"trigger": c.trigger, "after_s": c.after_s}, gotcha=c.gotcha or None))
     records = []
-    for keep in keeps:
-        path = profile.absolute(keep)
+    for given in keep or ():
+        path = platform.absolute(given)
         if not path or not path.startswith("/"):
-            raise UsageError(f"--keep {keep!r}: give the absolute path on the box (profile {profile.name} has no home)")
-        finding, record = _keep_finding(profile, host, path, verb)
+            raise UsageError(f"--keep {given!r}: give the absolute path on the box (profile {platform.name} has no home)")
+        finding, record = _keep_finding(platform, host, path, verb)
         findings.append(finding)
         records.append(record)
     at_risk = [r["path"] for r in records if r["status"] in ("lost", "unverified")]
@@ -113,8 +116,8 @@ def teardown_check(host: str, profile_name, keeps=(), verb: str = "stop") -> dic
     # A pull's local destination is the caller's choice, so it is advice, not a step to run.
     advice = [f"Pull {p} to this machine with gpuops pull (it verifies, and records the pull for this check) "
               f"before {label}." for p in at_risk]
-    data = {"profile": profile.name, "verb": verb, "meter_stop_verb": profile.billing.meter_stop_verb,
-            "deletes": [{"tier": t.name, "path": t.path} for t in lost], "still_bills": profile.billing.still_bills,
+    data = {"profile": platform.name, "verb": verb, "meter_stop_verb": platform.billing.meter_stop_verb,
+            "deletes": [{"tier": t.name, "path": t.path} for t in lost], "still_bills": platform.billing.still_bills,
             "keeps": records}
     return envelope("teardown-check", ok=not any_failed(findings), summary=summary, host=host, data=data,
                     findings=worst_first(findings), advice=advice)

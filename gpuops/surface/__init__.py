@@ -9,10 +9,12 @@ message's flags become (gpuops.mcp.words), and docs.py the interface reference
 the other lacks says why (Param.cli_only, Arg.why); tests/test_surface.py holds both sides to it.
 
 A new flag is one Param in its verb's tuple (and, for MCP, an `a(name)` in a tool's args), plus its
-name in the verb's function (gpuops.cli) and its tool's (gpuops.mcp): the parity test says which
-is missing.
+name in the verb's function (gpuops.cli) and its tool's (gpuops.mcp), where those are written: the
+parity test says which is missing. A verb whose description names its operation and renderer
+(Verb.op, Verb.render) has neither written: both faces are made of the description (gpuops.cli.made,
+gpuops.mcp.made), and a new verb of that kind is its description, its operation and its renderer.
 
-Nothing here imports the CLI, the MCP SDK or an operation: both faces read it.
+Nothing here imports the CLI, the MCP SDK or an operation when read: both faces read it.
 """
 
 import functools

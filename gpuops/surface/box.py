@@ -140,7 +140,8 @@ TRIAGE = Verb("triage", "Post-mortem", READS, line="read a training log: status,
 
 PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop button destroys",
                 examples=("gpuops profiles", "gpuops profiles autodl", "gpuops profiles --guess --host box"),
-                word="name", params=(
+                word="name", op="gpuops.ops.catalog:profiles", render="gpuops.render.catalog:render_profiles",
+                doc="List platform profiles, show one, or guess which one a box is on.", params=(
     Param("name", TEXT, "show one profile in full (default: list them all)", tip="one profile in full (default: "
                                                                                 "list them)"),
     Param("host", TEXT, "guess the platform of this box from its hostname, mounts and env names (reported, never "
@@ -150,13 +151,16 @@ PROFILES = Verb("profiles", "Check", READS, line="platform profiles: what a stop
 ), tools=(
     Tool("profiles_show", "profiles", "reference", READS, "Platform profiles",
          "Platform profiles: paths, what the meter-stop deletes, detach method, thresholds.", local=True,
-         args=(a("name"),)),
+         args=(a("name"),), data="profiles:a deleted_by_meter_stop:a gotcha_titles:o gpuops.profiles.Profile"),
     Tool("profile_guess", "profiles", "reference", READS, "Guess a box's platform",
-         "Which platform profile a box resembles (a guess, never applied).", args=(a("host", required=True),)),
+         "Which platform profile a box resembles (a guess, never applied).", args=(a("host", required=True),),
+         data="guess:s? candidates:a facts:o", typed=("guess",)),
 ))
 
 GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU traps",
-              examples=("gpuops gotcha inode", "gpuops gotcha U7"), word="query", words=True, params=(
+              examples=("gpuops gotcha inode", "gpuops gotcha U7"), word="query", words=True,
+              op="gpuops.ops.catalog:find_gotchas", render="gpuops.render.catalog:render_gotchas",
+              doc="Look up a gotcha: what you see, why, the fix, and how gpuops checks or prevents it.", params=(
     Param("query", TEXT, "a gotcha id (U7, AD4, RP3) or keywords (inode, xid, crlf, stdin, zombie …)",
           tip="a gotcha id (U7, AD4) or keywords (inode, xid, zombie)"),
     Param("limit", INT, "at most this many entries (default 5)", tip="gotchas returned at most, best match first",
@@ -165,12 +169,13 @@ GOTCHA = Verb("gotcha", "Reference", READS, line="the catalog of rented-GPU trap
 ), tools=(
     Tool("gotcha_lookup", "gotcha", "reference", READS, "Look up a gotcha",
          "Look up a known GPU-box gotcha: what you see, why, the fix, how gpuops checks it.", local=True,
-         args=(
-             a("query", required=True), a("limit", high=20))),
+         args=(a("query", required=True), a("limit", high=20)), data="query:s total:i hits:a", typed=("hits",)),
 ))
 
 DISCONNECT = Verb("disconnect", "Connections", READS, line="close the SSH connections kept between calls",
-                  examples=("gpuops disconnect", "gpuops disconnect --host box"), connects=False, params=(
+                  examples=("gpuops disconnect", "gpuops disconnect --host box"), connects=False,
+                  op="gpuops.ops.disconnect:disconnect", render="gpuops.render.plain:summary",
+                  doc="Close the SSH master connections kept between calls (all of them, or one box's).", params=(
     host("close only this box's connection (an ssh_config alias or user@host:port; comma-separate several)"),
     Param("identity", TEXT, "the SSH private key file the connection was opened with"),
     Param("json", SWITCH, "print one JSON envelope instead of text"),

@@ -25,9 +25,9 @@ JOBS_DIR = Param("jobs_dir", TEXT, "job records directory on the box (default: $
                                    "~/.gpuops/jobs)",
                  cli_only="a tool uses the box's own ($GPUOPS_JOBS_DIR there, else ~/.gpuops/jobs)")
 VERBOSE = Param("verbose", SWITCH, "each finding in full: its evidence and fix (default: one line per finding)",
-                cli_only="how a table is drawn for people")
+                cli_only="how a table is drawn for people", shows="verbose")
 ALL = Param("all", SWITCH, "as --verbose, and list every passing check on its own line, even when that takes "
-                           "more than a screen", cli_only="how a table is drawn for people")
+                           "more than a screen", cli_only="how a table is drawn for people", shows="show_all")
 WATCH = Param("watch", SWITCH, "redraw the table in place, asking again each second, until Ctrl-C (then print "
                                "the last one)", cli_only="a table redrawn for people; a tool answers once")
 WHICH = "the job's id or a unique part of it, its --key or its --name"

@@ -6,9 +6,15 @@ tool's own name, narrowed where a tool call differs (a wait bounded by a call's 
 parameter of the tool alone, whose `why` says why the CLI has no such flag. A Param no tool
 takes says why in `cli_only`. gpuops.surface holds every verb's; gpuops.cli and gpuops.mcp are
 made from them, and tests/test_surface.py lists both sides.
+
+A verb whose description names its operation and renderer (Verb.op, Verb.render: "module:function")
+is nothing more: its task (gpuops.cli.made) and its tools' functions (gpuops.mcp.made) are made from
+it, the operation called with the flags by name, and each tool's answer described by its `data`.
 """
 
+import importlib
 from dataclasses import dataclass, replace
+from typing import Callable
 
 # What a value is. The CLI reads every one from text; MCP takes the JSON type in KINDS.
 TEXT, INT, NUM, SECS, SWITCH, CHOICE = "text", "int", "number", "seconds", "switch", "choice"
@@ -42,6 +48,7 @@ class Param:
     what: str = None                # how a bad number's message names what it takes ("a byte offset")
     choices: tuple = ()
     cli_only: str = ""              # why no MCP tool takes it
+    shows: str = ""                 # a made task hands it to the renderer under this keyword, not to the operation
 
     @property
     def flag(self):
@@ -87,6 +94,11 @@ class Tool:
     dangerous: tuple = ()           # Args that make one call destructive (delete on a copy)
     local: bool = False             # reads only this machine (no box)
     findings: bool = False          # its answers carry findings (the output schema lists them)
+    # A made tool's answer (its verb has an op): every key its data may carry, in gpuops.mcp.answers'
+    # short code (a word without a type names a dataclass whose fields it carries), and the keys of
+    # those its output schema types, the ones an agent branches on. A written tool's are in answers.py.
+    data: str = ""
+    typed: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,12 @@ class Verb:
     connects: bool = True           # its --host is a box it connects to (the warm-up may start early)
     resumable: bool = False         # run again after Ctrl-C, it picks up where it stopped
     sections: tuple = ()            # ((title, (param names)), ...): its --help's groups of flags (sectioned)
+    # A verb whose faces are made from this description (gpuops.cli.made, gpuops.mcp.made): its
+    # operation, called with its params by name (not json, nor those a Param `shows`), each tool's
+    # with the params its Args are; its renderer (doc, console, **shown); its --help's text.
+    op: str = ""                    # "gpuops.ops.disconnect:disconnect"
+    render: str = ""                # "gpuops.render.catalog:render_gotchas"
+    doc: str = ""
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -139,3 +157,10 @@ def resolve(verb, arg: Arg) -> Arg:
     return replace(arg, kind=arg.kind or p.kind, tip=tip, default=default,
                    low=arg.low if arg.low is not None else p.low, high=arg.high if arg.high is not None else p.high,
                    choices=arg.choices or p.choices)
+
+
+def named(path: str) -> Callable:
+    """The function a description names as "module:function" (Verb.op, Verb.render), imported when
+    a face calls it, never when the description is read."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
