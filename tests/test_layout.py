@@ -144,8 +144,8 @@ LAYERS = {
     "onbox.all": ((), ("onbox", "onbox.helper", "onbox.reaper", "onbox.facts", "onbox.jobs")),
     # the workstation's rules and records, which read what the box answers
     "records": (("gpuops.pullindex", "gpuops.probecache", "gpuops.qualifystore", "gpuops.fleetstate"), ("onbox.all",)),
-    "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.profiles_guess",
-               "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
+    "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.sitedefaults",
+               "gpuops.profiles_guess", "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
     "jobs": (("gpuops.jobs", "gpuops.diagnose"), ("rules", "records")),
     "engines": (("gpuops.engines",), ("jobs",)),
     # one description per verb, which both faces read: neither face, nor what runs a verb

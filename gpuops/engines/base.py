@@ -91,8 +91,14 @@ class Engine:
         return {}
 
     def profile_defaults(self, profile):
-        """Flag values a platform profile gives every job it launches on this engine."""
-        return {}
+        """Flag values a platform profile gives every job it launches on this engine: the set
+        fields of its table under this engine's name (gpuops.sitedefaults), each its flag's."""
+        import dataclasses
+
+        table = profile.engines.get(self.name) if profile is not None else None
+        if table is None:
+            return {}
+        return {f.name: getattr(table, f.name) for f in dataclasses.fields(table) if getattr(table, f.name)}
 
     def explain_rejection(self, err: Rejected, asked: dict) -> GpuopsError:
         """A rejection from the box (errors.Rejected), said in terms of the flags asked."""

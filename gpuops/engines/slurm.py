@@ -114,11 +114,6 @@ class Slurm(Engine):
         resources = sbatch.resources(dict(asked))
         return {"engine": self.name, "resources": resources, "sbatch_options": sbatch.options(resources)}
 
-    def profile_defaults(self, profile):
-        site = profile.slurm if profile is not None else None
-        return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
-                if site is not None and getattr(site, k)}
-
     def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
         host, _, said = err.message.partition(": ")
