@@ -7,23 +7,16 @@ The box names the install (gpuops.onbox.host.torchinfo); a different key, or non
 Best effort: a file that cannot be read or written is as good as none.
 """
 
-import json
-import os
 import time
 
-from .pullindex import state_dir, write_per_host
+from .pullindex import read_state, write_per_host
 
 _KEEP = 200  # hosts
-_MAX_BYTES = 1 << 20
 _NAME = "torch-facts.json"
 FACTS = ("version", "cuda", "arch_list")
 # What the box answered is kept only within these: a key or fact longer is a box gone odd, and
 # asking it again next time costs one import, while keeping it would grow this file.
 KEY_MAX, WORD_MAX, ARCHES_MAX = 4096, 256, 64
-
-
-def _path():
-    return os.path.join(state_dir(), _NAME)
 
 
 def _keepable(torch):
@@ -36,18 +29,9 @@ def _keepable(torch):
             and all(isinstance(a, str) and word(a) for a in arches))
 
 
-def _load():
-    try:
-        with open(_path(), encoding="utf-8") as f:
-            data = json.loads(f.read(_MAX_BYTES + 1)[:_MAX_BYTES])
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def known(host: str):
     """{"key", "facts"} kept for `host`, or None."""
-    entry = _load().get(host)
+    entry = read_state(_NAME).get(host)
     if not isinstance(entry, dict) or not isinstance(entry.get("key"), str) or not isinstance(entry.get("facts"), dict):
         return None
     return entry
@@ -70,6 +54,6 @@ def merged(host: str, torch, kept):
 
 
 def _remember(host: str, key, facts) -> None:
-    data = _load()
+    data = read_state(_NAME)
     data[host] = {"key": key, "facts": facts, "seen_at": time.time()}
     write_per_host(_NAME, data, _KEEP, "seen_at")

@@ -18,10 +18,10 @@ import posixpath
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Optional
 
-from . import tomlschema
+from . import sitedefaults, tomlschema
+from .tomlschema import field as _f
 from .errors import NotFound, UsageError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -37,16 +37,6 @@ DETACH = PROCESS_DETACH + SCHEDULER_DETACH
 METER_STOP = ("pause", "destroy", "none")
 EGRESS = ("free", "metered", "host-priced", "unknown")
 VERBS = ("stop", "pause", "destroy")
-
-
-def _f(doc, default=dataclasses.MISSING, **meta):
-    """A schema field: `doc` feeds SCHEMA.md; no default means the key is required."""
-    metadata = {"doc": doc, **meta}
-    if isinstance(default, dict):
-        return dataclasses.field(default_factory=lambda: MappingProxyType(dict(default)), metadata=metadata)
-    if isinstance(default, type):
-        return dataclasses.field(default_factory=default, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,15 +68,6 @@ class Launch:
     python: str = _f("interpreter to run jobs with (empty = python3 on PATH)", "")
     env: Mapping[str, str] = _f("environment every job gets (never secrets)", {})
     notes: str = _f("how detaching behaves across drops, restarts and stops", "")
-
-
-@dataclasses.dataclass(frozen=True)
-class Scheduler:
-    partition: str = _f("Slurm partition jobs go to unless --partition says (empty = the cluster's default)", "")
-    account: str = _f("Slurm account jobs are charged to unless --account says", "")
-    qos: str = _f("Slurm QOS jobs ask for unless --qos says", "")
-    constraint: str = _f("node features jobs ask for unless --constraint says", "")
-    time: str = _f("walltime jobs ask for unless --time says (Slurm's formats: 90, 1:30:00, 2-00:00:00)", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +157,8 @@ class Profile:
     preflight: Mapping[str, object] = _f("preflight threshold overrides (names from gpuops.checks.thresholds)", {})
     gotchas: tuple[str, ...] = _f("the platform's own gotcha ids (see `gpuops gotcha`)", (), pattern=GOTCHA_ID)
     guess: Guess = _f("signals for guessing this platform from a box", Guess)
-    slurm: Scheduler = _f("site defaults for jobs submitted to Slurm (module loads: launch.proxy_hook)", Scheduler)
+    # [NAME]: each engine's own table, under its registry name (gpuops.sitedefaults): {name: table}
+    engines: Mapping[str, object] = _f("each engine's own table", {}, file=False, tables=sitedefaults.tables)
 
     def tier_for(self, remote_path: str) -> Optional[Tier]:
         """The most specific storage tier whose path covers `remote_path`, or None."""

@@ -38,6 +38,17 @@ def write_state(name: str, doc) -> None:
     Root(state_dir()).write_atomic(name, json.dumps(doc).encode("utf-8"), mode=0o600)
 
 
+def read_state(name: str, most: int = 1 << 20) -> dict:
+    """The JSON object in the state dir's file `name`, or {} where there is none, it is not one or
+    it is larger than `most` bytes: best effort, like the caches that use it."""
+    try:
+        with open(os.path.join(state_dir(), name), encoding="utf-8") as f:
+            data = json.loads(f.read(most + 1)[:most])
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_per_host(name: str, data, keep, stamp) -> None:
     """`data` ({host: entry}) kept as by write_state, only the `keep` entries newest by their `stamp`
     key: best effort, like the caches that use it (a file that cannot be written is as good as none)."""

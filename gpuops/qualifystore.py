@@ -6,31 +6,19 @@ Stored as <state dir>/qualify.json (state dir as for the pull index), mode 0600:
 Best effort, like gpuops.probecache: a file that cannot be read or written is as good as none.
 """
 
-import json
-import os
 import time
 
-from .pullindex import state_dir, write_per_host
+from .pullindex import read_state, write_per_host
 
 _NAME = "qualify.json"
 _KEEP = 500  # hosts
-_MAX_BYTES = 1 << 20
 VERDICTS = ("keep", "return", "unmeasured")
 FAILED_MAX, TEXT_MAX = 5, 200
 
 
-def _load() -> dict:
-    try:
-        with open(os.path.join(state_dir(), _NAME), encoding="utf-8") as f:
-            data = json.loads(f.read(_MAX_BYTES + 1)[:_MAX_BYTES])
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def verdict(host: str):
     """{"verdict", "at", "models", "failed"} last recorded for `host`, or None."""
-    entry = _load().get(host)
+    entry = read_state(_NAME).get(host)
     if not isinstance(entry, dict) or entry.get("verdict") not in VERDICTS or not isinstance(entry.get("at"), (int, float)):
         return None
     return {"verdict": entry["verdict"], "at": entry["at"],
@@ -39,7 +27,7 @@ def verdict(host: str):
 
 
 def record(host: str, judged: dict, models, now=None) -> None:
-    data = _load()
+    data = read_state(_NAME)
     data[host] = {"verdict": judged["verdict"], "at": time.time() if now is None else now,
                   "models": sorted(set(models))[:8],
                   "failed": [r["what"][:TEXT_MAX] for r in judged["rows"] if r["verdict"] == "return"][:FAILED_MAX]}

@@ -3,9 +3,10 @@
 A schema is a frozen dataclass: its fields are the allowed keys, a field without a default is
 required, and the annotation is the type. `metadata` may carry `choices` (allowed strings), `min`
 (the least allowed number) and `doc` (one line for the generated schema docs);
-`metadata={"file": False}` marks a field the loader fills in itself. A float is always finite:
-TOML's nan and inf are never a meaningful duration, price or size. Every mistake becomes one
-UsageError line that names the file, the line and the key, e.g.
+`metadata={"file": False}` marks a field the loader fills in itself, and `tables` (a call giving
+{name: dataclass}) one that holds named tables of the file's own table ([slurm] of a profile). A
+float is always finite: TOML's nan and inf are never a meaningful duration, price or size. Every
+mistake becomes one UsageError line that names the file, the line and the key, e.g.
 `profiles/x.toml:12: billing.meter_stop_verb: expected a string, got 3`. A document nested deeper
 than MAX_DEPTH is refused before tomllib, which recurses, reads it.
 
@@ -245,18 +246,40 @@ def _convert(tp, value, path, src, meta):
     return value
 
 
+def field(doc: str, default=dataclasses.MISSING, **meta):
+    """A schema field: `doc` feeds the generated schema docs; no default means the key is required."""
+    metadata = {"doc": doc, **meta}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: types.MappingProxyType(dict(default)), metadata=metadata)
+    if isinstance(default, type):
+        return dataclasses.field(default_factory=default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
 def file_fields(cls) -> list:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("file", True)]
+
+
+def _named_tables(cls) -> dict:
+    """{field: {table name: dataclass}} of `cls`'s fields that hold named tables: a field whose
+    metadata's `tables` (a call) names the tables it holds, each a key of the file's own table,
+    read into the field as {name: table} (absent ones at their defaults) and shown back in place."""
+    return {f.name: f.metadata["tables"]() for f in dataclasses.fields(cls) if "tables" in f.metadata}
 
 
 def build(cls, raw: dict, src: Source, path: tuple = (), **extra):
     """An instance of dataclass `cls` from the TOML table `raw`, or a UsageError for the first mistake."""
     hints = typing.get_type_hints(cls)
     allowed = {f.name: f for f in file_fields(cls)}
+    named = _named_tables(cls)
+    keys = set(allowed).union(*named.values())
     for key in raw:
-        if key not in allowed:
-            raise src.error(path + (key,), f"unknown key (allowed here: {', '.join(sorted(allowed))})")
+        if key not in keys:
+            raise src.error(path + (key,), f"unknown key (allowed here: {', '.join(sorted(keys))})")
     values = dict(extra)
+    for field, tables in named.items():
+        values[field] = types.MappingProxyType({name: _convert(table, raw[name], path + (name,), src, {}) if name in raw
+                                                else table() for name, table in tables.items()})
     for name, f in allowed.items():
         if name in raw:
             values[name] = _convert(hints[name], raw[name], path + (name,), src, f.metadata)
@@ -268,7 +291,13 @@ def build(cls, raw: dict, src: Source, path: tuple = (), **extra):
 def plain(value):
     """A loaded dataclass tree as JSON-ready dicts and lists (read-only mappings included)."""
     if dataclasses.is_dataclass(value):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {}
+        for f in dataclasses.fields(value):
+            if "tables" in f.metadata:  # named tables stand in the table that holds them, as in its file
+                out.update(plain(getattr(value, f.name)))
+            else:
+                out[f.name] = plain(getattr(value, f.name))
+        return out
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -289,6 +318,10 @@ def schema_rows(cls, prefix: str = ""):
             yield from schema_rows(inner, f"{key}{'[]' if inner is not tp else ''}.")
             continue
         yield key, _type_name(tp, f.metadata), required, f.metadata.get("doc", "")
+    for tables in _named_tables(cls).values():
+        for name, table in tables.items():
+            yield f"{prefix}{name}", "table", False, (table.__doc__ or "").strip()
+            yield from schema_rows(table, f"{prefix}{name}.")
 
 
 def _type_name(tp, meta) -> str:

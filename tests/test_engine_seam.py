@@ -3,6 +3,7 @@ parameters its callers can pass; an engine missing a member, or taking them diff
 
 import inspect
 import types
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,7 @@ from gpuops import engines
 from gpuops.engines import seam
 from gpuops.engines.base import Engine
 from gpuops.onbox.engines import registry as on_box
+from gpuops.render import engines as words
 
 MISSING = object()
 
@@ -73,13 +75,13 @@ def test_an_incomplete_engine_fails_the_seam():
         def decide(self, row, facts, meta):
             return row
 
-        def stopped(self, host, jid):  # the seam passes six arguments
+        def stop_steps(self, host, jid):  # the seam passes four arguments
             raise AssertionError
 
     found = problems(Half(), seam.WorkstationHalf)
-    assert found[0].startswith("stopped: takes (host, jid)")
+    assert found[0].startswith("stop_steps: takes (host, jid)")
     assert found[1:] == ["diagnosis: only the base declares it"]
-    del Half.stopped
+    del Half.stop_steps
     assert problems(Half(), seam.WorkstationHalf) == ["diagnosis: only the base declares it"]
 
 
@@ -90,3 +92,24 @@ def test_an_incomplete_box_half_fails_the_seam():
     assert problems(types.SimpleNamespace(**without), seam.BoxHalf) == ["POLL_S: missing", "stop: missing"]
     taking_less = dict(complete, observe=lambda out, jdir: None)
     assert problems(types.SimpleNamespace(**taking_less), seam.BoxHalf)[0].startswith("observe: takes (out, jdir)")
+
+
+@pytest.mark.parametrize("name", engines.names())
+def test_each_engine_has_its_words_taking_what_the_verbs_pass(name):
+    """What a person reads of an engine's work is its module of gpuops.render.engines."""
+    said = words.of(name)
+    assert isinstance(said, words.Words) and problems(said, words.Words) == []
+
+
+def test_no_engine_words_without_an_engine():
+    """A words module is named after a registered engine: one under another name is words no job reads."""
+    folder = Path(words.__file__).parent
+    assert {p.stem for p in folder.glob("*.py")} - {"__init__", "base"} == set(engines.names())
+
+
+def test_words_taking_other_parameters_fail_the_check():
+    class Terse(words.Words):
+        def stopped(self, data):  # the verbs pass the data and whether every target is gone
+            return "", []
+
+    assert problems(Terse(), words.Words)[0].startswith("stopped: takes (data)")

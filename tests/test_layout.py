@@ -144,8 +144,8 @@ LAYERS = {
     "onbox.all": ((), ("onbox", "onbox.helper", "onbox.reaper", "onbox.facts", "onbox.jobs")),
     # the workstation's rules and records, which read what the box answers
     "records": (("gpuops.pullindex", "gpuops.probecache", "gpuops.qualifystore", "gpuops.fleetstate"), ("onbox.all",)),
-    "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.profiles_guess",
-               "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
+    "rules": (("gpuops.checks", "gpuops.shapes", "gpuops.datasheet", "gpuops.profiles", "gpuops.sitedefaults",
+               "gpuops.profiles_guess", "gpuops.fleetfile", "gpuops.coverage"), ("onbox.all",)),
     "jobs": (("gpuops.jobs", "gpuops.diagnose"), ("rules", "records")),
     "engines": (("gpuops.engines",), ("jobs",)),
     # one description per verb, which both faces read: neither face, nor what runs a verb
@@ -153,9 +153,12 @@ LAYERS = {
     # I/O: SSH and the copies over it
     "remote": (("gpuops.remote",), ("rules", "onbox.all")),
     "sync": (("gpuops.sync",), ("remote", "records")),
+    # what a person reads of each job engine's work (one module per engine), which the verbs' summaries
+    # are made of: text in the words of its engine, from the facts the engine answers
+    "words": (("gpuops.render.engines",), ()),
     # drawing for people: data in, text out; no I/O layer
-    "render": (("gpuops.render",), ("onbox.all",)),
-    "ops": (("gpuops.ops",), ("sync", "engines")),
+    "render": (("gpuops.render",), ("onbox.all", "words")),
+    "ops": (("gpuops.ops",), ("sync", "engines", "words")),
     "keeper": (("gpuops.keeper",), ("ops", "render")),
     "mcp": (("gpuops.mcp",), ("ops", "surface", "keeper")),
     "cli": (("gpuops.cli", "gpuops.refdocs"), ("ops", "surface", "keeper", "render")),
@@ -287,9 +290,10 @@ def _engine_names():
 
 
 def _engine_of(module):
-    """The engine a module belongs to (gpuops.engines.slurm_state -> slurm), or None."""
+    """The engine a module belongs to (gpuops.engines.slurm_state -> slurm), or None: its halves
+    here and on the box, and its words (gpuops.render.engines.slurm)."""
     package, _, leaf = module.rpartition(".")
-    if package not in ("gpuops.engines", "gpuops.onbox.engines"):
+    if package not in ("gpuops.engines", "gpuops.onbox.engines", "gpuops.render.engines"):
         return None
     return next((e for e in _engine_names()[0] if leaf == e or leaf.startswith(e + "_")), None)
 

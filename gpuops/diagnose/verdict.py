@@ -119,7 +119,7 @@ def decide(ev: dict) -> dict:
         # A record of what is known when the supervisor was lost (gpuops.onbox.run.wrapper): how the
         # job ended is not in it, so it is judged as one that vanished.
         evidence.append("exit record without an exit code or a signal: " + str(rec.error or "no reason"))
-        record, rec = None, ExitRecord()
+        record, rec = None, records.read(ExitRecord, None)
     elif record:
         evidence.append("its recorded end: " + (f"signal {sig}" if rec.signal else f"exit code {code}"))
     else:

@@ -1,15 +1,15 @@
 """What every engine answers on this side (its box half: gpuops.onbox.engines.registry).
 
 An engine subclasses Engine and overrides what it does differently; the defaults are an engine
-that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows, texts and
-steps out; the verbs (gpuops.ops) do the talking to the box. The seam every engine answers, both
-halves, is typed in gpuops.engines.seam.
+that takes no flags of its own and has nothing to add. Pure: facts and flags in, rows and steps
+out (what a person reads of them: gpuops.render.engines); the verbs (gpuops.ops) do the talking to
+the box. The seam every engine answers, both halves, is typed in gpuops.engines.seam.
 """
 
 from ..envelope import step
 from ..errors import GpuopsError, Rejected, UsageError
 from .. import states
-from .seam import StopEnd, WorkstationHalf
+from .seam import WorkstationHalf
 from typing import Optional
 
 
@@ -91,8 +91,14 @@ class Engine:
         return {}
 
     def profile_defaults(self, profile):
-        """Flag values a platform profile gives every job it launches on this engine."""
-        return {}
+        """Flag values a platform profile gives every job it launches on this engine: the set
+        fields of its table under this engine's name (gpuops.sitedefaults), each its flag's."""
+        import dataclasses
+
+        table = profile.engines.get(self.name) if profile is not None else None
+        if table is None:
+            return {}
+        return {f.name: getattr(table, f.name) for f in dataclasses.fields(table) if getattr(table, f.name)}
 
     def explain_rejection(self, err: Rejected, asked: dict) -> GpuopsError:
         """A rejection from the box (errors.Rejected), said in terms of the flags asked."""
@@ -107,34 +113,16 @@ class Engine:
             raise UsageError(f"--torchrun under {self.title} is not something gpuops starts: run torchrun "
                              f"across boxes with --torchrun and several --host boxes (or a --fleet group)")
 
-    # ------------------------------------------------------------ what verbs say
-
-    def started_text(self, jid, meta, said) -> str:
-        """A launch's summary once the job is on its way (`said`: its state as one line)."""
-        return f"started {jid}"
-
-    def target_text(self, target):
-        """One stop target as a person reads it."""
-        return str(target)
+    # ------------------------------------------------------------ stop
 
     def plan(self, targets):
         """({what the plan shows}, [[...], ...] the identity of each target) of a stop's plan."""
         return {}, []
 
-    def stop_texts(self, jid, targets, signal, grace):
-        """(dry run's 'would ...', nothing-to-stop's 'it is not ...')."""
-        return f"would stop {jid}", "it is not running"
-
-    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
-                jobs_dir: str | None) -> StopEnd:
-        """How a stop that acted ended (its envelope's ok, summary, next steps and advice)."""
-        gone = bool(doc.get("all_gone"))
-        summary = f"stopped {jid}; state {after['state']}" if gone else f"{jid} has not ended ({after['state']})"
-        return StopEnd(gone, summary, [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else [], [])
-
-    def queue_note(self) -> str:
-        """What a queue summary adds about the entries still waiting."""
-        return ""
+    def stop_steps(self, host: str, jid: str, gone: bool, jobs_dir: str | None) -> list:
+        """What to run next after a stop that acted (`gone`: every target ended); its words are
+        gpuops.render.engines'."""
+        return [command_line(host, "retry", jid, jobs_dir=jobs_dir)] if gone else []
 
     # ------------------------------------------------------------ diagnose and triage
 

@@ -10,7 +10,6 @@ from ..jobs.records import ExitRecord, JobFacts, Meta, PauseRecord
 from ..states import COMPLETED, FAILED, KILLED, PAUSED, RUNNING, TERMINAL, VANISHED
 from ..envelope import step
 from .base import Engine, command_line
-from .seam import StopEnd
 from typing import Optional
 
 
@@ -46,33 +45,15 @@ class Box(Engine):
         else:
             row.update(state=VANISHED, reason=_vanish_reason(f))
 
-    def started_text(self, jid, meta, said) -> str:
-        return f"started {jid} (pid {meta.get('pid')})"
-
-    def target_text(self, t) -> str:
-        return f"pid {t['pid']}{' [GPU]' if t.get('gpu') else ''}: {t.get('cmd') or ''}"
-
     def plan(self, targets):
         """The leader and the lasting processes (gpuops.onbox.engines.box_stop): not a child that comes and goes."""
         bound = [t for t in targets if t["planned"]]
         return {"pids": [t["pid"] for t in bound]}, [(t["pid"], t["start_ticks"]) for t in bound]
 
-    def stop_texts(self, jid, targets, signal, grace):
-        gpu = sum(1 for t in targets if t.get("gpu"))
-        return (f"would send SIGTERM to {len(targets)} process(es) of {jid} ({gpu} holding a GPU), SIGKILL after "
-                f"{grace:g}s", "none of its processes is alive")
-
-    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
-                jobs_dir: str | None) -> StopEnd:
-        used = "+".join(s["signal"] for s in doc.get("signals") or [])
-        if doc.get("all_gone"):
-            return StopEnd(True, f"stopped {jid}: {len(targets)} process(es) gone ({used}); state {after['state']}",
-                           [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")], [])
-        left = ", ".join(str(r["pid"]) for r in doc.get("remaining") or [])
-        return StopEnd(False, f"{jid}: processes still alive after {used}: {left}",
-                       [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")],
-                       ["A process that outlives SIGKILL is stuck in the kernel (state D, often inside the GPU "
-                        "driver): it goes with a GPU reset or a reboot."])
+    def stop_steps(self, host: str, jid: str, gone: bool, jobs_dir: str | None) -> list:
+        if gone:
+            return [command_line(host, "retry", jid, jobs_dir=jobs_dir, why="to run it again")]
+        return [step("gpuops", "reap", "--host", host, why="lists what still holds a GPU")]
 
     def diagnosis(self, ev, row, host: str, jobs_dir, triaged=None, pid: Optional[int]=None):
         from ..onbox.track import wandblines

@@ -20,8 +20,7 @@ from ..jobs import records, rows, runpolicy
 from .. import states
 from ..jobs.records import ExitRecord, JobFacts, Meta, SchedulerSaid
 from ..states import CANCELLED, COMPLETED, FAILED, KILLED, PENDING, UNREACHABLE, VANISHED
-from .base import Engine, command_line
-from .seam import StopEnd
+from .base import Engine
 
 FLAGS = {
     "entrypoint_num_gpus": "Ray: GPUs reserved for the job's driver, which runs on the head (its tasks ask for "
@@ -119,27 +118,9 @@ class Ray(Engine):
         said = said.removeprefix("Ray refused it: ")
         return errors.Rejected(f"{host}: Ray refused the job" + (f" ({flag})" if flag else "") + f": {said}")
 
-    def started_text(self, jid, meta, said):
-        return f"submitted {jid} to Ray as {meta.get('ray_submission_id')}: {said}"
-
-    def target_text(self, t):
-        return f"Ray job {t['ray_submission_id']} ({t.get('status')})"
-
     def plan(self, targets):
         return ({"ray_submission_ids": [t["ray_submission_id"] for t in targets]},
                 [[t["ray_submission_id"]] for t in targets])
-
-    def stop_texts(self, jid, targets, signal, grace):
-        first = "; ".join(self.target_text(t) for t in targets)
-        return f"would stop {first} (Ray: SIGTERM, then SIGKILL)", "it is not pending or running in Ray"
-
-    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
-                jobs_dir: str | None) -> StopEnd:
-        ids = ", ".join(t["ray_submission_id"] for t in targets)
-        if doc.get("all_gone"):
-            return StopEnd(True, f"stopped {jid} (Ray job {ids}); state {after['state']}",
-                           [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
-        return StopEnd(False, f"{jid}: Ray job {ids} has not ended after its stop ({after['state']})", [], [])
 
     def diagnosis(self, ev, row, host, jobs_dir, triaged=None, pid=None):
         from .ray_diagnose import diagnosis

@@ -8,24 +8,16 @@ conforms to both (tests/test_engine_seam.py), and mypy checks the callers of gpu
 look-ups against this side's.
 """
 
-from typing import Any, Callable, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from ..errors import GpuopsError, Rejected
 
 Doc = dict  # a JSON object: a record, a row or an answer
 
 
-class StopEnd(NamedTuple):
-    """How a stop that acted ended, as its engine says it: the envelope's ok, summary, next and advice."""
-
-    ok: bool
-    summary: str
-    next: list
-    advice: list
-
-
 class WorkstationHalf(Protocol):
-    """This side of an engine: pure, facts and flags in, rows, texts and steps out."""
+    """This side of an engine: pure, facts and flags in, rows and steps out; how they read is
+    gpuops.render.engines', one module per engine under its `name`."""
 
     name: str
     title: str
@@ -55,14 +47,9 @@ class WorkstationHalf(Protocol):
     def profile_defaults(self, profile: Any) -> dict: ...
     def explain_rejection(self, err: Rejected, asked: dict) -> GpuopsError: ...
 
-    # what verbs say
-    def started_text(self, jid: str, meta: Doc, said: str) -> str: ...
-    def target_text(self, target: Doc) -> str: ...
+    # stop: what it binds and what follows it (its words: gpuops.render.engines, by `name`)
     def plan(self, targets: list) -> tuple: ...
-    def stop_texts(self, jid: str, targets: list, signal: Optional[str], grace: float) -> tuple: ...
-    def stopped(self, host: str, jid: str, targets: list, after: Doc, doc: Doc,
-                jobs_dir: Optional[str]) -> StopEnd: ...
-    def queue_note(self) -> str: ...
+    def stop_steps(self, host: str, jid: str, gone: bool, jobs_dir: Optional[str]) -> list: ...
 
     # diagnose, triage and preflight
     def diagnosis(self, ev: Doc, row: Doc, host: str, jobs_dir: Optional[str], triaged: Any = None,

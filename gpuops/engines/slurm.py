@@ -1,15 +1,14 @@
 """Slurm as an engine, on this side (its box half: gpuops.onbox.engines.slurm_engine and the modules it
 uses): the flags a Slurm job takes and the sbatch request they make, an sbatch rejection as a
-usage error naming the option at fault, its state rule (gpuops.engines.slurm_state), the words
-of a Slurm stop, and the diagnosis of a Slurm end (gpuops.engines.slurm_diagnose).
+usage error naming the option at fault, its state rule (gpuops.engines.slurm_state), what a
+Slurm stop binds, and the diagnosis of a Slurm end (gpuops.engines.slurm_diagnose).
 """
 
 from .. import errors
 from ..jobs import spec, torchrun
 from . import slurm_sbatch as sbatch
 from . import slurm_state
-from .base import Engine, command_line
-from .seam import StopEnd
+from .base import Engine
 from typing import Optional
 
 # One torchrun per node, as srun starts them; a failed one ends the step, not a hung rendezvous.
@@ -115,45 +114,16 @@ class Slurm(Engine):
         resources = sbatch.resources(dict(asked))
         return {"engine": self.name, "resources": resources, "sbatch_options": sbatch.options(resources)}
 
-    def profile_defaults(self, profile):
-        site = profile.slurm if profile is not None else None
-        return {k: getattr(site, k) for k in ("partition", "account", "qos", "constraint", "time")
-                if site is not None and getattr(site, k)}
-
     def explain_rejection(self, err: errors.Rejected, asked: dict) -> errors.GpuopsError:
         """An sbatch rejection (errors.Rejected from the box) with the gpuops flag it points at."""
         host, _, said = err.message.partition(": ")
         flag = sbatch.at_fault(said, asked)
         return errors.Rejected(f"{host}: sbatch refused the job" + (f" ({flag})" if flag else "") + f": {said}")
 
-    def started_text(self, jid, meta, said) -> str:
-        return f"submitted {jid} as Slurm job {meta.get('slurm_job_id')}: {said}"
-
-    def target_text(self, t) -> str:
-        where = f" on {t['nodes']}" if t.get("nodes") else ""
-        return f"Slurm job {t['slurm_job_id']} ({t.get('state')}{where})"
-
     def plan(self, targets):
         """A Slurm run is its job id and restart count: a requeued run is another."""
         return ({"slurm_job_ids": [t["slurm_job_id"] for t in targets]},
                 [[t["slurm_job_id"], t["restarts"]] for t in targets])
-
-    def stop_texts(self, jid, targets, signal, grace):
-        first = "; ".join(self.target_text(t) for t in targets)
-        before = f"send SIG{signal} to its batch shell, wait up to {grace:g}s, then " if signal else ""
-        return f"would {before}scancel {first}", "it is not queued or running in Slurm"
-
-    def stopped(self, host: str, jid: str, targets: list, after: dict, doc: dict,
-                jobs_dir: str | None) -> StopEnd:
-        used = "+".join(s["signal"] for s in doc.get("signals") or [])
-        ids = ", ".join(str(t["slurm_job_id"]) for t in targets)
-        if doc.get("all_gone"):
-            return StopEnd(True, f"cancelled {jid} (Slurm job {ids}, {used}); state {after['state']}",
-                           [command_line(host, "retry", jid, jobs_dir=jobs_dir)], [])
-        return StopEnd(False, f"{jid}: Slurm job {ids} has not ended after {used} ({after['state']})", [], [])
-
-    def queue_note(self) -> str:
-        return ", the rest waiting in Slurm's queue"
 
     def diagnosis(self, ev, row, host: str, jobs_dir, triaged=None, pid: Optional[int]=None):
         from . import answers

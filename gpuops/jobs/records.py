@@ -9,7 +9,8 @@ that checked answer as a typed record, every key it left out None, so a rule rea
 and mypy checks the name and its type. The answer itself stays the box's checked JSON object: it
 is what envelopes carry on, unchanged.
 
-A field typed without None is one every answer must carry. Named tuples, not dataclasses:
+A field typed without None is one every answer must carry. No field has a default: `read` gives
+each key an answer left out None, and nothing else makes a record. Named tuples, not dataclasses:
 importing dataclasses costs every `status` its start-up time; typing is loaded already.
 """
 
@@ -25,201 +26,201 @@ R = TypeVar("R", bound=tuple)
 class Meta(NamedTuple):
     """meta.json: what the launch recorded (an engine adds its own fields: Engine.meta_fields)."""
 
-    name: str | None = None
-    labels: dict | None = None
-    pid: int | None = None
-    key: str | None = None
-    parent_job_id: str | None = None
-    command: str | None = None
-    launched_at: Number | None = None
-    spawn_error: str | None = None
-    supervisor_lost: str | None = None
-    engine: str | None = None
-    engine_job_id: str | None = None
-    resources: dict | None = None
+    name: str | None
+    labels: dict | None
+    pid: int | None
+    key: str | None
+    parent_job_id: str | None
+    command: str | None
+    launched_at: Number | None
+    spawn_error: str | None
+    supervisor_lost: str | None
+    engine: str | None
+    engine_job_id: str | None
+    resources: dict | None
 
 
 class ExitRecord(NamedTuple):
     """exit.json: how the job ended, as its supervisor (or its engine's box half) recorded it."""
 
-    exit_code: int | None = None
-    signal: str | None = None
-    ended_at: Number | None = None
-    error: str | None = None
-    survivors: list | None = None
-    engine_state: str | None = None
-    scheduler: dict | None = None
-    ended_by: str | None = None
-    stall_evidence: str | None = None
+    exit_code: int | None
+    signal: str | None
+    ended_at: Number | None
+    error: str | None
+    survivors: list | None
+    engine_state: str | None
+    scheduler: dict | None
+    ended_by: str | None
+    stall_evidence: str | None
 
 
 class RunRecord(NamedTuple):
     """A run's attempt (gpuops.onbox.run.runrecord.facts) and its last event (gpuops.onbox.run.runevents)."""
 
-    id: str = ""
-    attempt: int | None = None
-    current: str | None = None
-    attempts: int | None = None
-    max_attempts: int | None = None
-    phase: str | None = None
-    ended: bool | None = None
-    next_at: Number | None = None
-    started_at: Number | None = None
-    resumed_from: str | None = None
-    final: dict | None = None
-    last_event: dict | None = None
-    failed: list | None = None
-    activity: dict | None = None
-    ended_at: Number | None = None
-    unsupervised: bool | None = None
-    attempt_ids: list | None = None
+    id: str
+    attempt: int | None
+    current: str | None
+    attempts: int | None
+    max_attempts: int | None
+    phase: str | None
+    ended: bool | None
+    next_at: Number | None
+    started_at: Number | None
+    resumed_from: str | None
+    final: dict | None
+    last_event: dict | None
+    failed: list | None
+    activity: dict | None
+    ended_at: Number | None
+    unsupervised: bool | None
+    attempt_ids: list | None
 
 
 class Activity(NamedTuple):
     """What the run's supervisor sees the attempt doing (a phase of gpuops.onbox.run.progress.PHASES)."""
 
-    phase: str | None = None
-    since: Number | None = None
-    step: int | None = None
+    phase: str | None
+    since: Number | None
+    step: int | None
 
 
 class FailedAttempt(NamedTuple):
     """One of a run's attempts that ended, as its supervisor judged it."""
 
-    attempt: int | None = None
-    job: str | None = None
-    class_: str | None = None  # the record's "class" (a keyword here)
-    why: str | None = None
-    retry: bool | None = None
-    step: int | None = None
+    attempt: int | None
+    job: str | None
+    class_: str | None  # the record's "class" (a keyword here)
+    why: str | None
+    retry: bool | None
+    step: int | None
 
 
 class RunEvent(NamedTuple):
     """One of a run's events (the rest of the event is its own, bounded on the box, shown as data)."""
 
-    seq: int = 0
-    kind: str = ""
-    at: Number | None = None
-    attempt: int | None = None
-    job: str | None = None
-    why: str | None = None
-    class_: str | None = None
-    checkpoint: str | None = None
-    backoff_s: Number | None = None
+    seq: int
+    kind: str
+    at: Number | None
+    attempt: int | None
+    job: str | None
+    why: str | None
+    class_: str | None
+    checkpoint: str | None
+    backoff_s: Number | None
 
 
 class RunEnd(NamedTuple):
     """How a run ended."""
 
-    class_: str | None = None
-    why: str | None = None
-    job: str | None = None
-    attempt: int | None = None
+    class_: str | None
+    why: str | None
+    job: str | None
+    attempt: int | None
 
 
 class PauseRecord(NamedTuple):
-    requested_at: Number | None = None
-    held_at: Number | None = None
-    stopped_at: Number | None = None
-    resumed_at: Number | None = None
-    signal: str | None = None
-    marker: dict | None = None
-    failed: str | None = None
-    resumed_as: str | None = None
+    requested_at: Number | None
+    held_at: Number | None
+    stopped_at: Number | None
+    resumed_at: Number | None
+    signal: str | None
+    marker: dict | None
+    failed: str | None
+    resumed_as: str | None
 
 
 class TelemetryRow(NamedTuple):
     """A telemetry row (gpuops.onbox.host.telemetry): numbers, and per GPU a table of numbers."""
 
-    t: Number | None = None
-    cpu: Number | None = None
-    cpu_top: Number | None = None
-    cores: Number | None = None
-    rss: int | None = None
-    nproc: int | None = None
-    gpus: list | None = None
-    src: str | None = None
-    gpu_error: str | None = None
+    t: Number | None
+    cpu: Number | None
+    cpu_top: Number | None
+    cores: Number | None
+    rss: int | None
+    nproc: int | None
+    gpus: list | None
+    src: str | None
+    gpu_error: str | None
 
 
 class SchedulerSaid(NamedTuple):
     """What a scheduler said (its engine's box half): its own words, each a bounded string."""
 
-    known: bool | None = None
-    source: str | None = None
-    job: dict | None = None
-    held: bool | None = None
-    paused: bool | None = None
-    pending: dict | None = None
-    error: str | None = None
+    known: bool | None
+    source: str | None
+    job: dict | None
+    held: bool | None
+    paused: bool | None
+    pending: dict | None
+    error: str | None
 
 
 class Pending(NamedTuple):
     """Where a job waits in its scheduler's queue."""
 
-    position: int | None = None
-    pending_in_partition: int | None = None
-    start_estimate: str | None = None
-    partition: dict | None = None
-    nodes: list | None = None
+    position: int | None
+    pending_in_partition: int | None
+    start_estimate: str | None
+    partition: dict | None
+    nodes: list | None
 
 
 class StopRecord(NamedTuple):
     """stop.json: what `gpuops stop` did (gpuops.onbox.engines.box_stop)."""
 
-    requested_at: Number | None = None
-    signals: list | None = None
-    all_gone: bool | None = None
+    requested_at: Number | None
+    signals: list | None
+    all_gone: bool | None
 
 
 class StopRound(NamedTuple):
     """One signal a stop sent, to which processes."""
 
-    signal: str = ""
-    pids: list = []
-    at: Number | None = None
+    signal: str
+    pids: list
+    at: Number | None
 
 
 class Progress(NamedTuple):
     """The progress lines the box found in the job's log (gpuops.onbox.triage.steps)."""
 
-    events: list | None = None
-    first_step: int | None = None
-    regex_error: str | None = None
+    events: list | None
+    first_step: int | None
+    regex_error: str | None
 
 
 class ProgressEvent(NamedTuple):
     """One progress line: where it ends in the log, its step, and when it was written."""
 
-    end: int = 0
-    step: int | None = None
-    seconds: Number | None = None
-    at: Number | None = None
-    text: str | None = None
+    end: int
+    step: int | None
+    seconds: Number | None
+    at: Number | None
+    text: str | None
 
 
 class JobFacts(NamedTuple):
     """What the box saw of one job just now (gpuops.onbox.jobs.job_facts): its records and its liveness."""
 
-    job_id: str = ""
-    now: Number | None = None
-    meta: dict | None = None
-    exit: dict | None = None
-    progress: dict | None = None
-    liveness: str | None = None
-    stop: dict | None = None
-    log_size: int | None = None
-    log_mtime: Number | None = None
-    dir_age_s: Number | None = None
-    survivors_alive: list | None = None
-    pid_reused: bool | None = None
-    wrapper_alive: bool | None = None
-    scheduler: dict | None = None
-    pause: dict | None = None
-    run: dict | None = None
-    telemetry: dict | None = None
-    trackers: dict | None = None
-    live_pids: list | None = None
+    job_id: str
+    now: Number | None
+    meta: dict | None
+    exit: dict | None
+    progress: dict | None
+    liveness: str | None
+    stop: dict | None
+    log_size: int | None
+    log_mtime: Number | None
+    dir_age_s: Number | None
+    survivors_alive: list | None
+    pid_reused: bool | None
+    wrapper_alive: bool | None
+    scheduler: dict | None
+    pause: dict | None
+    run: dict | None
+    telemetry: dict | None
+    trackers: dict | None
+    live_pids: list | None
 
 
 def key(field: str) -> str:

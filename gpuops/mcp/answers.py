@@ -37,6 +37,9 @@ def _dataclass_codes(cls):
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
+        if "tables" in f.metadata:  # its named tables stand in the answer itself (gpuops.tomlschema.plain)
+            out += [f"{name}:o" for name in f.metadata["tables"]()]
+            continue
         tp = hints[f.name]
         origin = typing.get_origin(tp)
         code = ("a" if origin in (tuple, list) else "o" if dataclasses.is_dataclass(tp) or origin is not None

@@ -19,6 +19,7 @@ from .. import states
 from ..jobs.rows import run_tag
 from ..onbox.host import plans
 from ..onbox.triage import steps
+from ..render import engines as words
 from ..units import duration
 from typing import Optional, Sequence
 
@@ -198,7 +199,7 @@ def _started(verb, target, doc, parent=None, jobs_dir=None, key=None):
             data["first_error"] = errorline.first_error(doc.get("log_head") or "")
             summary += f": {data['first_error']}" if data["first_error"] else ""
     else:
-        summary = (engines.of_record(meta, target.name).started_text(jid, meta, one_line(row).split(": ", 1)[1])
+        summary = (words.of(engines.of_record(meta, target.name).name).started(jid, meta, one_line(row).split(": ", 1)[1])
                    + (f" as a retry of {parent}" if parent else ""))
         if meta.get("policy"):
             from ..jobs import runpolicy
@@ -347,30 +348,34 @@ def stop(target, *, job, grace=10.0, yes=False, plan=None, signal=None, jobs_dir
     for t in doc["targets"]:
         expect(t if isinstance(t, dict) else {}, eng.stop_target, target.name, "stop target")
     after = statusrow.derive(doc["after"])
-    targets = [dict(t, shown=eng.target_text(t)) for t in doc["targets"]]
+    said = words.of(eng.name)
+    targets = [dict(t, shown=said.target(t)) for t in doc["targets"]]
     data = {"job_id": jid, "targets": targets, "state": after["state"], "after": after,
             "signals": doc.get("signals") or [], "remaining": doc.get("remaining") or [],
             "gpu_holders_left": doc.get("gpu_holders_left") or []}
     if stale or doc.get("plan_refused"):
         return _refused_plan(eng, target.name, jid, plan, stale, targets, float(grace), data, jobs_dir, expires)
-    what, alive = eng.stop_texts(jid, targets, opts["signal"], float(grace))
     run = doc.get("run_stopped")
     if not targets and isinstance(run, str) and not doc.get("dry_run"):
         return envelope("stop", ok=True, summary=f"stopped run {run} between attempts: no attempt starts after a "
                                                  f"stop; {jid} is {after['state']}", data=dict(data, run=run))
     if not targets:
-        return envelope("stop", ok=True, summary=f"nothing to stop: {jid} is {after['state']} and {alive}", data=data)
+        summary = f"nothing to stop: {jid} is {after['state']} and {said.nothing_alive}"
+        return envelope("stop", ok=True, summary=summary, data=data)
     if doc.get("dry_run"):
         shown = _plan(eng, jid, targets, expires)
         again = ["--signal", opts["signal"]] if opts["signal"] else []
+        what = said.would_stop(jid, targets, opts["signal"], float(grace))
         out = envelope("stop", ok=False, summary=f"dry run: {what}; add --yes --plan {shown['plan_id']}",
                        data=dict(data, dry_run=True, plan=shown),
                        next=[command_line(target.name, "stop", jid, "--grace", f"{float(grace):g}", *again, "--yes",
                                           "--plan", shown["plan_id"], jobs_dir=jobs_dir)])
         out[CODE_KEY] = errors.REFUSED
         return out
-    end = eng.stopped(target.name, jid, targets, after, doc, jobs_dir)
-    return envelope("stop", ok=end.ok, summary=end.summary, data=data, next=end.next, advice=end.advice)
+    gone = bool(doc.get("all_gone"))
+    summary, advice = said.stopped(data, gone)
+    return envelope("stop", ok=gone, summary=summary, data=data, next=eng.stop_steps(target.name, jid, gone, jobs_dir),
+                    advice=advice)
 
 
 def _plan(eng, jid, targets, expires):
@@ -436,7 +441,7 @@ def queue(target, *, name: str, content=None, env=None, secrets=None, workdir=No
         if running:
             summary += f", running line {running['line']} ({running['job_id']})"
         if doc.get("chained"):
-            summary += ran_on.queue_note()
+            summary += words.of(ran_on.name).queue_note
         elif not doc.get("runner_alive") and not doc.get("runner_started"):
             summary += "; no runner (re-run with --file to resume)"
         ok = not failed
