@@ -66,12 +66,12 @@ def register(setitem=None) -> None:
 
 
 def _forget() -> None:
-    """The tables made of the descriptions, made again on next use."""
-    from gpuops.cli import made
+    """The tables made of the descriptions, made again on next use. The made tasks stay cached: a
+    task is made once per verb, and the program's namespace holds the ones made before."""
     from gpuops.mcp import nextsteps, words
 
     for cached in (surface.verbs, surface.tools, surface.args, nextsteps.table, words._flags, words._command,
-                   words._bare, made.made):
+                   words._bare):
         cached.cache_clear()
 
 
