@@ -117,3 +117,34 @@ async def test_a_kept_gang_asked_wrongly_is_refused_in_the_clis_checks_and_the_t
         refused = await client.call_tool("gang_launch", dict(args, cmd="t.py"))
     doc = _doc(refused)
     assert refused.is_error and doc["error"]["kind"] == "usage" and says in doc["summary"], doc["summary"]
+
+
+def test_a_node_is_named_by_its_index_in_the_current_attempt_or_by_its_box_and_its_newest_copied_log_is_read(
+        tmp_path):
+    import os
+
+    from gpuops import errors
+    from gpuops.keeper import nodelog
+
+    rec = {"run_id": "g1", "spec": {"vault": str(tmp_path)}, "lost": {"b": "unreachable for 9s"}, "attempts": [
+        {"box": "a", "job": "j1", "nodes": [{"box": "a", "job": "j1"}, {"box": "b", "job": "j2"}]},
+        {"box": "a", "job": "j3", "nodes": [{"box": "a", "job": "j3"}, {"box": "c", "job": "j4"}]}]}
+    assert nodelog.locate(rec, "1") == {"attempt": 2, "index": 1, "box": "c", "job": "j4", "lost": None}
+    assert nodelog.locate(rec, "a")["attempt"] == 2  # the last attempt the box was a node of
+    lost = nodelog.locate(rec, "b")
+    assert lost == {"attempt": 1, "index": 1, "box": "b", "job": "j2", "lost": "unreachable for 9s"}
+    with pytest.raises(errors.UsageError, match="attempt 2 of run g1 has nodes 0 to 1"):
+        nodelog.locate(rec, "2")
+    with pytest.raises(errors.NotFound, match="the vault holds no copy of its log"):
+        nodelog.page(rec, lost, 5)
+    node = tmp_path / "g1" / "boxes" / "1-b"
+    for job, text, at in (("j2", "first attempt on the box\n", 100), ("j5", "one\ntwo\nthree\n", 200)):
+        (node / job).mkdir(parents=True)
+        (node / job / "log").write_text(text)
+        os.utime(node / job / "log", (at, at))
+    (tmp_path / "elsewhere").write_text("not the node's\n")  # the newest, but out of the vault by a link
+    (node / "j9").mkdir()
+    (node / "j9" / "log").symlink_to(tmp_path / "elsewhere")
+    page = nodelog.page(rec, lost, 2)
+    assert page["data"]["text"] == "two\nthree\n" and page["data"]["vault_copy"] == str(node / "j5" / "log")
+    assert "its box was lost (unreachable for 9s)" in page["summary"]
