@@ -199,7 +199,10 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
         from ..keeper import nodelog
         from ..render import inert
 
-        print(inert.text(f"run {job}: attempt {now['attempt']} on {now['box']} (job {now['job']})"), file=sys.stderr)
+        lost = f"; its box was lost ({now['lost']}): the log as the keeper last copied it to the vault" \
+            if now["lost"] else ""
+        print(inert.text(f"run {job}: attempt {now['attempt']} on {now['box']} (job {now['job']}){lost}"),
+              file=sys.stderr)
         if now["lost"]:  # its box no longer answers: the log as the keeper last copied it into the vault
             def copied():
                 try:

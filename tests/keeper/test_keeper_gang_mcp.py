@@ -87,7 +87,8 @@ async def test_an_agents_kept_gang_loses_a_node_box_and_finishes_with_that_nodes
     assert b"rank 1 step" in _node_log(fleet, run, 2, c)
     shown = cli("logs", run, "--node", b, "--tail", "3", env=fleet.env())
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.splitlines()[-1] == copy.decode().splitlines()[-1] and f"on {b}" in shown.stderr, shown
+    assert shown.stdout.splitlines()[-1] == copy.decode().splitlines()[-1], shown
+    assert f"on {b} " in shown.stderr and "its box was lost (unreachable for" in shown.stderr, shown.stderr
     page = json.loads(cli("logs", run, "--node", b, "--json", env=fleet.env()).stdout)
     assert page["data"]["lost"].startswith("unreachable for") and page["data"]["text"].endswith(f"step {last}\n")
     gone = cli("logs", run, "--node", "nobox", env=fleet.env())
