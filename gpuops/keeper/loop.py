@@ -150,7 +150,8 @@ class Keeper(object):
     # ------------------------------------------------------------------ actions
 
     def do_wait(self, action, answer) -> None:
-        if answer is not None and time.time() - self.rec.get("logs_at", 0) >= LOGS_EVERY_S:
+        every = self.spec.get("logs_every_s", LOGS_EVERY_S)  # between checkpoints, the logs go on being copied
+        if answer is not None and time.time() - self.rec.get("logs_at", 0) >= every:
             with self._target() as target:
                 self._copy_logs(target, answer)
             self.save()
