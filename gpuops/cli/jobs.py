@@ -192,9 +192,10 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
     try:
         now = _kept_node(kept, node, follow or from_offset is not None or save)
     except UsageError as bad:
-        from .flags import _raiser
+        def refused():
+            raise bad
 
-        return run("logs", json, _raiser(bad), render.logs_trailer)
+        return run("logs", json, refused, render.logs_trailer)
     if now is not None:  # a kept run's log is its current attempt's (or --node's), on the box it runs on now
         from ..keeper import nodelog
         from ..render import inert
