@@ -64,14 +64,16 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
                                                                      "policy"))
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
-        if vault or lost_after or stop_when_done or output or budget is not None or stop_idle:
-            several.refuse({"--key": key, "--label": label, "--progress-regex": progress_regex,
-                            "--share-gpu": share_gpu, "--code": code, "--rdzv-host": rdzv_host}, KEPT_ONLY)
-            gang = {"hosts": host, "nproc_per_node": nproc_per_node, "rdzv_port": rdzv_port, "nnodes": nnodes,
-                    "max_restarts": max_restarts} if torchrun else None
-            return _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
-                         dict(lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
-                              budget_usd=budget, stop_idle_s=stop_idle), common, identity)
+        from ..keeper import request as kept_request
+
+        keeping = dict(lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
+                       budget_usd=budget, stop_idle_s=stop_idle)
+        if kept_request.asked(vault, keeping):
+            return _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, dict(
+                gang=dict(nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, nnodes=nnodes, max_restarts=max_restarts),
+                dropped={"--key": key, "--label": label, "--progress-regex": progress_regex, "--share-gpu": share_gpu,
+                         "--code": code, "--rdzv-host": rdzv_host},
+                gpu_type=gpu_type, min_vram_gib=min_vram_gib, script=script, engine=engine, **common))
         if not eng.composes:
             several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
                            {"--fleet": f"{eng.title} places the job on its own nodes",
@@ -110,49 +112,25 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
     run("launch", json, produce, shown)
 
 
-# What a kept run (launch --vault) does not carry to the boxes it is relaunched on.
-KEPT_ONLY = dict.fromkeys(("--key", "--label", "--progress-regex", "--share-gpu", "--code", "--rdzv-host"),
-                          "a run kept with --vault is relaunched without it")
-
-
-def _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, keeping, common,
-          identity):
-    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start).
-    With --torchrun, a gang: its first nodes are --host's boxes, replacements come from the fleet."""
-    from .. import placement
-    from ..keeper import start
-
-    if not vault:
-        raise UsageError("--lost-after, --stop-when-done, --stop-idle, --budget and --output go with --vault DIR")
-    if not fleet or (host and not gang) or (gang and not host) or script or engine:
-        raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (and with "
-                         "--torchrun, the gang's first boxes in --host; not --script or --engine)")
-    if gang:
-        gang = _kept_gang(gang, cmd)
-    if common.get("profile") is not None or common.get("secrets"):
-        raise UsageError("--vault: a relaunch carries no --profile or --secret-env (they are not kept off the box)")
-    req = placement.request(1 if gpus is None else int(gpus) if str(gpus).isdigit() else gpus, gpu_type, min_vram_gib)
-    spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req, **keeping,
-                         name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),
-                         jobs_dir=common.get("jobs_dir"), gang=gang)
-    return start.launch(spec, identity)
-
-
-def _kept_gang(gang, cmd) -> dict:
-    """The gang part of a kept run's spec, checked as `launch --torchrun` checks it."""
+def _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, asked):
+    """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start),
+    judged by gpuops.keeper.request as an agent's is. With --torchrun, a gang: its first nodes are
+    --host's boxes, replacements come from the fleet."""
     from ..jobs import torchrun as defaults
-    from ..ops import gang as op
+    from ..keeper import request as kept_request
+    from ..keeper import start
     from ..remote.hostspec import split_hosts
     from ..surface.jobs import GANG_NODES, GANG_PORT
     from .flags import number
 
-    hosts = split_hosts(gang["hosts"])
-    nproc = number("--nproc-per-node", gang["nproc_per_node"] or 1, *GANG_NODES, integer=True)
-    op.check_request(hosts, cmd, nproc)
-    return {"hosts": hosts, "nproc_per_node": nproc, "nnodes": op.elastic_nnodes(gang["nnodes"], len(hosts)) if
-            gang["nnodes"] else None, "max_restarts": gang["max_restarts"],
-            "rdzv_port": number("--rdzv-port", gang["rdzv_port"] or defaults.DEFAULT_PORT, *GANG_PORT, integer=True,
-                                what="a TCP port")}
+    g = asked.pop("gang")
+    gang = dict(g, nproc_per_node=number("--nproc-per-node", g["nproc_per_node"] or 1, *GANG_NODES, integer=True),
+                rdzv_port=number("--rdzv-port", g["rdzv_port"] or defaults.DEFAULT_PORT, *GANG_PORT, integer=True,
+                                 what="a TCP port")) if torchrun else None
+    count = None if gpus is None else int(gpus) if str(gpus).isdigit() else gpus
+    spec = kept_request.spec(vault=vault, fleet=fleet, cmd=cmd, policy=policy, keeping=keeping, gpus=count,
+                             gang=gang, hosts=split_hosts(host) if host else [], **asked)
+    return start.launch(spec, identity)
 
 
 def _kept_run(job, host: str, gang):
@@ -203,7 +181,7 @@ def status(c, host, identity, job, label, progress_regex, stall_factor, stall_mi
 
 @verb("logs")
 def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, timeout, save, reconnect, jobs_dir,
-         json, raw, gang, cursors) -> None:
+         json, raw, gang, cursors, node) -> None:
     """A job's log: an exact page from a tail or an offset, or --follow to the end (or --timeout)."""
     from ..ops import joblogs as op
     from ..remote.targets import target_for
@@ -211,12 +189,29 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
 
     shown = _stdout_sink(raw)
     kept = _kept_run(job, host, gang)
-    if kept is not None:  # a kept run's log is its current attempt's, on the box it runs on now
-        now = kept["attempts"][-1]
+    try:
+        now = _kept_node(kept, node, follow or from_offset is not None or save)
+    except UsageError as bad:
+        def refused():
+            raise bad
+
+        return run("logs", json, refused, render.logs_trailer)
+    if now is not None:  # a kept run's log is its current attempt's (or --node's), on the box it runs on now
+        from ..keeper import nodelog
         from ..render import inert
 
-        print(inert.text(f"run {job}: attempt {len(kept['attempts'])} on {now['box']} (job {now['job']})"),
+        lost = f"; its box was lost ({now['lost']}): the log as the keeper last copied it to the vault" \
+            if now["lost"] else ""
+        print(inert.text(f"run {job}: attempt {now['attempt']} on {now['box']} (job {now['job']}){lost}"),
               file=sys.stderr)
+        if now["lost"]:  # its box no longer answers: the log as the keeper last copied it into the vault
+            def copied():
+                try:
+                    return nodelog.page(kept, now, tail, None if json else shown)
+                finally:
+                    shown(None)
+
+            return run("logs", json, copied, render.logs_trailer, waiting=None)
         host, job, jobs_dir = now["box"], now["job"], jobs_dir or kept["spec"].get("jobs_dir")
 
     def produce():
@@ -255,6 +250,25 @@ def logs(c, host, identity, job, attempt, tail, follow, from_offset, max_bytes, 
 
     # the log itself is what it shows: a spinner only while connecting
     run("logs", json, produce, several_render.logs_trailer if gang else render.logs_trailer, waiting=None)
+
+
+def _kept_node(kept, node, streams) -> dict | None:
+    """Where `logs` of a kept run reads: {attempt, box, job, lost} of --node (gpuops.keeper.nodelog),
+    else of the current attempt's head; None for a job that is no kept run."""
+    if kept is None:
+        if node is not None:
+            raise UsageError("--node goes with a kept gang's run id (launch --torchrun --vault): gpuops logs RUN "
+                             "--node N")
+        return None
+    from ..keeper import nodelog
+
+    if node is None:
+        now = kept["attempts"][-1]
+        return {"attempt": len(kept["attempts"]), "box": now["box"], "job": now["job"], "lost": None}
+    where = nodelog.locate(kept, node)
+    if where["lost"] and streams:
+        raise UsageError(f"--node {node}: its box was lost; the vault's copy of its log is read with --tail")
+    return where
 
 
 def _gang_alone(host: str, job):

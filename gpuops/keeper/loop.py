@@ -21,6 +21,7 @@ from . import attempt, gangattempt, ledger, record, remotevault, rules, stopping
 POLL_S = 5.0
 PULL_RETRY_S = 30.0
 PLACE_FOR_S = 900.0  # how long a relaunch looks for a fitting box before the keeper gives up
+LOGS_EVERY_S = 60.0  # between checkpoints, every node's log is copied at least this often
 TAIL = 2000
 
 
@@ -32,6 +33,7 @@ class Keeper(object):
         self.spec, self.clock, self.sleep = self.rec["spec"], clock, sleep
         self.vault = remotevault.vault_of(self.spec, run_id)
         self.watch: dict = {}  # box -> how it answered lately (see _watch)
+        self.seen: list = []  # this tick's look at each node of the attempt, head first (see tick)
         self.vault_error: str | None = None  # why the vault (a remote one) did not answer the last look
         # a copy gives up within half of --lost-after: a blocked copy must not hide a lost box
         self.pull_retry_s = min(PULL_RETRY_S, self.spec["lost_after_s"] / 2)
@@ -77,6 +79,7 @@ class Keeper(object):
             w = self._watch(node["box"])
             seen.append({"box": node["box"], "answer": answer, "error": w["error"], "failing_since": w["failing_since"],
                          "boot_id": node["boot_id"]})
+        self.seen = seen
         try:
             held = [h["name"] for h in self.vault.held()]
         except errors.GpuopsError as e:  # a vault host out of reach: said once, nothing decided until it answers
@@ -147,6 +150,11 @@ class Keeper(object):
     # ------------------------------------------------------------------ actions
 
     def do_wait(self, action, answer) -> None:
+        every = self.spec.get("logs_every_s", LOGS_EVERY_S)  # between checkpoints, the logs go on being copied
+        if answer is not None and time.time() - self.rec.get("logs_at", 0) >= every:
+            with self._target() as target:
+                self._copy_logs(target, answer)
+            self.save()
         waiting = action["why"] if answer is None else None  # what status shows while the box is silent
         if waiting != self.rec.get("waiting"):
             self.rec["waiting"] = waiting
@@ -176,18 +184,33 @@ class Keeper(object):
             self.say("vault-pruned", name=name)
 
     def _copy_logs(self, target, answer) -> None:
-        """The run's directory (its events) and the current attempt's (its log) into the vault;
-        a copy that fails is an event, never the run's end."""
+        """Every node's run directory (its events) and current attempt's (its log) into the vault, at
+        boxes/N-BOX/ (attempt N of the run, the node's box: a place of its own, never overwritten by
+        another node or attempt): the head's over `target`, each other node's that answered this tick
+        over a connection of its own. A copy that fails is an event, never the run's end; a node that
+        did not answer keeps what was copied before (a lost box's log up to its last copy)."""
+        self._copy_node_logs(target, self.attempt["box"], answer)
+        for node in self.seen[1:]:
+            if node["answer"] is None:
+                continue
+            try:
+                with _Closing(target_for(node["box"])) as other:
+                    self._copy_node_logs(other, node["box"], node["answer"])
+            except errors.GpuopsError as e:  # that node's box went away: judged by the next tick, not here
+                self.say("log-copy-failed", box=node["box"], why=e.message)
+        self.rec["logs_at"] = time.time()
+
+    def _copy_node_logs(self, target, box, answer) -> None:
         n = len(self.rec["attempts"])
         for where in dict.fromkeys((answer.get("run_dir"), answer.get("attempt_dir"))):
             if not where:
                 continue
-            parts = (vault.BOXES, f"{n}-{self.attempt['box']}", where.rsplit("/", 1)[-1])
+            parts = (vault.BOXES, f"{n}-{box}", where.rsplit("/", 1)[-1])
             local = self.vault.landing(*parts)
             doc = pull.pull(target, where, local, S.Options(retry_for=self.pull_retry_s))
             failed = doc["summary"] if not doc["ok"] else self.vault.land(local, *parts)
             if failed:
-                self.say("log-copy-failed", why=failed)
+                self.say("log-copy-failed", box=box, why=failed)
 
     def do_outputs(self, action, answer) -> None:
         with self._target() as target:

@@ -4,7 +4,8 @@
       checkpoints/NAME                          a checkpoint, complete and verified
       checkpoints/.NAME.gpuops-manifest.json    its manifest (the verified pull's: path, size, sha256)
       .incoming/NAME~TOKEN                      a copy under way: never complete, whatever it holds
-      boxes/N-ALIAS/JOB/                        attempt N's job directory (log, events, records)
+      boxes/N-ALIAS/JOB/                        attempt N's job directories on box ALIAS (log, events,
+                                                records), every node's of a gang
       outputs/NAME                              what the run must leave behind (--output)
 
 A checkpoint arrives by a verified pull (gpuops.ops.pull: both ends hashed) into .incoming/, then

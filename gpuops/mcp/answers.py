@@ -65,10 +65,10 @@ def _written() -> dict:
         "host_preflight": _shape_codes(FACTS) + " thresholds:o profile:s? engines:o" + _TRIMMED,
         "fleet_status": "hosts:a totals:o",
         "job_launch": _STARTED + _TRIMMED,
-        "fleet_launch": _STARTED + " placement:o",
+        "fleet_launch": _STARTED + " placement:o keeper:o",
         "job_retry": _STARTED + _TRIMMED,
         "job_queue": "queue:s engine:s entries:a done:o? runner_alive:b? runner_started:b? failed_lines:a dir:s?",
-        "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i" + _TRIMMED,
+        "job_status": "jobs:a box_now:n? jobs_dir:s? total:i? more:i kept:o" + _TRIMMED,
         "job_logs": "job_id:s start_offset:i? next_offset:i? bytes:i log_size:i? reconnects:i end:s? timed_out:b "
                     "interrupted:s? text:s bytes_b64:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b "
                     "saved_to:s name:s? duration_s:n?",
@@ -91,7 +91,7 @@ def _written() -> dict:
                        "extras:a extra_count:i hashing:o verified:b" + _ASKED,
         "data_push": _SYNC + _ASKED,
         "data_pull": _SYNC + " manifest:s" + _ASKED,
-        "gang_launch": _GANG_STARTED,
+        "gang_launch": _GANG_STARTED + " job:o keeper:o",
         "gang_retry": _GANG_STARTED,
         "gang_status": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s?",
         "gang_wait": "gang_id:s state:s reason:s? first_failed:i? rendezvous:o nodes:a parent_gang_id:s? until:a "

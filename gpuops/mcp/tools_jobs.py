@@ -61,18 +61,20 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
-                 resume_arg, vault, lost_after_s, stop_when_done, budget):
+                 resume_arg, vault, lost_after_s, stop_when_done, stop_idle_s, budget):
     from .. import fleetfile, placement
     from ..jobs import runpolicy
+    from ..keeper import request
     from ..ops import place
 
     envs, secrets = _envs(env, secret_env)
     policy = runpolicy.build(checkpoint_dir=checkpoint_dir, resume_arg=resume_arg) \
         if checkpoint_dir or resume_arg else None
-    if vault or lost_after_s or stop_when_done or budget is not None:
-        return _kept(vault, fleet, placement.request(gpus, gpu_type, min_vram_gib), cmd, policy, key, secrets,
-                     dict(name=name, env=envs, workdir=workdir, lost_after_s=lost_after_s,
-                          stop_when_done=stop_when_done, budget_usd=budget))
+    keeping = dict(lost_after_s=lost_after_s, stop_when_done=stop_when_done, stop_idle_s=stop_idle_s, budget_usd=budget)
+    if request.asked(vault, keeping):
+        return kept(vault, keeping, dict(fleet=fleet or "", cmd=cmd, policy=policy, gpus=gpus, gpu_type=gpu_type,
+                                         min_vram_gib=min_vram_gib, name=name, env=envs, workdir=workdir,
+                                         secrets=secrets, dropped={"--key": key}))
     if policy:
         raise errors.UsageError("fleet_launch: checkpoint_dir and resume_arg go with vault (a kept run); "
                                 "job_launch takes a run policy on one box")
@@ -80,21 +82,17 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
                         name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
 
 
-def _kept(vault, fleet, request, cmd, policy, key, secrets, fields):
-    """fleet_launch with vault: the run's first attempt and its keeper (gpuops.keeper.start), a
-    detached process on this machine that outlives the server; a local vault lies under the roots, a
-    HOST:DIR one on the host named."""
-    from ..keeper import start
+def kept(vault, keeping, asked):
+    """A launch with vault (fleet_launch's, gang_launch's): the run's first attempt and its keeper
+    (gpuops.keeper.start), a detached process on this machine that outlives the server, judged by
+    gpuops.keeper.request as the CLI's is. A local vault lies under the roots; a HOST:DIR one is on
+    the host it names, which they do not bind."""
+    from ..keeper import request, start
     from ..keeper.vault import parse
 
-    if not vault:
-        raise errors.UsageError("fleet_launch: lost_after_s, stop_when_done and budget go with vault")
-    if key or secrets:
-        raise errors.UsageError("fleet_launch with vault: a relaunch carries no key or secret_env")
-    host, where = parse(vault)  # HOST:DIR is on the vault host: the roots bind only a local vault
-    spec = start.spec_of(command=cmd, fleet=fleet or "", vault_dir=vault if host else scope.local_path(where, os.environ),
-                         policy=policy, request=request, **fields)
-    return start.launch(spec)
+    host, where = parse(vault) if vault else (None, None)
+    local = vault if host or not vault else scope.local_path(where, os.environ)
+    return start.launch(request.spec(vault=local, keeping=keeping, **asked))
 
 
 def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):

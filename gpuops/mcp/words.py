@@ -5,10 +5,11 @@ Operations write for the CLI ("dry run: ...; add --yes --plan P", "pull it with 
 type a flag. So before an answer leaves the server its prose is reworded: a gpuops command line
 becomes the tool call it means (`data_pull {"host": "b", "remote": "/ckpt", "local": "LOCAL_DIR"}`),
 or the tool's name when its flags cannot all be said; a flag of the answer's own verb becomes its
-parameter (`plan_id`; "add --yes --plan P" is "call again with yes=true and plan_id P"), an
-engine's flag `resources.time`, and a flag no tool takes is named as the CLI's. A flag that is not
-gpuops's (a training script's `--resume`, `docker run --gpus`) is left as it is: only the verb's
-own flags are reworded outside a command.
+parameter (`plan_id`; "add --yes --plan P" is "call again with yes=true and plan_id P"), a
+switch a tool means by itself that tool (--torchrun is gang_launch), an engine's flag
+`resources.time`, and a flag no tool takes is named as the CLI's. A flag that is not gpuops's (a
+training script's `--resume`, `docker run --gpus`) is left as it is: only the verb's own flags are
+reworded outside a command.
 """
 
 import functools
@@ -35,8 +36,11 @@ def _flags(verb):
     out = {}
     for p in spec.params:
         made = [a for t in spec.tools for a in surface.args(t.name) if a.param == p.name]
+        meaning = [t.name for t in spec.tools if p.name in t.implied]  # --torchrun: gang_launch itself
         if made:
             out[p.flag] = made[0].name
+        elif meaning:
+            out[p.flag] = meaning[0]
         else:
             out[p.flag] = f"the CLI's {p.flag}"
     if spec.engine_flags:

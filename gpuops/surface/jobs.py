@@ -33,6 +33,9 @@ def _yes(help):
     return (Param("yes", SWITCH, help, tip=YES_PLAN_TIP),)
 
 
+# a kept run's fields (gpuops.keeper.request), the same on fleet_launch and gang_launch
+_KEPT = (a("vault"), a("lost_after_s", "lost_after"), a("stop_when_done"), a("stop_idle_s", "stop_idle"), a("budget"))
+
 LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True,
               examples=("gpuops launch --host box --name train --cmd 'python train.py'",
                         "gpuops launch --fleet train --gpus 4 --gpu-type H100 --cmd 'python train.py'",
@@ -129,19 +132,19 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
          "Launch a job on the least loaded fleet box with enough free matching GPUs.", args=(
              a("gpus", kind=INT, low=1, high=64, required=True, tip="how many GPUs the job needs on one box"),
              a("cmd", required=True), a("fleet"), a("gpu_type"), a("min_vram_gib"), a("name"), a("key"),
-             a("workdir"), *ENVS, a("checkpoint_dir"), a("resume_arg"), a("vault"), a("lost_after_s", "lost_after"),
-             a("stop_when_done"), a("budget"))),
+             a("workdir"), *ENVS, a("checkpoint_dir"), a("resume_arg"), *_KEPT)),
     Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
          "Start one torchrun run across boxes after a gang preflight; returns the gang id.", findings=True,
          implied=("torchrun",),
          args=(
              a("cmd", required=True, tip="training script and arguments torchrun runs, e.g. 'train.py --lr 3e-4'"),
              a("hosts", "host", kind=CSV, tip="boxes; the first hosts the rendezvous"),
-             a("fleet", tip="instead of hosts: a [fleet.NAME] group of the server's fleet file, in its order"),
+             a("fleet", tip="a [fleet.NAME] group: the gang's boxes, in its order; with vault, where a lost "
+                            "node's replacement comes from"),
              a("nproc_per_node", default=1, low=GANG_NODES[0], high=GANG_NODES[1]),
              a("rdzv_port", default=29500, low=GANG_PORT[0], high=GANG_PORT[1]), a("rdzv_host"), a("code"),
              a("workdir"), a("name"), *ENVS, a("max_restarts"), a("nnodes"),
-             *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only))),
+             *(a(p.name + ("_s" if p.kind == SECS else ""), p.name) for p in RUN_POLICY if not p.cli_only), *_KEPT)),
 ))
 
 STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box's records",
@@ -213,6 +216,10 @@ LOGS = Verb("logs", "Jobs", READS, line="a job's log: an exact page, or --follow
     GANG,
     Param("cursors", TEXT, "with --gang: where each node's log goes on, NODE=OFFSET,... (the cursors a page or "
                            "follow printed)", tip="data.cursors of an earlier call"),
+    Param("node", TEXT, "with a kept gang's run id (launch --torchrun --vault): node N's log (0: the head) of its "
+                        "current attempt, or the node on box ALIAS; a lost box's last log is read from the vault",
+          cli_only="a person reads the vault's copy on the keeper's machine; an agent's job_status names each "
+                   "attempt's boxes"),
 ), tools=(
     Tool("job_logs", "logs", JOBS, READS, "Read a job's log",
          "A page of a job's log: its last lines or from a byte offset.", args=(

@@ -71,5 +71,6 @@ KEEPER = (
           low=0.0001, high=1e6, what="USD", tip="with vault: USD the run may spend; then evacuated and stopped"),
     Param("stop_idle", SECS, "with --vault: once the run completed and is in the vault, run the stop command of each "
                              "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
-                             "again is left running", low=1, high=366 * DAY, cli_only=_KEEPER_CLI),
+                             "again is left running", low=1, high=366 * DAY,
+          tip="with vault: once completed and in the vault, stop each box idle this long"),
 )

@@ -19,6 +19,18 @@ def _doc(result):
     return json.loads(result.content[0].text)
 
 
+def served(fleet, monkeypatch, hosts, roots) -> None:
+    """The server's fleet file (XDG_CONFIG_HOME) is the fleet's with a group `kept` of `hosts`; its
+    roots are `roots`; it runs in operate mode."""
+    config = fleet.base / "config"
+    (config / "gpuops").mkdir(parents=True)
+    group = ", ".join(f'"{h}"' for h in hosts)
+    (config / "gpuops" / "fleet.toml").write_text(fleet.file.read_text() + f"[fleet.kept]\nhosts = [{group}]\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(roots))
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+
+
 @pytest.mark.anyio
 async def test_an_agent_launches_a_kept_run_and_reads_its_boxes_vault_and_ledger(fleet, monkeypatch, tmp_path_factory):
     from mcp import Client
@@ -26,12 +38,7 @@ async def test_an_agent_launches_a_kept_run_and_reads_its_boxes_vault_and_ledger
     from gpuops.mcp import server
 
     a = fleet.box(1.8)
-    config = fleet.base / "config"
-    (config / "gpuops").mkdir(parents=True)
-    (config / "gpuops" / "fleet.toml").write_text(fleet.file.read_text() + f'[fleet.kept]\nhosts = ["{a}"]\n')
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(fleet.base))
-    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    served(fleet, monkeypatch, [a], fleet.base)
     asked = {"fleet": "kept", "gpus": 1, "cmd": command(steps=5), "checkpoint_dir": "ckpt",
              "resume_arg": "--resume {checkpoint}", "lost_after_s": 6}
     elsewhere = tmp_path_factory.mktemp("elsewhere")
@@ -63,12 +70,7 @@ async def test_an_agents_vault_on_another_host_is_not_bound_by_the_roots(fleet, 
     from gpuops.mcp import server
 
     v, a = fleet.host(), fleet.box(1.0)
-    config = fleet.base / "config"
-    (config / "gpuops").mkdir(parents=True)
-    (config / "gpuops" / "fleet.toml").write_text(fleet.file.read_text() + f'[fleet.kept]\nhosts = ["{a}"]\n')
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(fleet.base / "config"))  # the vault host's DIR is not under them
-    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    served(fleet, monkeypatch, [a], fleet.base / "config")  # the vault host's DIR is not under the roots
     asked = {"fleet": "kept", "gpus": 1, "cmd": command(steps=5), "checkpoint_dir": "ckpt",
              "resume_arg": "--resume {checkpoint}", "lost_after_s": 6}
     there = fleet.home(v) / "vault"
