@@ -36,7 +36,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
            profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
            code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
            max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
-           output, budget, stop_idle, json, timeout, engine_flags) -> None:
+           output, budget, stop_idle, keeper_host, json, timeout, engine_flags) -> None:
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -64,14 +64,14 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
                                                                      "policy"))
         picked["composes"] = eng.composes
         common = dict(name=name, env=envs, secrets=secrets, workdir=workdir, jobs_dir=jobs_dir, profile=prof)
-        if vault or lost_after or stop_when_done or output or budget is not None or stop_idle:
+        if vault or lost_after or stop_when_done or output or budget is not None or stop_idle or keeper_host:
             several.refuse({"--key": key, "--label": label, "--progress-regex": progress_regex,
                             "--share-gpu": share_gpu, "--code": code, "--rdzv-host": rdzv_host}, KEPT_ONLY)
             gang = {"hosts": host, "nproc_per_node": nproc_per_node, "rdzv_port": rdzv_port, "nnodes": nnodes,
                     "max_restarts": max_restarts} if torchrun else None
             return _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script,
                          dict(lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
-                              budget_usd=budget, stop_idle_s=stop_idle), common, identity)
+                              budget_usd=budget, stop_idle_s=stop_idle), common, identity, keeper_host)
         if not eng.composes:
             several.refuse({"--fleet": fleet, "--rdzv-host": rdzv_host, "--code": code},
                            {"--fleet": f"{eng.title} places the job on its own nodes",
@@ -116,14 +116,15 @@ KEPT_ONLY = dict.fromkeys(("--key", "--label", "--progress-regex", "--share-gpu"
 
 
 def _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy, cmd, script, keeping, common,
-          identity):
+          identity, keeper_host=None):
     """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start).
     With --torchrun, a gang: its first nodes are --host's boxes, replacements come from the fleet."""
     from .. import placement
     from ..keeper import start
 
     if not vault:
-        raise UsageError("--lost-after, --stop-when-done, --stop-idle, --budget and --output go with --vault DIR")
+        raise UsageError("--lost-after, --stop-when-done, --stop-idle, --budget, --output and --keeper-host go with "
+                         "--vault DIR")
     if not fleet or (host and not gang) or (gang and not host) or script or engine:
         raise UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (and with "
                          "--torchrun, the gang's first boxes in --host; not --script or --engine)")
@@ -135,7 +136,7 @@ def _kept(vault, fleet, gang, host, engine, gpus, gpu_type, min_vram_gib, policy
     spec = start.spec_of(command=cmd, fleet=fleet, vault_dir=vault, policy=policy, request=req, **keeping,
                          name=common.get("name"), env=common.get("env"), workdir=common.get("workdir"),
                          jobs_dir=common.get("jobs_dir"), gang=gang)
-    return start.launch(spec, identity)
+    return start.launch(spec, identity, keeper_host=keeper_host)
 
 
 def _kept_gang(gang, cmd) -> dict:
@@ -327,6 +328,12 @@ def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang)
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone (Slurm: scancel)."""
     from ..ops import jobs as op
     from ..render import jobs as render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run: its keeper stops it, wherever the keeper runs
+        from ..keeper import view
+
+        return run("stop", json, lambda: view.stop(kept, yes=yes), render.stop)
 
     def produce():
         if gang:

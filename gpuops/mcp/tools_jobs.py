@@ -61,7 +61,7 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
-                 resume_arg, vault, lost_after_s, stop_when_done, budget):
+                 resume_arg, vault, lost_after_s, stop_when_done, budget, keeper_host):
     from .. import fleetfile, placement
     from ..jobs import runpolicy
     from ..ops import place
@@ -69,10 +69,10 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
     envs, secrets = _envs(env, secret_env)
     policy = runpolicy.build(checkpoint_dir=checkpoint_dir, resume_arg=resume_arg) \
         if checkpoint_dir or resume_arg else None
-    if vault or lost_after_s or stop_when_done or budget is not None:
+    if vault or lost_after_s or stop_when_done or budget is not None or keeper_host:
         return _kept(vault, fleet, placement.request(gpus, gpu_type, min_vram_gib), cmd, policy, key, secrets,
                      dict(name=name, env=envs, workdir=workdir, lost_after_s=lost_after_s,
-                          stop_when_done=stop_when_done, budget_usd=budget))
+                          stop_when_done=stop_when_done, budget_usd=budget), keeper_host)
     if policy:
         raise errors.UsageError("fleet_launch: checkpoint_dir and resume_arg go with vault (a kept run); "
                                 "job_launch takes a run policy on one box")
@@ -80,21 +80,23 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
                         name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
 
 
-def _kept(vault, fleet, request, cmd, policy, key, secrets, fields):
+def _kept(vault, fleet, request, cmd, policy, key, secrets, fields, keeper_host=None):
     """fleet_launch with vault: the run's first attempt and its keeper (gpuops.keeper.start), a
-    detached process on this machine that outlives the server; a local vault lies under the roots, a
-    HOST:DIR one on the host named."""
+    detached process on this machine (or on keeper_host) that outlives the server; a local vault lies
+    under the roots, a HOST:DIR one on the host named."""
     from ..keeper import start
     from ..keeper.vault import parse
 
     if not vault:
-        raise errors.UsageError("fleet_launch: lost_after_s, stop_when_done and budget go with vault")
+        raise errors.UsageError("fleet_launch: lost_after_s, stop_when_done, budget and keeper_host go with vault")
     if key or secrets:
         raise errors.UsageError("fleet_launch with vault: a relaunch carries no key or secret_env")
+    if keeper_host:  # the keeper runs the fleet's stop commands where it runs
+        scope.runs_here("fleet_launch", [keeper_host], os.environ)
     host, where = parse(vault)  # HOST:DIR is on the vault host: the roots bind only a local vault
     spec = start.spec_of(command=cmd, fleet=fleet or "", vault_dir=vault if host else scope.local_path(where, os.environ),
                          policy=policy, request=request, **fields)
-    return start.launch(spec)
+    return start.launch(spec, keeper_host=keeper_host)
 
 
 def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):

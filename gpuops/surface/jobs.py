@@ -130,7 +130,7 @@ LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with 
              a("gpus", kind=INT, low=1, high=64, required=True, tip="how many GPUs the job needs on one box"),
              a("cmd", required=True), a("fleet"), a("gpu_type"), a("min_vram_gib"), a("name"), a("key"),
              a("workdir"), *ENVS, a("checkpoint_dir"), a("resume_arg"), a("vault"), a("lost_after_s", "lost_after"),
-             a("stop_when_done"), a("budget"))),
+             a("stop_when_done"), a("budget"), a("keeper_host"))),
     Tool("gang_launch", "launch", "fleet", RUNS, "Launch torchrun across boxes",
          "Start one torchrun run across boxes after a gang preflight; returns the gang id.", findings=True,
          implied=("torchrun",),
