@@ -77,7 +77,7 @@ def show(run_id: str) -> dict:
 
 
 def main(argv) -> int:
-    verb, run_id = (argv + [None])[:2] if len(argv) in (1, 2) else (None, None)
+    verb, run_id = (argv[0], argv[1] if len(argv) == 2 else "") if len(argv) in (1, 2) else ("", "")
     if verb not in ("check", "take", "show", "stop") or (verb != "check") != bool(run_id) \
             or (run_id and not vault.plain(run_id)):
         print("usage: python -m gpuops.keeper.handover check | take RUN | show RUN | stop RUN", file=sys.stderr)

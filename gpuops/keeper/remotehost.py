@@ -151,7 +151,7 @@ def follow(rec: dict) -> dict:
     except errors.GpuopsError as e:
         return dict(rec, keeper_seen=dict(seen, why=f"out of reach: {_line(e.message)}"))
     got, keeper = doc.get("record"), doc.get("keeper")
-    if not _valid(got, rec["run_id"]):
+    if not isinstance(got, dict) or not _valid(got, rec["run_id"]):
         return dict(rec, keeper_seen=dict(seen, why="it holds no record of the run (the hand-over did not reach it)"))
     got["keeper_host"] = where
     record.write(got)
@@ -160,10 +160,10 @@ def follow(rec: dict) -> dict:
     return dict(got, keeper_seen=dict(seen, pid=pid, alive=keeper.get("alive") is True))
 
 
-def _valid(rec, run_id: str) -> bool:
+def _valid(rec: dict, run_id: str) -> bool:
     """A record KH sent is the run's and has what the views read (each box a host word)."""
     try:
-        return (isinstance(rec, dict) and rec.get("run_id") == run_id and isinstance(rec.get("spec"), dict)
+        return (rec.get("run_id") == run_id and isinstance(rec.get("spec"), dict)
                 and isinstance(rec.get("phase"), str) and isinstance(rec.get("marks"), list)
                 and isinstance(rec.get("events"), list) and bool(rec.get("attempts"))
                 and all(re.fullmatch(fleetfile.ALIAS, n["box"]) and not n["box"].startswith("-")

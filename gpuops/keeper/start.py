@@ -80,8 +80,9 @@ def launch(spec, identity=None, keeper_host: Optional[str] = None) -> dict:
         rec["keeper_host"] = away.where  # before the hand-over: a stop asked meanwhile follows it there
     record.write(rec)
     doc["host"] = att["box"]
-    there = {"pid": spawn(run_id), "log": record.path(run_id, record.LOG)} if away is None else None
-    if away is not None:
+    if away is None:
+        there = {"pid": spawn(run_id), "log": record.path(run_id, record.LOG)}
+    else:
         try:
             there = away.take(rec)
         except errors.GpuopsError as e:  # the run is started: said, and never a second keeper started here

@@ -176,3 +176,61 @@ def test_a_keeper_host_that_cannot_reach_a_box_is_refused_naming_it(cli, fleet):
     local = cli("launch", "--fleet", str(fleet.file), "--vault", str(fleet.vault), "--keeper-host", kh, "--gpus", "1",
                 "--checkpoint-dir", "ckpt", "--resume-arg=--resume {checkpoint}", "--cmd", "true", env=fleet.env())
     assert local.returncode == 2 and "--vault HOST:DIR" in local.stderr, local.stdout + local.stderr
+
+
+def test_a_stop_asked_while_the_keeper_is_handed_over_is_not_lost(fleet, monkeypatch):
+    from gpuops.keeper import remotehost
+
+    v = fleet.host()
+    kh, kh_state = keeper_host(fleet)
+    fleet.box(2.0)
+    real = remotehost.KeeperHost.call
+
+    def stop_meanwhile(self, verb, run_id, doc=None):
+        if verb == "take":  # `gpuops stop` here after the hand-over's payload was made, before KH answers
+            record.ask_stop(run_id, "gpuops stop")
+        return real(self, verb, run_id, doc)
+
+    monkeypatch.setattr(remotehost.KeeperHost, "call", stop_meanwhile)
+    try:
+        doc = start.launch(spec(fleet, v, steps=400), keeper_host=kh)
+        assert doc["ok"], doc["summary"]
+        run = doc["data"]["job"]["job_id"]
+        assert (kh_state / "keeper" / run / record.STOP).exists()  # forwarded once KH had taken the run
+        done = ended(run, 60)
+        assert done["phase"] == record.STOPPED and len(done["attempts"]) == 1, done.get("why")
+    finally:
+        kill_keepers(kh_state)
+
+
+@pytest.mark.anyio
+async def test_an_agent_names_a_keeper_host_and_job_status_follows_it(fleet, monkeypatch):
+    pytest.importorskip("mcp", reason="the MCP SDK is the optional extra gpuops[mcp]")
+    from mcp import Client
+
+    from gpuops.keeper import remotehost
+    from gpuops.mcp import server
+
+    v = fleet.host()
+    kh, kh_state = keeper_host(fleet)
+    a = fleet.box(1.0)
+    monkeypatch.setenv("GPUOPS_MCP_ROOTS", str(fleet.base))
+    monkeypatch.delenv("GPUOPS_MODE", raising=False)
+    asked = {"fleet": str(fleet.file), "gpus": 1, "cmd": command(steps=400), "checkpoint_dir": "ckpt",
+             "resume_arg": "--resume {checkpoint}", "vault": f"{v}:{fleet.home(v)}/vault"}
+    try:
+        async with Client(server.build(toolsets="all")) as client:
+            here = await client.call_tool("fleet_launch", dict(asked, keeper_host="local"))
+            assert here.is_error and "GPUOPS_MCP_LOCAL" in json.loads(here.content[0].text)["summary"]
+            assert not fleet.jobs(a).exists() or not list(fleet.jobs(a).glob("*/meta.json"))  # nothing started
+            launched = json.loads((await client.call_tool("fleet_launch", dict(asked, keeper_host=kh))).content[0].text)
+            assert launched["ok"] and launched["data"]["keeper"]["host"] == kh, launched
+            run = launched["data"]["job"]["job_id"]
+            status = json.loads((await client.call_tool("job_status", {"host": a, "job": run})).content[0].text)
+        kept = status["data"]["kept"]
+        assert kept["keeper"]["host"] == kh and kept["keeper"]["alive"] is True, kept["keeper"]
+        assert [x["box"] for x in kept["attempts"]] == [a]
+        assert remotehost.ask_stop(record.read(run)) == f"keeper host {kh}"  # so the run ends here
+        assert ended(run, 60)["phase"] == record.STOPPED
+    finally:
+        kill_keepers(kh_state)
