@@ -117,7 +117,8 @@ class Keeper(object):
                                      timeout_s=max(10.0, min(60.0, self.spec["lost_after_s"]))))
             finally:
                 target.close()
-        except errors.HostError as e:
+        except errors.GpuopsError as e:  # any failed call (an SSH master dropped mid-call: exit 255, no output)
+            # is a failed look, judged by --lost-after like silence; the keeper itself never dies of it
             if w["error"] is None:
                 self.say("unreachable", box=node["box"], why=e.message)
             w["error"] = e.message
