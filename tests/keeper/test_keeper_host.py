@@ -234,3 +234,26 @@ async def test_an_agent_names_a_keeper_host_and_job_status_follows_it(fleet, mon
         assert ended(run, 60)["phase"] == record.STOPPED
     finally:
         kill_keepers(kh_state)
+
+
+def test_a_box_whose_disk_was_wiped_is_judged_by_lost_after_and_the_keeper_lives_on(fleet):
+    """Any failed look counts as one (here the box answers that it knows no such run: a teardown
+    deleted its disk): the keeper, which used to die of it, moves the run after --lost-after."""
+    import shutil
+
+    from gpuops.keeper import vault as vaultmod
+    from tests.jobs.helpers import kill_everything
+    from tests.keeper.test_keeper_boxes import launch
+
+    a, b = fleet.box(2.0), fleet.box(3.0)
+    run, first = launch(fleet, command(steps=30))
+    assert first == a
+    assert wait_for(lambda: vaultmod.Vault(str(fleet.vault), run).held(), timeout=90, every=0.5)
+    kill_everything(fleet.jobs(a))
+    shutil.rmtree(fleet.jobs(a))  # its sshd still answers; the run's records and processes are gone
+    assert wait_for(lambda: record.read(run)["phase"] in record.ENDED, timeout=LOST_AFTER_S + 90, every=0.5), \
+        kinds(record.read(run))
+    r = record.read(run)
+    assert r["phase"] == record.FINISHED and [x["box"] for x in r["attempts"]] == [a, b], r.get("why")
+    assert r["lost"][a].startswith("unreachable for") and f"past --lost-after {LOST_AFTER_S:g}s" in r["lost"][a]
+    assert "keeper-error" not in kinds(r)
