@@ -66,7 +66,7 @@ def ended(run, timeout):
     return view.kept(run)
 
 
-def test_the_keeper_lives_on_its_host_and_recovers_a_box_killed_outright(fleet):
+def test_the_keeper_lives_on_its_host_and_recovers_a_box_killed_outright(cli, fleet):
     v = fleet.host()
     kh, kh_state = keeper_host(fleet)
     a, b = fleet.box(2.0), fleet.box(3.0)
@@ -96,6 +96,9 @@ def test_the_keeper_lives_on_its_host_and_recovers_a_box_killed_outright(fleet):
         assert "final step 20" in next(fleet.jobs(b).glob("*/log")).read_text()
         assert json.loads((kh_state / "fleet-state.json").read_text())  # the lost box marked where the keeper is
         assert record.read(run)["phase"] == record.FINISHED  # the copy here follows the keeper host's
+        logs = cli("logs", run, "--tail", "2", env=fleet.env())  # to the box the keeper host moved it to
+        assert logs.returncode == 0 and "final step 20" in logs.stdout, logs.stdout + logs.stderr
+        assert f"run {run}: attempt 2 on {b}" in logs.stderr
     finally:
         kill_keepers(kh_state)
 
