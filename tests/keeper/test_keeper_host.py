@@ -260,3 +260,38 @@ def test_a_box_whose_disk_was_wiped_is_judged_by_lost_after_and_the_keeper_lives
     assert r["phase"] == record.FINISHED and [x["box"] for x in r["attempts"]] == [a, b], r.get("why")
     assert r["lost"][a].startswith("unreachable for") and f"past --lost-after {LOST_AFTER_S:g}s" in r["lost"][a]
     assert "keeper-error" not in kinds(r)
+
+
+def test_the_fleet_handed_over_reads_back_as_the_same_boxes(tmp_path):
+    """What the keeper host receives is the boxes the run may use, each field intact: prices, labels,
+    and a stop command with quotes, backslashes and a unicode character in it."""
+    from gpuops import fleetfile
+    from gpuops.keeper import remotehost
+
+    here = tmp_path / "fleet.toml"
+    here.write_text('[[host]]\nalias = "me@gpu-1.lan:2222"\nprofile = "vastai"\nusd_per_hour = 1.25\n'
+                    'labels = { gpu = "h100", "odd key" = "a\\"b" }\n'
+                    "stop = 'vastai stop instance 42 && echo \"done \\\\ ✓\"'\n\n"
+                    '[[host]]\nalias = "spot-b"\n\n[fleet.train]\nhosts = ["spot-b"]\n')
+    there = tmp_path / "handed.toml"
+    there.write_text(remotehost.fleet_text({"fleet": str(here)}))
+    assert fleetfile.load(there).host == fleetfile.load(here).host
+    assert fleetfile.load(there).host[0].stop == 'vastai stop instance 42 && echo "done \\\\ ✓"'
+
+
+@pytest.mark.parametrize("python", ["python3; rm -rf ~", "$(reboot)", "py`x`", "", "python3 -c 'x'"])
+def test_a_python_command_the_keeper_host_names_must_be_plain_words(python):
+    from gpuops import errors
+    from gpuops.keeper import remotehost
+
+    with pytest.raises(errors.Refused):
+        remotehost.KeeperHost("kh", python)
+
+
+@pytest.mark.parametrize("argv", [[], ["take"], ["check", "run-1"], ["show", "../x"], ["stop", "a/b"], ["nope", "r"],
+                                  ["take", "r", "extra"]])
+def test_the_hand_over_takes_only_its_verbs_and_a_plain_run_id(argv, capsys):
+    from gpuops.keeper import handover
+
+    assert handover.main(argv) == 2
+    assert capsys.readouterr().err.startswith("usage:")
