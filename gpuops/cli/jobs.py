@@ -36,7 +36,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
            profile, jobs_dir, fleet, gpu_type, min_vram_gib, engine, torchrun, nproc_per_node, rdzv_port, rdzv_host,
            code, max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, checkpoint_glob, resume_arg, stall_after,
            max_runtime, keep_checkpoints, keep_best, share_checkpoint_dir, notify, vault, lost_after, stop_when_done,
-           output, budget, stop_idle, json, timeout, engine_flags) -> None:
+           output, budget, stop_idle, keeper_host, json, timeout, engine_flags) -> None:
     """Start a command detached on the box (own session, unbuffered log); prints its job id and pid.
 
     With --fleet, the box is chosen by free GPUs; with --torchrun, one run spans every --host box
@@ -68,8 +68,8 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
 
         keeping = dict(lost_after_s=lost_after, stop_when_done=stop_when_done, outputs=output or (),
                        budget_usd=budget, stop_idle_s=stop_idle)
-        if kept_request.asked(vault, keeping):
-            return _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, dict(
+        if kept_request.asked(vault, keeping) or keeper_host:
+            return _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, keeper_host, dict(
                 gang=dict(nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, nnodes=nnodes, max_restarts=max_restarts),
                 dropped={"--key": key, "--label": label, "--progress-regex": progress_regex, "--share-gpu": share_gpu,
                          "--code": code, "--rdzv-host": rdzv_host},
@@ -112,7 +112,7 @@ def launch(c, cmd, script, name, workdir, env, secret_env, label, key, progress_
     run("launch", json, produce, shown)
 
 
-def _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, asked):
+def _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, keeper_host, asked):
     """launch --fleet F --vault DIR: the run's first attempt and its keeper (gpuops.keeper.start),
     judged by gpuops.keeper.request as an agent's is. With --torchrun, a gang: its first nodes are
     --host's boxes, replacements come from the fleet."""
@@ -130,7 +130,7 @@ def _kept(vault, fleet, torchrun, host, gpus, policy, cmd, keeping, identity, as
     count = None if gpus is None else int(gpus) if str(gpus).isdigit() else gpus
     spec = kept_request.spec(vault=vault, fleet=fleet, cmd=cmd, policy=policy, keeping=keeping, gpus=count,
                              gang=gang, hosts=split_hosts(host) if host else [], **asked)
-    return start.launch(spec, identity)
+    return start.launch(spec, identity, keeper_host=keeper_host)
 
 
 def _kept_run(job, host: str, gang):
@@ -341,6 +341,12 @@ def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang)
     """SIGTERM the job's process group, SIGKILL after --grace; confirm every process is gone (Slurm: scancel)."""
     from ..ops import jobs as op
     from ..render import jobs as render
+
+    kept = _kept_run(job, host, gang)
+    if kept is not None:  # a kept run: its keeper stops it, wherever the keeper runs
+        from ..keeper import view
+
+        return run("stop", json, lambda: view.stop(kept, yes=yes), render.stop)
 
     def produce():
         if gang:

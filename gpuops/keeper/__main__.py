@@ -3,7 +3,7 @@ gpuops.keeper.start). One keeper per run: a second finds the first alive in the 
 
 import sys
 
-from . import loop, record
+from . import loop, record, vault
 
 
 def main(argv) -> int:
@@ -11,6 +11,10 @@ def main(argv) -> int:
         print("usage: python -m gpuops.keeper RUN_ID", file=sys.stderr)
         return 2
     run_id = argv[0]
+    away = (record.read(run_id) or {}).get("keeper_host") if vault.plain(run_id) else None
+    if away:  # handed to a keeper host (launch --keeper-host): a second keeper here would move the run too
+        print(f"run {run_id} is kept on {away.get('host')}; start its keeper there", file=sys.stderr)
+        return 3
     if not record.claim_pid(run_id):
         print(f"run {run_id} already has a live keeper", file=sys.stderr)
         return 3

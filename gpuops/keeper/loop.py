@@ -73,6 +73,8 @@ class Keeper(object):
         return 0 if self.rec["phase"] == record.FINISHED else 1
 
     def tick(self) -> None:
+        if record.stop_asked(self.rec["run_id"]):
+            return self.do_stop()
         seen = []
         for i, node in enumerate(self.nodes()):
             answer = self.observe(node, head=i == 0)
@@ -118,7 +120,8 @@ class Keeper(object):
                                      timeout_s=max(10.0, min(60.0, self.spec["lost_after_s"]))))
             finally:
                 target.close()
-        except errors.HostError as e:
+        except errors.GpuopsError as e:  # any failed call (an SSH master dropped mid-call: exit 255, no output)
+            # is a failed look, judged by --lost-after like silence; the keeper itself never dies of it
             if w["error"] is None:
                 self.say("unreachable", box=node["box"], why=e.message)
             w["error"] = e.message
@@ -256,6 +259,17 @@ class Keeper(object):
             self.say("run-not-stopped", box=box, why=why)
         self._stop_all(action["why"], record.OVER_BUDGET, action["why"])
 
+    def do_stop(self) -> None:
+        """`gpuops stop RUN`: the run stopped on every box of the attempt (a stop wins over its
+        supervisor's retries); nothing is relaunched after. A box that could not be told ends it in
+        STOP_FAILED: its run may still be going there."""
+        failed = gangattempt.stop(self.nodes(), self.spec.get("jobs_dir"))
+        for box, why in failed:
+            self.say("run-not-stopped", box=box, why=why)
+        if failed:
+            return self.end(record.STOP_FAILED, "gpuops stop: " + "; ".join(f"{b}: {w}" for b, w in failed))
+        self.end(record.STOPPED, "stopped by `gpuops stop`")
+
     def _stop_all(self, why, phase, done_why) -> None:
         """Every box of the attempt stopped by its stop command, then the run ends in `phase`; the
         first stop that fails (or a box with none) ends it in STOP_FAILED instead."""
@@ -339,6 +353,8 @@ class Keeper(object):
         until, said = self.clock() + self.spec.get("place_for_s", PLACE_FOR_S), None
         tried: set = set()
         while self.clock() < until:
+            if record.stop_asked(self.rec["run_id"]):  # a stop wins over a relaunch
+                return self.end(record.STOPPED, "stopped by `gpuops stop` before a relaunch")
             try:
                 att, why = self._launch(resume, keep, set(self.rec["lost"]) | tried)
             except _LaunchFailed as e:

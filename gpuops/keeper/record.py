@@ -4,6 +4,7 @@
                              why it ended), lost boxes, vault, ledger marks, events, phase (the boxes it lost are in gpuops.fleetstate)
     keeper/RUN/keeper.pid    {pid, start_ticks} of the keeper process looking after it
     keeper/RUN/keeper.log    what that process wrote
+    keeper/RUN/stop.json     `gpuops stop` of the run: written by the stop, read by the keeper at each look
 
 Each file is replaced whole (a reader sees the old one or the new one).
 """
@@ -17,13 +18,14 @@ from ..onbox.host import procs
 from ..pullindex import state_dir
 from . import vault
 
-RECORD, PID, LOG = "record.json", "keeper.pid", "keeper.log"
+RECORD, PID, LOG, STOP = "record.json", "keeper.pid", "keeper.log", "stop.json"
 EVENTS_MAX = 500
 
-# phases of a kept run; the last five are its end
+# phases of a kept run; the last six are its end
 RUNNING, RELAUNCHING, COMPLETED = "running", "relaunching", "completed"
 FINISHED, FAILED, STOP_FAILED, GAVE_UP, OVER_BUDGET = "finished", "failed", "stop-failed", "gave-up", "over-budget"
-ENDED = (FINISHED, FAILED, STOP_FAILED, GAVE_UP, OVER_BUDGET)
+STOPPED = "stopped"  # by `gpuops stop RUN`: asked, so no failure
+ENDED = (FINISHED, FAILED, STOP_FAILED, GAVE_UP, OVER_BUDGET, STOPPED)
 
 
 def run_dir(run_id) -> str:
@@ -86,3 +88,15 @@ def keeper_alive(run_id):
     if not held:
         return None
     return {"pid": held.get("pid"), "alive": bool(held.get("pid")) and procs.alive(held["pid"], held.get("start_ticks"))}
+
+
+def ask_stop(run_id, why: str) -> None:
+    """`gpuops stop` of the run: its keeper stops the run at its next look and relaunches nothing
+    after (a stop wins over a relaunch). Written even before the run's record is, so a stop that
+    arrives while the keeper is being handed to its host is kept for it."""
+    _write(run_dir(run_id), STOP, {"at": time.time(), "why": why})
+
+
+def stop_asked(run_id):
+    """{at, why} of a `gpuops stop` of the run, or None."""
+    return _read(path(run_id, STOP))

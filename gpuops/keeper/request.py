@@ -44,7 +44,8 @@ def spec(*, vault, fleet, cmd, policy, keeping: dict, gpus=None, gpu_type=None, 
         if value:
             raise errors.UsageError(f"{flag} does not apply here: {DROPPED}")
     if not vault:
-        raise errors.UsageError("--lost-after, --stop-when-done, --stop-idle, --budget and --output go with --vault DIR")
+        raise errors.UsageError("--lost-after, --stop-when-done, --stop-idle, --budget, --output and --keeper-host go with "
+                                "--vault DIR")
     if not fleet or bool(hosts) != (gang is not None) or script or engine:
         raise errors.UsageError("--vault keeps a run across the boxes of a --fleet: give --fleet and --cmd (and with "
                                 "--torchrun, the gang's first boxes in --host; not --script or --engine)")

@@ -11,7 +11,7 @@ import time
 from .. import errors
 from ..onbox.run import boxpolicy as onbox_policy
 from ..envelope import CODE_KEY, envelope
-from . import attempt, gangattempt, loop, record, remotevault, rules, vault
+from . import attempt, gangattempt, loop, record, remotehost, remotevault, rules, vault
 from typing import Optional
 
 MIN_POLL_S = 1.0
@@ -50,9 +50,11 @@ def spec_of(*, command, fleet, vault_dir, policy, request, lost_after_s=None, ke
     return spec
 
 
-def launch(spec, identity=None) -> dict:
-    """The launch envelope of the run's first attempt, with data.keeper; exit 5 when no box fits."""
+def launch(spec, identity=None, keeper_host: Optional[str] = None) -> dict:
+    """The launch envelope of the run's first attempt, with data.keeper; exit 5 when no box fits.
+    With `keeper_host`, the keeper runs there (gpuops.keeper.remotehost), checked before anything starts."""
     began = time.time()
+    away = remotehost.KeeperHost.ready(keeper_host, spec) if keeper_host else None
     if spec.get("gang"):
         att, doc = _gang(spec, identity)
         run_id, box = att["gang_id"], None
@@ -74,12 +76,24 @@ def launch(spec, identity=None) -> dict:
            "started_at": began}
     record.event(rec, "launched", box=label, job=run_id,
                  why=f"placed on {box.alias}: GPUs {gpus}" if box else f"gang {run_id} on {label}")
+    if away is not None:
+        rec["keeper_host"] = away.where  # before the hand-over: a stop asked meanwhile follows it there
     record.write(rec)
-    pid = spawn(run_id)
     doc["host"] = att["box"]
-    doc["summary"] += f"; kept by keeper pid {pid}, vault {kept.root}"
-    doc["data"]["keeper"] = {"pid": pid, "vault": kept.root,
-                             "record": record.path(run_id, record.RECORD), "log": record.path(run_id, record.LOG),
+    if away is None:
+        there = {"pid": spawn(run_id), "log": record.path(run_id, record.LOG)}
+    else:
+        try:
+            there = away.take(rec)
+        except errors.GpuopsError as e:  # the run is started: said, and never a second keeper started here
+            doc.update(ok=False, summary=f"{doc['summary']}; but its keeper did not start on {keeper_host}: "
+                                         f"{e.message} (gpuops status {run_id} asks it again)")
+            doc[CODE_KEY] = e.exit_code
+            return doc
+    on = f" on {keeper_host}" if away else ""
+    doc["summary"] += f"; kept by keeper pid {there['pid']}{on}, vault {kept.root}"
+    doc["data"]["keeper"] = {"pid": there["pid"], "host": keeper_host, "vault": kept.root,
+                             "record": record.path(run_id, record.RECORD), "log": there["log"],
                              "lost_after_s": spec["lost_after_s"]}
     return doc
 

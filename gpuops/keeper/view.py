@@ -16,14 +16,20 @@ def kept(run_id):
     """The run's keeper record, or None when `run_id` is no kept run (a box's job, then)."""
     if not run_id or not vault.plain(run_id):
         return None
-    return record.read(run_id)
+    rec = record.read(run_id)
+    if rec is not None and rec.get("keeper_host"):  # its keeper runs on another host: its record there
+        from . import remotehost
+
+        return remotehost.follow(rec)
+    return rec
 
 
 def status(rec) -> dict:
     run_id, phase = rec["run_id"], rec["phase"]
     end = rec.get("ended_at") or time.time()
     money = ledger.ledger(rec["marks"], end)
-    keeper = record.keeper_alive(run_id)
+    away = rec.get("keeper_host")
+    keeper = rec.get("keeper_seen") if away else record.keeper_alive(run_id)
     attempts = [{"n": i + 1, "box": a["box"], "job": a["job"], "launched_at": a["launched_at"],
                  "ended_at": a.get("ended_at"), "why": a.get("ended_why"), "resumed_from": a.get("resumed_from"),
                  "gang_id": a.get("gang_id"), "boxes": [n["box"] for n in a.get("nodes") or [a]]}
@@ -45,7 +51,9 @@ def status(rec) -> dict:
         summary = f"run {run_id}: {phase.upper()}: {rec.get('why')}; last {where}"
     else:
         summary = f"run {run_id}: {phase.upper()}, {where}"
-        if keeper is not None and not keeper["alive"]:
+        if keeper is not None and keeper["alive"] is None:  # the run on its box goes on regardless
+            summary += f"; its keeper on {away['host']} is {keeper['why']}; the run goes on on its box"
+        elif keeper is not None and not keeper["alive"]:
             summary += "; its keeper is not running (restart it with the next step)"
     if rec.get("lost"):
         summary += "; lost: " + ", ".join(f"{b} ({w})" for b, w in rec["lost"].items())
@@ -53,8 +61,9 @@ def status(rec) -> dict:
     ok = phase not in (record.FAILED, record.STOP_FAILED, record.GAVE_UP, record.OVER_BUDGET) and (
         phase in record.ENDED or bool(keeper and keeper["alive"]))
     nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
-    if phase not in record.ENDED and keeper is not None and not keeper["alive"]:
-        nxt.insert(0, step("python3", "-m", "gpuops.keeper", run_id, why="starts its keeper again"))
+    if phase not in record.ENDED and keeper is not None and keeper["alive"] is False:
+        again = ("ssh", away["host"], *away["python"].split()) if away else ("python3",)
+        nxt.insert(0, step(*again, "-m", "gpuops.keeper", run_id, why="starts its keeper again"))
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
 
@@ -63,7 +72,7 @@ def wait(rec, timeout_s, sleep=time.sleep, clock=time.monotonic) -> dict:
     run_id, until = rec["run_id"], clock() + timeout_s
     while rec["phase"] not in record.ENDED and clock() < until:
         sleep(WAIT_POLL_S)
-        rec = record.read(run_id) or rec
+        rec = kept(run_id) or rec
     doc = status(rec)
     doc["command"] = "wait"
     if rec["phase"] not in record.ENDED:
@@ -71,6 +80,26 @@ def wait(rec, timeout_s, sleep=time.sleep, clock=time.monotonic) -> dict:
         doc["summary"] = f"still going after {timeout_s:g}s: " + doc["summary"]
         doc[CODE_KEY] = errors.WAIT_TIMED_OUT
     return doc
+
+
+def stop(rec, yes: bool = False) -> dict:
+    """`gpuops stop RUN` of a kept run, a dry run unless `yes`: asked of its keeper (here, or on its
+    keeper host), which stops the run on its boxes at its next look and relaunches nothing after."""
+    from . import remotehost
+
+    run_id, away = rec["run_id"], rec.get("keeper_host")
+    whose = f"its keeper on {away['host']}" if away else "its keeper"
+    data = {"run_id": run_id, "phase": rec["phase"], "keeper_host": (away or {}).get("host"), "targets": []}
+    if rec["phase"] in record.ENDED:
+        return envelope("stop", ok=True, summary=f"nothing to stop: run {run_id} has ended ({rec['phase']})", data=data)
+    if not yes:
+        return envelope("stop", ok=True, summary=f"dry run: would ask {whose} to stop run {run_id}; nothing was sent",
+                        data=dict(data, dry_run=True),
+                        next=[step("gpuops", "stop", "--job", run_id, "--yes", why="asks the keeper to stop it")])
+    asked = remotehost.ask_stop(rec)
+    return envelope("stop", ok=True, summary=f"asked the keeper of run {run_id} ({asked}) to stop it at its next "
+                                             "look; nothing is relaunched after", data=dict(data, asked=asked),
+                    next=[step("gpuops", "wait", "--job", run_id, why="returns once the keeper has stopped it")])
 
 
 def show(doc, con) -> None:

@@ -20,25 +20,28 @@ LAUNCH_WINDOW_S = 10.0
 
 def gang_launch(cmd, hosts, fleet, nproc_per_node, rdzv_port, rdzv_host, code, workdir, name, env, secret_env,
                 max_restarts, nnodes, max_retries, retry_on, checkpoint_dir, resume_arg, stall_after_s, max_runtime_s,
-                keep_checkpoints, keep_best, vault, lost_after_s, stop_when_done, stop_idle_s, budget):
+                keep_checkpoints, keep_best, vault, lost_after_s, stop_when_done, stop_idle_s, budget,
+                keeper_host):
     from .. import fleetfile
     from ..jobs import runpolicy
     from ..keeper import request
     from ..ops import gang
 
     keeping = dict(lost_after_s=lost_after_s, stop_when_done=stop_when_done, stop_idle_s=stop_idle_s, budget_usd=budget)
-    if not request.asked(vault, keeping) and bool(hosts) == bool(fleet):
+    keeps = request.asked(vault, keeping) or bool(keeper_host)
+    if not keeps and bool(hosts) == bool(fleet):
         raise errors.UsageError("give hosts or fleet (a [fleet.NAME] group): one of them names the gang's boxes")
     scope.runs_here("gang_launch", hosts or (), os.environ)
     envs, secrets = _envs(env, secret_env)
     policy = runpolicy.build(max_retries=max_retries, retry_on=retry_on, checkpoint_dir=checkpoint_dir,
                              resume_arg=resume_arg, stall_after=stall_after_s, max_runtime=max_runtime_s,
                              keep_checkpoints=keep_checkpoints, keep_best=keep_best)
-    if request.asked(vault, keeping):  # kept: hosts are its first nodes, the fleet its replacements
+    if keeps:  # kept: hosts are its first nodes, the fleet its replacements
         return kept(vault, keeping, dict(
             fleet=fleet, cmd=cmd, policy=policy, hosts=list(hosts or ()), name=name, env=envs, workdir=workdir,
             secrets=secrets, dropped={"--code": code, "--rdzv-host": rdzv_host},
-            gang=dict(nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, nnodes=nnodes, max_restarts=max_restarts)))
+            gang=dict(nproc_per_node=nproc_per_node, rdzv_port=rdzv_port, nnodes=nnodes, max_restarts=max_restarts)),
+            keeper_host, tool="gang_launch")
     return gang.launch(list(hosts) if hosts else fleetfile.aliases(fleet), cmd=cmd, nproc_per_node=nproc_per_node,
                        port=rdzv_port, rdzv_host=rdzv_host, code=code, workdir=workdir, name=name, env=envs,
                        secrets=secrets, window_s=LAUNCH_WINDOW_S, policy=policy, max_restarts=max_restarts,

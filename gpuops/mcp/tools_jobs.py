@@ -61,7 +61,7 @@ def job_launch(host, cmd, script, name, labels, workdir, gpus, share_gpu, env, s
 
 
 def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, env, secret_env, checkpoint_dir,
-                 resume_arg, vault, lost_after_s, stop_when_done, stop_idle_s, budget):
+                 resume_arg, vault, lost_after_s, stop_when_done, stop_idle_s, budget, keeper_host):
     from .. import fleetfile, placement
     from ..jobs import runpolicy
     from ..keeper import request
@@ -71,10 +71,10 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
     policy = runpolicy.build(checkpoint_dir=checkpoint_dir, resume_arg=resume_arg) \
         if checkpoint_dir or resume_arg else None
     keeping = dict(lost_after_s=lost_after_s, stop_when_done=stop_when_done, stop_idle_s=stop_idle_s, budget_usd=budget)
-    if request.asked(vault, keeping):
+    if request.asked(vault, keeping) or keeper_host:
         return kept(vault, keeping, dict(fleet=fleet or "", cmd=cmd, policy=policy, gpus=gpus, gpu_type=gpu_type,
                                          min_vram_gib=min_vram_gib, name=name, env=envs, workdir=workdir,
-                                         secrets=secrets, dropped={"--key": key}))
+                                         secrets=secrets, dropped={"--key": key}), keeper_host)
     if policy:
         raise errors.UsageError("fleet_launch: checkpoint_dir and resume_arg go with vault (a kept run); "
                                 "job_launch takes a run policy on one box")
@@ -82,17 +82,19 @@ def fleet_launch(gpus, cmd, fleet, gpu_type, min_vram_gib, name, key, workdir, e
                         name=name, key=key, workdir=workdir, env=envs, secrets=secrets, timeout_s=OP_TIMEOUT_S)
 
 
-def kept(vault, keeping, asked):
+def kept(vault, keeping, asked, keeper_host=None, tool="fleet_launch"):
     """A launch with vault (fleet_launch's, gang_launch's): the run's first attempt and its keeper
-    (gpuops.keeper.start), a detached process on this machine that outlives the server, judged by
-    gpuops.keeper.request as the CLI's is. A local vault lies under the roots; a HOST:DIR one is on
-    the host it names, which they do not bind."""
+    (gpuops.keeper.start), a detached process on this machine (or on keeper_host) that outlives the
+    server, judged by gpuops.keeper.request as the CLI's is. A local vault lies under the roots; a
+    HOST:DIR one is on the host it names, which they do not bind."""
     from ..keeper import request, start
     from ..keeper.vault import parse
 
+    if keeper_host:  # the keeper runs the fleet's stop commands where it runs
+        scope.runs_here(tool, [keeper_host], os.environ)
     host, where = parse(vault) if vault else (None, None)
     local = vault if host or not vault else scope.local_path(where, os.environ)
-    return start.launch(request.spec(vault=local, keeping=keeping, **asked))
+    return start.launch(request.spec(vault=local, keeping=keeping, **asked), keeper_host=keeper_host)
 
 
 def job_retry(host, job, resume_arg, checkpoint_dir, key, env, secret_env, resources):

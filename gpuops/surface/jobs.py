@@ -34,7 +34,8 @@ def _yes(help):
 
 
 # a kept run's fields (gpuops.keeper.request), the same on fleet_launch and gang_launch
-_KEPT = (a("vault"), a("lost_after_s", "lost_after"), a("stop_when_done"), a("stop_idle_s", "stop_idle"), a("budget"))
+_KEPT = (a("vault"), a("lost_after_s", "lost_after"), a("stop_when_done"), a("stop_idle_s", "stop_idle"), a("budget"),
+         a("keeper_host"))
 
 LAUNCH = Verb("launch", "Jobs", RUNS, line="start a detached job, or a run with a policy", engine_flags=True,
               examples=("gpuops launch --host box --name train --cmd 'python train.py'",

@@ -48,7 +48,7 @@ RUN_POLICY = (
 )
 
 
-# The run outlives the box (gpuops.keeper): with --fleet, a keeper on this machine copies each complete
+# The run outlives the box (gpuops.keeper): with --fleet, a keeper (here, or on --keeper-host) copies each complete
 # checkpoint into the vault and moves the run to another box of the fleet when its box is lost.
 _KEEPER_CLI = "the keeper is a detached process on the machine that runs the CLI"
 KEEPER = (
@@ -73,4 +73,8 @@ KEEPER = (
                              "of its boxes that stays idle this long (no gpuops job, no GPU in use); a box busy "
                              "again is left running", low=1, high=366 * DAY,
           tip="with vault: once completed and in the vault, stop each box idle this long"),
+    Param("keeper_host", TEXT, "with --vault HOST:DIR: run the keeper on this always-on host (an ssh_config alias "
+                               "or user@host:port) instead of here; it needs the same gpuops and SSH reach to every "
+                               "box of the fleet and the vault host, both checked before anything starts",
+          tip="with vault HOST:DIR: an always-on host to run the keeper on (same gpuops, reaches every box)"),
 )

@@ -97,8 +97,8 @@ async def test_an_agents_kept_gang_loses_a_node_box_and_finishes_with_that_nodes
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("args, says", [
-    ({"hosts": ["a", "b"], "lost_after_s": 30}, "lost_after_s, stop_when_done, stop_idle_s, budget and the CLI's "
-                                                "--output go with vault DIR"),
+    ({"hosts": ["a", "b"], "lost_after_s": 30}, "lost_after_s, stop_when_done, stop_idle_s, budget, the CLI's "
+                                                "--output and keeper_host go with vault DIR"),
     ({"fleet": "kept", "vault": "v"}, "give fleet and cmd (and with gang_launch, the gang's first boxes in host"),
     ({"hosts": ["a", "b"], "fleet": "kept", "vault": "v"}, "give checkpoint_dir DIR[:GLOB] and resume_arg"),
     ({"hosts": ["a", "a"], "fleet": "kept", "vault": "v", "checkpoint_dir": "c", "resume_arg": "--r {checkpoint}"},
