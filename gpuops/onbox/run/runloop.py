@@ -96,10 +96,13 @@ class Run(object):
 
     def drain(self, seconds) -> None:
         """Once the run has ended: write what the disk refused, trying again for up to `seconds`
-        (the run's end is said in its events already; its records say it once the disk takes them)."""
+        (the run's end is said in its events already; its records say it once the disk takes them).
+        Records whose job directory was deleted (someone's `rm -r` of the jobs dir) have nowhere to
+        go and nobody to read them: the supervisor ends rather than trying for the hour."""
         until = self.clock() + seconds
         self.flush()
-        while (self.pending or self.events.pending) and self.clock() < until:
+        while (self.pending or self.events.pending) and self.clock() < until and \
+                os.path.isdir(jobrecord.job_dir(self.id)):
             time.sleep(MAKE_RETRY_S)
             self.flush()
 
