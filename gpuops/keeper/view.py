@@ -64,7 +64,8 @@ def status(rec) -> dict:
     nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
     if phase not in record.ENDED and keeper is not None and keeper["alive"] is False:
         again = ("ssh", away["host"], *away["python"].split()) if away else ("python3",)
-        nxt.insert(0, step(*again, "-m", "gpuops.keeper", run_id, why="starts its keeper again"))
+        nxt.insert(0, step(*again, "-m", "gpuops.keeper.handover", "restart", run_id,
+                           why="starts its keeper again, detached"))
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
 
