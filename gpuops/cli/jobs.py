@@ -346,7 +346,7 @@ def stop(c, host, identity, job, grace, yes, plan, signal, jobs_dir, json, gang)
     if kept is not None:  # a kept run: its keeper stops it, wherever the keeper runs
         from ..keeper import view
 
-        return run("stop", json, lambda: view.stop(kept, yes=yes), render.stop)
+        return run("stop", json, lambda: view.stop(kept, yes=yes, plan=plan), render.stop)
 
     def produce():
         if gang:

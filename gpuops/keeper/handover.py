@@ -8,6 +8,8 @@ and answers one JSON document on stdout; nothing of the run rides argv but its i
                  state dir (0600), a stop already asked kept, the keeper started detached; {pid, log}
     show RUN     {record, keeper}: the run's record here and whether its keeper lives
     stop RUN     `gpuops stop` of the run, for the keeper here to act on at its next look
+    restart RUN  the run's keeper started again, detached as `take` starts it (what `status` offers
+                 when the keeper died); refused while one lives or once the run has ended; {pid, log}
 """
 
 import concurrent.futures
@@ -72,15 +74,25 @@ def take(run_id: str, doc: dict) -> dict:
     return {"pid": start.spawn(run_id), "log": record.path(run_id, record.LOG)}
 
 
+def restart(run_id: str) -> dict:
+    rec = record.read(run_id)
+    if rec is None:
+        raise errors.NotFound(f"handover restart {run_id}: no keeper record of that run on this host")
+    if rec["phase"] in record.ENDED:
+        raise errors.Refused(f"run {run_id} has ended ({rec['phase']}): it needs no keeper")
+    return {"pid": start.spawn(run_id), "log": record.path(run_id, record.LOG)}  # Refused while one lives
+
+
 def show(run_id: str) -> dict:
     return {"record": record.read(run_id), "keeper": record.keeper_alive(run_id)}
 
 
 def main(argv) -> int:
     verb, run_id = (argv[0], argv[1] if len(argv) == 2 else "") if len(argv) in (1, 2) else ("", "")
-    if verb not in ("check", "take", "show", "stop") or (verb != "check") != bool(run_id) \
+    if verb not in ("check", "take", "show", "stop", "restart") or (verb != "check") != bool(run_id) \
             or (run_id and not vault.plain(run_id)):
-        print("usage: python -m gpuops.keeper.handover check | take RUN | show RUN | stop RUN", file=sys.stderr)
+        print("usage: python -m gpuops.keeper.handover check | take RUN | show RUN | stop RUN | restart RUN",
+              file=sys.stderr)
         return 2
     try:
         if verb == "check":
@@ -89,6 +101,8 @@ def main(argv) -> int:
             out = take(run_id, _stdin())
         elif verb == "show":
             out = show(run_id)
+        elif verb == "restart":
+            out = restart(run_id)
         else:
             record.ask_stop(run_id, "gpuops stop, sent from another machine")
             out = {"stopping": run_id}

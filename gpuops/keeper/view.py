@@ -6,6 +6,7 @@ import time
 
 from .. import errors
 from ..envelope import CODE_KEY, envelope, step
+from ..onbox.host import plans
 from . import ledger, record, remotevault, vault
 
 EVENTS_SHOWN = 20
@@ -63,7 +64,8 @@ def status(rec) -> dict:
     nxt = [step("gpuops", "logs", "--host", now["box"], "--job", now["job"], why="the current attempt's log")]
     if phase not in record.ENDED and keeper is not None and keeper["alive"] is False:
         again = ("ssh", away["host"], *away["python"].split()) if away else ("python3",)
-        nxt.insert(0, step(*again, "-m", "gpuops.keeper", run_id, why="starts its keeper again"))
+        nxt.insert(0, step(*again, "-m", "gpuops.keeper.handover", "restart", run_id,
+                           why="starts its keeper again, detached"))
     return envelope("status", ok=ok, summary=summary, data=data, next=nxt)
 
 
@@ -82,20 +84,38 @@ def wait(rec, timeout_s, sleep=time.sleep, clock=time.monotonic) -> dict:
     return doc
 
 
-def stop(rec, yes: bool = False) -> dict:
-    """`gpuops stop RUN` of a kept run, a dry run unless `yes`: asked of its keeper (here, or on its
-    keeper host), which stops the run on its boxes at its next look and relaunches nothing after."""
+def _plan(rec, expires) -> str:
+    # what a stop is asked of: the run, its attempt now (a relaunch since makes another plan) and phase
+    now = rec["attempts"][-1]
+    return plans.plan_id("kept-stop", rec["run_id"], [[len(rec["attempts"]), now["job"], rec["phase"]]], expires)
+
+
+def stop(rec, yes: bool = False, plan=None) -> dict:
+    """`gpuops stop` of a kept run (job_stop without a host), a dry run unless `yes`: asked of its
+    keeper (here, or on its keeper host), which stops the run on its boxes at its next look and
+    relaunches nothing after. With `plan` (MCP's apply always names one), only while the run is on
+    the attempt and in the phase that plan was shown."""
     from . import remotehost
 
+    if plan is not None and plans.expiry(plan) is None:
+        raise errors.UsageError(f"--plan {plan!r} is not a plan id (a dry run of stop --job RUN shows one)")
     run_id, away = rec["run_id"], rec.get("keeper_host")
     whose = f"its keeper on {away['host']}" if away else "its keeper"
-    data = {"run_id": run_id, "phase": rec["phase"], "keeper_host": (away or {}).get("host"), "targets": []}
+    expires = plans.expires_at()
+    fresh = _plan(rec, expires)
+    data = {"run_id": run_id, "phase": rec["phase"], "keeper_host": (away or {}).get("host"), "targets": [],
+            "plan": {"plan_id": fresh, "expires_at": expires}}
     if rec["phase"] in record.ENDED:
         return envelope("stop", ok=True, summary=f"nothing to stop: run {run_id} has ended ({rec['phase']})", data=data)
+    again = step("gpuops", "stop", "--job", run_id, "--yes", "--plan", fresh, why="asks the keeper to stop it")
+    if plan is not None and (plans.expiry(plan) < time.time() or _plan(rec, plans.expiry(plan)) != plan):
+        message = (f"plan {plan} no longer matches run {run_id} (relaunched, or its phase changed, or the plan "
+                   f"expired); nothing was sent; new plan {fresh}")
+        return envelope("stop", ok=False, summary=message, data=dict(data, dry_run=True, refused_plan=plan),
+                        error={"kind": errors.Refused.kind, "message": message}, next=[again])
     if not yes:
         return envelope("stop", ok=True, summary=f"dry run: would ask {whose} to stop run {run_id}; nothing was sent",
-                        data=dict(data, dry_run=True),
-                        next=[step("gpuops", "stop", "--job", run_id, "--yes", why="asks the keeper to stop it")])
+                        data=dict(data, dry_run=True), next=[again])
     asked = remotehost.ask_stop(rec)
     return envelope("stop", ok=True, summary=f"asked the keeper of run {run_id} ({asked}) to stop it at its next "
                                              "look; nothing is relaunched after", data=dict(data, asked=asked),

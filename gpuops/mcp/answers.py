@@ -73,12 +73,13 @@ def _written() -> dict:
                     "interrupted:s? text:s bytes_b64:s text_exact:b text_starts_at:i? more:b state:s exit:o? ended:b "
                     "saved_to:s name:s? duration_s:n?",
         "job_wait": "job_id:s state:s until:a reached:b timed_out:b reason:s new_text:s text_starts_at:i "
-                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s events:a" + _TRIMMED,
+                    "start_offset:i next_offset:i log_size:i waited_s:n job:o match:o interrupted:s events:a "
+                    "kept:o" + _TRIMMED,
         "job_events": "job_id:s state:s job:o events:a last_event:i more:b" + _TRIMMED,
         "job_pause": "job_id:s engine:s state:s paused:b marker:o? job:o",
         "job_resume": "job_id:s engine:s state:s job:o child:o",
         "job_stop": "job_id:s targets:a state:s after:o signals:a remaining:a gpu_holders_left:a dry_run:b plan:o? "
-                    "refused_plan:s",
+                    "refused_plan:s run_id:s phase:s keeper_host:s? asked:s",
         "job_diagnose": "verdict:s confidence:s job:s? pid:i? exit_code:i? signal:s? evidence:a ruled_out:a "
                         "kernel_log:o oom_kills:o disks:a? cores:o? trackers:o triage:o? error_line:s? state:s? "
                         "engine:s " + "".join(f"{k}:s? " for k in engines.job_id_keys()) +

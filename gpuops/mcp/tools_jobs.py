@@ -141,7 +141,7 @@ def job_status(host, job, limit, labels, progress_regex, stall_factor, stall_min
     from ..keeper import view
     from ..ops import jobs as op
 
-    kept = view.kept(job)
+    kept = _kept_run("job_status", host, job) or view.kept(job)
     if kept is not None:  # a run a keeper looks after: its boxes, vault and ledger from the keeper's record
         return view.status(kept)
 
@@ -165,7 +165,13 @@ def job_logs(host, job, attempt, tail, from_offset, max_bytes, encoding):
 
 
 async def job_wait(ctx: Context, host, job, until, after_event, log_regex, from_offset, timeout_s, max_bytes, fields):
+    from ..keeper import view
     from ..ops import wait as op
+
+    kept = _kept_run("job_wait", host, job)
+    if kept is not None:  # a kept run: until it ends, from the keeper's record
+        return await with_progress(ctx, timeout_s, lambda: f"waiting on the keeper of {job}",
+                                   lambda: view.wait(kept, timeout_s))
 
     def work():
         wanted = op.parse_until(",".join(until) if until else op.TERMINAL)
@@ -186,10 +192,26 @@ def job_events(host: str, job: str, after_event: int) -> dict:
                        "job_events", None)
 
 
+def _kept_run(tool: str, host, job):
+    """The keeper's record of `job` when no host is given (a kept run, as the CLI's --job RUN)."""
+    from ..keeper import view
+
+    if host:
+        return None
+    kept = view.kept(job)
+    if kept is None:
+        raise errors.UsageError(f"{tool}: host is needed unless job names a kept run (launched with a vault)")
+    return kept
+
+
 def job_stop(host, job, grace_s, yes, plan_id):
+    from ..keeper import view
     from ..ops import jobs as op
 
     applies_plan("job_stop", yes, plan_id)
+    kept = _kept_run("job_stop", host, job)
+    if kept is not None:  # its keeper stops it, wherever the keeper runs; a stop wins over a relaunch
+        return view.stop(kept, yes=yes, plan=plan_id)
     return on_host("stop", host, lambda t: op.stop(t, job=job, grace=grace_s, yes=yes, plan=plan_id))
 
 

@@ -2,9 +2,9 @@
 
 from .. import engines
 from .. import states
-from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_WORDS, IDENTITY, JOB,
-                     JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH, WHICH,
-                     YES_PLAN_TIP, host)
+from .common import (ATTEMPT, CALL_S, DAY, ENV, ENVS, FAILED_ONLY, FIELDS, GANG, GRACE_S, HOST1, HOST_TIP, HOST_WORDS,
+                     IDENTITY, JOB, JOB_TIP, JOBS_DIR, JSON, LABEL, PAGE, PLAN_TIP, SECRET_ENV, SEVERAL, WAIT_S, WATCH,
+                     WHICH, YES_PLAN_TIP, host)
 from .model import (CHOICE, CSV, ENDS, INT, LIST, NUM, OBJECT, PAIRS, READS, RUNS, SECS, STATES, SWITCH, TEXT,
                     Param, Tool, Verb, a, sectioned)
 from .runs import KEEPER, RUN_POLICY
@@ -20,6 +20,7 @@ STATUS_ROWS_MAX = 200  # the most it lists; failed_only looks among this many, h
 
 RESOURCES = a("resources", kind=OBJECT, why="the engine's own flags (--nodes, --time ...) as one object",
               tip="the engine's flags by name, e.g. slurm {\"nodes\": 2}")
+KEPT_HOST = a("host", tip=HOST_TIP + "; omit for a kept run")  # launched with a vault: its keeper's record
 ENGINE = Param("engine", CHOICE, engines.help_text(), tip="who runs the job (default box)",
                choices=tuple(engines.names()))
 
@@ -176,7 +177,8 @@ STATUS = Verb("status", "Jobs", READS, line="how each run is doing, from the box
 ), tools=(
     Tool("job_status", "status", JOBS, READS, "Job states",
          "Job states: running, stalled, how it ended.", args=(
-             HOST1, a("job"), a("limit", default=STATUS_ROWS, low=1, high=STATUS_ROWS_MAX, tip="jobs listed, newest first"),
+             KEPT_HOST, a("job"),
+             a("limit", default=STATUS_ROWS, low=1, high=STATUS_ROWS_MAX, tip="jobs listed, newest first"),
              a("labels", "label"),
              a("progress_regex"), a("stall_factor"), a("stall_min_s", "stall_min"),
              a("fields", **_over(FIELDS, tip="keys of each job to return; ['*']: all")),
@@ -261,7 +263,7 @@ WAIT = Verb("wait", "Jobs", READS, line="wait until a job reaches a state or a l
 ), tools=(
     Tool("job_wait", "wait", JOBS, READS, "Wait for a job",
          "Wait until a job reaches a state or its log matches.", args=(
-             HOST1, JOB, a("until", default=None, items=WAITABLE + (EVENT,)), a("after_event"), a("log_regex"),
+             KEPT_HOST, JOB, a("until", default=None, items=WAITABLE + (EVENT,)), a("after_event"), a("log_regex"),
              a("from_offset"),
              a("timeout_s", "timeout", default=WAIT_S, high=WAIT_S, tip=_AGAIN),
              a("max_bytes", default=4000, high=PAGE), FIELDS)),
@@ -296,7 +298,7 @@ STOP = Verb("stop", "Jobs", ENDS, line="stop a job's whole process tree (a dry r
 ), tools=(
     Tool("job_stop", "stop", JOBS, ENDS, "Stop a job",
          "Stop a job's processes, or only plan it.", acts_when=("yes",), args=(
-             HOST1, JOB, _GRACE_S, a("yes"), a("plan_id", "plan"))),
+             KEPT_HOST, JOB, _GRACE_S, a("yes"), a("plan_id", "plan"))),
     Tool("gang_stop", "stop", "fleet", ENDS, "Stop every node of a gang",
          "Stop every node of a gang, or only plan it.", acts_when=("yes",), args=(
              a("gang", required=True), _GRACE_S, a("yes"), a("plan_id", "plan"))),

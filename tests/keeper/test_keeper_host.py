@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -103,16 +104,22 @@ def test_the_keeper_lives_on_its_host_and_recovers_a_box_killed_outright(cli, fl
         kill_keepers(kh_state)
 
 
+def long_run(fleet, v, kh, box):
+    """A 400-step run kept from `kh`, started on `box` (the fleet's one box) and past step 3: its id and log."""
+    doc = start.launch(spec(fleet, v, steps=400), keeper_host=kh)
+    assert doc["ok"], doc["summary"]
+    run = doc["data"]["job"]["job_id"]
+    log = fleet.jobs(box) / run / "log"
+    assert wait_for(lambda: log.exists() and "step 3 " in log.read_text(), timeout=90, every=0.5)
+    return run, log
+
+
 def test_the_keeper_host_out_of_reach_is_said_and_a_stop_sent_here_reaches_it(cli, fleet):
     v = fleet.host()
     kh, kh_state = keeper_host(fleet)
     a = fleet.box(2.0)
     try:
-        doc = start.launch(spec(fleet, v, steps=400), keeper_host=kh)
-        assert doc["ok"], doc["summary"]
-        run = doc["data"]["job"]["job_id"]
-        log = fleet.jobs(a) / run / "log"
-        assert wait_for(lambda: log.exists() and "step 3 " in log.read_text(), timeout=90, every=0.5)
+        run, log = long_run(fleet, v, kh, a)
         fleet.boxes[kh].stop()  # the keeper host goes away: its sshd and every connection
         away = view.status(view.kept(run))
         assert away["data"]["kept"]["keeper"]["alive"] is None and away["data"]["kept"]["phase"] == record.RUNNING
@@ -179,6 +186,36 @@ def test_a_keeper_host_that_cannot_reach_a_box_is_refused_naming_it(cli, fleet):
     local = cli("launch", "--fleet", str(fleet.file), "--vault", str(fleet.vault), "--keeper-host", kh, "--gpus", "1",
                 "--checkpoint-dir", "ckpt", "--resume-arg=--resume {checkpoint}", "--cmd", "true", env=fleet.env())
     assert local.returncode == 2 and "--vault HOST:DIR" in local.stderr, local.stdout + local.stderr
+
+
+def test_a_dead_keeper_on_its_host_is_restarted_detached_by_the_step_status_offers(cli, fleet):
+    """The keeper on KH killed: status says so and offers `ssh KH PY -m gpuops.keeper.handover restart
+    RUN`; that ssh returns at once (the keeper runs detached there, not on the ssh session), the
+    keeper lives again and acts (a stop sent here ends the run), and a second restart is refused
+    while it lives."""
+    v = fleet.host()
+    kh, kh_state = keeper_host(fleet)
+    a = fleet.box(2.0)
+    try:
+        run, log = long_run(fleet, v, kh, a)
+        kill_keepers(kh_state)
+        dead = view.status(view.kept(run))
+        assert dead["data"]["kept"]["keeper"]["alive"] is False and "keeper is not running" in dead["summary"]
+        again = dead["next"][0]["argv"]
+        assert again[:2] == ["ssh", kh] and again[-3:] == ["gpuops.keeper.handover", "restart", run], again
+        ssh = ["ssh", "-F", str(fleet.rig.ssh_config), *again[1:]]
+        began = time.monotonic()
+        done = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and json.loads(done.stdout)["pid"], done.stdout + done.stderr
+        assert time.monotonic() - began < 30  # returned with the ssh session, the keeper left running there
+        assert view.status(view.kept(run))["data"]["kept"]["keeper"]["alive"] is True
+        twice = subprocess.run(ssh, capture_output=True, text=True, timeout=60)
+        assert twice.returncode == 5 and "live keeper" in twice.stderr, twice.stdout + twice.stderr
+        r = cli("stop", "--job", run, "--yes", env=fleet.env())
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert ended(run, 60)["phase"] == record.STOPPED  # the restarted keeper looks after the run
+    finally:
+        kill_keepers(kh_state)
 
 
 def test_a_stop_asked_while_the_keeper_is_handed_over_is_not_lost(fleet, monkeypatch):
@@ -289,7 +326,7 @@ def test_a_python_command_the_keeper_host_names_must_be_plain_words(python):
 
 
 @pytest.mark.parametrize("argv", [[], ["take"], ["check", "run-1"], ["show", "../x"], ["stop", "a/b"], ["nope", "r"],
-                                  ["take", "r", "extra"]])
+                                  ["take", "r", "extra"], ["restart"], ["restart", "../x"]])
 def test_the_hand_over_takes_only_its_verbs_and_a_plain_run_id(argv, capsys):
     from gpuops.keeper import handover
 

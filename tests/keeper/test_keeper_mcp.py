@@ -90,3 +90,54 @@ async def test_an_agents_vault_on_another_host_is_not_bound_by_the_roots(fleet, 
     kept = _doc(status)["data"]["kept"]
     assert kept["phase"] == record.FINISHED and "checkpoint-5" in kept["vault"]["held"]
     assert (there / run / "checkpoints" / "checkpoint-5").is_dir()  # on the vault host (loopback: seen here)
+
+
+@pytest.mark.anyio
+async def test_an_agent_stops_a_kept_run_by_its_plan_and_nothing_is_relaunched(cli, fleet, monkeypatch):
+    """job_stop of a kept run with no host (the keeper's path, as the CLI's `stop --job RUN`): a plan
+    first (nothing asked, the run goes on), a stale plan refused, then the plan applied: the run ends
+    STOPPED on its one attempt, its log stops growing, and job_wait/job_status say so with no host.
+    The CLI's `stop --job RUN` offers the same next step."""
+    from mcp import Client
+
+    from gpuops.mcp import server
+    from tests.test_mcp_parity import steps
+
+    a, spare = fleet.box(1.0), fleet.box(1.0)  # a spare box: a relaunch would have somewhere to go
+    served(fleet, monkeypatch, [a, spare], fleet.base)
+    asked = {"fleet": "kept", "gpus": 1, "cmd": command(steps=400), "checkpoint_dir": "ckpt",
+             "resume_arg": "--resume {checkpoint}", "lost_after_s": 6, "vault": str(fleet.vault)}
+    async with Client(server.build(toolsets="all")) as client:
+        doc = _doc(await client.call_tool("fleet_launch", asked))
+        assert doc["ok"], doc
+        run, box = doc["data"]["job"]["job_id"], doc["host"]
+        log = fleet.jobs(box) / run / "log"
+        with anyio.fail_after(90):
+            while not (log.exists() and "step 3 " in log.read_text()):
+                await anyio.sleep(0.5)
+        hostless = await client.call_tool("job_stop", {"job": "no-such-run"})
+        assert hostless.is_error and "kept run" in _doc(hostless)["summary"], _doc(hostless)
+        plan = _doc(await client.call_tool("job_stop", {"job": run}))
+        assert plan["ok"] and plan["data"]["dry_run"] and "dry run" in plan["summary"], plan
+        plan_id = plan["data"]["plan"]["plan_id"]
+        assert plan["next"][0]["tool"] == "job_stop" and plan["next"][0]["args"]["plan_id"] == plan_id, plan["next"]
+        assert record.stop_asked(run) is None and record.read(run)["phase"] == record.RUNNING
+        said = json.loads(cli("stop", "--job", run, "--json", env=fleet.env()).stdout)
+        assert said["data"]["dry_run"] and steps(said["next"], made_by_cli=True) == steps(plan["next"]), said
+        stale = await client.call_tool("job_stop", {"job": run, "yes": True, "plan_id": "0123456789abcdef-1"})
+        assert stale.is_error and _doc(stale)["data"]["refused_plan"] and record.stop_asked(run) is None, _doc(stale)
+        applied = _doc(await client.call_tool("job_stop", {"job": run, "yes": True, "plan_id": plan_id}))
+        assert applied["ok"] and applied["data"]["asked"] == "this machine", applied
+        assert applied["next"][0]["tool"] == "job_wait" and applied["next"][0]["args"] == {"job": run}, applied
+        for _ in range(6):  # job_wait answers within a call; an agent calls again while it is still going
+            waited = _doc(await client.call_tool("job_wait", {"job": run, "timeout_s": 20}))
+            if waited["data"]["kept"]["phase"] in record.ENDED:
+                break
+        status = _doc(await client.call_tool("job_status", {"job": run}))
+    assert waited["data"]["kept"]["phase"] == record.STOPPED, waited["summary"]
+    kept = status["data"]["kept"]
+    assert kept["phase"] == record.STOPPED and [x["box"] for x in kept["attempts"]] == [box], status["summary"]
+    assert "relaunched" not in [e["kind"] for e in record.read(run)["events"]]
+    size = log.stat().st_size
+    await anyio.sleep(3)
+    assert log.stat().st_size == size  # the run on its box is stopped, not retried
