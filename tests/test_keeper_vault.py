@@ -122,3 +122,84 @@ def test_the_best_checkpoints_are_read_however_the_checkpoint_rules_name_them(be
     from gpuops.onbox.facts import keeper_facts
 
     assert keeper_facts._best({"best": best}) == names
+
+
+def _box_dir(tmp_path, names):
+    """A box's checkpoint directory (here, pulled over the local target by the real rsync engine)."""
+    box = tmp_path / "box" / "ckpt"
+    box.mkdir(parents=True)
+    for name in names:
+        (box / name).write_bytes(name.encode() * 1000)
+    return box
+
+
+def _pull_file(v, box, name):
+    from gpuops.ops import pull
+    from gpuops.ops import sync as S
+    from gpuops.remote.local import LocalTarget
+
+    where = v.incoming(name)
+    doc = pull.pull(LocalTarget(), str(box), where, S.Options(excludes=vault.only(name)))
+    assert doc["ok"], doc["summary"]
+    return where
+
+
+def test_a_single_file_checkpoint_is_pulled_alone_staged_then_held_as_that_file(tmp_path):
+    odd = "ck [1]*?\\!#.pt"  # every glob and rule character, matched as itself
+    box = _box_dir(tmp_path, ["checkpoint-5.pt", "checkpoint-10.pt", odd, "checkpoint-15.pt.tmp"])
+    v = vault.Vault(str(tmp_path / "vault"), "run1")
+    where = _pull_file(v, box, "checkpoint-5.pt")
+    assert os.listdir(where) == ["checkpoint-5.pt"]  # the box's other entries were never carried
+    assert v.held() == []  # verified and staged, not claimed: not held
+    v.claim("checkpoint-5.pt", where, vault.FILE)
+    held = v.path(vault.CHECKPOINTS, "checkpoint-5.pt")
+    assert os.path.isfile(held) and open(held, "rb").read() == (box / "checkpoint-5.pt").read_bytes()
+    assert [(h["name"], h["files"]) for h in v.held()] == [("checkpoint-5.pt", 1)]
+    assert v.verify("checkpoint-5.pt") == [] and os.listdir(v.path(vault.INCOMING)) == []
+    v.claim(odd, _pull_file(v, box, odd), vault.FILE)
+    assert [h["name"] for h in v.held()] == ["checkpoint-5.pt", odd] and v.verify(odd) == []
+    with open(held, "r+b") as f:
+        f.write(b"X")
+    assert v.verify("checkpoint-5.pt") == ["checkpoint-5.pt"]
+    with pytest.raises(errors.Refused):
+        v.checkout("checkpoint-5.pt")
+    v.drop("checkpoint-5.pt")
+    assert [h["name"] for h in v.held()] == [odd] and not os.path.lexists(held)
+
+
+def test_a_staged_partial_file_or_a_file_under_a_directory_manifest_is_never_held(tmp_path):
+    box = _box_dir(tmp_path, ["checkpoint-5.pt"])
+    v = vault.Vault(str(tmp_path / "vault"), "run1")
+    where = _pull_file(v, box, "checkpoint-5.pt")
+    with open(os.path.join(where, "checkpoint-5.pt"), "ab") as f:  # a copy cut short, or changed after
+        f.write(b"more")
+    v.claim("checkpoint-5.pt", where, vault.FILE)  # the rename trusts the pull's verdict...
+    assert v.verify("checkpoint-5.pt") == ["checkpoint-5.pt"]  # ...and the push back checks it again
+    partial = v.incoming("c-9.pt")
+    os.makedirs(partial)
+    open(os.path.join(partial, "c-9.pt"), "wb").write(b"half")  # no manifest: what a killed pull leaves
+    with pytest.raises(errors.BadAnswer):
+        v.claim("c-9.pt", partial, vault.FILE)
+    assert [h["name"] for h in v.held()] == ["checkpoint-5.pt"]
+    v.claim("c-1", _copied(v, "c-1", {"c-1": b"1"}))  # a directory holding a file of its own name
+    os.rename(v.path(vault.CHECKPOINTS, "c-1"), v.path(vault.CHECKPOINTS, "gone"))
+    os.rename(v.path(vault.CHECKPOINTS, "gone", "c-1"), v.path(vault.CHECKPOINTS, "c-1"))
+    assert "c-1" not in [h["name"] for h in v.held()]  # a file where a directory's manifest is: not held
+    with pytest.raises(errors.BadAnswer):  # a pull that carried more than the one file is not a file checkpoint
+        v.claim("c-2", _copied(v, "c-2", {"c-2": b"2", "other": b"3"}), vault.FILE)
+
+
+def test_a_held_file_checkpoint_goes_back_into_the_boxs_checkpoint_directory_under_its_name(tmp_path):
+    from gpuops.keeper import attempt
+    from gpuops.remote.local import LocalTarget
+
+    box = _box_dir(tmp_path, ["checkpoint-5.pt", "checkpoint-10.pt"])
+    v = vault.Vault(str(tmp_path / "vault"), "run1")
+    v.claim("checkpoint-10.pt", _pull_file(v, box, "checkpoint-10.pt"), vault.FILE)
+    v.claim("checkpoint-5.pt", _pull_file(v, box, "checkpoint-5.pt"), vault.FILE)
+    new = tmp_path / "new" / "ckpt"
+    new.mkdir(parents=True)
+    (new / "mine.txt").write_bytes(b"kept")
+    attempt.push_checkpoint(LocalTarget(), "new", v, "checkpoint-10.pt", f"{new}/checkpoint-10.pt")
+    assert sorted(os.listdir(new)) == ["checkpoint-10.pt", "mine.txt"]  # the one file, beside what was there
+    assert (new / "checkpoint-10.pt").read_bytes() == (box / "checkpoint-10.pt").read_bytes()

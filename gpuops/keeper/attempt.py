@@ -5,6 +5,8 @@ the resume argument naming that checkpoint. The run's own supervisor on the box 
 there as its policy says; the keeper moves it only when the box is lost."""
 
 import json
+import os
+import posixpath
 import time
 
 from .. import errors, fleetfile, placement
@@ -13,6 +15,7 @@ from ..ops import fleet, jobs, push
 from ..ops import sync as S
 from ..remote.targets import target_for
 from . import vault
+from .vault import only
 
 CALL_S = 30.0
 MAX_LISTED = 200  # checkpoints of one answer looked at
@@ -28,12 +31,14 @@ def ask(target, action, opts, timeout_s=CALL_S) -> dict:
 
 
 def checked_run(answer) -> dict:
-    """The box's `run` answer with only what a keeper may act on: checkpoints with a plain name, a
-    whole step (or none) and a number for an mtime (others dropped, never copied); the best only when
-    it is one of them; directories that are absolute paths with a plain last part."""
+    """The box's `run` answer with only what a keeper may act on: checkpoints with a plain name, a kind
+    of "dir" or "file" (none: a directory), a whole step (or none) and a number for an mtime (others
+    dropped, never copied); the best only when it is one of them; directories that are absolute paths
+    with a plain last part."""
     ck = answer.get("checkpoints")
     if isinstance(ck, dict):
         complete = [c for c in ck.get("complete") or [] if isinstance(c, dict) and vault.plain(c.get("name"))
+                    and c.get("kind") in (None, "dir", vault.FILE)
                     and (c.get("step") is None or type(c.get("step")) is int)
                     and (c.get("mtime") is None or type(c.get("mtime")) in (int, float))][:MAX_LISTED]
         names = {c["name"] for c in complete}
@@ -80,9 +85,14 @@ def command_resuming(spec, checkpoint_path) -> str:
 
 def push_checkpoint(target, alias, vault, name, dst) -> None:
     """Vault checkpoint `name`, hashed against its manifest first (a remote vault's fetched here by a
-    verified pull), pushed (verified) to `dst` on the box."""
+    verified pull), pushed (verified) to `dst` on the box. One that is a file goes as the one entry the
+    rules carry of the directory holding it, into `dst`'s directory (a push's ends are directories)."""
     try:
-        doc = push.push(target, vault.checkout(name), dst, S.Options(retry_for=PUSH_RETRY_S))
+        src = vault.checkout(name)
+        one = os.path.isfile(src)
+        doc = push.push(target, os.path.dirname(src) if one else src, posixpath.dirname(dst) if one else dst,
+                        S.Options(excludes=only(os.path.basename(src)) if one else (),
+                                  retry_for=PUSH_RETRY_S))
     finally:
         vault.checked_in(name)
     if not doc["ok"]:

@@ -9,6 +9,7 @@ run moves (gpuops.keeper.ledger).
 
 import math
 import os
+import posixpath
 import time
 
 from .. import errors, fleetstate
@@ -165,18 +166,24 @@ class Keeper(object):
 
     def do_evacuate(self, action, answer) -> None:
         with self._target() as target:
+            kinds = {c["name"]: c.get("kind") for c in answer["checkpoints"]["complete"]}
             for name in action["names"]:
-                self._copy_checkpoint(target, answer["checkpoints"]["dir"], name)
+                self._copy_checkpoint(target, answer["checkpoints"]["dir"], name, kinds.get(name))
             self._copy_logs(target, answer)
         self._prune(answer["checkpoints"].get("best"))
 
-    def _copy_checkpoint(self, target, box_dir, name: str) -> None:
+    def _copy_checkpoint(self, target, box_dir, name: str, kind) -> None:
+        """Checkpoint `name` (a directory, or one file: `kind` as the box judged it) pulled, verified,
+        into the vault's incoming place, then claimed; a file is pulled as the one entry of `box_dir`
+        that the rules carry (a pull's source is a directory)."""
+        one = kind == vault.FILE
         where = self.vault.incoming(name)
-        doc = pull.pull(target, f"{box_dir}/{name}", where, S.Options(retry_for=self.pull_retry_s))
+        doc = pull.pull(target, box_dir if one else f"{box_dir}/{name}", where,
+                        S.Options(excludes=vault.only(name) if one else (), retry_for=self.pull_retry_s))
         if not doc["ok"]:
             self.say("evacuation-failed", name=name, why=doc["summary"])
             return
-        self.vault.claim(name, where)
+        self.vault.claim(name, where, vault.FILE if one else "dir")
         self.say("evacuated", name=name, box=self.attempt["box"], files=doc["data"]["files"],
                  bytes=doc["data"]["payload_bytes"])
 
@@ -218,11 +225,13 @@ class Keeper(object):
     def do_outputs(self, action, answer) -> None:
         with self._target() as target:
             for rel in self.spec["outputs"]:
+                # the one entry of the directory holding it, into outputs/: a directory or one file alike
                 src = rel if rel.startswith("/") else f"{self.attempt['workdir']}/{rel}"
-                parts = (vault.OUTPUTS, os.path.basename(rel.rstrip("/")))
-                local = self.vault.landing(*parts)
-                doc = pull.pull(target, src, local, S.Options(retry_for=self.pull_retry_s))
-                failed = doc["summary"] if not doc["ok"] else self.vault.land(local, *parts)
+                above, name = posixpath.split(src.rstrip("/"))
+                local = self.vault.landing(vault.OUTPUTS)
+                doc = pull.pull(target, above or "/", local, S.Options(excludes=vault.only(name),
+                                                                       retry_for=self.pull_retry_s))
+                failed = doc["summary"] if not doc["ok"] else self.vault.land(local, vault.OUTPUTS)
                 if failed:
                     self.say("output-copy-failed", path=rel, why=failed)
                     return

@@ -5,7 +5,9 @@ A checkpoint goes box -> here -> vault host: a verified pull into a staging plac
 (the keeper's state dir), a verified push into HOST:DIR/RUN/.incoming/NAME~TOKEN, its manifest
 written beside that, then on the host the manifest and then the directory renamed into checkpoints/
 (held only when both are there, as in a local vault). Back to a new box it comes by a verified pull
-from the host whose hashes must equal the held manifest, then the usual verified push.
+from the host whose hashes must equal the held manifest, then the usual verified push. A checkpoint
+that is one file travels as a local vault's does (gpuops.keeper.vault.only): inside a directory of
+its own up to the host, where its manifest and then the file alone are renamed into checkpoints/.
 
 Every path sent to the host's shell is built from the vault's absolute DIR, the run id and plain
 names (gpuops.keeper.vault.plain), each quoted; what the host answers is bounded and checked.
@@ -74,13 +76,15 @@ class RemoteVault:
     def held(self) -> list:
         """[{name, files, bytes, verified_at, arrived}] of the complete checkpoints on the host."""
         script = (f"cd -- {quote(self.path(CHECKPOINTS))} || exit 1\n"
-                  f"for d in *; do m=\".$d{MANIFEST}\"; [ -d \"$d\" ] && [ -f \"$m\" ] || continue\n"
-                  "printf '%s\\0%s\\0' \"$d\" \"$(stat -c %Y -- \"$m\")\"; cat -- \"$m\"; printf '\\0'; done")
+                  f"for d in *; do m=\".$d{MANIFEST}\"; [ -f \"$m\" ] && [ ! -L \"$d\" ] || continue\n"
+                  "if [ -d \"$d\" ]; then k=dir; elif [ -f \"$d\" ]; then k=file; else continue; fi\n"
+                  "printf '%s\\0%s\\0%s\\0' \"$d\" \"$(stat -c %Y -- \"$m\")\" \"$k\"; cat -- \"$m\"; printf '\\0'; done")
         parts = self._sh(script, max_bytes=LISTING_BYTES).stdout.split(b"\0")
         out = []
-        for i in range(0, len(parts) - 2, 3):
-            name, arrived, doc = parts[i].decode("utf-8", "replace"), parts[i + 1], _doc(parts[i + 2])
-            if vault.plain(name) and arrived.isdigit() and doc is not None:
+        for i in range(0, len(parts) - 3, 4):
+            name, arrived, doc = parts[i].decode("utf-8", "replace"), parts[i + 1], _doc(parts[i + 3])
+            if vault.plain(name) and arrived.isdigit() and doc is not None and \
+                    parts[i + 2].decode("ascii", "replace") == vault.kind_of(doc):
                 out.append({"name": name, "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
                             "verified_at": doc.get("verified_at"), "arrived": int(arrived)})
         out.sort(key=lambda h: (h["arrived"], h["name"]))
@@ -98,11 +102,14 @@ class RemoteVault:
             if left.split(TOKEN, 1)[0] in (name, f".{name}"):
                 contained.Root(self.staging).remove(left)
 
-    def claim(self, name: str, src) -> None:
+    def claim(self, name: str, src, kind: str = "dir") -> None:
         """Checkpoint `name`, verified at `src` (from incoming()) by its pull, pushed (verified) to the
-        host under a temporary name, then held there: its manifest renamed in first, its directory last."""
+        host under a temporary name, then held there: its manifest renamed in first, its directory (or,
+        of a `kind` "file" checkpoint, the file alone) last."""
         _check(name)
         local = vault.valid_manifest(_read_json(manifest_for(src))) if os.path.dirname(src) == self.staging else None
+        if kind == vault.FILE:
+            local = vault.file_manifest(local, name) if os.path.isfile(os.path.join(src, name)) else None
         if local is None:
             raise VaultError(f"vault: {name} has no verified manifest; not claimed")
         temp = os.path.basename(src)
@@ -113,9 +120,10 @@ class RemoteVault:
             raise VaultError(f"vault host {self.host}: copying {name} failed: {doc['summary']}")
         self._sh(f"cat > {quote(inc + '/' + _manifest_name(temp))}", stdin=json.dumps(local).encode("ascii"))
         ck = self.path(CHECKPOINTS)
+        moved = f"{inc}/{temp}/{name}" if kind == vault.FILE else f"{inc}/{temp}"
         self._sh(f"cd -- {quote(ck)} && rm -f -- {quote(_manifest_name(name))} && rm -rf -- {quote(name)} && "
                  f"mv -T -- {quote(inc + '/' + _manifest_name(temp))} {quote(_manifest_name(name))} && "
-                 f"mv -T -- {quote(inc + '/' + temp)} {quote(name)}")
+                 f"mv -T -- {quote(moved)} {quote(name)} && rm -rf -- {quote(inc + '/' + temp)}")
         self._clear(name)
 
     def drop(self, name: str) -> None:
@@ -130,13 +138,15 @@ class RemoteVault:
         _check(name)
         held = _doc(self._sh(f"cat -- {quote(self.path(CHECKPOINTS, _manifest_name(name)))}",
                              max_bytes=LISTING_BYTES).stdout)
+        one = held is not None and vault.kind_of(held) == vault.FILE
         where = self.incoming(name)
-        doc = self._copy(pull.pull, self.path(CHECKPOINTS, name), where)
+        doc = self._copy(pull.pull, self.path(CHECKPOINTS, *(() if one else (name,))), where,
+                         vault.only(name) if one else ())
         got = vault.valid_manifest(_read_json(manifest_for(where))) if doc["ok"] else None
         if held is None or got is None or _files(held) != _files(got):
             raise VaultError(f"vault checkpoint {name} on {self.host} does not match its manifest"
                              f"{'' if doc['ok'] else ': ' + doc['summary']}; not pushed")
-        return where
+        return os.path.join(where, name) if one else where
 
     def checked_in(self, name: str) -> None:
         """checkout()'s copy here is removed."""
@@ -158,10 +168,10 @@ class RemoteVault:
             return e.message
         return None if doc["ok"] else doc["summary"]
 
-    def _copy(self, verb, src: str, dst: str) -> dict:
+    def _copy(self, verb, src: str, dst: str, excludes: tuple = ()) -> dict:
         target = self._target()
         try:
-            return verb(target, src, dst, S.Options(retry_for=COPY_RETRY_S))
+            return verb(target, src, dst, S.Options(excludes=excludes, retry_for=COPY_RETRY_S))
         except errors.GpuopsError as e:
             raise VaultError(f"vault host {self.host}: {e.message}") from None
         finally:

@@ -1,18 +1,27 @@
 """The vault: a local directory that holds a run's checkpoints, log and events off the box.
 
     VAULT/RUN/
-      checkpoints/NAME                          a checkpoint, complete and verified
-      checkpoints/.NAME.gpuops-manifest.json    its manifest (the verified pull's: path, size, sha256)
+      checkpoints/NAME                          a checkpoint, complete and verified: a directory, or
+                                                one file (`checkpoint-100.pt`)
+      checkpoints/.NAME.gpuops-manifest.json    its manifest (the verified pull's: path, size, sha256;
+                                                a file's says kind "file" and lists the file alone)
       .incoming/NAME~TOKEN                      a copy under way: never complete, whatever it holds
       boxes/N-ALIAS/JOB/                        attempt N's job directories on box ALIAS (log, events,
                                                 records), every node's of a gang
-      outputs/NAME                              what the run must leave behind (--output)
+      outputs/NAME                              what the run must leave behind (--output): a directory
+                                                or one file
 
 A checkpoint arrives by a verified pull (gpuops.ops.pull: both ends hashed) into .incoming/, then
 its manifest and then its directory are renamed into checkpoints/. It counts as held only when the
 directory and its manifest are both there, so a keeper killed mid-copy leaves at most an
 .incoming/ entry (replaced by the next copy) or a manifest alone, neither of which is held.
 Before a checkpoint leaves the vault for a new box, its files are hashed against its manifest.
+
+A checkpoint that is one file comes the same way: the verified pull is of the box's checkpoint
+directory with rules (only()) that carry that one entry, into .incoming/NAME~TOKEN/NAME; its
+manifest (kind "file") and then the file itself are renamed in. It is held only as a regular
+file whose manifest says "file" (a directory only under a manifest that does not), and it goes
+back to a box by a push of the directory holding it under the same rules.
 
 Names come from the box: only a plain name (no '/', not hidden, no control character) is used.
 A vault on another machine (`--vault HOST:DIR`) is gpuops.keeper.remotevault, with the same layout.
@@ -35,6 +44,29 @@ def plain(name: object) -> bool:
     """True for a name that is one plain entry: what a box's checkpoint name must be to be copied."""
     return (isinstance(name, str) and 0 < len(name) <= MAX_NAME and "/" not in name and not name.startswith(".")
             and not any(ord(c) < 32 or ord(c) == 127 for c in name))
+
+
+FILE = "file"  # a manifest's kind for a checkpoint that is one file
+
+
+def only(name: str) -> tuple:
+    """Sync rule lines (--exclude's, gitignore syntax) that carry only the entry `name` at the root of
+    a directory (all of it, when it is a directory): every character but a letter or digit escaped,
+    so the name is matched as it is."""
+    return ("/*", "!/" + "".join(c if c.isascii() and c.isalnum() else "\\" + c for c in name))
+
+
+def kind_of(doc: dict) -> str:
+    """"file" or "dir": what a held checkpoint with manifest `doc` is."""
+    return FILE if doc.get("kind") == FILE else "dir"
+
+
+def file_manifest(doc: dict | None, name: str) -> dict | None:
+    """A verified pull's manifest `doc`, of a directory that holds file `name` alone, as the manifest of
+    checkpoint `name` held as that one file (kind "file"); None when it is not exactly that."""
+    if doc is None or [f["path"] for f in doc["files"]] != [name]:
+        return None
+    return {**doc, "kind": FILE}
 
 
 HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_@")
@@ -98,7 +130,7 @@ class Vault:
         base = self.path(CHECKPOINTS)
         for name in os.listdir(base):
             doc = _manifest(self.path(CHECKPOINTS, name)) if plain(name) else None
-            if doc is not None and os.path.isdir(self.path(CHECKPOINTS, name)):
+            if doc is not None and _is(self.path(CHECKPOINTS, name), kind_of(doc)):
                 out.append({"name": name, "files": len(doc["files"]), "bytes": sum(f["size"] for f in doc["files"]),
                             "verified_at": doc.get("verified_at"), "arrived": os.stat(manifest_for(
                                 self.path(CHECKPOINTS, name))).st_mtime})
@@ -115,15 +147,26 @@ class Vault:
                 contained.Root(base).remove(left)
         return os.path.join(base, f"{name}{TOKEN}{secrets.token_hex(4)}")
 
-    def claim(self, name: str, src) -> None:
+    def claim(self, name: str, src, kind: str = "dir") -> None:
         """Checkpoint `name`, verified at `src` (from incoming()) by its pull, becomes held: the
-        manifest first, the directory last (the rename that makes it complete)."""
+        manifest first, the directory last (the rename that makes it complete). A `kind` "file"
+        checkpoint was pulled as `src`/NAME alone: its manifest, then that file, are renamed in."""
         self._check(name)
         dst = self.path(CHECKPOINTS, name)
-        if os.path.dirname(src) != self.path(INCOMING) or _manifest(src) is None:
+        doc = _manifest(src) if os.path.dirname(src) == self.path(INCOMING) else None
+        if kind == FILE:
+            doc = file_manifest(doc, name) if os.path.isfile(os.path.join(src, name)) else None
+        if doc is None:
             raise errors.BadAnswer(f"vault: {name} has no verified manifest; not claimed")
         if os.path.lexists(dst):
             self.drop(name)
+        if kind == FILE:
+            contained.Root(self.path(CHECKPOINTS)).write_atomic(os.path.basename(manifest_for(dst)),
+                                                                json.dumps(doc).encode("ascii"))
+            os.replace(os.path.join(src, name), dst)
+            os.unlink(manifest_for(src))
+            contained.Root(self.path(INCOMING)).remove(os.path.basename(src))
+            return
         os.replace(manifest_for(src), manifest_for(dst))
         os.replace(src, dst)
 
@@ -145,18 +188,29 @@ class Vault:
         doc = _manifest(where)
         if doc is None:
             return ["(manifest)"]
+        if kind_of(doc) == FILE:
+            return [] if _is(where, FILE) and file_manifest(doc, name) and _same(where, doc["files"][0]) else [name]
         bad = []
         for f in doc["files"]:
             path = os.path.join(where, f["path"])
             if os.path.relpath(path, where).startswith("..") or not os.path.isfile(path):
                 bad.append(f["path"])
-            elif os.path.getsize(path) != f["size"] or _sha256(path) != f["sha256"]:
+            elif not _same(path, f):
                 bad.append(f["path"])
         return bad
 
     def _check(self, name: str):
         if not plain(name):
             raise errors.BadAnswer(f"vault: {name!r} is not a plain checkpoint name; not copied")
+
+
+def _is(path: str, kind: str) -> bool:
+    """`path` is a regular file (kind "file") or a directory (any other), not through a link."""
+    return not os.path.islink(path) and (os.path.isfile(path) if kind == FILE else os.path.isdir(path))
+
+
+def _same(path: str, f: dict) -> bool:
+    return os.path.getsize(path) == f["size"] and _sha256(path) == f["sha256"]
 
 
 def _manifest(where):

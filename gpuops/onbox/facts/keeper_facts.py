@@ -6,7 +6,8 @@
           the vault is pushed where the resumed run looks for it.
   run     the run's record as its supervisor keeps it (phase, ended, final, the current attempt's
           liveness, the run's and the attempt's directories), this boot's id, and the verdict on its checkpoint directory by the
-          run's own definition of complete (gpuops.onbox.run.checkpoints): what the keeper may copy.
+          run's own definition of complete (gpuops.onbox.run.checkpoints): what the keeper may copy,
+          each a "dir" or one "file".
 
 Only facts; the keeper judges them (gpuops.keeper.rules).
 """
@@ -48,7 +49,7 @@ def run(opts):
                                               interval_s=interval)
         complete = verdict.get("complete") or []
         out["checkpoints"] = {"dir": verdict.get("dir"), "error": verdict.get("error"),
-                              "complete": [{"name": e["name"], "step": checkpoints.step_of(e["name"]),
+                              "complete": [{"name": e["name"], "kind": e.get("kind"), "step": checkpoints.step_of(e["name"]),
                                             "size": e.get("size"), "mtime": e.get("mtime")} for e in complete[:MAX_LISTED]],
                               "protected": list(verdict.get("protected") or [])[:MAX_LISTED],
                               "best": _best(verdict)}
