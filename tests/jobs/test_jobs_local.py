@@ -112,8 +112,10 @@ def test_cancelled_queue_starts_no_further_line_and_resumes_when_sent_again(loca
     content = f"while [ ! -e {go} ]; do sleep 0.05; done\necho second\n"
     op.queue(t, name="cq", content=content, jobs_dir=str(local_jobs))
     # the cancel comes while the first line runs (on a loaded machine the runner starts it a moment later)
-    first = lambda: op.queue(t, name="cq", jobs_dir=str(local_jobs))["data"]["entries"][0]["state"]  # noqa: E731
-    assert wait_for(lambda: first() == "RUNNING")
+    def first_runs():
+        return op.queue(t, name="cq", jobs_dir=str(local_jobs))["data"]["entries"][0]["state"] == "RUNNING"
+
+    assert wait_for(first_runs)
     doc = op.queue(t, name="cq", cancel=True, jobs_dir=str(local_jobs))
     assert doc["data"]["entries"][0]["state"] == "RUNNING"
     go.touch()
