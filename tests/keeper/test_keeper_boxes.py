@@ -57,11 +57,12 @@ def kinds(r):
     return [e["kind"] for e in r["events"]]
 
 
-def killed_and_moved(fleet, run, a, b) -> dict:
-    """Box `a` killed outright: the run's record once it finished on `b` within --lost-after + 90 s."""
+def killed_and_moved(fleet, run, a, b, until_ended=ended) -> dict:
+    """Box `a` killed outright: the run's record once it finished on `b` within --lost-after + 90 s
+    (`until_ended`: how the record is read, here or from a keeper host)."""
     fleet.kill(a)
     killed_at = time.monotonic()
-    r = ended(run, LOST_AFTER_S + 90)
+    r = until_ended(run, LOST_AFTER_S + 90)
     assert time.monotonic() - killed_at < LOST_AFTER_S + 90
     assert r["phase"] == record.FINISHED, r.get("why")
     assert [x["box"] for x in r["attempts"]] == [a, b]
