@@ -37,6 +37,19 @@ def test_only_a_claimed_copy_is_held_and_a_copy_in_flight_never_is(tmp_path):
     assert again != where and os.listdir(v.path(vault.INCOMING)) == []
 
 
+def test_clear_removes_what_a_copy_of_that_name_left_and_nothing_else(tmp_path):
+    """A copy that ended unclaimed (its pull failed) leaves nothing staged: a name past the newest K
+    is never copied again, so its place would otherwise stay, gigabytes of it."""
+    v = vault.Vault(str(tmp_path), "run1")
+    v.claim("checkpoint-5", _copied(v, "checkpoint-5", {"state.pt": b"5"}))
+    _copied(v, "checkpoint-5", {"state.pt": b"5"})  # a later copy of the same name, left unclaimed
+    other = _copied(v, "checkpoint-50", {"state.pt": b"50"})  # another name's copy, under way
+    v.clear("checkpoint-5")
+    assert sorted(os.listdir(v.path(vault.INCOMING))) == sorted([os.path.basename(other),
+                                                                 os.path.basename(manifest_for(other))])
+    assert [h["name"] for h in v.held()] == ["checkpoint-5"] and v.verify("checkpoint-5") == []
+
+
 def test_a_manifest_without_its_directory_or_a_directory_without_its_manifest_is_not_held(tmp_path):
     v = vault.Vault(str(tmp_path), "run1")
     v.claim("c-1", _copied(v, "c-1", {"a": b"1"}))

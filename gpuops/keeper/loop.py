@@ -178,12 +178,18 @@ class Keeper(object):
         that the rules carry (a pull's source is a directory)."""
         one = kind == vault.FILE
         where = self.vault.incoming(name)
-        doc = pull.pull(target, box_dir if one else f"{box_dir}/{name}", where,
-                        S.Options(excludes=vault.only(name) if one else (), retry_for=self.pull_retry_s))
-        if not doc["ok"]:
-            self.say("evacuation-failed", name=name, why=doc["summary"])
-            return
-        self.vault.claim(name, where, vault.FILE if one else "dir")
+        claimed = False
+        try:
+            doc = pull.pull(target, box_dir if one else f"{box_dir}/{name}", where,
+                            S.Options(excludes=vault.only(name) if one else (), retry_for=self.pull_retry_s))
+            if not doc["ok"]:
+                self.say("evacuation-failed", name=name, why=doc["summary"])
+                return
+            self.vault.claim(name, where, vault.FILE if one else "dir")
+            claimed = True
+        finally:
+            if not claimed:  # a staged copy can be gigabytes, and a name past the newest K is not copied again
+                self.vault.clear(name)
         self.say("evacuated", name=name, box=self.attempt["box"], files=doc["data"]["files"],
                  bytes=doc["data"]["payload_bytes"])
 

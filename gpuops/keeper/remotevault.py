@@ -94,10 +94,11 @@ class RemoteVault:
         """A fresh place here to pull checkpoint `name` into, on its way to the host."""
         _check(name)
         os.makedirs(self.staging, mode=0o700, exist_ok=True)
-        self._clear(name)
+        self.clear(name)
         return os.path.join(self.staging, f"{name}{TOKEN}{secrets.token_hex(4)}")
 
-    def _clear(self, name: str) -> None:
+    def clear(self, name: str) -> None:
+        """What copies of checkpoint `name` left in the staging place here removed (as Vault.clear)."""
         for left in os.listdir(self.staging):
             if left.split(TOKEN, 1)[0] in (name, f".{name}"):
                 contained.Root(self.staging).remove(left)
@@ -124,7 +125,7 @@ class RemoteVault:
         self._sh(f"cd -- {quote(ck)} && rm -f -- {quote(_manifest_name(name))} && rm -rf -- {quote(name)} && "
                  f"mv -T -- {quote(inc + '/' + _manifest_name(temp))} {quote(_manifest_name(name))} && "
                  f"mv -T -- {quote(moved)} {quote(name)} && rm -rf -- {quote(inc + '/' + temp)}")
-        self._clear(name)
+        self.clear(name)
 
     def drop(self, name: str) -> None:
         """Stop holding checkpoint `name`: its manifest goes first, so it is never half held."""
@@ -151,7 +152,7 @@ class RemoteVault:
     def checked_in(self, name: str) -> None:
         """checkout()'s copy here is removed."""
         if os.path.isdir(self.staging):
-            self._clear(name)
+            self.clear(name)
 
     def landing(self, *parts) -> str:
         """Where a pull of the vault's `parts` lands here before land() sends it to the host (kept,

@@ -140,12 +140,17 @@ class Vault:
     def incoming(self, name: str) -> str:
         """A fresh place to copy checkpoint `name` into: a name of its own (a copy a killed keeper
         left running cannot write into it), after what earlier copies of `name` left is removed."""
+        self.clear(name)
+        return os.path.join(self.path(INCOMING), f"{name}{TOKEN}{secrets.token_hex(4)}")
+
+    def clear(self, name: str) -> None:
+        """What copies of checkpoint `name` left in the incoming place (a pull that failed or was
+        refused, a keeper killed mid-copy) removed: only the keeper's own token-named places."""
         self._check(name)
         base = self.path(INCOMING)
         for left in os.listdir(base):
             if left.split(TOKEN, 1)[0] in (name, f".{name}"):
                 contained.Root(base).remove(left)
-        return os.path.join(base, f"{name}{TOKEN}{secrets.token_hex(4)}")
 
     def claim(self, name: str, src, kind: str = "dir") -> None:
         """Checkpoint `name`, verified at `src` (from incoming()) by its pull, becomes held: the
